@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds (once, cached by version) the real components fleet-role's tests run
+# against, and prints where they are. Nothing is downloaded but Go modules
+# from the module proxy and Debian's packages.
+#
+#   hack/tools.sh etcd            -> path of the etcd v3.6.15 server binary
+#   hack/tools.sh kube-apiserver  -> path of the kube-apiserver v1.37.2 binary
+#   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cache=${FLEET_ROLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleet-role}
+mkdir -p "$cache/bin"
+
+etcd_version=v3.6.15
+kube_version=v1.37.2
+
+build() { # name version dir [ldflags]
+  local name=$1 version=$2 dir=$3 ldflags=${4:-}
+  local out="$cache/bin/$name-$version"
+  if [ ! -x "$out" ]; then
+    echo "building $name $version (cached in $out; the first build takes minutes)" >&2
+    (cd "$top/$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" .) >&2
+    mv "$out.tmp" "$out"
+  fi
+  echo "$out"
+}
+
+case "${1:-}" in
+  etcd)
+    build etcd "$etcd_version" tools/etcd "-s -w"
+    ;;
+  kube-apiserver)
+    # Without the version variables kubectl cannot parse the server's version.
+    minor=${kube_version#v1.}; minor=${minor%%.*}
+    build kube-apiserver "$kube_version" tools/kube-apiserver \
+      "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+    ;;
+  fio)
+    if ! command -v fio >/dev/null 2>&1; then
+      echo "installing fio with apt-get" >&2
+      if [ "$(id -u)" != 0 ]; then echo "fio is missing and installing it needs root: apt-get install -y fio" >&2; exit 1; fi
+      log=$(mktemp)
+      if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio) >"$log" 2>&1; then
+        cat "$log" >&2; rm -f "$log"; echo "apt-get install fio failed" >&2; exit 1
+      fi
+      rm -f "$log"
+    fi
+    command -v fio
+    ;;
+  *)
+    echo "usage: hack/tools.sh etcd|kube-apiserver|fio" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,100 @@
+// Package cli holds fleet-role's commands. Each command is a constructor in a
+// file of its own; Main wires them under the root and maps errors to exit
+// codes: 0 success, 1 a reading or run that failed, 2 a usage or settings error.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, shared by every command.
+const (
+	ExitOK    = 0
+	ExitFail  = 1
+	ExitUsage = 2
+)
+
+// exitError carries an exit code with the error that caused it.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf is an error for a bad flag, argument or setting: exit 2.
+func usageErrorf(format string, a ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// usageError marks err as a usage or settings error: exit 2.
+func usageError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: ExitUsage, err: err}
+}
+
+// NewRootCommand builds the whole command tree.
+func NewRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "fleet-role",
+		Short: "Measure which k3s hosts are fit to hold an etcd vote, and the swap that would fix an unfit one",
+		Long: `fleet-role measures every candidate host's fitness to hold an etcd vote and
+reports, with the numbers behind it, which hosts are fit, unfit or unknown, and
+the swap of an unfit voter for a fit standby that it would make, or why it would
+make none. It runs in dry-run: it changes nothing in the cluster.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(
+		newCheckCommand(),
+		newDecideCommand(),
+		newProbeCommand(),
+		newControllerCommand(),
+		newDemoCommand(),
+		newRenderCommand(),
+	)
+	return root
+}
+
+// Main runs the command line and returns the process's exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := NewRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	// Flag parse errors and unknown commands are usage errors (exit 2), as
+	// kubectl and most Go tools do.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "fleet-role: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if cmd == root || isUsage(err) {
+		return ExitUsage
+	}
+	return ExitFail
+}
+
+// isUsage recognises cobra's own argument errors, which it does not type.
+func isUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "accepts ", "requires at least", "requires at most", "invalid argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

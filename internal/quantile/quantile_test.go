@@ -1,0 +1,101 @@
+package quantile
+
+import (
+	"math"
+	"testing"
+)
+
+func TestRankAtTheWindow(t *testing.T) {
+	// The window rule: at n = 1/(1-p) the p-quantile is no longer the max.
+	for _, tc := range []struct {
+		p    float64
+		n    int
+		want int
+	}{
+		{0.99, 100, 99}, {0.99, 99, 99}, {0.99, 101, 100}, {0.99, 1, 1},
+		{0.9, 10, 9}, {0.9, 9, 9}, {0.5, 3, 2}, {0.999, 1000, 999},
+	} {
+		if got := Rank(tc.p, tc.n); got != tc.want {
+			t.Errorf("Rank(%v, %d) = %d, want %d", tc.p, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestHighForgivesOneOutlierInAHundred(t *testing.T) {
+	v := make([]float64, 100)
+	for i := range v {
+		v[i] = 1
+	}
+	v[17] = 50
+	if got, _ := High(v, 0.99); got != 1 {
+		t.Fatalf("one outlier: p99 = %v, want 1", got)
+	}
+	v[42] = 40
+	if got, _ := High(v, 0.99); got != 40 {
+		t.Fatalf("two outliers: p99 = %v, want 40 (the smaller outlier)", got)
+	}
+	if v[17] != 50 || v[42] != 40 {
+		t.Fatal("High reordered its input")
+	}
+	if _, ok := High(nil, 0.99); ok {
+		t.Fatal("High of nothing reported ok")
+	}
+}
+
+func TestLowMirrorsHigh(t *testing.T) {
+	v := make([]float64, 100)
+	for i := range v {
+		v[i] = 100
+	}
+	v[3] = 1
+	if got, _ := Low(v, 0.99); got != 100 {
+		t.Fatalf("one low outlier: low tail = %v, want 100", got)
+	}
+	v[4] = 2
+	if got, _ := Low(v, 0.99); got != 2 {
+		t.Fatalf("two low outliers: low tail = %v, want 2", got)
+	}
+}
+
+func TestHistogramQuantileLikePrometheus(t *testing.T) {
+	// Bounds 1,2,4 and +Inf; 100 observations.
+	h := Histogram{Bounds: []float64{1, 2, 4}, Counts: []uint64{50, 40, 9, 1}}
+	// rank 99 lands at the end of the (2,4] bucket: exactly 4.
+	if got, _ := h.Quantile(0.99); math.Abs(got-4) > 1e-12 {
+		t.Fatalf("p99 = %v, want 4", got)
+	}
+	// rank 50: end of the first bucket.
+	if got, _ := h.Quantile(0.5); math.Abs(got-1) > 1e-12 {
+		t.Fatalf("p50 = %v, want 1", got)
+	}
+	// rank 70: halfway through (1,2].
+	if got, _ := h.Quantile(0.7); math.Abs(got-1.5) > 1e-12 {
+		t.Fatalf("p70 = %v, want 1.5", got)
+	}
+	// rank 99.5 is in +Inf: the highest finite bound.
+	if got, _ := h.Quantile(0.995); got != 4 {
+		t.Fatalf("p99.5 = %v, want 4", got)
+	}
+	if _, ok := (Histogram{Bounds: []float64{1}, Counts: []uint64{0, 0}}).Quantile(0.99); ok {
+		t.Fatal("empty histogram reported a quantile")
+	}
+}
+
+func TestHistogramAdd(t *testing.T) {
+	var h Histogram
+	if err := h.Add(Histogram{Bounds: []float64{1, 2}, Counts: []uint64{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Add(Histogram{Bounds: []float64{1, 2}, Counts: []uint64{1, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if h.Count() != 8 || h.Counts[2] != 4 {
+		t.Fatalf("merged = %+v", h)
+	}
+	if err := h.Add(Histogram{Bounds: []float64{1, 3}, Counts: []uint64{1, 0, 1}}); err == nil {
+		t.Fatal("merging different bounds succeeded")
+	}
+	if err := (Histogram{Bounds: []float64{2, 1}, Counts: []uint64{0, 0, 0}}).Validate(); err == nil {
+		t.Fatal("descending bounds validated")
+	}
+}
