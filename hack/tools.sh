@@ -18,6 +18,9 @@ kube_version=v1.37.2
 build() { # name version dir [ldflags]
   local name=$1 version=$2 dir=$3 ldflags=${4:-}
   local out="$cache/bin/$name-$version"
+  # One build at a time per tool: a second caller waits and then finds it built.
+  exec 9>"$cache/bin/.$name.lock"
+  flock 9
   if [ ! -x "$out" ]; then
     echo "building $name $version (cached in $out; the first build takes minutes)" >&2
     (cd "$top/$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" .) >&2
