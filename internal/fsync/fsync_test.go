@@ -1,0 +1,305 @@
+package fsync
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/fleet-role/fleet-role/internal/testenv"
+)
+
+func TestFilesystemOf(t *testing.T) {
+	for _, tc := range []struct {
+		magic  uint32
+		name   string
+		memory bool
+		note   string
+	}{
+		{0xEF53, "ext2/3/4", false, ""},
+		{0x58465342, "xfs", false, ""},
+		{0x9123683E, "btrfs", false, ""},
+		{0x01021994, "tmpfs", true, "tmpfs keeps files in memory"},
+		{0x858458F6, "ramfs", true, "ramfs keeps files in memory"},
+		{0x794C7630, "overlay", false, "upper layer"},
+		{0x12345678, "unknown (0x12345678)", false, "0x12345678 is not one fleet-role knows"},
+	} {
+		fs := FilesystemOf(tc.magic)
+		if fs.Name != tc.name || fs.Memory != tc.memory {
+			t.Errorf("FilesystemOf(0x%x) = %q memory=%v, want %q memory=%v", tc.magic, fs.Name, fs.Memory, tc.name, tc.memory)
+		}
+		if tc.note == "" && fs.Note != "" || !strings.Contains(fs.Note, tc.note) {
+			t.Errorf("FilesystemOf(0x%x) note %q, want one containing %q", tc.magic, fs.Note, tc.note)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	if _, ok := Summarize(nil); ok {
+		t.Error("Summarize(nil) ok, want not ok")
+	}
+	ms := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(i+1) / 1000
+		}
+		rand.Shuffle(len(v), func(i, j int) { v[i], v[j] = v[j], v[i] })
+		return v
+	}
+	for _, tc := range []struct {
+		n             int
+		p50, p99, max float64
+	}{
+		{1, 0.001, 0.001, 0.001},
+		// With 100 values the p99 is the 99th: one outlier is forgiven.
+		// One value fewer and it is the maximum; one more and the rank
+		// ceil(0.99*101) = 100 is still one below the top.
+		{99, 0.050, 0.099, 0.099},
+		{100, 0.050, 0.099, 0.100},
+		{101, 0.051, 0.100, 0.101},
+	} {
+		v := ms(tc.n)
+		l, ok := Summarize(v)
+		if !ok || l.P50 != tc.p50 || l.P99 != tc.p99 || l.Max != tc.max {
+			t.Errorf("Summarize(1..%d ms) = %+v, %v; want p50 %g p99 %g max %g", tc.n, l, ok, tc.p50, tc.p99, tc.max)
+		}
+	}
+}
+
+// diskDir is a fresh directory on this machine's disk: under DefaultDir,
+// which the test requires to be on one, so that no reading here is of memory.
+func diskDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(DefaultDir, "fleet-role-fsync-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if fs := FilesystemOf(uint32(st.Type)); fs.Memory {
+		t.Fatalf("%s is on %s, not a disk: these tests need %s on a disk", dir, fs.Name, DefaultDir)
+	}
+	return dir
+}
+
+// tmpfsDir mounts a tmpfs of its own for one test.
+func tmpfsDir(t *testing.T) string {
+	t.Helper()
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	if err := unix.Mount("fleet-role-test", dir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mount tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+func assertEmpty(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("%s still holds %v, want nothing left behind", dir, names)
+	}
+}
+
+func TestMeasureSizes(t *testing.T) {
+	dir := diskDir(t)
+	const b = 4096
+	for _, tc := range []struct {
+		size   int64
+		block  int
+		writes int
+	}{
+		// One block just fits; one byte less holds none; one more is still
+		// one whole block, as fio writes only whole blocks.
+		{b, b, 1},
+		{b - 1, b, -1},
+		{b + 1, b, 1},
+		{2 * b, b, 2},
+		{-1, b, -1},
+		{b, -1, -1},
+	} {
+		r, err := Measure(context.Background(), Options{Dir: dir, SizeBytes: tc.size, BlockBytes: tc.block})
+		if tc.writes < 0 {
+			if !errors.Is(err, ErrBadSize) {
+				t.Errorf("size %d block %d: err %v, want ErrBadSize", tc.size, tc.block, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("size %d block %d: %v", tc.size, tc.block, err)
+		}
+		if r.Writes != tc.writes || r.BlockBytes != tc.block || r.SizeBytes != tc.size {
+			t.Errorf("size %d block %d: %+v, want %d writes", tc.size, tc.block, r, tc.writes)
+		}
+		if !(r.P50Seconds > 0 && r.P50Seconds <= r.P99Seconds && r.P99Seconds <= r.MaxSeconds && r.MaxSeconds <= r.ElapsedSeconds) {
+			t.Errorf("size %d block %d: want 0 < p50 <= p99 <= max <= elapsed: %+v", tc.size, tc.block, r)
+		}
+		if !r.MeasuredDisk || r.Note != "" || r.Dir != dir {
+			t.Errorf("reading on disk: %+v, want measured_disk, no note, dir %s", r, dir)
+		}
+	}
+	assertEmpty(t, dir)
+}
+
+func TestMeasureTmpfsSaysNoDisk(t *testing.T) {
+	dir := tmpfsDir(t)
+	r, err := Measure(context.Background(), Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Filesystem != "tmpfs" || r.MeasuredDisk || !strings.Contains(r.Note, "no disk") {
+		t.Errorf("reading on tmpfs: %+v, want filesystem tmpfs, measured_disk false and a note", r)
+	}
+	if r.Writes != int(DefaultSizeBytes/DefaultBlockBytes) {
+		t.Errorf("writes %d, want %d", r.Writes, DefaultSizeBytes/DefaultBlockBytes)
+	}
+	b, _ := json.Marshal(r)
+	if !bytes.Contains(b, []byte(`"measured_disk":false`)) {
+		t.Errorf("json %s lacks measured_disk false", b)
+	}
+	assertEmpty(t, dir)
+}
+
+func TestMeasureCancelledMidRunRemovesFile(t *testing.T) {
+	dir := diskDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const at = 100
+	var during int
+	opts := Options{Dir: dir, afterWrite: func(n int) {
+		if n == at {
+			entries, _ := os.ReadDir(dir)
+			during = len(entries)
+			cancel()
+		}
+	}}
+	_, err := Measure(ctx, opts)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), fmt.Sprintf("after %d of", at)) {
+		t.Errorf("err %v, want context.Canceled after %d writes", err, at)
+	}
+	if during != 1 {
+		t.Errorf("%d files in %s mid-run, want the one being written", during, dir)
+	}
+	assertEmpty(t, dir)
+}
+
+func TestMeasureDeadlineAlreadyPassed(t *testing.T) {
+	dir := diskDir(t)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := Measure(ctx, Options{Dir: dir}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err %v, want DeadlineExceeded", err)
+	}
+	assertEmpty(t, dir)
+}
+
+func TestMeasureMissingDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "absent")
+	_, err := Measure(context.Background(), Options{Dir: dir})
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("err %v, want not-exist naming %s", err, dir)
+	}
+}
+
+// fioP99 runs the recipe in FACTS.md in dir and returns fio's p99 fdatasync
+// latency in seconds and the number of fdatasyncs it timed.
+func fioP99(t *testing.T, fio, dir string) (p99 float64, n int) {
+	t.Helper()
+	cmd := exec.Command(fio, "--rw=write", "--ioengine=sync", "--fdatasync=1", "--directory="+dir,
+		"--size=22m", "--bs=2300", "--name=mytest", "--output-format=json")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, out)
+	}
+	// fio prints notes before the JSON document on some set-ups.
+	if i := bytes.IndexByte(out, '{'); i > 0 {
+		out = out[i:]
+	}
+	var doc struct {
+		Jobs []struct {
+			Sync struct {
+				LatNs struct {
+					N          int                `json:"N"`
+					Percentile map[string]float64 `json:"percentile"`
+				} `json:"lat_ns"`
+			} `json:"sync"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("parse fio output: %v\n%s", err, out)
+	}
+	if len(doc.Jobs) != 1 {
+		t.Fatalf("fio reported %d jobs, want 1", len(doc.Jobs))
+	}
+	lat := doc.Jobs[0].Sync.LatNs
+	ns, ok := lat.Percentile["99.000000"]
+	if !ok {
+		t.Fatalf("fio output has no sync p99: %v", lat.Percentile)
+	}
+	// fio leaves its file behind.
+	if err := os.Remove(filepath.Join(dir, "mytest.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	return ns / 1e9, lat.N
+}
+
+// TestMeasureAgreesWithFio holds the native reading to fio's on the same
+// directory of this machine's disk: the median of three paired runs' p99
+// ratios within a factor of 2.
+func TestMeasureAgreesWithFio(t *testing.T) {
+	fio := testenv.Fio(t)
+	dir := diskDir(t)
+	var ratios []float64
+	for run := 1; run <= 3; run++ {
+		t0 := time.Now()
+		r, err := Measure(context.Background(), Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nativeWall := time.Since(t0)
+		t0 = time.Now()
+		fioP, fioN := fioP99(t, fio, dir)
+		fioWall := time.Since(t0)
+		if fioN != r.Writes {
+			t.Errorf("run %d: fio timed %d fdatasyncs, the native reading %d: they did not write the same", run, fioN, r.Writes)
+		}
+		ratio := r.P99Seconds / fioP
+		ratios = append(ratios, ratio)
+		t.Logf("run %d on %s (%s): native p99 %.3f ms (p50 %.3f ms, max %.3f ms, %d writes, wall %.2f s); fio p99 %.3f ms (wall %.2f s); native/fio %.2f",
+			run, dir, r.Filesystem, r.P99Seconds*1e3, r.P50Seconds*1e3, r.MaxSeconds*1e3, r.Writes, nativeWall.Seconds(), fioP*1e3, fioWall.Seconds(), ratio)
+		assertEmpty(t, dir)
+	}
+	slices.Sort(ratios)
+	median := ratios[1]
+	t.Logf("median native/fio p99 ratio %s of %v", strconv.FormatFloat(median, 'f', 2, 64), ratios)
+	if median < 0.5 || median > 2 {
+		t.Errorf("median native/fio p99 ratio %.2f, want within a factor of 2 (0.5 to 2)", median)
+	}
+}
