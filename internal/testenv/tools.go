@@ -8,36 +8,21 @@ package testenv
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
-)
 
-// Versions of the components, matching hack/tools.sh.
-const (
-	EtcdVersion = "v3.6.15"
-	KubeVersion = "v1.37.2"
+	"github.com/fleet-role/fleet-role/internal/toolcache"
 )
-
-// CacheDir is where hack/tools.sh keeps what it builds.
-func CacheDir() string {
-	if d := os.Getenv("FLEET_ROLE_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "fleet-role")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "fleet-role")
-}
 
 // Etcd returns the path of the etcd server binary.
 func Etcd(t testing.TB) string {
-	return find(t, "FLEET_ROLE_ETCD", filepath.Join(CacheDir(), "bin", "etcd-"+EtcdVersion), "etcd")
+	t.Helper()
+	return find(t, "FLEET_ROLE_ETCD", toolcache.EtcdPath(), "etcd")
 }
 
 // KubeAPIServer returns the path of the kube-apiserver binary.
 func KubeAPIServer(t testing.TB) string {
-	return find(t, "FLEET_ROLE_KUBE_APISERVER", filepath.Join(CacheDir(), "bin", "kube-apiserver-"+KubeVersion), "kube-apiserver")
+	t.Helper()
+	return find(t, "FLEET_ROLE_KUBE_APISERVER", toolcache.KubeAPIServerPath(), "kube-apiserver")
 }
 
 // Fio returns the path of fio.

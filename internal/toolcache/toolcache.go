@@ -1,0 +1,129 @@
+// Package toolcache finds, and builds when asked, the real etcd server that
+// the demo runs and the tests run against. It keeps one binary per version in
+// the same cache hack/tools.sh fills, built with the same flags, so that the
+// demo, the tests and the test script share one build.
+package toolcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Versions of the components, as hack/tools.sh pins them.
+const (
+	EtcdVersion = "v3.6.15"
+	KubeVersion = "v1.37.2"
+)
+
+// ModulePath is fleet-role's module; the etcd build is a nested module in it.
+const ModulePath = "github.com/fleet-role/fleet-role"
+
+// Dir is where built tools are kept: $FLEET_ROLE_CACHE, else
+// $XDG_CACHE_HOME/fleet-role, else ~/.cache/fleet-role.
+func Dir() string {
+	if d := os.Getenv("FLEET_ROLE_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "fleet-role")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "fleet-role-cache")
+	}
+	return filepath.Join(home, ".cache", "fleet-role")
+}
+
+// EtcdPath is where the etcd binary is (or will be) cached.
+func EtcdPath() string { return filepath.Join(Dir(), "bin", "etcd-"+EtcdVersion) }
+
+// KubeAPIServerPath is where the kube-apiserver binary is cached.
+func KubeAPIServerPath() string {
+	return filepath.Join(Dir(), "bin", "kube-apiserver-"+KubeVersion)
+}
+
+// ErrNoSource means the etcd binary is not built and there is no checkout of
+// fleet-role to build it from.
+var ErrNoSource = errors.New("no fleet-role checkout to build etcd from")
+
+// Etcd returns the etcd binary: $FLEET_ROLE_ETCD when set, else the cached
+// build, else it builds one from tools/etcd of the checkout that contains the
+// working directory, telling progress what it does (the first build takes
+// minutes; later runs take none).
+func Etcd(ctx context.Context, progress io.Writer) (string, error) {
+	if p := os.Getenv("FLEET_ROLE_ETCD"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("FLEET_ROLE_ETCD: %w", err)
+		}
+		return p, nil
+	}
+	out := EtcdPath()
+	if isExecutable(out) {
+		return out, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", fmt.Errorf("etcd %s is not built at %s and %w: run hack/tools.sh etcd in a checkout, or set FLEET_ROLE_ETCD", EtcdVersion, out, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", fmt.Errorf("make cache directory: %w", err)
+	}
+	// One build at a time, shared with hack/tools.sh's lock.
+	lock, err := os.OpenFile(filepath.Join(filepath.Dir(out), ".etcd.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("open build lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("take build lock: %w", err)
+	}
+	if isExecutable(out) {
+		return out, nil
+	}
+	fmt.Fprintf(progress, "building etcd %s from the Go module proxy, once (a few minutes; cached in %s)\n", EtcdVersion, out)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out+".tmp", ".")
+	cmd.Dir = filepath.Join(root, "tools", "etcd")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build etcd in %s: %w: %s", cmd.Dir, err, strings.TrimSpace(stderr.String()))
+	}
+	if err := os.Rename(out+".tmp", out); err != nil {
+		return "", fmt.Errorf("install etcd build: %w", err)
+	}
+	return out, nil
+}
+
+// moduleRoot finds the checkout of fleet-role that holds the working
+// directory, by its go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module "+ModulePath+"\n") {
+			if _, err := os.Stat(filepath.Join(dir, "tools", "etcd", "main.go")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", ErrNoSource
+		}
+		dir = parent
+	}
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
