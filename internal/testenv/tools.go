@@ -13,6 +13,12 @@ import (
 	"github.com/fleet-role/fleet-role/internal/toolcache"
 )
 
+// Versions of the components, matching hack/tools.sh.
+const (
+	EtcdVersion = toolcache.EtcdVersion
+	KubeVersion = toolcache.KubeVersion
+)
+
 // Etcd returns the path of the etcd server binary.
 func Etcd(t testing.TB) string {
 	t.Helper()
