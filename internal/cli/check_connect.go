@@ -1,18 +1,98 @@
 package cli
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fleet-role/fleet-role/internal/connect"
 )
 
-// Placeholder until its issue lands; the file is replaced whole.
+// defaultConnectTimeout is k3s's election timeout (FACTS.md, k3s): a peer
+// that takes longer than that to accept a connection is as good as absent to
+// etcd, so waiting longer would tell nothing more.
+const defaultConnectTimeout = 5 * time.Second
+
+// connectReading is what check connect prints.
+type connectReading struct {
+	Peers          []connect.Result `json:"peers"`
+	TimeoutSeconds float64          `json:"timeout_seconds"`
+}
+
 func newCheckConnectCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "connect",
-		Short: "(connect: not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("connect is not built yet")
+	var (
+		peers   []string
+		timeout time.Duration
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "connect --peer HOST:PORT [--peer HOST:PORT ...]",
+		Short: "Time a TCP connect to each peer (an etcd member's peer port, 2380 on k3s)",
+		Long: `Connects once to every --peer at the same time and prints how long each
+connect took: the TCP handshake alone, nothing is sent and the connection is
+closed at once. A connect that is refused or does not complete within --timeout
+is a failure with its error, never a time.
+
+A failed connect is part of the reading: the exit code is 0 whenever the
+reading was taken, 1 when it was interrupted, 2 for a usage error.`,
+		Example: `  fleet-role check connect --peer 10.0.0.11:2380 --peer 10.0.0.12:2380
+  fleet-role check connect --peer [fd7a::2]:2380 --timeout 2s --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(peers) == 0 {
+				return usageErrorf("connect needs at least one --peer HOST:PORT")
+			}
+			for _, p := range peers {
+				if _, _, err := connect.ParsePeer(p); err != nil {
+					return usageError(fmt.Errorf("--peer: %w", err))
+				}
+			}
+			if timeout <= 0 {
+				return usageErrorf("--timeout %s: must be above zero", timeout)
+			}
+			ctx, stop := signal.NotifyContext(commandContext(cmd), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			results := connect.Measure(ctx, peers, timeout)
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("connect reading interrupted: %w", context.Cause(ctx))
+			}
+			r := connectReading{Peers: results, TimeoutSeconds: timeout.Seconds()}
+			return printReading(cmd.OutOrStdout(), asJSON, r, func(w io.Writer) error {
+				return writeConnect(w, r)
+			})
 		},
 	}
+	cmd.Flags().StringArrayVar(&peers, "peer", nil, "peer address `HOST:PORT` to connect to (repeatable, at least one; an IPv6 host in brackets)")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultConnectTimeout, "how long each connect may take before it counts as failed (default: k3s's election timeout)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return cmd
+}
+
+func writeConnect(w io.Writer, r connectReading) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "PEER\tCONNECT\n")
+	for _, p := range r.Peers {
+		if p.OK {
+			fmt.Fprintf(tw, "%s\t%.3f ms\n", p.Peer, p.Seconds*1e3)
+		} else {
+			fmt.Fprintf(tw, "%s\tfailed: %s\n", p.Peer, p.Err)
+		}
+	}
+	return tw.Flush()
+}
+
+// commandContext is the command's context, or Background when it was run
+// without one.
+func commandContext(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
 }
