@@ -126,7 +126,7 @@ func measureOne(ctx context.Context, dial DialFunc, peer string, timeout time.Du
 	elapsed := time.Since(start)
 	if err != nil {
 		msg := err.Error()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if timedOut(ctx, err) {
 			// net says only "i/o timeout"; the limit belongs in the reason.
 			msg = fmt.Sprintf("no connection within %s: %s", timeout, msg)
 		}
@@ -134,4 +134,14 @@ func measureOne(ctx context.Context, dial DialFunc, peer string, timeout time.Du
 	}
 	conn.Close()
 	return Result{Peer: peer, OK: true, Seconds: elapsed.Seconds()}
+}
+
+// timedOut tells a connect that ran out of time. The dialer's own deadline on
+// the socket can fire before the context's timer marks the context done, so
+// the error is asked too, not only the context.
+func timedOut(ctx context.Context, err error) bool {
+	var ne net.Error
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) ||
+		errors.Is(err, context.DeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }

@@ -332,3 +332,23 @@ func TestMeasureTimeoutInNetns(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasureSocketDeadlineBeforeContext: net's socket deadline can fire a
+// moment before the context's own timer, so a timeout must be told from the
+// error as well as from the context.
+func TestMeasureSocketDeadlineBeforeContext(t *testing.T) {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded}
+	}
+	got := MeasureWith(context.Background(), dial, []string{"10.77.0.2:2380"}, time.Hour)
+	if len(got) != 1 || got[0].OK || !strings.Contains(got[0].Err, "no connection within 1h0m0s") {
+		t.Errorf("got %+v, want a failure naming the 1h timeout", got)
+	}
+	refused := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: unix.ECONNREFUSED}
+	}
+	got = MeasureWith(context.Background(), refused, []string{"10.77.0.2:2380"}, time.Hour)
+	if len(got) != 1 || got[0].OK || strings.Contains(got[0].Err, "no connection within") {
+		t.Errorf("got %+v, want a refusal not called a timeout", got)
+	}
+}
