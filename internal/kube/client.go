@@ -1,0 +1,155 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Client settings. Each component makes a few requests a period (the probe
+// a node list and one patch, the controller two gets, a list and at most one
+// patch), so client-go's default rate (5 per second, bursts of 10) is far
+// above need; the timeout bounds one request so that an API server that
+// accepts and never answers costs a loop at most this long, not forever.
+const (
+	clientQPS       = 5
+	clientBurst     = 10
+	clientTimeout   = 10 * time.Second
+	fieldManager    = "fleet-role"
+	clientUserAgent = "fleet-role"
+)
+
+// Client is the client-go implementation of ConfigMaps and Nodes.
+type Client struct {
+	Clientset kubernetes.Interface
+}
+
+// NewClient connects with the kubeconfig at kubeconfigPath, or with the
+// pod's in-cluster configuration (its ServiceAccount token) when the path is
+// empty.
+func NewClient(kubeconfigPath string) (*Client, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfigPath == "" {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster configuration: %w", err)
+		}
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfigPath)
+		if err != nil {
+			return nil, fmt.Errorf("read kubeconfig %s: %w", kubeconfigPath, err)
+		}
+	}
+	return NewClientForConfig(cfg)
+}
+
+// NewClientForConfig connects with cfg, setting the rate and timeout above
+// where cfg leaves them unset.
+func NewClientForConfig(cfg *rest.Config) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = clientTimeout
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = clientUserAgent
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &Client{Clientset: cs}, nil
+}
+
+// ConfigMaps returns the ConfigMaps of namespace.
+func (c *Client) ConfigMaps(namespace string) ConfigMaps {
+	return &clientConfigMaps{c: c.Clientset, ns: namespace}
+}
+
+// Nodes returns the cluster's Nodes.
+func (c *Client) Nodes() Nodes { return clientNodes{c: c.Clientset} }
+
+type clientConfigMaps struct {
+	c  kubernetes.Interface
+	ns string
+}
+
+func (m *clientConfigMaps) Get(ctx context.Context, name string) (map[string]string, error) {
+	cm, err := m.c.CoreV1().ConfigMaps(m.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get configmap %s/%s: %w", m.ns, name, classify(err))
+	}
+	data := make(map[string]string, len(cm.Data))
+	for k, v := range cm.Data {
+		data[k] = v
+	}
+	return data, nil
+}
+
+func (m *clientConfigMaps) PatchKey(ctx context.Context, name, key string, value *string) error {
+	body, err := json.Marshal(map[string]map[string]*string{"data": {key: value}})
+	if err != nil {
+		return fmt.Errorf("patch configmap %s/%s key %s: %w", m.ns, name, key, err)
+	}
+	_, err = m.c.CoreV1().ConfigMaps(m.ns).Patch(ctx, name, types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: fieldManager})
+	if err != nil {
+		return fmt.Errorf("patch configmap %s/%s key %s: %w", m.ns, name, key, classify(err))
+	}
+	return nil
+}
+
+// classify adds this package's sentinel to an API error, keeping the API
+// error in the chain.
+func classify(err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case apierrors.IsRequestEntityTooLargeError(err), isFieldTooLong(err):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case apierrors.IsInvalid(err):
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return err
+}
+
+// isFieldTooLong recognises the API server's refusal of a ConfigMap whose
+// data passes the limit: 422 Invalid with a FieldValueTooLong cause.
+func isFieldTooLong(err error) bool {
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Details == nil {
+		return false
+	}
+	for _, c := range st.Status().Details.Causes {
+		if c.Type == metav1.CauseTypeTooLong {
+			return true
+		}
+	}
+	return false
+}
+
+type clientNodes struct{ c kubernetes.Interface }
+
+func (n clientNodes) List(ctx context.Context) ([]corev1.Node, error) {
+	l, err := n.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	return l.Items, nil
+}

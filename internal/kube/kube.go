@@ -1,0 +1,55 @@
+// Package kube holds fleet-role's Kubernetes adapters: the two small
+// interfaces the probe, the controller and the demo use (ConfigMaps and
+// Nodes), a client-go implementation for a cluster, and an in-memory one
+// with the same semantics, so that the demo and the loops' tests run with no
+// cluster at all. The in-memory store enforces what the API server enforces
+// that matters here: the ConfigMap data limit and the key syntax.
+package kube
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// MaxConfigMapDataBytes is the most data a ConfigMap may hold: the sum of
+// the lengths of its values (FACTS.md, "Kubernetes limits": 1 MiB; the API
+// server's ValidateConfigMap counts values, not keys).
+const MaxConfigMapDataBytes = 1 << 20
+
+// Errors both implementations return, tested with errors.Is. The client-go
+// implementation wraps the API server's own error as well, so apierrors'
+// predicates (IsNotFound, IsInvalid, IsForbidden) keep working on it.
+var (
+	// ErrNotFound: the ConfigMap does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrTooLarge: the write would take the ConfigMap's data past
+	// MaxConfigMapDataBytes (or the request past the server's body limit).
+	ErrTooLarge = errors.New("too large")
+	// ErrInvalid: the server refused the write for another reason, such as
+	// a key that is not a valid ConfigMap key.
+	ErrInvalid = errors.New("invalid")
+)
+
+// IsTooLarge reports whether err is a write refused for the ConfigMap size
+// limit, by the real API server or by the in-memory store alike.
+func IsTooLarge(err error) bool { return errors.Is(err, ErrTooLarge) }
+
+// ConfigMaps reads and writes the data of ConfigMaps in one namespace.
+type ConfigMaps interface {
+	// Get returns a copy of the ConfigMap's data (never nil); an error
+	// wrapping ErrNotFound when the ConfigMap does not exist.
+	Get(ctx context.Context, name string) (map[string]string, error)
+	// PatchKey sets data[key] to *value, or removes the key when value is
+	// nil, with a JSON merge patch {"data":{key:value}} and no
+	// resourceVersion: it changes only that key, so writers of different
+	// keys never conflict (FACTS.md, "Kubernetes limits"). Removing a key
+	// that is absent succeeds. The ConfigMap must exist (ErrNotFound).
+	PatchKey(ctx context.Context, name, key string, value *string) error
+}
+
+// Nodes lists the cluster's Nodes.
+type Nodes interface {
+	List(ctx context.Context) ([]corev1.Node, error)
+}

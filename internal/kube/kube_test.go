@@ -1,0 +1,352 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleet-role/fleet-role/internal/apiserver"
+	"github.com/fleet-role/fleet-role/internal/apiserver/apiservertest"
+	"github.com/fleet-role/fleet-role/internal/kube"
+)
+
+const ns = "kube-test"
+
+// backend is one implementation of ConfigMaps with a way to create one, as
+// the manifests do at install.
+type backend struct {
+	name   string
+	cms    kube.ConfigMaps
+	create func(t *testing.T, name string)
+	// writer returns the ConfigMaps writer i acts through: on the real
+	// server a client holding a token of writer i's own ServiceAccount.
+	writer func(t *testing.T, i int) kube.ConfigMaps
+}
+
+func memBackend() backend {
+	m := kube.NewMemConfigMaps()
+	return backend{
+		name: "memory",
+		cms:  m,
+		create: func(t *testing.T, name string) {
+			if err := m.Create(name, nil); err != nil {
+				t.Fatal(err)
+			}
+		},
+		writer: func(*testing.T, int) kube.ConfigMaps { return m },
+	}
+}
+
+func realBackend(t *testing.T, s *apiserver.Server) (backend, kubernetes.Interface) {
+	admin, err := kubernetes.NewForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.NewClientForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return backend{
+		name: "apiserver",
+		cms:  c.ConfigMaps(ns),
+		create: func(t *testing.T, name string) {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		writer: func(t *testing.T, i int) kube.ConfigMaps {
+			return writerClient(t, s, admin, i)
+		},
+	}, admin
+}
+
+// writerClient makes ServiceAccount writer-i, allowed to get and patch only
+// the ConfigMap "shared", and a client holding a token of its own.
+func writerClient(t *testing.T, s *apiserver.Server, admin kubernetes.Interface, i int) kube.ConfigMaps {
+	ctx := context.Background()
+	name := fmt.Sprintf("writer-%d", i)
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{"shared"}, Verbs: []string{"get", "patch"},
+		}},
+	}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.TokenFor(ctx, ns, name, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kube.NewClientForConfig(s.TokenConfig(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.ConfigMaps(ns)
+}
+
+// TestKube runs every ConfigMaps and Nodes test against the real API server
+// (on real etcd) and against the in-memory store, which must agree.
+func TestKube(t *testing.T) {
+	s := apiservertest.Start(t)
+	real, admin := realBackend(t, s)
+	for _, b := range []backend{real, memBackend()} {
+		t.Run(b.name+"/semantics", func(t *testing.T) { testSemantics(t, b) })
+		t.Run(b.name+"/concurrent", func(t *testing.T) { testConcurrent(t, b) })
+	}
+	t.Run("nodes", func(t *testing.T) { testNodes(t, s, admin) })
+}
+
+func ptr(s string) *string { return &s }
+
+// step is one call and what it must give; want is the data afterwards.
+type step struct {
+	key   string
+	value *string
+	err   error // nil, kube.ErrNotFound, kube.ErrTooLarge or kube.ErrInvalid
+	want  map[string]string
+}
+
+func testSemantics(t *testing.T, b backend) {
+	ctx := context.Background()
+	max := kube.MaxConfigMapDataBytes
+	long253 := strings.Repeat("k", 253) // the longest valid key
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"set, add, remove, remove absent, empty value", []step{
+			{key: "a", value: ptr("1"), want: map[string]string{"a": "1"}},
+			{key: "b", value: ptr("2"), want: map[string]string{"a": "1", "b": "2"}},
+			{key: "a", value: ptr("3"), want: map[string]string{"a": "3", "b": "2"}},
+			{key: "a", value: nil, want: map[string]string{"b": "2"}},
+			{key: "absent", value: nil, want: map[string]string{"b": "2"}},
+			{key: "e", value: ptr(""), want: map[string]string{"b": "2", "e": ""}},
+		}},
+		{"invalid keys are refused and change nothing", []step{
+			{key: "node-1", value: ptr("x"), want: map[string]string{"node-1": "x"}},
+			{key: "a/b", value: ptr("x"), err: kube.ErrInvalid, want: map[string]string{"node-1": "x"}},
+			{key: long253 + "k", value: ptr("x"), err: kube.ErrInvalid, want: map[string]string{"node-1": "x"}},
+			{key: long253, value: ptr("x"), want: map[string]string{"node-1": "x", long253: "x"}},
+		}},
+		{"1 MiB of values: at, just over, just under", []step{
+			{key: "big", value: ptr(strings.Repeat("x", max)), want: map[string]string{"big": strings.Repeat("x", max)}},
+			{key: "one", value: ptr("y"), err: kube.ErrTooLarge, want: map[string]string{"big": strings.Repeat("x", max)}},
+			{key: "big", value: ptr(strings.Repeat("z", max)), want: map[string]string{"big": strings.Repeat("z", max)}},
+			{key: "big", value: ptr(strings.Repeat("x", max-2)), want: map[string]string{"big": strings.Repeat("x", max-2)}},
+			{key: "one", value: ptr("y"), want: map[string]string{"big": strings.Repeat("x", max-2), "one": "y"}},
+			{key: "one", value: ptr("yy"), want: map[string]string{"big": strings.Repeat("x", max-2), "one": "yy"}},
+			{key: "one", value: ptr("yyy"), err: kube.ErrTooLarge, want: map[string]string{"big": strings.Repeat("x", max-2), "one": "yy"}},
+			// Keys do not count toward the limit, only values.
+			{key: long253, value: ptr(""), want: map[string]string{"big": strings.Repeat("x", max-2), "one": "yy", long253: ""}},
+		}},
+		{"a request past 3 MiB is refused as too large", []step{
+			{key: "huge", value: ptr(strings.Repeat("x", 3<<20+1)), err: kube.ErrTooLarge, want: map[string]string{}},
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			name := "sem-" + strconv.Itoa(i)
+			if _, err := b.cms.Get(ctx, name); !errors.Is(err, kube.ErrNotFound) {
+				t.Fatalf("get before create: %v, want ErrNotFound", err)
+			}
+			if err := b.cms.PatchKey(ctx, name, "a", ptr("1")); !errors.Is(err, kube.ErrNotFound) {
+				t.Fatalf("patch before create: %v, want ErrNotFound", err)
+			}
+			b.create(t, name)
+			got, err := b.cms.Get(ctx, name)
+			if err != nil || got == nil || len(got) != 0 {
+				t.Fatalf("get after create = %v, %v; want an empty, non-nil map", got, err)
+			}
+			for j, s := range c.steps {
+				err := b.cms.PatchKey(ctx, name, s.key, s.value)
+				if s.err == nil && err != nil {
+					t.Fatalf("step %d (%.20s): %v", j, s.key, err)
+				}
+				if s.err != nil && !errors.Is(err, s.err) {
+					t.Fatalf("step %d (%.20s): %v, want %v", j, s.key, err, s.err)
+				}
+				if kube.IsTooLarge(err) != (s.err == kube.ErrTooLarge) {
+					t.Fatalf("step %d: IsTooLarge(%v) = %v", j, err, kube.IsTooLarge(err))
+				}
+				if err != nil {
+					t.Logf("step %d refused: %.200s", j, err)
+				}
+				got, err := b.cms.Get(ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, s.want) {
+					t.Fatalf("step %d: data has keys %v, want %v (or values differ)", j, keys(got), keys(s.want))
+				}
+			}
+		})
+	}
+}
+
+func keys(m map[string]string) []string {
+	var k []string
+	for key, v := range m {
+		k = append(k, fmt.Sprintf("%.20s(%d)", key, len(v)))
+	}
+	sort.Strings(k)
+	return k
+}
+
+// testConcurrent has writers patch their own keys of one ConfigMap at the
+// same time for many rounds, each value holding every round written so far
+// as a probe's window does, and checks after every write that nothing was
+// lost: its own key reads back, and no other writer's key ever goes back.
+func testConcurrent(t *testing.T, b backend) {
+	const writers, rounds = 8, 40
+	ctx := context.Background()
+	b.create(t, "shared")
+	clients := make([]kube.ConfigMaps, writers)
+	for i := range clients {
+		clients[i] = b.writer(t, i)
+	}
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, key := clients[i], fmt.Sprintf("node-%d", i)
+			seen := map[string]int{} // other keys' round counts last seen
+			var window []string
+			for r := 1; r <= rounds; r++ {
+				window = append(window, strconv.Itoa(r))
+				v := strings.Join(window, ",")
+				if err := c.PatchKey(ctx, "shared", key, &v); err != nil {
+					errs <- fmt.Errorf("%s round %d: %w", key, r, err)
+					return
+				}
+				data, err := c.Get(ctx, "shared")
+				if err != nil {
+					errs <- fmt.Errorf("%s round %d: %w", key, r, err)
+					return
+				}
+				if data[key] != v {
+					errs <- fmt.Errorf("%s round %d: read back %q", key, r, data[key])
+					return
+				}
+				for k, val := range data {
+					n := len(strings.Split(val, ","))
+					if n < seen[k] {
+						errs <- fmt.Errorf("%s round %d: %s went back from %d rounds to %d", key, r, k, seen[k], n)
+						return
+					}
+					seen[k] = n
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	elapsed := time.Since(began)
+	data, err := b.cms.Get(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full []string
+	for r := 1; r <= rounds; r++ {
+		full = append(full, strconv.Itoa(r))
+	}
+	for i := range writers {
+		if got := data[fmt.Sprintf("node-%d", i)]; got != strings.Join(full, ",") {
+			t.Errorf("node-%d ends with %q", i, got)
+		}
+	}
+	if len(data) != writers {
+		t.Errorf("%d keys, want %d", len(data), writers)
+	}
+	t.Logf("%s: %d writers x %d rounds = %d patches and %d gets in %.2f s (%.0f patch+get pairs/s)",
+		b.name, writers, rounds, writers*rounds, writers*rounds, elapsed.Seconds(), float64(writers*rounds)/elapsed.Seconds())
+}
+
+func testNodes(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
+	ctx := context.Background()
+	var nodes []corev1.Node
+	for _, n := range []string{"server-b", "agent-a", "server-a"} {
+		node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"fleet-role.io/voter-eligible": "true"}}}
+		if _, err := admin.CoreV1().Nodes().Create(ctx, &node, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, node)
+	}
+	c, err := kube.NewClientForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := &kube.MemNodes{}
+	mem.Set(nodes...)
+	nodes[0].Labels["changed"] = "after Set"
+	for name, n := range map[string]kube.Nodes{"apiserver": c.Nodes(), "memory": mem} {
+		got, err := n.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, g := range got {
+			names = append(names, g.Name)
+			if _, ok := g.Labels["changed"]; ok {
+				t.Errorf("%s: a change to the caller's Node after Set reached the store", name)
+			}
+			if g.Labels["fleet-role.io/voter-eligible"] != "true" {
+				t.Errorf("%s: %s lost its label", name, g.Name)
+			}
+		}
+		if want := []string{"agent-a", "server-a", "server-b"}; !reflect.DeepEqual(names, want) {
+			t.Errorf("%s: List = %v, want %v", name, names, want)
+		}
+	}
+	// A ServiceAccount with no binding is refused, and the error says so.
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.TokenFor(ctx, ns, "nobody", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody, err := kube.NewClientForConfig(s.TokenConfig(tok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nobody.Nodes().List(ctx); !apierrors.IsForbidden(err) {
+		t.Errorf("list nodes with no binding: %v, want Forbidden", err)
+	}
+}
