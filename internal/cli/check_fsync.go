@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -71,10 +72,23 @@ func writeFsync(w io.Writer, r fsync.Reading) error {
 	fmt.Fprintf(tw, "dir\t%s\n", r.Dir)
 	fmt.Fprintf(tw, "filesystem\t%s (%s)\n", r.Filesystem, disk)
 	fmt.Fprintf(tw, "writes\t%d of %d bytes, fdatasync after each\n", r.Writes, r.BlockBytes)
-	fmt.Fprintf(tw, "fdatasync\tp50 %.3f ms  p99 %.3f ms  max %.3f ms\n", r.P50Seconds*1e3, r.P99Seconds*1e3, r.MaxSeconds*1e3)
+	fmt.Fprintf(tw, "fdatasync\tp50 %s  p99 %s  max %s\n", fsyncLatency(r.P50Seconds), fsyncLatency(r.P99Seconds), fsyncLatency(r.MaxSeconds))
 	fmt.Fprintf(tw, "elapsed\t%.2f s\n", r.ElapsedSeconds)
 	if r.Note != "" {
 		fmt.Fprintf(tw, "note\t%s\n", r.Note)
 	}
 	return tw.Flush()
+}
+
+// fsyncLatency prints a latency to four significant figures or so, in the unit
+// that suits it: a disk's take milliseconds, tmpfs's a few hundred nanoseconds.
+func fsyncLatency(seconds float64) string {
+	d := time.Duration(seconds * float64(time.Second))
+	switch {
+	case d >= time.Millisecond:
+		d = d.Round(time.Microsecond)
+	case d >= time.Microsecond:
+		d = d.Round(100 * time.Nanosecond)
+	}
+	return d.String()
 }
