@@ -1,0 +1,2 @@
+// Package etcdmetrics reads an etcd member's metrics page.
+package etcdmetrics

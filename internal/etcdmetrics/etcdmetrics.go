@@ -1,0 +1,284 @@
+// Package etcdmetrics reads an etcd member's metrics page (k3s serves it on
+// http://127.0.0.1:2381/metrics) and computes what the member gained between
+// two scrapes: its WAL fsync and backend commit latency, its round trip to
+// each peer, its leader changes, and the gauges that say what it is now.
+//
+// Work is split as the probe needs it: Scrape (or Parse, over a reader) turns
+// one page into a Snapshot, and Gained compares two Snapshots. The probe
+// scrapes once per period and takes the gain against its previous scrape;
+// `fleet-role check etcd` scrapes twice an interval apart.
+package etcdmetrics
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// The series the reading is made of, as etcd v3.6.15 names them.
+const (
+	metricWALFsync      = "etcd_disk_wal_fsync_duration_seconds"
+	metricBackendCommit = "etcd_disk_backend_commit_duration_seconds"
+	metricPeerRTT       = "etcd_network_peer_round_trip_time_seconds"
+	metricLeaderChanges = "etcd_server_leader_changes_seen_total"
+	metricIsLeader      = "etcd_server_is_leader"
+	metricIsLearner     = "etcd_server_is_learner"
+	metricHasLeader     = "etcd_server_has_leader"
+	metricActivePeers   = "etcd_network_active_peers"
+	metricKnownPeers    = "etcd_network_known_peers"
+	metricServerID      = "etcd_server_id"
+	metricDBSize        = "etcd_mvcc_db_total_size_in_bytes"
+	metricQuota         = "etcd_server_quota_backend_bytes"
+	metricProcessStart  = "process_start_time_seconds"
+)
+
+// peerLabels are the series whose label names a peer by its member ID. On a
+// page without etcd_network_known_peers (releases before it), a peer is known
+// when any of them names it. The ID "0" (bytes received before a sender's ID
+// was known) is no peer.
+var peerLabels = map[string]string{
+	metricActivePeers:                           "Remote",
+	"etcd_network_disconnected_peers_total":     "Remote",
+	metricPeerRTT:                               "To",
+	"etcd_network_peer_sent_bytes_total":        "To",
+	"etcd_network_peer_sent_failures_total":     "To",
+	"etcd_network_peer_received_bytes_total":    "From",
+	"etcd_network_peer_received_failures_total": "From",
+}
+
+// ErrNoData means the page parsed but holds no etcd server metrics: the URL
+// serves something other than an etcd member's page.
+var ErrNoData = errors.New("no etcd server metrics on the page")
+
+// Cumulative is one histogram as a page shows it: the finite upper bounds,
+// the cumulative count at each and, last, the total (the +Inf bucket), and
+// the sum of the observations.
+type Cumulative struct {
+	Bounds []float64
+	Counts []uint64 // cumulative; len(Bounds)+1, the +Inf bucket last
+	Sum    float64
+}
+
+// Count is the number of observations.
+func (c Cumulative) Count() uint64 {
+	if len(c.Counts) == 0 {
+		return 0
+	}
+	return c.Counts[len(c.Counts)-1]
+}
+
+// Snapshot is what one scrape of a member's page says.
+type Snapshot struct {
+	// Time is when the page was read (zero from Parse).
+	Time time.Time
+	// MemberID is the member's own ID, unpadded lowercase hex, from
+	// etcd_server_id{server_id}; "" when the page lacks it.
+	MemberID                       string
+	IsLeader, IsLearner, HasLeader bool
+	// ActivePeers is etcd_network_active_peers by Remote peer ID, the
+	// largest value where several Local IDs name the same Remote.
+	ActivePeers map[string]float64
+	// KnownPeers are the IDs of the other members of the cluster as this
+	// member knows them, sorted: etcd_network_known_peers above zero
+	// (3.6.15 writes one series per member, itself included, and 0 for a
+	// removed member), this member excluded. Pages without that gauge
+	// fall back to the IDs any peer series names (see peerLabels).
+	KnownPeers    []string
+	LeaderChanges float64
+	WALFsync      Cumulative
+	BackendCommit Cumulative
+	// PeerRTT is the round-trip histogram by the peer ID in its To label.
+	PeerRTT     map[string]Cumulative
+	DBSizeBytes int64
+	QuotaBytes  int64
+	// ProcessStart is process_start_time_seconds (Unix seconds), 0 when
+	// absent. A different start time means the member restarted.
+	ProcessStart float64
+}
+
+// Parse reads one metrics page in the Prometheus text format. It returns
+// ErrNoData when the page has no etcd server gauges.
+func Parse(r io.Reader) (*Snapshot, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics page: %w", err)
+	}
+	if fams[metricHasLeader] == nil && fams[metricServerID] == nil {
+		return nil, ErrNoData
+	}
+	s := &Snapshot{
+		ActivePeers: map[string]float64{},
+		PeerRTT:     map[string]Cumulative{},
+	}
+	for _, m := range metrics(fams, metricServerID) {
+		if id := label(m, "server_id"); id != "" && value(m) > 0 {
+			s.MemberID = id
+		}
+	}
+	s.IsLeader = gauge(fams, metricIsLeader) > 0
+	s.IsLearner = gauge(fams, metricIsLearner) > 0
+	s.HasLeader = gauge(fams, metricHasLeader) > 0
+	s.LeaderChanges = gauge(fams, metricLeaderChanges)
+	s.DBSizeBytes = int64(gauge(fams, metricDBSize))
+	s.QuotaBytes = int64(gauge(fams, metricQuota))
+	s.ProcessStart = gauge(fams, metricProcessStart)
+
+	for _, m := range metrics(fams, metricActivePeers) {
+		remote := label(m, "Remote")
+		if remote == "" {
+			continue
+		}
+		if !ownPair(m, s.MemberID) {
+			continue
+		}
+		if v := value(m); v > s.ActivePeers[remote] || !has(s.ActivePeers, remote) {
+			s.ActivePeers[remote] = v
+		}
+	}
+	known := map[string]bool{}
+	if fams[metricKnownPeers] != nil {
+		// 3.6.15 writes 1 for every member of the cluster, itself
+		// included, and 0 for a member since removed.
+		for _, m := range metrics(fams, metricKnownPeers) {
+			if id := label(m, "Remote"); id != "" && id != s.MemberID && ownPair(m, s.MemberID) && value(m) > 0 {
+				known[id] = true
+			}
+		}
+	} else {
+		for name, l := range peerLabels {
+			for _, m := range metrics(fams, name) {
+				if id := label(m, l); id != "" && id != "0" && id != s.MemberID && ownPair(m, s.MemberID) {
+					known[id] = true
+				}
+			}
+		}
+	}
+	for id := range known {
+		s.KnownPeers = append(s.KnownPeers, id)
+	}
+	sort.Strings(s.KnownPeers)
+
+	if s.WALFsync, err = histogram(fams, metricWALFsync); err != nil {
+		return nil, err
+	}
+	if s.BackendCommit, err = histogram(fams, metricBackendCommit); err != nil {
+		return nil, err
+	}
+	for _, m := range metrics(fams, metricPeerRTT) {
+		to := label(m, "To")
+		if to == "" || m.GetHistogram() == nil {
+			continue
+		}
+		h, err := cumulative(m.GetHistogram())
+		if err != nil {
+			return nil, fmt.Errorf("%s{To=%q}: %w", metricPeerRTT, to, err)
+		}
+		s.PeerRTT[to] = h
+	}
+	return s, nil
+}
+
+// ownPair reports a peer-pair series whose Local is this member. Members
+// embedded in one process share a registry and show each other's pairs
+// (FACTS.md); a page of one member has only its own.
+func ownPair(m *dto.Metric, self string) bool {
+	loc := label(m, "Local")
+	return self == "" || loc == "" || loc == self
+}
+
+func has(m map[string]float64, k string) bool { _, ok := m[k]; return ok }
+
+func metrics(fams map[string]*dto.MetricFamily, name string) []*dto.Metric {
+	if f := fams[name]; f != nil {
+		return f.GetMetric()
+	}
+	return nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// value is a sample's value whatever its declared type (an untyped page
+// parses as untyped).
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+
+// gauge is the value of an unlabelled series, 0 when absent.
+func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
+	ms := metrics(fams, name)
+	if len(ms) == 0 {
+		return 0
+	}
+	v := value(ms[0])
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+// histogram reads an unlabelled histogram; absent is empty, not an error.
+func histogram(fams map[string]*dto.MetricFamily, name string) (Cumulative, error) {
+	for _, m := range metrics(fams, name) {
+		if h := m.GetHistogram(); h != nil {
+			c, err := cumulative(h)
+			if err != nil {
+				return Cumulative{}, fmt.Errorf("%s: %w", name, err)
+			}
+			return c, nil
+		}
+	}
+	return Cumulative{}, nil
+}
+
+// cumulative checks a parsed histogram's shape: finite ascending bounds
+// with counts that never fall, and a total no smaller than the last bucket.
+func cumulative(h *dto.Histogram) (Cumulative, error) {
+	var c Cumulative
+	for _, b := range h.GetBucket() {
+		ub := b.GetUpperBound()
+		if math.IsInf(ub, +1) {
+			continue // the parser keeps +Inf as a bucket; the total stands for it
+		}
+		if math.IsNaN(ub) || math.IsInf(ub, -1) {
+			return Cumulative{}, fmt.Errorf("bucket bound %g", ub)
+		}
+		if n := len(c.Bounds); n > 0 && !(ub > c.Bounds[n-1]) {
+			return Cumulative{}, fmt.Errorf("bucket bound %g after %g", ub, c.Bounds[n-1])
+		}
+		if n := len(c.Counts); n > 0 && b.GetCumulativeCount() < c.Counts[n-1] {
+			return Cumulative{}, fmt.Errorf("bucket le=%g count %d below the bucket before (%d)", ub, b.GetCumulativeCount(), c.Counts[n-1])
+		}
+		c.Bounds = append(c.Bounds, ub)
+		c.Counts = append(c.Counts, b.GetCumulativeCount())
+	}
+	total := h.GetSampleCount()
+	if n := len(c.Counts); n > 0 && total < c.Counts[n-1] {
+		return Cumulative{}, fmt.Errorf("count %d below the last bucket's %d", total, c.Counts[n-1])
+	}
+	c.Counts = append(c.Counts, total)
+	c.Sum = h.GetSampleSum()
+	return c, nil
+}

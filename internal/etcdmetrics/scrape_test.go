@@ -1,0 +1,250 @@
+package etcdmetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/etcdproc"
+	"github.com/fleet-role/fleet-role/internal/testenv"
+)
+
+func startCluster(t *testing.T) *etcdproc.Cluster {
+	t.Helper()
+	c, err := etcdproc.Start(context.Background(), etcdproc.Config{Binary: testenv.Etcd(t), Dir: t.TempDir(), Members: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// The reading of every member of a live three-process cluster under writes.
+func TestLiveCluster(t *testing.T) {
+	c := startCluster(t)
+	ids := map[string]string{} // member ID -> name
+	for _, m := range c.Members {
+		ids[m.ID] = m.Name
+	}
+	first := map[string]*Snapshot{}
+	for _, m := range c.Members {
+		s, err := Scrape(ctxFor(t, DefaultTimeout), nil, m.MetricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first[m.Name] = s
+	}
+	if err := c.Put(ctxFor(t, time.Minute), 50); err != nil {
+		t.Fatal(err)
+	}
+	leaders := 0
+	for _, m := range c.Members {
+		s, err := Scrape(ctxFor(t, DefaultTimeout), nil, m.MetricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Gained(first[m.Name], s)
+		t.Logf("%s: %+v", m.Name, r)
+		if r.MemberID != m.ID {
+			t.Errorf("%s: member ID %s, want %s", m.Name, r.MemberID, m.ID)
+		}
+		if r.IsLeader {
+			leaders++
+		}
+		if !r.HasLeader || r.IsLearner {
+			t.Errorf("%s: has leader %v learner %v", m.Name, r.HasLeader, r.IsLearner)
+		}
+		if r.ConnectedPeers != 2 || r.KnownPeers != 2 {
+			t.Errorf("%s: connected %d known %d, want 2 and 2", m.Name, r.ConnectedPeers, r.KnownPeers)
+		}
+		// 50 writes, each fsynced to the WAL on every member.
+		if r.WALFsync.Count < 50 || r.WALFsync.P99Seconds == nil {
+			t.Errorf("%s: WAL fsync gained %d (p99 %v), want at least 50", m.Name, r.WALFsync.Count, r.WALFsync.P99Seconds)
+		}
+		if r.Restarted || r.FromStart || r.IntervalSeconds <= 0 {
+			t.Errorf("%s: restarted %v from start %v interval %g", m.Name, r.Restarted, r.FromStart, r.IntervalSeconds)
+		}
+		if r.QuotaBytes != 2<<30 || r.DBSizeBytes <= 0 {
+			t.Errorf("%s: quota %d db %d", m.Name, r.QuotaBytes, r.DBSizeBytes)
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d leaders, want exactly 1", leaders)
+	}
+
+	// etcd feeds the peer round-trip histogram rarely: the first values
+	// about 5 s after a peer appears (FACTS.md). Poll until every member
+	// has RTT from both others, keyed by their IDs.
+	deadline := time.Now().Add(45 * time.Second)
+	for _, m := range c.Members {
+		var want []string
+		for id := range ids {
+			if id != m.ID {
+				want = append(want, id)
+			}
+		}
+		sort.Strings(want)
+		for {
+			s, err := Scrape(ctxFor(t, DefaultTimeout), nil, m.MetricsURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Gained(nil, s)
+			fed := 0
+			for _, id := range want {
+				if r.PeerRTT[id].Count > 0 {
+					fed++
+				}
+			}
+			if fed == len(want) && strings.Join(r.Peers(), ",") == strings.Join(want, ",") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: peer RTT for %v (%d fed), want fed for %v", m.Name, r.Peers(), fed, want)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+}
+
+// A paused member accepts the connection and never answers: the scrape
+// must fail within its timeout, not hang.
+func TestScrapePausedMember(t *testing.T) {
+	c := startCluster(t)
+	fs, err := c.Followers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := fs[0]
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Resume() })
+	const timeout = 500 * time.Millisecond
+	// The connection is accepted by the kernel on the paused member's
+	// listening socket.
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(strings.TrimSuffix(m.MetricsURL, "/metrics"), "http://"), timeout)
+	if err != nil {
+		t.Fatalf("paused member's metrics port refused: %v", err)
+	}
+	conn.Close()
+
+	began := time.Now()
+	_, err = Scrape(ctxFor(t, timeout), nil, m.MetricsURL)
+	took := time.Since(began)
+	if err == nil {
+		t.Fatal("scrape of a paused member succeeded")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), m.MetricsURL) {
+		t.Errorf("error %v, want a deadline naming %s", err, m.MetricsURL)
+	}
+	// The bound is the timeout; the margin covers scheduling on a shared
+	// 2-core machine.
+	if took > timeout+time.Second {
+		t.Errorf("scrape returned after %v, timeout %v", took, timeout)
+	}
+
+	// The client's own timeout bounds it the same way.
+	_, err = Scrape(context.Background(), &http.Client{Timeout: timeout}, m.MetricsURL)
+	if err == nil {
+		t.Fatal("scrape with a client timeout succeeded against a paused member")
+	}
+
+	// With neither, DefaultTimeout bounds it.
+	began = time.Now()
+	_, err = Scrape(context.Background(), nil, m.MetricsURL)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("scrape with no deadline: %v, want DefaultTimeout to end it", err)
+	}
+	if took := time.Since(began); took < DefaultTimeout || took > DefaultTimeout+2*time.Second {
+		t.Errorf("scrape with no deadline ended after %v, want about %v", took, DefaultTimeout)
+	}
+
+	if err := m.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Scrape(ctxFor(t, DefaultTimeout), nil, m.MetricsURL); err != nil {
+		t.Errorf("scrape after resume: %v", err)
+	}
+}
+
+func TestScrapeErrors(t *testing.T) {
+	leader, err := os.ReadFile(filepath.Join("testdata", "leader.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A page padded with comment lines to exactly n bytes.
+	padded := func(n int) []byte {
+		b := append([]byte(nil), leader...)
+		for len(b) < n {
+			line := "# padding\n"
+			if rest := n - len(b); rest < len(line) {
+				line = "#" + strings.Repeat(" ", rest-2) + "\n"
+				if rest == 1 {
+					line = "\n"
+				}
+			}
+			b = append(b, line...)
+		}
+		return b
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) { w.Write(leader) })
+	mux.HandleFunc("/notetcd", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "go_goroutines 7") })
+	mux.HandleFunc("/under", func(w http.ResponseWriter, _ *http.Request) { w.Write(padded(MaxPageBytes - 1)) })
+	mux.HandleFunc("/max", func(w http.ResponseWriter, _ *http.Request) { w.Write(padded(MaxPageBytes)) })
+	mux.HandleFunc("/over", func(w http.ResponseWriter, _ *http.Request) { w.Write(padded(MaxPageBytes + 1)) })
+	srv := httptest.NewServer(mux) // listens on 127.0.0.1
+	t.Cleanup(srv.Close)
+	ctx := ctxFor(t, 30*time.Second)
+
+	s, err := Scrape(ctx, srv.Client(), srv.URL+"/metrics")
+	if err != nil || s.MemberID != idLeader || s.Time.IsZero() {
+		t.Errorf("scrape of the leader page: %v, %+v", err, s)
+	}
+	if _, err := Scrape(ctx, nil, srv.URL+"/absent"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("404: %v", err)
+	}
+	if _, err := Scrape(ctx, nil, srv.URL+"/notetcd"); !errors.Is(err, ErrNoData) {
+		t.Errorf("a page without etcd metrics: %v, want ErrNoData", err)
+	}
+	if s, err := Scrape(ctx, nil, srv.URL+"/max"); err != nil || s.MemberID != idLeader {
+		t.Errorf("a page of exactly MaxPageBytes: %v", err)
+	}
+	if _, err := Scrape(ctx, nil, srv.URL+"/over"); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("a page of MaxPageBytes+1: %v, want refused", err)
+	}
+	if s, err := Scrape(ctx, nil, srv.URL+"/under"); err != nil || s.MemberID != idLeader {
+		t.Errorf("a page of MaxPageBytes-1: %v", err)
+	}
+	for _, n := range []int{MaxPageBytes - 1, MaxPageBytes, MaxPageBytes + 1} {
+		if got := len(padded(n)); got != n {
+			t.Fatalf("padding made %d bytes, want %d", got, n)
+		}
+	}
+	// A closed port: refused at once, naming the URL.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String() + "/metrics"
+	l.Close()
+	if _, err := Scrape(ctx, nil, url); err == nil || !strings.Contains(err.Error(), url) {
+		t.Errorf("closed port: %v, want an error naming %s", err, url)
+	}
+}
