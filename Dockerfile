@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# fleet-role's one image: the controller (Deployment) and the probe
+# (DaemonSet) are the same static binary, started by command name. It holds
+# no fio and no shell: the fsync reading is native Go.
+#
+#   docker build -t ghcr.io/fleet-role/fleet-role:latest .
+#
+# The build stage runs on the builder's own platform and cross-compiles, so a
+# multi-platform build (--platform linux/amd64,linux/arm64) needs no emulation.
+ARG GO_VERSION=1.26.8
+
+FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-bookworm AS build
+ARG TARGETOS=linux
+ARG TARGETARCH
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY cmd ./cmd
+COPY internal ./internal
+# CGO off: a static binary that runs on a base with no C library.
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
+    go build -trimpath -ldflags="-s -w" -o /out/fleet-role ./cmd/fleet-role
+
+# distroless/static: CA certificates, /etc/passwd with the nonroot user
+# (65532), and nothing else.
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/fleet-role /usr/local/bin/fleet-role
+USER 65532:65532
+ENTRYPOINT ["fleet-role"]

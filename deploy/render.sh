@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Renders the kustomize base into deploy/fleet-role.yaml, the one file k3s can
+# auto-deploy from its manifests directory. Run it after any change to
+# deploy/base; a test fails while the two differ.
+set -euo pipefail
+cd "$(dirname "$0")"
+{
+  echo "# fleet-role, rendered from deploy/base by deploy/render.sh (kubectl kustomize deploy/base)."
+  echo "# Do not edit: change deploy/base and run deploy/render.sh. To install on k3s, copy it to"
+  echo "# /var/lib/rancher/k3s/server/manifests/ on a server, or kubectl apply --server-side -f it."
+  kubectl kustomize base
+} >fleet-role.yaml.tmp
+mv fleet-role.yaml.tmp fleet-role.yaml
