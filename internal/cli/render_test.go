@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func TestRenderK3sConfig(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want []string // node-label+ entries
+	}{
+		{[]string{"--eligible=true", "--pinned=false"}, ExitOK,
+			[]string{"fleet-role.io/voter-eligible=true", "fleet-role.io/voter-pinned=false"}},
+		{[]string{"--eligible=false", "--pinned=false"}, ExitOK,
+			[]string{"fleet-role.io/voter-eligible=false", "fleet-role.io/voter-pinned=false"}},
+		{[]string{"--eligible", "--pinned=true"}, ExitOK,
+			[]string{"fleet-role.io/voter-eligible=true", "fleet-role.io/voter-pinned=true"}},
+		{[]string{"--eligible=false", "--pinned=true", "--eligible-label=example.com/vote", "--pinned-label=pin"}, ExitOK,
+			[]string{"example.com/vote=false", "pin=true"}},
+		{[]string{"--eligible=true"}, ExitUsage, nil},
+		{[]string{"--pinned=true"}, ExitUsage, nil},
+		{nil, ExitUsage, nil},
+		{[]string{"--eligible=yes", "--pinned=false"}, ExitUsage, nil},
+		{[]string{"--eligible=true", "--pinned=false", "--eligible-label=not a key"}, ExitUsage, nil},
+		{[]string{"--eligible=true", "--pinned=false", "--pinned-label=fleet-role.io/voter-eligible"}, ExitUsage, nil},
+		{[]string{"--eligible=true", "--pinned=false", "extra"}, ExitUsage, nil},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := Main(append([]string{"render", "k3s-config"}, c.args...), &out, &errb)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, c.code, errb.String())
+			}
+			if c.code != ExitOK {
+				if out.Len() != 0 {
+					t.Errorf("printed %q on a usage error", out.String())
+				}
+				return
+			}
+			if !strings.HasPrefix(out.String(), "# fleet-role's node labels for this host. Goes in /etc/rancher/k3s/config.yaml.d/fleet-role.yaml;") {
+				t.Errorf("output does not start with where it goes:\n%s", out.String())
+			}
+			var doc map[string][]string
+			if err := yaml.UnmarshalStrict(out.Bytes(), &doc); err != nil {
+				t.Fatalf("not YAML k3s can read: %v\n%s", err, out.String())
+			}
+			if want := map[string][]string{"node-label+": c.want}; !reflect.DeepEqual(doc, want) {
+				t.Errorf("got %v, want %v", doc, want)
+			}
+		})
+	}
+}
