@@ -1,0 +1,194 @@
+// Package decide is fleet-role's decision core: from the settings, every
+// host's probe entry, the Nodes, the previous status and the current time,
+// it judges each host fit, unfit or unknown with every reason and its
+// numbers, and plans the swap of an unfit voter for a fit standby that it
+// would make, or says why it would make none.
+//
+// Decide is pure: no client, clock, logger or file. The controller and
+// `fleet-role decide` gather its Input (kube.go adapts the Kubernetes
+// objects) and publish the Status it returns; the status document is exactly
+// that Status's JSON.
+package decide
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/entry"
+)
+
+// Decide makes one decision. It never fails: a host whose entry cannot be
+// read is unknown with the error as its reason, and the others are judged.
+func Decide(in Input) Status {
+	s := in.Settings
+	now := in.Now.UTC()
+	prev := map[string]*Observation{}
+	if in.Previous != nil {
+		for _, h := range in.Previous.Hosts {
+			if h.Observation != nil {
+				prev[h.Name] = h.Observation
+			}
+		}
+	}
+	nodes := slices.SortedFunc(slices.Values(in.Nodes), func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+
+	var hosts []*host
+	byName := map[string]*host{}
+	decodeErrs := map[string]error{}
+	for _, n := range nodes {
+		if byName[n.Name] != nil {
+			continue // a Node name is unique; a repeat adds nothing
+		}
+		h := &host{node: n}
+		if raw, ok := in.Entries[n.Name]; ok {
+			h.raw, h.hasEntry = raw, true
+			h.obs = observe(prev[n.Name], raw, now)
+			e, err := entry.Decode(raw)
+			if err == nil && e.Node != n.Name {
+				err = fmt.Errorf("the entry names node %q but is stored under %q", e.Node, n.Name)
+			}
+			if err != nil {
+				decodeErrs[n.Name] = err
+			} else {
+				h.entry, h.decoded = e, true
+				h.window = e.Samples
+				if len(h.window) > s.Window {
+					h.window = h.window[len(h.window)-s.Window:]
+				}
+			}
+		}
+		h.role = roleOf(n, latestEtcd(h.window))
+		if h.role == RoleOther && !h.hasEntry {
+			continue // a host that records nothing has nothing to report
+		}
+		hosts = append(hosts, h)
+		byName[n.Name] = h
+	}
+
+	var voters []string // every member the probes connect to
+	members := map[string]string{}
+	for _, h := range hosts {
+		if h.isMember() {
+			voters = append(voters, h.node.Name)
+			if x := latestEtcd(h.window); x != nil && x.MemberID != "" {
+				members[x.MemberID] = h.node.Name
+			}
+		}
+	}
+	for _, h := range hosts {
+		h.evidence(s, now, decodeErrs[h.node.Name])
+		if h.decoded {
+			h.measure(s, voters, members)
+		}
+	}
+	mirrorSlowLinks(hosts, byName)
+	for _, h := range hosts {
+		slices.SortStableFunc(h.reasons, func(a, b Reason) int {
+			return cmp.Or(cmp.Compare(signalOrder[a.Signal], signalOrder[b.Signal]), cmp.Compare(a.Subject, b.Subject))
+		})
+		h.verdict = verdictOf(h.reasons)
+	}
+
+	mem := remember(in.Previous, hosts, now)
+	st := Status{
+		Schema:      Schema,
+		GeneratedAt: now,
+		DryRun:      s.DryRun,
+		Settings:    Settings{Values: s, Limits: s.Limits()},
+		Hosts:       make([]Host, 0, len(hosts)),
+		Decision:    plan(s, now, hosts, mem),
+		Memory:      mem,
+	}
+	for _, h := range hosts {
+		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
+			Verdict: h.verdict, Samples: len(h.window), Reasons: h.reasons, Observation: h.obs})
+	}
+	return st
+}
+
+// observe carries when the controller first saw this exact entry, so that
+// staleness never compares the probe's clock with the controller's.
+func observe(prev *Observation, raw string, now time.Time) *Observation {
+	o := &Observation{Digest: Digest(raw), ChangedAt: now}
+	if prev != nil && prev.Digest == o.Digest && !prev.ChangedAt.IsZero() && !prev.ChangedAt.After(now) {
+		o.ChangedAt = prev.ChangedAt.UTC()
+	}
+	return o
+}
+
+// mirrorSlowLinks names a slow link on both its ends: a host that measured a
+// voter slow makes that voter unfit too. Only measurements of judged hosts
+// (a full, fresh window) count against another host.
+func mirrorSlowLinks(hosts []*host, byName map[string]*host) {
+	for _, x := range hosts {
+		if !x.judged {
+			continue
+		}
+		for _, r := range x.reasons {
+			if !isLink(r) || r.OK {
+				continue
+			}
+			y := byName[r.Subject]
+			if y == nil || hasSlowLink(y.reasons, x.node.Name) {
+				continue
+			}
+			m := r
+			m.Subject = x.node.Name
+			m.Detail = "measured by " + x.node.Name + ": " + r.Detail
+			y.reasons = append(y.reasons, m)
+		}
+	}
+}
+
+func hasSlowLink(rs []Reason, other string) bool {
+	for _, r := range rs {
+		if isLink(r) && !r.OK && r.Subject == other {
+			return true
+		}
+	}
+	return false
+}
+
+// slowLinks lists the other ends of a host's slow links.
+func slowLinks(rs []Reason) []string {
+	set := map[string]bool{}
+	for _, r := range rs {
+		if isLink(r) && !r.OK {
+			set[r.Subject] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+func verdictOf(rs []Reason) Verdict {
+	v := Fit
+	for _, r := range rs {
+		if r.OK {
+			continue
+		}
+		if r.unknown {
+			return Unknown
+		}
+		v = Unfit
+	}
+	return v
+}
+
+// remember carries the voter set and when it last changed.
+func remember(prev *Status, hosts []*host, now time.Time) Memory {
+	m := Memory{Voters: []string{}, VotersChangedAt: now}
+	for _, h := range hosts {
+		if h.role == RoleVoter {
+			m.Voters = append(m.Voters, h.node.Name)
+		}
+	}
+	if prev != nil && slices.Equal(prev.Memory.Voters, m.Voters) && !prev.Memory.VotersChangedAt.IsZero() && !prev.Memory.VotersChangedAt.After(now) {
+		m.VotersChangedAt = prev.Memory.VotersChangedAt.UTC()
+	}
+	return m
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,326 @@
+package decide
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// host is one host while a decision is made.
+type host struct {
+	node     Node
+	role     Role
+	raw      string
+	hasEntry bool
+	entry    entry.Entry
+	// window is the samples judged: the entry's last Window samples.
+	window  []entry.Sample
+	decoded bool
+	obs     *Observation
+	reasons []Reason
+	// judged: the entry was read, is fresh and holds a full window, so the
+	// host's measurements count, also against the hosts at their other ends.
+	judged  bool
+	verdict Verdict
+}
+
+// Digest identifies an entry's raw text in the status's observations.
+func Digest(raw string) string {
+	sum := sha256.Sum256([]byte(raw))
+	return hex.EncodeToString(sum[:])
+}
+
+func roleOf(n Node, latest *entry.EtcdSample) Role {
+	switch {
+	case n.Voter && (n.Learner || latest != nil && latest.IsLearner):
+		return RoleLearner
+	case n.Voter:
+		return RoleVoter
+	case n.Eligible:
+		return RoleStandby
+	}
+	return RoleOther
+}
+
+// latestEtcd is the host's newest etcd sample that was read, or nil.
+func latestEtcd(samples []entry.Sample) *entry.EtcdSample {
+	for i := len(samples) - 1; i >= 0; i-- {
+		if x := samples[i].Etcd; x != nil && x.Err == "" {
+			return x
+		}
+	}
+	return nil
+}
+
+// isMember: the host runs an etcd member, so its disks and round trips are
+// etcd's own metrics.
+func (h *host) isMember() bool { return h.role == RoleVoter || h.role == RoleLearner }
+
+// evidence judges whether the host can be judged at all.
+func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
+	if !h.hasEntry {
+		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "every voter and eligible host runs the probe, which writes one entry per host",
+			"no probe entry for this host in "+s.ProbeConfigMap, false))
+		return
+	}
+	if decodeErr != nil {
+		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "the entry format of docs/entry.md",
+			"entry cannot be read: "+decodeErr.Error(), false))
+		return
+	}
+	n := len(h.window)
+	r := against(s.WindowLimit(), SignalSamples, "", float64(n), fmt.Sprintf("%d of %d samples", n, s.Window))
+	r.unknown = !r.OK
+	h.reasons = append(h.reasons, r)
+	age := now.Sub(h.obs.ChangedAt)
+	r = against(s.StaleAfter(), SignalFreshness, "", age.Seconds(),
+		fmt.Sprintf("entry last seen changing %v ago, at %s", age, h.obs.ChangedAt.Format(time.RFC3339)))
+	r.unknown = !r.OK
+	if !r.OK {
+		r.Detail += ": the probe has stopped reporting"
+	}
+	h.reasons = append(h.reasons, r)
+	h.judged = h.reasons[len(h.reasons)-1].OK && h.reasons[len(h.reasons)-2].OK
+}
+
+// measure judges every signal of a decoded entry. voters are the nodes the
+// host connects to; members maps etcd member IDs to node names.
+func (h *host) measure(s settings.Settings, voters []string, members map[string]string) {
+	w := h.window
+	if len(w) == 0 {
+		return
+	}
+	last := w[len(w)-1]
+	h.reasons = append(h.reasons, h.link(last.Link))
+	for _, v := range voters {
+		if v != h.node.Name {
+			h.reasons = append(h.reasons, connectReason(s, w, v))
+		}
+	}
+	if h.isMember() {
+		h.reasons = append(h.reasons, h.etcd(s, members)...)
+	} else {
+		h.reasons = append(h.reasons, h.fdatasync(s))
+	}
+	h.reasons = append(h.reasons, h.memory(s), stallReason(s, w))
+	var failed int
+	var lastErr string
+	for _, x := range w {
+		if len(x.Errors) > 0 {
+			failed++
+			lastErr = x.Errors[len(x.Errors)-1]
+		}
+	}
+	if failed > 0 {
+		h.reasons = append(h.reasons, Reason{Signal: SignalReadingErrors, Value: num(float64(failed)), Unit: "samples",
+			Basis: "reported, not held against the host: each signal is judged from the samples that have it", OK: true,
+			Detail: fmt.Sprintf("%d of %d samples had a reading fail, the latest: %s", failed, len(w), lastErr)})
+	}
+}
+
+func (h *host) link(l entry.Link) Reason {
+	const basis = "a default route that leaves by Wi-Fi is unfit: its retransmissions and power saving delay frames past a heartbeat"
+	switch l.Class {
+	case entry.ClassWifi:
+		return unfitNoNumber(SignalLink, l.Interface, basis, fmt.Sprintf("the default route leaves by %s, a Wi-Fi interface", l.Interface))
+	case entry.ClassWired:
+		return unmeasured(SignalLink, l.Interface, basis, fmt.Sprintf("the default route leaves by %s, wired", l.Interface), true)
+	}
+	return unmeasured(SignalLink, l.Interface, basis, fmt.Sprintf("the link of %s cannot be seen: reported, not held against the host", orDash(l.Interface)), true)
+}
+
+// unfitNoNumber is a failed reason with no number that makes a host unfit.
+func unfitNoNumber(signal, subject, basis, detail string) Reason {
+	return Reason{Signal: signal, Subject: subject, Basis: basis, Detail: detail}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// connectReason judges the connects to voter over the window. A failed
+// connect counts as over the limit: it sorts above every time.
+func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
+	l := s.ConnectLimit()
+	var values []float64
+	failed := 0
+	var lastErr string
+	for _, x := range w {
+		c, ok := x.Connect[voter]
+		if !ok {
+			continue
+		}
+		if c.Err != "" {
+			failed++
+			lastErr = c.Err
+			values = append(values, math.Inf(1))
+			continue
+		}
+		values = append(values, c.Seconds)
+	}
+	if len(values) == 0 {
+		return unmeasured(SignalConnect, voter, l.Basis, "no connect to this voter's peer port in the window: reported, not held against the host", true)
+	}
+	v, _ := quantile.High(values, s.TailPercentile)
+	pn := settings.PercentileName(s.TailPercentile)
+	fails := ""
+	if failed > 0 {
+		fails = fmt.Sprintf("; %d of %d failed, the latest: %s", failed, len(values), lastErr)
+	}
+	if math.IsInf(v, 1) {
+		r := Reason{Signal: SignalConnect, Subject: voter, Limit: num(l.Value), Unit: l.Unit, Rule: l.Rule, Basis: l.Basis,
+			Detail: fmt.Sprintf("p%s of %d connects to %s's peer port: failed%s", pn, len(values), voter, fails)}
+		return r
+	}
+	return against(l, SignalConnect, voter, v, fmt.Sprintf("p%s of %d connects to %s's peer port: %s, %s %s%s",
+		pn, len(values), voter, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit), fails))
+}
+
+// etcd judges a member's own metrics: its round trips to every peer and its
+// disks, from the window's merged histogram deltas.
+func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
+	var wal, backend quantile.Histogram
+	rtt := map[string]*quantile.Histogram{}
+	read, failed := 0, 0
+	var lastErr, self string
+	for _, x := range h.window {
+		e := x.Etcd
+		if e == nil {
+			continue
+		}
+		if e.Err != "" {
+			failed++
+			lastErr = e.Err
+			continue
+		}
+		read++
+		self = e.MemberID
+		// Bounds are one set per entry (docs/entry.md), so a merge cannot
+		// fail on a decoded entry; a histogram that does is left out.
+		_ = wal.Add(e.WALFsync)
+		_ = backend.Add(e.BackendCommit)
+		for id, g := range e.PeerRTT {
+			m := rtt[id]
+			if m == nil {
+				m = &quantile.Histogram{}
+				rtt[id] = m
+			}
+			_ = m.Add(g)
+		}
+	}
+	basis := "a voter's signals are its etcd's own metrics, scraped every sample"
+	if read == 0 {
+		return []Reason{unmeasured(SignalEtcd, "", basis,
+			fmt.Sprintf("no etcd metrics read in the window (%d scrapes failed, the latest: %s)", failed, orDash(lastErr)), false)}
+	}
+	var out []Reason
+	if failed > 0 {
+		out = append(out, Reason{Signal: SignalEtcd, Value: num(float64(failed)), Unit: "samples", Basis: basis, OK: true,
+			Detail: fmt.Sprintf("%d of %d scrapes failed, the latest: %s; judged from the others", failed, failed+read, lastErr)})
+	}
+	pn := settings.PercentileName(s.TailPercentile)
+	for _, id := range sortedKeys(rtt) {
+		if id == self {
+			continue
+		}
+		g := rtt[id]
+		v, ok := g.Quantile(s.TailPercentile)
+		if !ok {
+			continue
+		}
+		subject := members[id]
+		if subject == "" {
+			subject = "member " + id
+		}
+		l := s.RTTLimit()
+		out = append(out, against(l, SignalPeerRTT, subject, v, fmt.Sprintf("p%s of %d round trips to %s (member %s): %s, %s %s",
+			pn, g.Count(), subject, id, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
+	}
+	out = append(out, histReason(s.WALFsyncLimit(), SignalWALFsync, "fsyncs", wal, s.TailPercentile),
+		histReason(s.BackendCommitLimit(), SignalBackendCommit, "commits", backend, s.TailPercentile))
+	return out
+}
+
+func histReason(l settings.Limit, signal, what string, g quantile.Histogram, p float64) Reason {
+	v, ok := g.Quantile(p)
+	if !ok {
+		return unmeasured(signal, "", l.Basis, "no "+what+" observed in the window: reported, not held against the host", true)
+	}
+	return against(l, signal, "", v, fmt.Sprintf("p%s of %d %s in the window: %s, %s %s",
+		settings.PercentileName(p), g.Count(), what, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+}
+
+// fdatasync judges a non-voter's own disk reading. A reading not taken on a
+// disk says why and is not held against the host.
+func (h *host) fdatasync(s settings.Settings) Reason {
+	l := s.FdatasyncLimit()
+	f := h.entry.Fsync
+	switch {
+	case f == nil && s.FsyncSkipReason != "":
+		return unmeasured(SignalFdatasync, "", l.Basis, "no disk measured: "+s.FsyncSkipReason, true)
+	case f == nil:
+		return unmeasured(SignalFdatasync, "", l.Basis, "no disk reading yet (the probe takes one per window)", false)
+	case f.Skipped != "":
+		return unmeasured(SignalFdatasync, f.Dir, l.Basis, "no disk measured: "+f.Skipped, true)
+	case f.Err != "":
+		return unmeasured(SignalFdatasync, f.Dir, l.Basis, "the disk reading failed: "+f.Err, false)
+	case !f.MeasuredDisk:
+		return unmeasured(SignalFdatasync, f.Dir, l.Basis,
+			fmt.Sprintf("no disk measured: %s is on %s, a memory filesystem where fdatasync does nothing", f.Dir, orDash(f.Filesystem)), true)
+	}
+	return against(l, SignalFdatasync, f.Dir, f.P99Seconds, fmt.Sprintf("p99 of %d fdatasyncs in %s (%s) at %s: %s, %s %s",
+		f.Writes, f.Dir, orDash(f.Filesystem), f.At.UTC().Format(time.RFC3339), FormatValue(f.P99Seconds, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+}
+
+// memory judges the low tail of available memory against the storage quota
+// etcd reports for a member, else the setting.
+func (h *host) memory(s settings.Settings) Reason {
+	var values []float64
+	for _, x := range h.window {
+		if x.MemTotalBytes > 0 {
+			values = append(values, float64(x.MemAvailableBytes))
+		}
+	}
+	quota, fromEtcd := s.StorageQuotaBytes, false
+	if h.isMember() {
+		for i := len(h.window) - 1; i >= 0; i-- {
+			if x := h.window[i].Etcd; x != nil && x.Err == "" && x.QuotaBytes > 0 {
+				quota, fromEtcd = x.QuotaBytes, true
+				break
+			}
+		}
+	}
+	l := s.MemoryLimit(quota, fromEtcd)
+	if len(values) == 0 {
+		return unmeasured(SignalMemory, "", l.Basis, "memory could not be read in any sample of the window", false)
+	}
+	v, _ := quantile.Low(values, s.TailPercentile)
+	return against(l, SignalMemory, "", v, fmt.Sprintf("low tail (rank %d of %d from the top) of available memory: %s, %s %s",
+		quantile.Rank(s.TailPercentile, len(values)), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+}
+
+// stallReason judges the memory full-stall time gained per sample period.
+func stallReason(s settings.Settings, w []entry.Sample) Reason {
+	l := s.StallLimit()
+	var values []float64
+	for _, x := range w {
+		if x.MemFullStallSeconds != nil {
+			values = append(values, *x.MemFullStallSeconds)
+		}
+	}
+	if len(values) == 0 {
+		return unmeasured(SignalStall, "", l.Basis, "no memory pressure (PSI) figures on this host: reported, not held against it", true)
+	}
+	v, _ := quantile.High(values, s.TailPercentile)
+	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, %s %s",
+		settings.PercentileName(s.TailPercentile), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+}

@@ -1,0 +1,35 @@
+package decide
+
+import (
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Input is everything one decision reads, the current time included.
+type Input struct {
+	Now      time.Time
+	Settings settings.Settings
+	Nodes    []Node
+	// Entries is the raw data of the fleet-role-probe ConfigMap: node name
+	// to entry text.
+	Entries map[string]string
+	// Previous is the last status published, or nil.
+	Previous *Status
+}
+
+// Node is what the decision needs of one Kubernetes Node.
+type Node struct {
+	Name string
+	// Voter: the label node-role.kubernetes.io/etcd=true.
+	Voter bool
+	// Learner: k3s's condition EtcdIsVoter False/MemberIsLearner.
+	Learner bool
+	// Eligible and Pinned: the settings' labels read "true".
+	Eligible, Pinned bool
+	// EligibleMarked: the eligible label is present at all.
+	EligibleMarked bool
+	// PeerAddress: the annotation etcd.k3s.cattle.io/node-address, else the
+	// InternalIP.
+	PeerAddress string
+}

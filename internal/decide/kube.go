@@ -1,0 +1,85 @@
+package decide
+
+import (
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// What k3s writes on its nodes (FACTS.md, "k3s").
+const (
+	// EtcdRoleLabel marks every k3s server with embedded etcd ("true").
+	EtcdRoleLabel = etcdRoleLabel
+	// NodeAddressAnnotation is the address k3s's etcd advertises for peers.
+	NodeAddressAnnotation = "etcd.k3s.cattle.io/node-address"
+	// EtcdIsVoterCondition is k3s's node condition; False with reason
+	// MemberIsLearner marks a learner.
+	EtcdIsVoterCondition = "EtcdIsVoter"
+	MemberIsLearner      = "MemberIsLearner"
+)
+
+// NodesFromKube reads what the decision needs from Kubernetes Nodes: the
+// etcd role, k3s's learner condition, the eligible and pinned labels of s,
+// and the peer address.
+func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
+	out := make([]Node, 0, len(nodes))
+	for _, k := range nodes {
+		n := Node{Name: k.Name, Voter: k.Labels[EtcdRoleLabel] == "true"}
+		v, marked := k.Labels[s.EligibleLabel]
+		n.Eligible, n.EligibleMarked = v == "true", marked
+		n.Pinned = k.Labels[s.PinnedLabel] == "true"
+		for _, c := range k.Status.Conditions {
+			if string(c.Type) == EtcdIsVoterCondition && c.Status == corev1.ConditionFalse && c.Reason == MemberIsLearner {
+				n.Learner = true
+			}
+		}
+		n.PeerAddress = k.Annotations[NodeAddressAnnotation]
+		if n.PeerAddress == "" {
+			for _, a := range k.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					n.PeerAddress = a.Address
+					break
+				}
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// EntriesFromConfigMap is the probe entries held by the fleet-role-probe
+// ConfigMap: node name to entry text. A nil ConfigMap holds none.
+func EntriesFromConfigMap(cm *corev1.ConfigMap) map[string]string {
+	out := map[string]string{}
+	if cm == nil {
+		return out
+	}
+	for k, v := range cm.Data {
+		out[k] = v
+	}
+	return out
+}
+
+// StatusFromJSON reads a previous status from either a status document
+// (status.json) or the fleet-role-status ConfigMap as `kubectl get -o json`
+// prints it.
+func StatusFromJSON(data []byte) (*Status, error) {
+	var probe struct {
+		Kind string            `json:"kind"`
+		Data map[string]string `json:"data"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("decode previous status: %w", err)
+	}
+	if probe.Kind != "ConfigMap" {
+		return UnmarshalStatus(data)
+	}
+	raw, ok := probe.Data[StatusKey]
+	if !ok {
+		return nil, fmt.Errorf("decode previous status: the ConfigMap has no %s key", StatusKey)
+	}
+	return UnmarshalStatus([]byte(raw))
+}

@@ -1,0 +1,144 @@
+package decide
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Schema names the status document's version (the "schema" field).
+const Schema = "fleet-role.io/status/v1"
+
+// StatusKey is the status document's key in the fleet-role-status ConfigMap.
+const StatusKey = "status.json"
+
+// Role is what a host is to etcd.
+type Role string
+
+// Roles.
+const (
+	RoleVoter   Role = "voter"   // node-role.kubernetes.io/etcd=true, not a learner
+	RoleLearner Role = "learner" // an etcd member that does not vote yet
+	RoleStandby Role = "standby" // a non-voter marked eligible
+	RoleOther   Role = "other"   // neither
+)
+
+// Verdict is a host's fitness to hold an etcd vote.
+type Verdict string
+
+// Verdicts.
+const (
+	Fit     Verdict = "fit"
+	Unfit   Verdict = "unfit"
+	Unknown Verdict = "unknown" // too few samples, a stale or unreadable entry
+)
+
+// Actions of a decision. Nothing ever acts on either: dry-run is the only
+// mode.
+const (
+	ActionSwap = "swap"
+	ActionNone = "none"
+)
+
+// Status is the whole decision, exactly as the status document holds it.
+type Status struct {
+	Schema      string    `json:"schema"`
+	GeneratedAt time.Time `json:"generated_at"`
+	DryRun      bool      `json:"dry_run"`
+	Settings    Settings  `json:"settings"`
+	Hosts       []Host    `json:"hosts"`
+	Decision    Decision  `json:"decision"`
+	Memory      Memory    `json:"memory"`
+}
+
+// Settings is the settings the decision used and every limit derived from
+// them, with its derivation.
+type Settings struct {
+	Values settings.Settings `json:"values"`
+	Limits []settings.Limit  `json:"limits"`
+}
+
+// Host is one host's verdict and the reasons for it.
+type Host struct {
+	Name     string   `json:"name"`
+	Role     Role     `json:"role"`
+	Eligible bool     `json:"eligible"`
+	Pinned   bool     `json:"pinned"`
+	Verdict  Verdict  `json:"verdict"`
+	Samples  int      `json:"samples"`
+	Reasons  []Reason `json:"reasons"`
+	// Observation is when the controller last saw the host's entry change;
+	// nil when the host has no entry.
+	Observation *Observation `json:"observation,omitempty"`
+}
+
+// Observation lets the next decision judge staleness by the controller's
+// own clock: the digest of the raw entry and when it was first seen so.
+type Observation struct {
+	Digest    string    `json:"digest"`
+	ChangedAt time.Time `json:"changed_at"`
+}
+
+// Reason is one judgement with its numbers: the measured value against the
+// limit, in unit, by rule, resting on basis. Value and Limit are null where
+// there is no number (a failed connect, a link class); Detail then says what
+// there is.
+type Reason struct {
+	Signal  string        `json:"signal"`
+	Subject string        `json:"subject,omitempty"`
+	Value   *float64      `json:"value"`
+	Limit   *float64      `json:"limit"`
+	Unit    string        `json:"unit,omitempty"`
+	Rule    settings.Rule `json:"rule,omitempty"`
+	Basis   string        `json:"basis"`
+	OK      bool          `json:"ok"`
+	Detail  string        `json:"detail,omitempty"`
+
+	// unknown marks a failed reason that means "cannot judge" rather than
+	// "unfit": it makes the verdict unknown.
+	unknown bool
+}
+
+// Decision is the swap that would be made, or none and why.
+type Decision struct {
+	Action string `json:"action"`
+	// Out and In are set only when Action is swap.
+	Out     string   `json:"out,omitempty"`
+	In      string   `json:"in,omitempty"`
+	Reasons []Reason `json:"reasons"`
+}
+
+// Memory is what the next decision needs from this one: the voter set and
+// when it last changed, for the cooldown.
+type Memory struct {
+	Voters          []string  `json:"voters"`
+	VotersChangedAt time.Time `json:"voters_changed_at"`
+}
+
+// Marshal writes the status document: indented JSON, the same bytes for the
+// same status (hosts sorted, maps absent, floats in Go's shortest form).
+func (s Status) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// UnmarshalStatus reads a status document of this schema.
+func UnmarshalStatus(data []byte) (*Status, error) {
+	var s Status
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("decode status: %w", err)
+	}
+	if s.Schema != Schema {
+		return nil, fmt.Errorf("decode status: schema %q, this fleet-role reads %q", s.Schema, Schema)
+	}
+	return &s, nil
+}

@@ -1,0 +1,93 @@
+package decide
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable writes the status for people: one line per host (name, role,
+// verdict, samples, and the reason that decides its verdict with its value
+// and limit), then the decision and every step that holds it back.
+func (s Status) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tROLE\tVERDICT\tSAMPLES\tREASON")
+	for _, h := range s.Hosts {
+		r, ok := DecidingReason(h)
+		why := "-"
+		if ok {
+			why = Summary(r)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", h.Name, h.Role, h.Verdict, h.Samples, why)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	mode := "dry run: nothing is changed"
+	if !s.DryRun {
+		mode = "dry_run is off, but fleet-role only reports"
+	}
+	d := s.Decision
+	var line string
+	if d.Action == ActionSwap {
+		line = fmt.Sprintf("decision: swap %s out, %s in (%s)", d.Out, d.In, mode)
+	} else {
+		line = fmt.Sprintf("decision: none (%s)", mode)
+	}
+	var b strings.Builder
+	b.WriteString(line + "\n")
+	for _, r := range d.Reasons {
+		mark := "ok"
+		if !r.OK {
+			mark = "NO"
+		}
+		fmt.Fprintf(&b, "  %-3s %s: %s\n", mark, r.Signal, r.Detail)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// DecidingReason is the reason that decides a host's verdict: the first that
+// makes it unknown, the one furthest over its limit when unfit, and the one
+// closest to its limit when fit. ok is false when the host has no reasons.
+func DecidingReason(h Host) (Reason, bool) {
+	var best *Reason
+	bestH := 0.0
+	for i := range h.Reasons {
+		r := &h.Reasons[i]
+		switch h.Verdict {
+		case Unknown:
+			if !r.OK && (r.unknown || best == nil) {
+				if best == nil || !best.unknown {
+					best = r
+				}
+			}
+		case Unfit:
+			if !r.OK && (best == nil || headroom(*r) < bestH) {
+				best, bestH = r, headroom(*r)
+			}
+		default:
+			if r.Value != nil && r.Limit != nil && (best == nil || headroom(*r) < bestH) {
+				best, bestH = r, headroom(*r)
+			}
+		}
+	}
+	if best == nil {
+		return Reason{}, false
+	}
+	return *best, true
+}
+
+// Summary renders a reason in one line: "connect bravo: 812ms, at most
+// 250ms", or its detail when it has no numbers.
+func Summary(r Reason) string {
+	what := r.Signal
+	if r.Subject != "" {
+		what += " " + r.Subject
+	}
+	if r.Value == nil || r.Limit == nil {
+		return what + ": " + r.Detail
+	}
+	return fmt.Sprintf("%s: %s, %s %s", what, FormatValue(*r.Value, r.Unit), ruleWord(r.Rule), FormatValue(*r.Limit, r.Unit))
+}

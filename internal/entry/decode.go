@@ -1,0 +1,393 @@
+package entry
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/quantile"
+)
+
+// expand turns [value, count] runs into a column of n values.
+func expand(field string, runs []pair, n int) ([]uint64, error) {
+	out := make([]uint64, 0, n)
+	for i, r := range runs {
+		if r[1] == 0 {
+			return nil, fmt.Errorf("%s: run %d has count 0", field, i)
+		}
+		if r[1] > uint64(n-len(out)) {
+			return nil, fmt.Errorf("%s: runs cover more than %d samples", field, n)
+		}
+		for range r[1] {
+			out = append(out, r[0])
+		}
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("%s: runs cover %d samples, want %d", field, len(out), n)
+	}
+	return out, nil
+}
+
+func expandBool(field string, runs []pair, n int) ([]bool, error) {
+	col, err := expand(field, runs, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, n)
+	for i, v := range col {
+		if v > 1 {
+			return nil, fmt.Errorf("%s: value %d is not 0 or 1", field, v)
+		}
+		out[i] = v == 1
+	}
+	return out, nil
+}
+
+func checkLen(field string, got, want int) error {
+	if got != want {
+		return fmt.Errorf("%s: %d values for %d samples", field, got, want)
+	}
+	return nil
+}
+
+// refs checks [index, string] references: indexes ascending (equal allowed
+// when several errors share a sample) and in range.
+func refs(field string, ps []pair, n int, strs []string, strict bool) error {
+	for i, p := range ps {
+		if p[0] >= uint64(n) {
+			return fmt.Errorf("%s: sample index %d out of range (n = %d)", field, p[0], n)
+		}
+		if p[1] >= uint64(len(strs)) {
+			return fmt.Errorf("%s: string index %d out of range (%d strings)", field, p[1], len(strs))
+		}
+		if i > 0 && (p[0] < ps[i-1][0] || strict && p[0] == ps[i-1][0]) {
+			return fmt.Errorf("%s: sample indexes not ascending at %d", field, i)
+		}
+	}
+	return nil
+}
+
+func checkBounds(field string, b []float64) error {
+	for i, v := range b {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+			return fmt.Errorf("%s: bound %d is %v, want a positive number of seconds", field, i, v)
+		}
+		if i > 0 && !(v > b[i-1]) {
+			return fmt.Errorf("%s: bounds not ascending at %d", field, i)
+		}
+	}
+	return nil
+}
+
+// histogram rebuilds a histogram from its sparse form. The bounds slice is
+// shared by every histogram of the kind: treat it as read-only.
+func histogram(field string, sp *[]uint64, bounds []float64) (quantile.Histogram, error) {
+	if sp == nil {
+		return quantile.Histogram{}, nil
+	}
+	v := *sp
+	if len(v)%2 != 0 {
+		return quantile.Histogram{}, fmt.Errorf("%s: %d numbers, want [bucket, count] pairs", field, len(v))
+	}
+	if len(v) > 0 && bounds == nil {
+		return quantile.Histogram{}, fmt.Errorf("%s: counts without bounds", field)
+	}
+	if bounds == nil {
+		return quantile.Histogram{}, nil
+	}
+	h := quantile.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+	for j := 0; j < len(v); j += 2 {
+		b, c := v[j], v[j+1]
+		if b > uint64(len(bounds)) {
+			return quantile.Histogram{}, fmt.Errorf("%s: bucket %d out of range (%d bounds and +Inf)", field, b, len(bounds))
+		}
+		if j > 0 && b <= v[j-2] {
+			return quantile.Histogram{}, fmt.Errorf("%s: buckets not ascending", field)
+		}
+		if c == 0 {
+			return quantile.Histogram{}, fmt.Errorf("%s: bucket %d has count 0 (omit it)", field, b)
+		}
+		h.Counts[b] = c
+	}
+	return h, nil
+}
+
+func nonNegative(field string, us int64) error {
+	if us < 0 {
+		return fmt.Errorf("%s: %d is negative", field, us)
+	}
+	return nil
+}
+
+func fromWire(w wire) (Entry, error) {
+	if w.V != Version {
+		return Entry{}, fmt.Errorf("v: unsupported version %d (this fleet-role reads %d)", w.V, Version)
+	}
+	if w.Node == "" {
+		return Entry{}, fmt.Errorf("node: empty")
+	}
+	n := w.N
+	if n < 0 {
+		return Entry{}, fmt.Errorf("n: %d is negative", n)
+	}
+	e := Entry{Node: w.Node, Samples: make([]Sample, n)}
+	if err := checkLen("dt_ms", len(w.DtMs), n); err != nil {
+		return Entry{}, err
+	}
+	if n > 0 {
+		t0, err := time.Parse(time.RFC3339Nano, w.T0)
+		if err != nil {
+			return Entry{}, fmt.Errorf("t0: %w", err)
+		}
+		if w.DtMs[0] != 0 {
+			return Entry{}, fmt.Errorf("dt_ms: first value %d, want 0", w.DtMs[0])
+		}
+		ms := t0.UnixMilli()
+		for i := range e.Samples {
+			ms += w.DtMs[i]
+			e.Samples[i].At = time.UnixMilli(ms).UTC()
+		}
+	} else if w.T0 != "" {
+		return Entry{}, fmt.Errorf("t0: set on an entry with no samples")
+	}
+	for i, r := range w.Restart {
+		if r < 0 || r >= n || i > 0 && r <= w.Restart[i-1] {
+			return Entry{}, fmt.Errorf("restart: index %d out of range or not ascending", r)
+		}
+		e.Samples[r].Restart = true
+	}
+	k := 0
+	for i, r := range w.Link {
+		if r.Class != ClassWired && r.Class != ClassWifi && r.Class != ClassUnknown {
+			return Entry{}, fmt.Errorf("link: run %d class %q is not wired, wifi or unknown", i, r.Class)
+		}
+		if r.N <= 0 || r.N > n-k {
+			return Entry{}, fmt.Errorf("link: run %d count %d does not fit %d samples", i, r.N, n)
+		}
+		for range r.N {
+			e.Samples[k].Link = Link{Interface: r.If, Class: r.Class}
+			k++
+		}
+	}
+	if k != n {
+		return Entry{}, fmt.Errorf("link: runs cover %d samples, want %d", k, n)
+	}
+	for _, v := range slices.Sorted(maps.Keys(w.ConnectUs)) {
+		col := w.ConnectUs[v]
+		field := fmt.Sprintf("connect_us[%q]", v)
+		if v == "" {
+			return Entry{}, fmt.Errorf("%s: empty voter name", field)
+		}
+		if err := checkLen(field, len(col), n); err != nil {
+			return Entry{}, err
+		}
+		for i, us := range col {
+			if us == nil {
+				continue
+			}
+			if err := nonNegative(fmt.Sprintf("%s[%d]", field, i), *us); err != nil {
+				return Entry{}, err
+			}
+			if e.Samples[i].Connect == nil {
+				e.Samples[i].Connect = map[string]Connect{}
+			}
+			e.Samples[i].Connect[v] = Connect{Seconds: seconds(*us)}
+		}
+	}
+	for _, v := range slices.Sorted(maps.Keys(w.ConnectFail)) {
+		field := fmt.Sprintf("connect_fail[%q]", v)
+		col, ok := w.ConnectUs[v]
+		if !ok {
+			return Entry{}, fmt.Errorf("%s: voter has no connect_us column", field)
+		}
+		ps := w.ConnectFail[v]
+		if err := refs(field, ps, n, w.Strings, true); err != nil {
+			return Entry{}, err
+		}
+		for _, p := range ps {
+			if col[p[0]] != nil {
+				return Entry{}, fmt.Errorf("%s: sample %d has both a time and a failure", field, p[0])
+			}
+			if e.Samples[p[0]].Connect == nil {
+				e.Samples[p[0]].Connect = map[string]Connect{}
+			}
+			e.Samples[p[0]].Connect[v] = Connect{Err: w.Strings[p[1]]}
+		}
+	}
+	total, err := expand("mem_total_kib", w.MemTotalKiB, n)
+	if err != nil {
+		return Entry{}, err
+	}
+	if err := checkLen("mem_available_kib", len(w.MemAvailKiB), n); err != nil {
+		return Entry{}, err
+	}
+	if w.MemStallUs != nil {
+		if err := checkLen("mem_full_stall_us", len(w.MemStallUs), n); err != nil {
+			return Entry{}, err
+		}
+	}
+	for i := range e.Samples {
+		s := &e.Samples[i]
+		if total[i] > math.MaxUint64/1024 || w.MemAvailKiB[i] > math.MaxUint64/1024 {
+			return Entry{}, fmt.Errorf("mem_total_kib/mem_available_kib: sample %d too large", i)
+		}
+		s.MemTotalBytes, s.MemAvailableBytes = total[i]*1024, w.MemAvailKiB[i]*1024
+		if w.MemStallUs != nil && w.MemStallUs[i] != nil {
+			us := *w.MemStallUs[i]
+			if err := nonNegative(fmt.Sprintf("mem_full_stall_us[%d]", i), us); err != nil {
+				return Entry{}, err
+			}
+			sec := seconds(us)
+			s.MemFullStallSeconds = &sec
+		}
+	}
+	if err := refs("errors", w.Errors, n, w.Strings, false); err != nil {
+		return Entry{}, err
+	}
+	for _, p := range w.Errors {
+		e.Samples[p[0]].Errors = append(e.Samples[p[0]].Errors, w.Strings[p[1]])
+	}
+	if w.Etcd != nil {
+		if err := etcdFromWire(w.Etcd, e.Samples, w.Strings); err != nil {
+			return Entry{}, fmt.Errorf("etcd.%w", err)
+		}
+	}
+	if f := w.Fsync; f != nil {
+		at, err := time.Parse(time.RFC3339Nano, f.At)
+		if err != nil {
+			return Entry{}, fmt.Errorf("fsync.at: %w", err)
+		}
+		if f.Writes < 0 {
+			return Entry{}, fmt.Errorf("fsync.writes: %d is negative", f.Writes)
+		}
+		if err := nonNegative("fsync.p99_us", f.P99Us); err != nil {
+			return Entry{}, err
+		}
+		if err := nonNegative("fsync.max_us", f.MaxUs); err != nil {
+			return Entry{}, err
+		}
+		e.Fsync = &FsyncReading{At: at.UTC(), Dir: f.Dir, Filesystem: f.Filesystem, MeasuredDisk: f.MeasuredDisk,
+			Writes: f.Writes, P99Seconds: seconds(f.P99Us), MaxSeconds: seconds(f.MaxUs), Err: f.Err, Skipped: f.Skipped}
+	}
+	return e, nil
+}
+
+func etcdFromWire(w *wireEtcd, samples []Sample, strs []string) error {
+	present, err := expandBool("present", w.Present, len(samples))
+	if err != nil {
+		return err
+	}
+	var idx []int
+	for i, p := range present {
+		if p {
+			idx = append(idx, i)
+		}
+	}
+	m := len(idx)
+	var ids []string
+	for i, r := range w.MemberID {
+		if r.N <= 0 || r.N > m-len(ids) {
+			return fmt.Errorf("member_id: run %d count %d does not fit %d samples", i, r.N, m)
+		}
+		for range r.N {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) != m {
+		return fmt.Errorf("member_id: runs cover %d samples, want %d", len(ids), m)
+	}
+	leader, err := expandBool("is_leader", w.IsLeader, m)
+	if err != nil {
+		return err
+	}
+	learner, err := expandBool("is_learner", w.IsLearner, m)
+	if err != nil {
+		return err
+	}
+	hasLeader, err := expandBool("has_leader", w.HasLeader, m)
+	if err != nil {
+		return err
+	}
+	connected, err := expand("connected_peers", w.ConnectedPeers, m)
+	if err != nil {
+		return err
+	}
+	known, err := expand("known_peers", w.KnownPeers, m)
+	if err != nil {
+		return err
+	}
+	changes, err := expand("leader_changes", w.LeaderChanges, m)
+	if err != nil {
+		return err
+	}
+	quota, err := expand("quota_bytes", w.QuotaBytes, m)
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		field string
+		n     int
+	}{{"wal_fsync", len(w.WALFsync)}, {"backend_commit", len(w.BackendCommit)}, {"db_size_kib", len(w.DBSizeKiB)}} {
+		if err := checkLen(c.field, c.n, m); err != nil {
+			return err
+		}
+	}
+	for _, b := range []struct {
+		field string
+		v     []float64
+	}{{"bounds.wal_fsync", w.Bounds.WALFsync}, {"bounds.backend_commit", w.Bounds.BackendCommit}, {"bounds.peer_rtt", w.Bounds.PeerRTT}} {
+		if err := checkBounds(b.field, b.v); err != nil {
+			return err
+		}
+	}
+	peers := slices.Sorted(maps.Keys(w.PeerRTT))
+	for _, id := range peers {
+		if err := checkLen(fmt.Sprintf("peer_rtt[%q]", id), len(w.PeerRTT[id]), m); err != nil {
+			return err
+		}
+	}
+	for j, i := range idx {
+		if connected[j] > math.MaxInt32 || known[j] > math.MaxInt32 {
+			return fmt.Errorf("connected_peers/known_peers: sample %d out of range", i)
+		}
+		if w.DBSizeKiB[j] > math.MaxUint64/1024 {
+			return fmt.Errorf("db_size_kib: sample %d too large", i)
+		}
+		x := &EtcdSample{MemberID: ids[j], IsLeader: leader[j], IsLearner: learner[j], HasLeader: hasLeader[j],
+			ConnectedPeers: int(connected[j]), KnownPeers: int(known[j]), LeaderChanges: changes[j],
+			DBSizeBytes: w.DBSizeKiB[j] * 1024, QuotaBytes: quota[j]}
+		if x.WALFsync, err = histogram(fmt.Sprintf("wal_fsync[%d]", j), w.WALFsync[j], w.Bounds.WALFsync); err != nil {
+			return err
+		}
+		if x.BackendCommit, err = histogram(fmt.Sprintf("backend_commit[%d]", j), w.BackendCommit[j], w.Bounds.BackendCommit); err != nil {
+			return err
+		}
+		for _, id := range peers {
+			sp := w.PeerRTT[id][j]
+			if sp == nil {
+				continue
+			}
+			h, err := histogram(fmt.Sprintf("peer_rtt[%q][%d]", id, j), sp, w.Bounds.PeerRTT)
+			if err != nil {
+				return err
+			}
+			if x.PeerRTT == nil {
+				x.PeerRTT = map[string]quantile.Histogram{}
+			}
+			x.PeerRTT[id] = h
+		}
+		samples[i].Etcd = x
+	}
+	if err := refs("err", w.Err, len(samples), strs, true); err != nil {
+		return err
+	}
+	for _, p := range w.Err {
+		if !present[p[0]] {
+			return fmt.Errorf("err: sample %d has no etcd data", p[0])
+		}
+		samples[p[0]].Etcd.Err = strs[p[1]]
+	}
+	return nil
+}

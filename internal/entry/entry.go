@@ -1,0 +1,140 @@
+// Package entry holds the probe's per-host entry: the last window of samples
+// one host has recorded, kept under the host's node name in the
+// fleet-role-probe ConfigMap, and its wire format (docs/entry.md).
+//
+// The logical types here are what the probe fills from its readings and what
+// the decision reads. The wire format is columnar JSON, one array per signal
+// across the window, so that a full window of a standby fits in 10 KiB and a
+// voter's in 32 KiB, and a hundred recording hosts fit in one ConfigMap.
+package entry
+
+import (
+	"slices"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/quantile"
+)
+
+// Entry is one host's recorded window.
+type Entry struct {
+	Node    string
+	Samples []Sample
+	// Fsync is the latest disk reading, taken once per window on non-voters.
+	Fsync *FsyncReading
+}
+
+// Link classes of the interface the default route leaves by.
+const (
+	ClassWired   = "wired"
+	ClassWifi    = "wifi"
+	ClassUnknown = "unknown"
+)
+
+// Link is the interface the default route leaves by and its class.
+type Link struct {
+	Interface string
+	Class     string
+}
+
+// Connect is one TCP connect to a voter's peer port.
+type Connect struct {
+	Seconds float64
+	// Err is set when the connect failed; Seconds is then not a latency.
+	Err string
+}
+
+// Sample is what a host recorded in one period.
+type Sample struct {
+	At time.Time
+	// Restart marks the first sample after a probe (re)start: gained values
+	// have no baseline in it.
+	Restart bool
+	Link    Link
+	// Connect maps a voter's node name to the connect to its peer port.
+	Connect map[string]Connect
+	// MemTotalBytes is 0 when memory could not be read this period.
+	MemTotalBytes     uint64
+	MemAvailableBytes uint64
+	// MemFullStallSeconds is the PSI memory "full" total gained since the
+	// previous sample; nil when PSI is absent or there is no baseline.
+	MemFullStallSeconds *float64
+	// Etcd is set on voters only.
+	Etcd *EtcdSample
+	// Errors lists the readings that failed this period, "what: error".
+	Errors []string
+}
+
+// EtcdSample is what a voter's etcd metrics gained or read in one period.
+type EtcdSample struct {
+	MemberID                       string
+	IsLeader, IsLearner, HasLeader bool
+	ConnectedPeers, KnownPeers     int
+	LeaderChanges                  uint64 // gained
+	WALFsync, BackendCommit        quantile.Histogram
+	PeerRTT                        map[string]quantile.Histogram // To member ID -> gained
+	DBSizeBytes, QuotaBytes        uint64
+	Err                            string // the scrape failed
+}
+
+// FsyncReading is one native disk reading.
+type FsyncReading struct {
+	At           time.Time
+	Dir          string
+	Filesystem   string
+	MeasuredDisk bool
+	Writes       int
+	P99Seconds   float64
+	MaxSeconds   float64
+	Err          string
+	Skipped      string
+}
+
+// Append adds s to e and keeps the last window samples. Histograms of older
+// samples whose bucket bounds differ from s's are dropped, since the wire
+// format states one set of bounds per entry and such counts could not be
+// merged with the new ones anyway (an etcd upgrade that changed its buckets).
+func Append(e *Entry, s Sample, window int) {
+	if s.Etcd != nil {
+		for i := range e.Samples {
+			old := e.Samples[i].Etcd
+			if old == nil {
+				continue
+			}
+			if !sameBounds(old.WALFsync, s.Etcd.WALFsync) {
+				old.WALFsync = quantile.Histogram{}
+			}
+			if !sameBounds(old.BackendCommit, s.Etcd.BackendCommit) {
+				old.BackendCommit = quantile.Histogram{}
+			}
+			if b, ok := anyBounds(s.Etcd.PeerRTT); ok {
+				for id, h := range old.PeerRTT {
+					if !sameBounds(h, quantile.Histogram{Bounds: b}) {
+						old.PeerRTT[id] = quantile.Histogram{}
+					}
+				}
+			}
+		}
+	}
+	e.Samples = append(e.Samples, s)
+	if window > 0 && len(e.Samples) > window {
+		e.Samples = slices.Delete(e.Samples, 0, len(e.Samples)-window)
+	}
+}
+
+// sameBounds reports whether old can live beside h in one entry: either has
+// no buckets, or their bounds are equal.
+func sameBounds(old, h quantile.Histogram) bool {
+	if len(old.Bounds) == 0 && len(old.Counts) == 0 || len(h.Bounds) == 0 && len(h.Counts) == 0 {
+		return true
+	}
+	return slices.Equal(old.Bounds, h.Bounds)
+}
+
+func anyBounds(m map[string]quantile.Histogram) ([]float64, bool) {
+	for _, h := range m {
+		if len(h.Counts) > 0 {
+			return h.Bounds, true
+		}
+	}
+	return nil, false
+}

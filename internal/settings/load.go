@@ -1,0 +1,257 @@
+package settings
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+)
+
+// EnvPrefix starts every environment variable that sets a setting: the key in
+// upper case, FLEET_ROLE_ELECTION_TIMEOUT for election_timeout.
+const EnvPrefix = "FLEET_ROLE_"
+
+// EnvFile names the settings file when --settings is not given.
+const EnvFile = "FLEET_ROLE_SETTINGS_FILE"
+
+// ConfigMapKey is the key of the settings file in the fleet-role-settings
+// ConfigMap.
+const ConfigMapKey = "settings.yaml"
+
+// EnvName is the environment variable that sets key.
+func EnvName(key string) string { return EnvPrefix + strings.ToUpper(key) }
+
+// FlagName is the flag that sets key.
+func FlagName(key string) string { return strings.ReplaceAll(key, "_", "-") }
+
+// Parse reads a settings file (YAML or JSON) over base. Every key must be a
+// known setting; durations are Go durations ("5s"). It does not validate the
+// result: call Validate once every source has been applied.
+func Parse(data []byte, base Settings) (Settings, error) {
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return base, fmt.Errorf("parse settings: %w", err)
+	}
+	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return base, nil // an empty file sets nothing
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return base, fmt.Errorf("parse settings: want a mapping of setting names to values: %w", err)
+	}
+	s := base
+	var errs []error
+	for _, f := range fields {
+		v, ok := raw[f.key]
+		if !ok {
+			continue
+		}
+		delete(raw, f.key)
+		text, err := scalarText(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.key, err))
+			continue
+		}
+		if err := f.set(&s, text); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		errs = append(errs, fmt.Errorf("%s: unknown setting (known: %s)", k, strings.Join(Keys(), ", ")))
+	}
+	if len(errs) > 0 {
+		return base, fmt.Errorf("parse settings: %w", errors.Join(errs...))
+	}
+	return s, nil
+}
+
+// scalarText turns a JSON scalar into the text set parses: a string's
+// contents, a number's or a boolean's literal.
+func scalarText(v json.RawMessage) (string, error) {
+	v = bytes.TrimSpace(v)
+	switch {
+	case len(v) == 0 || bytes.Equal(v, []byte("null")):
+		return "", errors.New("no value")
+	case v[0] == '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", err
+		}
+		return s, nil
+	case v[0] == '{' || v[0] == '[':
+		return "", errors.New("want a single value, not a list or mapping")
+	}
+	return string(v), nil
+}
+
+// ReadFile reads the settings file at path over base. A file that cannot be
+// read returns an error wrapping the *fs.PathError.
+func ReadFile(path string, base Settings) (Settings, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return base, fmt.Errorf("read settings file: %w", err)
+	}
+	s, err := Parse(data, base)
+	if err != nil {
+		return base, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// FromEnv applies every FLEET_ROLE_<KEY> variable lookup finds over base.
+func FromEnv(base Settings, lookupEnv func(string) (string, bool)) (Settings, error) {
+	s := base
+	var errs []error
+	for _, f := range fields {
+		text, ok := lookupEnv(EnvName(f.key))
+		if !ok {
+			continue
+		}
+		if err := f.set(&s, text); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvName(f.key), err))
+		}
+	}
+	if len(errs) > 0 {
+		return base, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// Flags holds the settings flags of one command until Load applies them.
+type Flags struct {
+	file   string
+	values []*flagValue
+}
+
+// flagValue is one setting's flag; it checks the syntax when the flag is
+// parsed, so that a malformed flag is a flag error.
+type flagValue struct {
+	f    field
+	text string
+	set  bool
+}
+
+func (v *flagValue) String() string { return v.text }
+
+func (v *flagValue) Set(text string) error {
+	var probe Settings
+	if err := v.f.set(&probe, text); err != nil {
+		return err
+	}
+	v.text, v.set = text, true
+	return nil
+}
+
+func (v *flagValue) Type() string {
+	var probe Settings
+	switch v.f.ptr(&probe).(type) {
+	case *time.Duration:
+		return "duration"
+	case *int:
+		return "int"
+	case *uint64:
+		return "bytes"
+	case *float64:
+		return "float"
+	case *bool:
+		return "bool"
+	}
+	return "string"
+}
+
+// AddFlags registers --settings and one flag per setting on fs. Flags show
+// the defaults in their help but apply only when given.
+func AddFlags(fs *pflag.FlagSet) *Flags {
+	fl := &Flags{}
+	fs.StringVar(&fl.file, "settings", "", "settings file (YAML or JSON, the keys of the fleet-role-settings ConfigMap); default $"+EnvFile)
+	def := Defaults()
+	for _, f := range fields {
+		v := &flagValue{f: f}
+		fl.values = append(fl.values, v)
+		help := f.help
+		if d := f.format(def); d != "" {
+			help += " (default " + d + ")"
+		}
+		fs.Var(v, FlagName(f.key), help+"; env "+EnvName(f.key))
+		if v.Type() == "bool" {
+			fs.Lookup(FlagName(f.key)).NoOptDefVal = "true"
+		}
+	}
+	return fl
+}
+
+// Load applies, over the defaults, the settings file (--settings, else
+// $FLEET_ROLE_SETTINGS_FILE), the environment, then the flags given, and
+// validates the result. An unreadable file returns an error wrapping its
+// *fs.PathError; every other error is a settings error.
+func (fl *Flags) Load(lookupEnv func(string) (string, bool)) (Settings, error) {
+	s := Defaults()
+	path := fl.file
+	if path == "" {
+		path, _ = lookupEnv(EnvFile)
+	}
+	var err error
+	if path != "" {
+		if s, err = ReadFile(path, s); err != nil {
+			return s, err
+		}
+	}
+	if s, err = FromEnv(s, lookupEnv); err != nil {
+		return s, err
+	}
+	for _, v := range fl.values {
+		if v.set {
+			if err := v.f.set(&s, v.text); err != nil {
+				return s, fmt.Errorf("--%s: %w", FlagName(v.f.key), err)
+			}
+		}
+	}
+	return s, s.Validate()
+}
+
+// MarshalJSON writes the settings with the keys and syntax of the settings
+// file (durations as Go durations), in a fixed order.
+func (s Settings) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(f.key)
+		b.Write(k)
+		b.WriteByte(':')
+		var v any
+		switch p := f.ptr(&s).(type) {
+		case *time.Duration:
+			v = p.String()
+		default:
+			v = p
+		}
+		enc, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("marshal setting %s: %w", f.key, err)
+		}
+		b.Write(enc)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, over the defaults.
+func (s *Settings) UnmarshalJSON(data []byte) error {
+	v, err := Parse(data, Defaults())
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
