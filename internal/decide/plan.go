@@ -90,7 +90,8 @@ func plan(s settings.Settings, now time.Time, hosts []*host, mem Memory) Decisio
 		return d
 	}
 	for _, r := range d.Reasons {
-		if !r.OK {
+		// A candidate's ok says whether it is fit; the choice is made.
+		if !r.OK && r.Signal != StepCandidate {
 			return d
 		}
 	}
@@ -127,15 +128,15 @@ func choose(s settings.Settings, voters, standbys []*host, d *Decision) (out, in
 	}
 	var rs []ranked
 	for _, v := range unfit {
-		rs = append(rs, ranked{v, slowLinks(v.reasons), minHeadroom(v.reasons, func(r Reason) bool { return !r.OK })})
+		rs = append(rs, ranked{v, slowLinks(v.reasons), minHeadroom(v.reasons, failedMeasure)})
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
 		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
 	})
 	leaving := rs[0]
 	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
-		fmt.Sprintf("%s is the unfit voter on the most slow links (%d%s), worst margin %s over its limits; unfit voters: %s",
-			leaving.h.node.Name, len(leaving.links), listIn(leaving.links), formatMargin(leaving.worst), names(unfit)))
+		fmt.Sprintf("%s is the unfit voter on the most slow links (%d%s); its worst reason: %s; unfit voters: %s",
+			leaving.h.node.Name, len(leaving.links), listIn(leaving.links), worstOf(leaving.h.reasons), names(unfit)))
 	r.Value, r.Unit = num(float64(len(leaving.links))), "links"
 	d.Reasons = append(d.Reasons, r)
 	out = leaving.h.node.Name
@@ -204,7 +205,7 @@ func candidate(c *host, out string, remaining []string) (ok bool, margin float64
 			return false, math.Inf(-1), fmt.Sprintf("%s has no connect measured to %s, a voter that would remain", c.node.Name, v)
 		}
 	}
-	margin = minHeadroom(c.reasons, func(r Reason) bool { return counts(r) && r.Value != nil })
+	margin = minHeadroom(c.reasons, func(r Reason) bool { return counts(r) && isMeasure(r) && r.Value != nil })
 	why = fmt.Sprintf("%s is fit against %s, tightest headroom %s", c.node.Name, strings.Join(remaining, ", "), formatMargin(margin))
 	if slices.Contains(slowLinks(c.reasons), out) {
 		why += fmt.Sprintf(" (its slow link to %s, the voter leaving, does not count)", out)
@@ -221,7 +222,7 @@ func gates(s settings.Settings, now time.Time, voters, learners []*host, mem Mem
 	for _, v := range voters {
 		if v.verdict == Unknown {
 			out = append(out, step(GateReported, v.node.Name, reportedBasis, false,
-				fmt.Sprintf("%s has not reported: %s", v.node.Name, firstUnknown(v.reasons))))
+				fmt.Sprintf("%s is unknown, its probe has not reported a full, fresh, readable window: %s", v.node.Name, firstUnknown(v.reasons))))
 		}
 	}
 	if len(out) == n {
@@ -274,7 +275,7 @@ func gates(s settings.Settings, now time.Time, voters, learners []*host, mem Mem
 		}
 	}
 	r := step(GateMembers, "", membersBasis, count == s.TargetVoters && len(views) == 0,
-		fmt.Sprintf("%d etcd members (%d voters, %d learners), target_voters %d", count, len(voters), len(learners), s.TargetVoters))
+		fmt.Sprintf("%d etcd members (voters %d, learners %d), target_voters %d", count, len(voters), len(learners), s.TargetVoters))
 	if len(views) > 0 {
 		r.Detail += "; " + strings.Join(views, "; ")
 	}
@@ -296,6 +297,26 @@ func firstUnknown(rs []Reason) string {
 		}
 	}
 	return "unknown"
+}
+
+// failedMeasure selects the reasons that make a host unfit.
+func failedMeasure(r Reason) bool { return !r.OK && !r.unknown && isMeasure(r) }
+
+// worstOf names the reason furthest over its limit, with its margin.
+func worstOf(rs []Reason) string {
+	var worst *Reason
+	for i := range rs {
+		if failedMeasure(rs[i]) && (worst == nil || headroom(rs[i]) < headroom(*worst)) {
+			worst = &rs[i]
+		}
+	}
+	if worst == nil {
+		return "none"
+	}
+	if worst.Value == nil {
+		return Summary(*worst)
+	}
+	return fmt.Sprintf("%s (%s of the limit)", Summary(*worst), formatMargin(headroom(*worst)))
 }
 
 func formatMargin(m float64) string {

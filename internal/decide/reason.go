@@ -78,6 +78,16 @@ func minHeadroom(rs []Reason, keep func(Reason) bool) float64 {
 	return m
 }
 
+// isMeasure reports a reason about a measured signal, as opposed to the
+// evidence that the host can be judged at all; only these have margins.
+func isMeasure(r Reason) bool {
+	switch r.Signal {
+	case SignalEntry, SignalSamples, SignalFreshness, SignalEtcd, SignalReadingErrors:
+		return false
+	}
+	return true
+}
+
 // isLink reports a reason about the path between two hosts.
 func isLink(r Reason) bool { return r.Signal == SignalConnect || r.Signal == SignalPeerRTT }
 

@@ -68,7 +68,7 @@ func DecidingReason(h Host) (Reason, bool) {
 				best, bestH = r, headroom(*r)
 			}
 		default:
-			if r.Value != nil && r.Limit != nil && (best == nil || headroom(*r) < bestH) {
+			if isMeasure(*r) && r.Value != nil && r.Limit != nil && (best == nil || headroom(*r) < bestH) {
 				best, bestH = r, headroom(*r)
 			}
 		}

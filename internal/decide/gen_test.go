@@ -1,0 +1,293 @@
+package decide_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// The bucket layouts of real etcd v3.6 (prometheus.ExponentialBuckets).
+var (
+	walBounds  = exponential(0.001, 2, 14)
+	rttBounds  = exponential(0.0001, 2, 16)
+	baseNow    = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	gib uint64 = 1 << 30
+)
+
+func exponential(start, factor float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = start
+		start *= factor
+	}
+	return out
+}
+
+// gHost is one host of a generated fleet.
+type gHost struct {
+	name     string
+	voter    bool // the etcd role label
+	learner  bool // k3s's learner condition and etcd's is_learner
+	eligible *bool
+	pinned   *bool
+	samples  int     // 0: a full window
+	wifi     bool    // the default route leaves by Wi-Fi
+	slowWAL  bool    // WAL fsyncs of 16 to 32 ms
+	connect  float64 // extra connect time to every voter, seconds
+	raw      string  // the entry text as is (a malformed entry)
+	noEntry  bool
+	// until is when the last sample was taken (default: a second before now).
+	until time.Time
+}
+
+func yes() *bool { b := true; return &b }
+func no() *bool  { b := false; return &b }
+
+// gFleet generates a scenario's inputs: every host's entry from a model of
+// its links and disks, so that the inputs stay consistent with each other.
+type gFleet struct {
+	s     settings.Settings
+	now   time.Time
+	hosts []*gHost
+	// slow adds latency, seconds one way, to the path between two hosts.
+	slow map[[2]string]float64
+}
+
+func pairOf(a, b string) [2]string {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]string{a, b}
+}
+
+func seed(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+func memberID(name string) string { return strconv.FormatUint(seed("member", name)>>1, 16) }
+
+func (f *gFleet) members() []*gHost {
+	var out []*gHost
+	for _, h := range f.hosts {
+		if h.voter {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// oneWay is the modelled one-way delay between two hosts: a LAN's fraction
+// of a millisecond, plus any slowness of the path.
+func (f *gFleet) oneWay(a, b string) float64 {
+	base := 0.0002 + float64(seed(pairOf(a, b)[0], pairOf(a, b)[1])%300)*1e-6
+	return base + f.slow[pairOf(a, b)]
+}
+
+func bucket(bounds []float64, v float64) int {
+	i, _ := slices.BinarySearch(bounds, v)
+	return i
+}
+
+func hist(bounds []float64, obs map[int]uint64) quantile.Histogram {
+	h := quantile.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+	for b, c := range obs {
+		h.Counts[b] += c
+	}
+	return h
+}
+
+// entryOf generates h's entry.
+func (f *gFleet) entryOf(h *gHost) entry.Entry {
+	n := h.samples
+	if n == 0 {
+		n = f.s.Window
+	}
+	until := h.until
+	if until.IsZero() {
+		until = f.now.Add(-time.Second)
+	}
+	members := f.members()
+	rng := rand.New(rand.NewPCG(seed(h.name), uint64(n)))
+	e := entry.Entry{Node: h.name}
+	leader := ""
+	if len(members) > 0 {
+		leader = members[0].name
+	}
+	for i := range n {
+		at := until.Add(-time.Duration(n-1-i) * f.s.SamplePeriod).Add(time.Duration(rng.IntN(400)) * time.Millisecond)
+		s := entry.Sample{At: at, Restart: i == 0, Link: entry.Link{Interface: "eth0", Class: entry.ClassWired},
+			Connect: map[string]entry.Connect{}}
+		if h.wifi {
+			s.Link = entry.Link{Interface: "wlan0", Class: entry.ClassWifi}
+		}
+		for _, m := range members {
+			if m.name == h.name {
+				continue
+			}
+			// A connect is one round trip (SYN, SYN-ACK).
+			rt := 2*f.oneWay(h.name, m.name) + h.connect + rng.Float64()*0.0004
+			s.Connect[m.name] = entry.Connect{Seconds: rt}
+		}
+		s.MemTotalBytes = 16 * gib
+		s.MemAvailableBytes = 9*gib + uint64(rng.IntN(1<<20))*1024
+		if i > 0 {
+			stall := float64(rng.IntN(2000)) * 1e-6
+			s.MemFullStallSeconds = &stall
+		}
+		if h.voter {
+			x := &entry.EtcdSample{MemberID: memberID(h.name), IsLeader: h.name == leader, IsLearner: h.learner,
+				HasLeader: true, ConnectedPeers: len(members) - 1, KnownPeers: len(members) - 1,
+				DBSizeBytes: 24<<20 + uint64(i)*4096, QuotaBytes: 2 * gib, PeerRTT: map[string]quantile.Histogram{}}
+			wal := map[int]uint64{0: 150 + uint64(rng.IntN(100)), 1: 30 + uint64(rng.IntN(20)), 2: uint64(rng.IntN(4))}
+			if h.slowWAL {
+				wal = map[int]uint64{4: 20, 5: 120 + uint64(rng.IntN(40))}
+			}
+			x.WALFsync = hist(walBounds, wal)
+			x.BackendCommit = hist(walBounds, map[int]uint64{1: 50 + uint64(rng.IntN(20)), 2: 10 + uint64(rng.IntN(5))})
+			for _, m := range members {
+				if m.name == h.name || i == 0 {
+					continue
+				}
+				// etcd feeds the round-trip histogram about twice every 30 s:
+				// about one observation per 15 s sample.
+				rt := 2*f.oneWay(h.name, m.name) + rng.Float64()*0.0004
+				obs := map[int]uint64{}
+				if i%2 == 1 || rng.IntN(2) == 0 {
+					obs[bucket(rttBounds, rt)] = 1
+				}
+				x.PeerRTT[memberID(m.name)] = hist(rttBounds, obs)
+			}
+			s.Etcd = x
+		}
+		entry.Append(&e, s, f.s.Window)
+	}
+	if !h.voter {
+		e.Fsync = &entry.FsyncReading{At: until.Add(-10 * time.Minute), Dir: "/var/lib/rancher/k3s/server/db/fleet-role",
+			Filesystem: "ext4", MeasuredDisk: true, Writes: 10000, P99Seconds: 0.0021, MaxSeconds: 0.0084}
+	}
+	return e
+}
+
+func (f *gFleet) rawEntry(t testing.TB, h *gHost) string {
+	if h.raw != "" {
+		return h.raw
+	}
+	text, err := entry.Encode(f.entryOf(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+func (f *gFleet) probeConfigMap(t testing.TB) corev1.ConfigMap {
+	cm := corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: f.s.ProbeConfigMap, Namespace: f.s.Namespace},
+		Data:       map[string]string{},
+	}
+	for _, h := range f.hosts {
+		if !h.noEntry {
+			cm.Data[h.name] = f.rawEntry(t, h)
+		}
+	}
+	return cm
+}
+
+func (f *gFleet) nodes() corev1.NodeList {
+	list := corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+	for i, h := range f.hosts {
+		ip := fmt.Sprintf("10.0.0.%d", 10+i)
+		n := corev1.Node{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+			ObjectMeta: metav1.ObjectMeta{Name: h.name, Labels: map[string]string{"kubernetes.io/hostname": h.name}, Annotations: map[string]string{}},
+			Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}},
+		}
+		if h.voter {
+			n.Labels[decide.EtcdRoleLabel] = "true"
+			n.Labels["node-role.kubernetes.io/control-plane"] = "true"
+			n.Annotations[decide.NodeAddressAnnotation] = ip
+			n.Annotations["etcd.k3s.cattle.io/node-name"] = h.name + "-" + memberID(h.name)[:8]
+			cond := corev1.NodeCondition{Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner"}
+			if h.learner {
+				cond.Status, cond.Reason = corev1.ConditionFalse, decide.MemberIsLearner
+			}
+			n.Status.Conditions = append(n.Status.Conditions, cond)
+		}
+		if h.eligible != nil {
+			n.Labels[f.s.EligibleLabel] = strconv.FormatBool(*h.eligible)
+		}
+		if h.pinned != nil {
+			n.Labels[f.s.PinnedLabel] = strconv.FormatBool(*h.pinned)
+		}
+		list.Items = append(list.Items, n)
+	}
+	return list
+}
+
+// input is the decision's input as the CLI would build it from the files.
+func (f *gFleet) input(t testing.TB, prev *decide.Status) decide.Input {
+	cm := f.probeConfigMap(t)
+	return decide.Input{Now: f.now, Settings: f.s, Nodes: decide.NodesFromKube(f.nodes().Items, f.s),
+		Entries: decide.EntriesFromConfigMap(&cm), Previous: prev}
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+// standardFleet is three voters and two standbys, all marked eligible and
+// none pinned, on a healthy LAN.
+func standardFleet(s settings.Settings) *gFleet {
+	return &gFleet{s: s, now: baseNow, slow: map[[2]string]float64{}, hosts: []*gHost{
+		{name: "alpha", voter: true, eligible: yes(), pinned: no()},
+		{name: "bravo", voter: true, eligible: yes(), pinned: no()},
+		{name: "charlie", voter: true, eligible: yes(), pinned: no()},
+		{name: "delta", eligible: yes(), pinned: no()},
+		{name: "echo", eligible: yes(), pinned: no()},
+	}}
+}
+
+func (f *gFleet) host(name string) *gHost {
+	for _, h := range f.hosts {
+		if h.name == name {
+			return h
+		}
+	}
+	panic("no host " + name)
+}
+
+// settled is a previous status whose voter set formed long ago.
+func settled(f *gFleet, ago time.Duration) *decide.Status {
+	var voters []string
+	for _, h := range f.hosts {
+		if h.voter && !h.learner {
+			voters = append(voters, h.name)
+		}
+	}
+	return &decide.Status{Schema: decide.Schema, GeneratedAt: f.now.Add(-f.s.SamplePeriod), DryRun: true,
+		Settings: decide.Settings{Values: f.s, Limits: f.s.Limits()}, Hosts: []decide.Host{},
+		Decision: decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{}},
+		Memory:   decide.Memory{Voters: voters, VotersChangedAt: f.now.Add(-ago)}}
+}
