@@ -137,12 +137,20 @@ func (h *packetHeap) Pop() any {
 // its arrival time and delay, a scheduler goroutine holds it and writes it
 // back when due.
 type delayer struct {
-	tun   *os.File
-	in    chan *packet
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	epoch time.Time
-	q     *delayQueue
+	tun *os.File
+	// tick is a timerfd: its expiry wakes the runtime's poller at once, where
+	// a Go timer can fire up to a millisecond late (the poller's epoll wait
+	// counts in milliseconds), which a connect would show as 1 ms of excess
+	// per delayed crossing.
+	tick    *os.File
+	tickFD  int
+	due     chan struct{}
+	in      chan *packet
+	stop    chan struct{}
+	schedWG sync.WaitGroup // the scheduler, the only user of tickFD
+	wg      sync.WaitGroup // the reader and the waker
+	epoch   time.Time
+	q       *delayQueue
 	// delays maps an IPv4 address to its host's delay; replaced whole, so the
 	// reader never locks.
 	delays atomic.Pointer[map[[4]byte]time.Duration]
@@ -205,16 +213,26 @@ func startDelayer(ctx context.Context, router string, maxQueued int) (*delayer, 
 		tun.Close()
 		return nil, err
 	}
+	tfd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		tun.Close()
+		return nil, fmt.Errorf("netlab: timerfd: %w", err)
+	}
 	d := &delayer{
-		tun:   tun,
-		in:    make(chan *packet, 256),
-		stop:  make(chan struct{}),
-		epoch: time.Now(),
-		q:     newDelayQueue(maxQueued),
+		tun:    tun,
+		tick:   os.NewFile(uintptr(tfd), "timerfd"),
+		tickFD: tfd,
+		due:    make(chan struct{}, 1),
+		in:     make(chan *packet, 256),
+		stop:   make(chan struct{}),
+		epoch:  time.Now(),
+		q:      newDelayQueue(maxQueued),
 	}
 	d.setDelays(nil)
 	d.wg.Add(2)
+	d.schedWG.Add(1)
 	go d.read()
+	go d.wake()
 	go d.schedule()
 	return d, nil
 }
@@ -260,10 +278,26 @@ func (d *delayer) read() {
 	}
 }
 
-func (d *delayer) schedule() {
+// wake turns each expiry of the timerfd into a send on due.
+func (d *delayer) wake() {
 	defer d.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	var b [8]byte
+	for {
+		if _, err := d.tick.Read(b[:]); err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				return
+			}
+			continue
+		}
+		select {
+		case d.due <- struct{}{}:
+		default: // one wake-up pending is enough
+		}
+	}
+}
+
+func (d *delayer) schedule() {
+	defer d.schedWG.Done()
 	for {
 		now := d.now()
 		for {
@@ -274,16 +308,25 @@ func (d *delayer) schedule() {
 			d.write(d.q.pop())
 		}
 		d.queued.Store(int64(d.q.len()))
-		var due <-chan time.Time
 		if rel, ok := d.q.next(); ok {
-			timer.Reset(time.Duration(rel - now))
-			due = timer.C
+			// rel > now here, so the relative time is at least 1 ns (0
+			// would disarm).
+			it := unix.ItimerSpec{Value: unix.NsecToTimespec(rel - now)}
+			if err := unix.TimerfdSettime(d.tickFD, 0, &it, nil); err != nil {
+				// Not expected; fall back on a coarse Go timer.
+				time.AfterFunc(time.Duration(rel-now), func() {
+					select {
+					case d.due <- struct{}{}:
+					default:
+					}
+				})
+			}
 		}
 		select {
 		case p := <-d.in:
 			d.push(p)
 			// Take whatever else has arrived before looking at the clock
-			// again: one timer reset per burst rather than per packet.
+			// again: one timer setting per burst rather than per packet.
 			for more := true; more; {
 				select {
 				case p := <-d.in:
@@ -292,11 +335,10 @@ func (d *delayer) schedule() {
 					more = false
 				}
 			}
-		case <-due:
+		case <-d.due:
 		case <-d.stop:
 			return
 		}
-		timer.Stop()
 	}
 }
 
@@ -337,7 +379,11 @@ func (d *delayer) stats() Stats {
 func (d *delayer) close() {
 	d.closeOnce.Do(func() {
 		close(d.stop)
+		// The scheduler first: it arms the timerfd by number, which must
+		// not be closed (and its number reused) under it.
+		d.schedWG.Wait()
 		d.tun.Close()
+		d.tick.Close()
 		d.wg.Wait()
 	})
 }

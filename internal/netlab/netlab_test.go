@@ -714,3 +714,97 @@ func TestDelayAccuracy(t *testing.T) {
 			ts[0].Round(10*time.Microsecond), ts[len(ts)-1].Round(10*time.Microsecond), samples)
 	}
 }
+
+func TestCommandRunsInHost(t *testing.T) {
+	l := newLab(t, Config{Hosts: []string{"a"}})
+	h := l.Hosts[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := h.Command(ctx, "sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := strconv.Itoa(cmd.Process.Pid)
+	want := nsInode(t, nsPath(h.Namespace))
+	// `ip netns exec` execs the program: the pid is sleep's own, so SIGSTOP
+	// and SIGCONT reach the program itself, and it runs in the host.
+	eventually(t, 10*time.Second, "sleep running in the host", func() error {
+		comm, err := os.ReadFile("/proc/" + pid + "/comm")
+		if err != nil {
+			return err
+		}
+		if got := strings.TrimSpace(string(comm)); got != "sleep" {
+			return fmt.Errorf("pid %s runs %q", pid, got)
+		}
+		if got := nsInode(t, "/proc/"+pid+"/ns/net"); got != want {
+			return fmt.Errorf("pid %s in namespace %s, want %s", pid, got, want)
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP: %v", err)
+	}
+	eventually(t, 10*time.Second, "sleep stopped", func() error {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			return err
+		}
+		// The state follows the command in parentheses.
+		if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); f[0] != "T" {
+			return fmt.Errorf("state %s", f[0])
+		}
+		return nil
+	})
+	cmd.Process.Signal(syscall.SIGCONT)
+}
+
+func nsInode(t testing.TB, path string) string {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatalf("stat %s: %v", path, err)
+	}
+	return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+}
+
+func TestDoLeavesNoThreadInAHost(t *testing.T) {
+	l := newLab(t, Config{Hosts: []string{"a"}})
+	h := l.Hosts[0]
+	own := nsInode(t, "/proc/thread-self/ns/net")
+	inside := nsInode(t, nsPath(h.Namespace))
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.Do(func() error {
+				if got := nsInode(t, "/proc/thread-self/ns/net"); got != inside {
+					t.Errorf("Do ran in namespace %s, want the host's %s", got, inside)
+				}
+				if i%2 == 0 {
+					return errors.New("fn failed")
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if err := h.Do(func() error { return errors.New("boom") }); err == nil || err.Error() != "boom" {
+		t.Errorf("Do returned %v, want fn's error", err)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatalf("read tasks: %v", err)
+	}
+	for _, task := range tasks {
+		p := "/proc/self/task/" + task.Name() + "/ns/net"
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) != nil {
+			continue // the thread has just ended
+		}
+		if got := fmt.Sprintf("%d:%d", st.Dev, st.Ino); got != own {
+			t.Errorf("thread %s left in namespace %s, want %s", task.Name(), got, own)
+		}
+	}
+}
