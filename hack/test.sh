@@ -18,7 +18,7 @@ echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
 echo "fio: $(command -v fio) ($(fio --version))"
 
 step "gofmt"
-unformatted=$(gofmt -l cmd internal tools)
+unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then echo "gofmt -l lists:"; echo "$unformatted"; exit 1; fi
 
 step "go vet"
