@@ -261,3 +261,16 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// BenchmarkStart measures how long a three-member cluster takes from the
+// first process to every member healthy with a leader, and to stop.
+func BenchmarkStart(b *testing.B) {
+	bin := testenv.Etcd(b)
+	for b.Loop() {
+		c, err := Start(context.Background(), Config{Binary: bin, Dir: b.TempDir(), Members: 3})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Stop()
+	}
+}
