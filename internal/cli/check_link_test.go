@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,21 +30,7 @@ func linkHost(t *testing.T, tables string) string {
 	tr.WiFiNIC("wlan2", "")
 	tr.Bond("bond0", "eth1", "wlan2")
 	tr.VLAN("bond0.10", "bond0")
-	if err := os.MkdirAll(filepath.Join(root, "proc/net"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"route", "ipv6_route"} {
-		b, err := os.ReadFile(filepath.Join("../link/testdata/proc", tables, f))
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, "proc/net", f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	linktest.RouteTables(t, filepath.Join("../link/testdata/proc", tables), root)
 	return root
 }
 

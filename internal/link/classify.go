@@ -65,7 +65,10 @@ type Result struct {
 // device link (a physical device) and none of those. A virtual interface is
 // followed to its members: lower_* links (VLAN, macvlan, bond, team, bridge,
 // VRF), brif/ entries (bridge ports), bonding/slaves, and, where none of those
-// exists, the interfaces whose master link names it. The master link itself
+// exists, the interfaces whose master link names it, or else the interface
+// its iflink names (the device a VXLAN or bound tunnel sends through; a veth
+// end's iflink names its peer instead, which names it back, and is not
+// followed: the peer receives what it sends). The master link itself
 // is never followed: it points up the stack, and from a bridge port it leads
 // back to the bridge and on to the other ports, none of which carry this
 // interface's traffic. Members are named by interface and looked up under
@@ -98,6 +101,7 @@ type walker struct {
 	// members by master, from every interface's master link; read once per
 	// walk, and only when an interface shows its members no other way.
 	byMaster map[string][]string
+	byIndex  map[string]string // ifindex -> interface, read once per walk when needed
 }
 
 type verdict struct {
@@ -270,7 +274,68 @@ func (w *walker) members(name, dir string) ([]string, string, error) {
 			add(n)
 		}
 	}
+	if len(out) == 0 {
+		// A VXLAN or a tunnel bound to a device shows it only as its
+		// iflink, the device its packets leave through.
+		if l := w.iflink(dir); l.differs && l.beneath != "" {
+			add(l.beneath)
+		}
+	}
 	return out, kind, nil
+}
+
+// iflinkInfo is what an interface's iflink says: the ifindex of the device
+// it sends through (a VLAN's, macvlan's or bound tunnel's lower), or of its
+// peer (a veth's other end), or its own ifindex when neither.
+type iflinkInfo struct {
+	ifindex, iflink string
+	differs         bool
+	beneath         string // the interface iflink names, when it is a device beneath
+	peer            string // the interface iflink names, when it names this one back: a veth pair
+}
+
+func (w *walker) iflink(dir string) iflinkInfo {
+	ifindex, err1 := w.attr(path.Join(dir, "ifindex"))
+	iflink, err2 := w.attr(path.Join(dir, "iflink"))
+	l := iflinkInfo{ifindex: strings.TrimSpace(ifindex), iflink: strings.TrimSpace(iflink)}
+	if err1 != nil || err2 != nil || l.ifindex == l.iflink || l.iflink == "0" {
+		return l
+	}
+	l.differs = true
+	if err := w.loadIndexes(); err != nil {
+		return l
+	}
+	other, ok := w.byIndex[l.iflink]
+	if !ok {
+		return l
+	}
+	back, err := w.attr(path.Join(classNet, other, "iflink"))
+	if err == nil && strings.TrimSpace(back) == l.ifindex {
+		l.peer = other
+	} else {
+		l.beneath = other
+	}
+	return l
+}
+
+// loadIndexes reads every interface's ifindex, once per walk.
+func (w *walker) loadIndexes() error {
+	if w.byIndex != nil {
+		return nil
+	}
+	w.byIndex = map[string]string{}
+	entries, err := fs.ReadDir(w.fsys, classNet)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", classNet, err)
+	}
+	for _, e := range entries {
+		idx, err := w.attr(path.Join(classNet, e.Name(), "ifindex"))
+		if err != nil {
+			continue
+		}
+		w.byIndex[strings.TrimSpace(idx)] = e.Name()
+	}
+	return nil
 }
 
 // loadMasters reads every interface's master link, once per walk, for
@@ -314,13 +379,13 @@ func (w *walker) leaf(name, dir, kind, devtype string) verdict {
 	if typ, err := w.attr(path.Join(dir, "type")); err == nil && strings.TrimSpace(typ) == "772" {
 		return unknownf("%s stopped the walk: the loopback interface (type 772), which leaves no host", name)
 	}
-	ifindex, err1 := w.attr(path.Join(dir, "ifindex"))
-	iflink, err2 := w.attr(path.Join(dir, "iflink"))
-	ifindex, iflink = strings.TrimSpace(ifindex), strings.TrimSpace(iflink)
-	if err1 == nil && err2 == nil && ifindex != iflink {
-		return unknownf("%s stopped the walk: no device or lower_* link, and its iflink (%s) is not its own ifindex (%s): one end of a veth pair (or a tunnel), whose peer, usually in another network namespace, this sysfs does not show", name, iflink, ifindex)
+	if l := w.iflink(dir); l.differs {
+		if l.peer != "" {
+			return unknownf("%s stopped the walk: one end of a veth pair whose other end, %s (its iflink %s), is in this namespace; %s receives what %s sends rather than carrying it off the host, so no physical link lies beneath %s", name, l.peer, l.iflink, l.peer, name, name)
+		}
+		return unknownf("%s stopped the walk: no device or lower_* link, and its iflink (%s) is not its own ifindex (%s) but names no interface in this sysfs: the other end of a veth pair, usually in another network namespace", name, l.iflink, l.ifindex)
 	}
-	return unknownf("%s stopped the walk: no device link (not a physical device) and no lower_*, brif/, bonding/slaves or interface naming it as master, %s", name, cannotSee)
+	return unknownf("%s stopped the walk: no device link (not a physical device), no lower_*, brif/, bonding/slaves or iflink naming another interface, and no interface naming it as master: a virtual interface (a veth end whose peer is elsewhere, an unbound tunnel) beneath which no physical link can be seen", name)
 }
 
 // combine decides a master's class from its members': the worst member

@@ -60,6 +60,10 @@ func zooAt(t *testing.T, root string) *linktest.Tree {
 	tr.WiredNIC("eth4", "")
 	tr.MasterOnly("team0", "eth4")
 
+	tr.VethPair("vethp0", "vethp1")
+	tr.VXLAN("vxlan0", "eth0")
+	tr.VXLAN("vxlan1", "vethp0")
+
 	tr.WiFiDeviceOnly("wlp3s0", "")
 	tr.WWAN("wwan0")
 	return tr
@@ -82,7 +86,10 @@ func TestClassifyZoo(t *testing.T) {
 		{"macvlan0", Wired, []string{"macvlan0", "eth0"}, []string{"macvlan0 sits on eth0", "0000:00:1f.6"}},
 		{"tailscale0", Unknown, []string{"tailscale0"}, []string{"tailscale0 stopped the walk", "TUN/TAP device (tun_flags 0x1001)"}},
 		{"wg0", Unknown, []string{"wg0"}, []string{"wg0 stopped the walk", "WireGuard"}},
-		{"veth0", Unknown, []string{"veth0"}, []string{"veth0 stopped the walk", "iflink (1000)", "veth pair"}},
+		{"veth0", Unknown, []string{"veth0"}, []string{"veth0 stopped the walk", "iflink (1000)", "names no interface in this sysfs", "veth pair"}},
+		{"vethp0", Unknown, []string{"vethp0"}, []string{"vethp0 stopped the walk: one end of a veth pair whose other end, vethp1"}},
+		{"vxlan0", Wired, []string{"vxlan0", "eth0"}, []string{"vxlan0 sits on eth0; eth0 reaches physical device 0000:00:1f.6"}},
+		{"vxlan1", Unknown, []string{"vxlan1", "vethp0"}, []string{"vxlan1 sits on vethp0; vethp0 stopped the walk", "vethp1"}},
 		{"brlan", Wired, []string{"brlan", "eth3", "tap0", "vethb"}, []string{"ports that reach no physical device (tap0, vethb)", "are left out", "eth3 reaches physical device"}},
 		{"docker0", Unknown, []string{"docker0", "vethd"}, []string{"docker0 is a bridge over vethd (unknown)", "vethd stopped the walk", "veth pair"}},
 		{"brempty", Unknown, []string{"brempty"}, []string{"brempty stopped the walk: a bridge with no ports"}},

@@ -120,8 +120,8 @@ func exists(p string) bool {
 }
 
 // The real kernel's sysfs and route tables, in a network namespace the test
-// makes: veth, a bridge over a veth, a macvlan over a veth, a TUN device, and
-// an IPv6-only default, each read the way the probe reads a host root.
+// makes: veth, a bridge over a veth, a macvlan over a veth, a TUN device, a
+// VXLAN bound to a veth, and an IPv6-only default, each read the way the probe reads a host root.
 func TestReadNetns(t *testing.T) {
 	ns := fmt.Sprintf("fr-link-%d", os.Getpid())
 	run(t, "ip", "netns", "add", ns)
@@ -133,7 +133,8 @@ func TestReadNetns(t *testing.T) {
 	ipn("link", "set", "vD", "master", "br0")
 	ipn("link", "add", "mv0", "link", "vA", "type", "macvlan")
 	ipn("tuntap", "add", "tun0", "mode", "tun")
-	for _, d := range []string{"lo", "vA", "vB", "vC", "vD", "br0", "mv0", "tun0"} {
+	ipn("link", "add", "vxlan0", "type", "vxlan", "id", "42", "dstport", "4789", "dev", "vC")
+	for _, d := range []string{"lo", "vA", "vB", "vC", "vD", "br0", "mv0", "tun0", "vxlan0"} {
 		ipn("link", "set", d, "up")
 	}
 
@@ -163,7 +164,8 @@ func TestReadNetns(t *testing.T) {
 		via    []string
 		reason string
 	}{
-		{"vA", []string{"vA"}, "vA stopped the walk: no device or lower_* link, and its iflink"},
+		{"vA", []string{"vA"}, "vA stopped the walk: one end of a veth pair whose other end, vB"},
+		{"vxlan0", []string{"vxlan0", "vC"}, "vxlan0 sits on vC; vC stopped the walk: one end of a veth pair whose other end, vD"},
 		{"br0", []string{"br0", "vD"}, "vD stopped the walk"},
 		{"mv0", []string{"mv0", "vA"}, "mv0 sits on vA; vA stopped the walk"},
 		{"tun0", []string{"tun0"}, "tun0 stopped the walk: a TUN/TAP device"},

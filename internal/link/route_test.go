@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fleet-role/fleet-role/internal/link/linktest"
 )
 
 func parseFile(t *testing.T, p string, parse func(f *os.File) ([]Route, error)) []Route {
@@ -221,20 +223,5 @@ func TestReadFixtureHosts(t *testing.T) {
 
 func copyProc(t *testing.T, host, root string) {
 	t.Helper()
-	dst := filepath.Join(root, "proc/net")
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"route", "ipv6_route"} {
-		b, err := os.ReadFile(filepath.Join("testdata/proc", host, f))
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	linktest.RouteTables(t, filepath.Join("testdata/proc", host), root)
 }

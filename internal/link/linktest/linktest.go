@@ -9,7 +9,9 @@
 package linktest
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -287,4 +289,43 @@ func (tr *Tree) Veth(name string, peer int) {
 	tr.t.Helper()
 	dir := tr.Virtual(name, "")
 	tr.File(dir+"/iflink", fmt.Sprintf("%d\n", peer))
+}
+
+// VethPair makes both ends of a veth pair in this namespace: each one's
+// iflink is the other's ifindex.
+func (tr *Tree) VethPair(a, b string) {
+	tr.t.Helper()
+	da, db := tr.Virtual(a, ""), tr.Virtual(b, "")
+	tr.File(da+"/iflink", fmt.Sprintf("%d\n", tr.Ifindex(b)))
+	tr.File(db+"/iflink", fmt.Sprintf("%d\n", tr.Ifindex(a)))
+}
+
+// VXLAN makes a VXLAN bound to a device (ip link add ... type vxlan dev
+// LOWER): no lower_ link, only its iflink naming the device.
+func (tr *Tree) VXLAN(name, lower string) {
+	tr.t.Helper()
+	dir := tr.Virtual(name, "")
+	tr.File(dir+"/iflink", fmt.Sprintf("%d\n", tr.Ifindex(lower)))
+}
+
+// RouteTables copies a fixture directory's route and ipv6_route files (either
+// may be absent) into hostRoot/proc/net, where link.Read looks for them.
+func RouteTables(t testing.TB, fromDir, hostRoot string) {
+	t.Helper()
+	dst := filepath.Join(hostRoot, "proc/net")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"route", "ipv6_route"} {
+		b, err := os.ReadFile(filepath.Join(fromDir, f))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
