@@ -256,7 +256,9 @@ func (d *delayer) read() {
 			if errors.Is(err, os.ErrClosed) {
 				return
 			}
+			// Not expected from a TUN; pause rather than spin if it repeats.
 			d.dropped.Add(1)
+			time.Sleep(time.Millisecond)
 			continue
 		}
 		now := d.now()

@@ -32,9 +32,10 @@ var DefaultSubnet = netip.MustParsePrefix("198.18.0.0/24")
 // parallel `go test ./...`) can run at once.
 var benchRange = netip.MustParsePrefix("198.18.0.0/15")
 
-// closeTimeout bounds the ip commands of Close, which runs with no caller
-// context (often from t.Cleanup after the test's context is gone).
-const closeTimeout = 30 * time.Second
+// opTimeout bounds the ip commands of Close, SetDelay and the link changes,
+// which take no context: they are often called from t.Cleanup after the
+// test's context has ended. An ip command takes milliseconds.
+const opTimeout = 30 * time.Second
 
 // hostLink is the name of every host's own interface.
 const hostLink = "eth0"
@@ -90,7 +91,6 @@ type Lab struct {
 	delay   *delayer
 	mu      sync.Mutex // serializes changes of delays and links
 	delays  map[*Host]time.Duration
-	down    map[*Host]bool
 	created []string // namespaces made so far, router first
 
 	closeOnce sync.Once
@@ -155,7 +155,6 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 		Router: fmt.Sprintf("%s-%d-%d", cfg.Prefix, os.Getpid(), labSeq.Add(1)),
 		cfg:    cfg,
 		delays: map[*Host]time.Duration{},
-		down:   map[*Host]bool{},
 	}
 	live.Store(l.Router, true)
 	if err := l.build(ctx); err != nil {
@@ -351,14 +350,6 @@ func (l *Lab) Host(name string) *Host {
 	return nil
 }
 
-func (l *Lab) host(name string) (*Host, error) {
-	h := l.Host(name)
-	if h == nil {
-		return nil, fmt.Errorf("netlab: no host %q", name)
-	}
-	return h, nil
-}
-
 // SetDelay delays every packet to and from host by d, in each direction: a
 // round trip between it and an undelayed host gains 2d, and a packet between
 // two delayed hosts is held for the sum of their delays. A TCP connect to or
@@ -369,31 +360,41 @@ func (l *Lab) SetDelay(host string, d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("netlab: delay %v: must not be negative", d)
 	}
-	h, err := l.host(host)
-	if err != nil {
-		return err
+	return l.change(host, func(ctx context.Context, h *Host) error {
+		old := l.delays[h]
+		switch {
+		case d > 0:
+			// The goroutine learns the delay before the first packet can
+			// reach it.
+			l.delays[h] = d
+			l.delay.setDelays(l.delayMap())
+			if old == 0 {
+				return ipAll(ctx, h.ruleArgs("add")...)
+			}
+		case old > 0:
+			if err := ipAll(ctx, h.ruleArgs("del")...); err != nil {
+				return err
+			}
+			delete(l.delays, h)
+			l.delay.setDelays(l.delayMap())
+		}
+		return nil
+	})
+}
+
+// change runs fn on the named host with the lab's changes serialized, under
+// a context of its own: it is often called from cleanups and after a test's
+// context has ended.
+func (l *Lab) change(host string, fn func(context.Context, *Host) error) error {
+	h := l.Host(host)
+	if h == nil {
+		return fmt.Errorf("netlab: no host %q", host)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old := l.delays[h]
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	switch {
-	case d > 0:
-		// The goroutine learns the delay before the first packet can reach it.
-		l.delays[h] = d
-		l.delay.setDelays(l.delayMap())
-		if old == 0 {
-			return ipAll(ctx, h.ruleArgs("add")...)
-		}
-	case old > 0:
-		if err := ipAll(ctx, h.ruleArgs("del")...); err != nil {
-			return err
-		}
-		delete(l.delays, h)
-		l.delay.setDelays(l.delayMap())
-	}
-	return nil
+	return fn(ctx, h)
 }
 
 // Delay returns the delay set on host (0 for none or no such host).
@@ -431,44 +432,25 @@ func (l *Lab) delayMap() map[[4]byte]time.Duration {
 // time out rather than fail fast, and established connections stall rather
 // than reset.
 func (l *Lab) LinkDown(host string) error {
-	h, err := l.host(host)
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	if err := ipAll(ctx,
-		[]string{"-n", l.Router, "link", "set", h.link, "down"},
-		// Taking the link down removed its route; without this the router
-		// would answer with ICMP unreachable, which no real partition does.
-		[]string{"-n", l.Router, "route", "replace", "blackhole", h.Addr.String() + "/32"},
-	); err != nil {
-		return err
-	}
-	l.down[h] = true
-	return nil
+	return l.change(host, func(ctx context.Context, h *Host) error {
+		return ipAll(ctx,
+			[]string{"-n", l.Router, "link", "set", h.link, "down"},
+			// Taking the link down removed its route; without this the
+			// router would answer with ICMP unreachable, which no real
+			// partition does.
+			[]string{"-n", l.Router, "route", "replace", "blackhole", h.Addr.String() + "/32"},
+		)
+	})
 }
 
 // LinkUp undoes LinkDown. Connections that survived the partition resume.
 func (l *Lab) LinkUp(host string) error {
-	h, err := l.host(host)
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	if err := ipAll(ctx,
-		[]string{"-n", l.Router, "link", "set", h.link, "up"},
-		[]string{"-n", l.Router, "route", "replace", h.Addr.String() + "/32", "dev", h.link, "src", l.RouterAddr.String()},
-	); err != nil {
-		return err
-	}
-	delete(l.down, h)
-	return nil
+	return l.change(host, func(ctx context.Context, h *Host) error {
+		return ipAll(ctx,
+			[]string{"-n", l.Router, "link", "set", h.link, "up"},
+			[]string{"-n", l.Router, "route", "replace", h.Addr.String() + "/32", "dev", h.link, "src", l.RouterAddr.String()},
+		)
+	})
 }
 
 // Stats returns the delay goroutine's counters.
@@ -487,7 +469,7 @@ func (l *Lab) Stats() Stats {
 // listeners and connections made with Host.Dial and Host.Listen.
 func (l *Lab) Close() error {
 	l.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
 		var errs []error
 		if l.delay != nil {
