@@ -21,10 +21,10 @@ import (
 
 // The bucket layouts of real etcd v3.6 (prometheus.ExponentialBuckets).
 var (
-	walBounds  = exponential(0.001, 2, 14)
-	rttBounds  = exponential(0.0001, 2, 16)
-	baseNow    = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	gib uint64 = 1 << 30
+	walBounds        = exponential(0.001, 2, 14)
+	rttBounds        = exponential(0.0001, 2, 16)
+	baseNow          = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	gib       uint64 = 1 << 30
 )
 
 func exponential(start, factor float64, n int) []float64 {

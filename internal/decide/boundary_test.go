@@ -1,0 +1,437 @@
+package decide_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// timings are the two settings every limit is held to: k3s's 500 ms/5 s and
+// etcd's own 100 ms/1000 ms.
+func timings(t *testing.T) map[string]settings.Settings {
+	e := settings.Defaults()
+	e.ElectionTimeout, e.HeartbeatInterval = time.Second, 100*time.Millisecond
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]settings.Settings{"k3s": settings.Defaults(), "etcd": e}
+}
+
+const under = "vee" // the voter the host under test connects to
+
+// baseWindow is a full window of healthy samples; mod changes sample i.
+func baseWindow(s settings.Settings, name string, voter bool, mod func(i int, x *entry.Sample)) entry.Entry {
+	e := entry.Entry{Node: name}
+	for i := range s.Window {
+		stall := 0.001
+		x := entry.Sample{At: baseNow.Add(-time.Duration(s.Window-i) * s.SamplePeriod), Link: entry.Link{Interface: "eth0", Class: entry.ClassWired},
+			Connect: map[string]entry.Connect{under: {Seconds: 0.001}}, MemTotalBytes: 16 * gib, MemAvailableBytes: 9 * gib,
+			MemFullStallSeconds: &stall}
+		if voter {
+			x.Connect = nil
+			x.Etcd = &entry.EtcdSample{MemberID: "a1", HasLeader: true, IsLeader: true,
+				WALFsync: hist(walBounds, map[int]uint64{0: 100}), BackendCommit: hist(walBounds, map[int]uint64{0: 100}),
+				PeerRTT: map[string]quantile.Histogram{"b2": hist(rttBounds, map[int]uint64{2: 1})}}
+		}
+		if mod != nil {
+			mod(i, &x)
+		}
+		entry.Append(&e, x, s.Window)
+	}
+	if !voter {
+		e.Fsync = &entry.FsyncReading{At: baseNow.Add(-time.Hour), Dir: "/var/lib/fr", Filesystem: "ext4", MeasuredDisk: true,
+			Writes: 10000, P99Seconds: 0.002, MaxSeconds: 0.004}
+	}
+	return e
+}
+
+// judge decides a fleet of the voter vee and the host of e (a voter when
+// voter is set, else a standby) and returns that host.
+func judge(t *testing.T, s settings.Settings, e entry.Entry, voter bool, prev *decide.Status) decide.Host {
+	t.Helper()
+	raw, err := entry.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := decide.Input{Now: baseNow, Settings: s, Previous: prev,
+		Nodes:   []decide.Node{{Name: under, Voter: true, Eligible: true}, {Name: e.Node, Voter: voter, Eligible: true, EligibleMarked: true}},
+		Entries: map[string]string{e.Node: raw}}
+	st := decide.Decide(in)
+	for _, h := range st.Hosts {
+		if h.Name == e.Node {
+			return h
+		}
+	}
+	t.Fatalf("host %s missing", e.Node)
+	return decide.Host{}
+}
+
+func reasonOf(t *testing.T, h decide.Host, signal string) decide.Reason {
+	t.Helper()
+	for _, r := range h.Reasons {
+		if r.Signal == signal {
+			return r
+		}
+	}
+	t.Fatalf("%s has no %s reason: %+v", h.Name, signal, h.Reasons)
+	return decide.Reason{}
+}
+
+type boundary struct {
+	name   string
+	voter  bool
+	mod    func(i int, x *entry.Sample)
+	fsync  *entry.FsyncReading
+	signal string
+	ok     bool
+}
+
+func runBoundaries(t *testing.T, s settings.Settings, cases []boundary) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			name := "standby"
+			if c.voter {
+				name = "voter"
+			}
+			e := baseWindow(s, name, c.voter, c.mod)
+			if c.fsync != nil {
+				e.Fsync = c.fsync
+			}
+			h := judge(t, s, e, c.voter, nil)
+			r := reasonOf(t, h, c.signal)
+			if r.OK != c.ok {
+				t.Fatalf("%s ok = %v, want %v: %+v (value %v, limit %v)", c.signal, r.OK, c.ok, r.Detail, deref(r.Value), deref(r.Limit))
+			}
+			want := decide.Fit
+			if !c.ok {
+				want = decide.Unfit
+			}
+			if h.Verdict != want {
+				t.Fatalf("verdict %s, want %s", h.Verdict, want)
+			}
+		})
+	}
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// over sets the first k samples to v and the rest to base, through set.
+func over(k int, v, base float64, set func(x *entry.Sample, v float64)) func(int, *entry.Sample) {
+	return func(i int, x *entry.Sample) {
+		if i < k {
+			set(x, v)
+		} else {
+			set(x, base)
+		}
+	}
+}
+
+func TestConnectBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			l := s.ConnectLimit().Value
+			set := func(x *entry.Sample, v float64) { x.Connect[under] = entry.Connect{Seconds: v} }
+			fail := func(k int) func(int, *entry.Sample) {
+				return func(i int, x *entry.Sample) {
+					if i < k {
+						x.Connect[under] = entry.Connect{Err: "dial tcp 10.0.0.1:2380: i/o timeout"}
+					}
+				}
+			}
+			runBoundaries(t, s, []boundary{
+				{name: "at", mod: over(100, l, l, set), signal: decide.SignalConnect, ok: true},
+				{name: "just under", mod: over(100, l-1e-6, l, set), signal: decide.SignalConnect, ok: true},
+				{name: "just over", mod: over(100, l+1e-6, l, set), signal: decide.SignalConnect, ok: false},
+				{name: "one sample of 100 over", mod: over(1, 10*l, 0.001, set), signal: decide.SignalConnect, ok: true},
+				{name: "two samples of 100 over", mod: over(2, 10*l, 0.001, set), signal: decide.SignalConnect, ok: false},
+				{name: "one failed", mod: fail(1), signal: decide.SignalConnect, ok: true},
+				{name: "two failed", mod: fail(2), signal: decide.SignalConnect, ok: false},
+			})
+			h := judge(t, s, baseWindow(s, "standby", false, fail(2)), false, nil)
+			if r := reasonOf(t, h, decide.SignalConnect); r.Value != nil || !strings.Contains(r.Detail, "failed; 2 of 100 failed") {
+				t.Fatalf("two failed connects: %+v", r)
+			}
+		})
+	}
+}
+
+// exactBounds puts the limit l on a bucket bound, so that a p99 whose rank
+// ends a bucket is exactly l: [l/2, l, 2l] and a bound just above l.
+func exactBounds(l float64) []float64 { return []float64{l / 2, l, l * (1 + 1e-6), 2 * l} }
+
+// histMod gives sample i one observation: in bucket hi for the first k
+// samples, else in bucket lo; where picks the histogram.
+func histMod(bounds []float64, k, lo, hi int, where func(x *entry.EtcdSample, h quantile.Histogram)) func(int, *entry.Sample) {
+	return func(i int, x *entry.Sample) {
+		b := lo
+		if i < k {
+			b = hi
+		}
+		where(x.Etcd, hist(bounds, map[int]uint64{b: 1}))
+	}
+}
+
+func TestHistogramBoundaries(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			signals := []struct {
+				signal string
+				limit  settings.Limit
+				where  func(x *entry.EtcdSample, h quantile.Histogram)
+				layout []float64
+			}{
+				{decide.SignalPeerRTT, s.RTTLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.PeerRTT["b2"] = h }, rttBounds},
+				{decide.SignalWALFsync, s.WALFsyncLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.WALFsync = h }, walBounds},
+				{decide.SignalBackendCommit, s.BackendCommitLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.BackendCommit = h }, walBounds},
+			}
+			for _, sig := range signals {
+				t.Run(sig.signal, func(t *testing.T) {
+					l := sig.limit.Value
+					b := exactBounds(l)
+					atOK := sig.limit.Rule == settings.AtMost // "at most" takes the limit itself; "under" does not
+					// The real layout: the bucket just inside the limit and one
+					// well above it.
+					in := bucket(sig.layout, l) - 1
+					runBoundaries(t, s, []boundary{
+						// 99 observations end at l, one beyond: the p99 is exactly l.
+						{name: "at", voter: true, mod: histMod(b, 1, 1, 3, sig.where), signal: sig.signal, ok: atOK},
+						// All 100 inside (l/2, l]: the p99 interpolates to 0.995 l.
+						{name: "just under", voter: true, mod: histMod(b, 0, 1, 3, sig.where), signal: sig.signal, ok: true},
+						// Two in (l, l(1+1e-6)]: the rank crosses l by a hair.
+						{name: "just over", voter: true, mod: histMod(b, 2, 1, 2, sig.where), signal: sig.signal, ok: false},
+						{name: "one observation of 100 over, etcd's buckets", voter: true, mod: histMod(sig.layout, 1, in, in+3, sig.where), signal: sig.signal, ok: true},
+						{name: "two observations of 100 over, etcd's buckets", voter: true, mod: histMod(sig.layout, 2, in, in+3, sig.where), signal: sig.signal, ok: false},
+					})
+				})
+			}
+		})
+	}
+}
+
+func TestFdatasyncBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			l := s.FdatasyncLimit().Value
+			reading := func(p99 float64) *entry.FsyncReading {
+				return &entry.FsyncReading{At: baseNow, Dir: "/d", Filesystem: "ext4", MeasuredDisk: true, Writes: 9600, P99Seconds: p99, MaxSeconds: 1}
+			}
+			runBoundaries(t, s, []boundary{
+				{name: "at (under: unfit)", fsync: reading(l), signal: decide.SignalFdatasync, ok: false},
+				{name: "just under", fsync: reading(l - 1e-6), signal: decide.SignalFdatasync, ok: true},
+				{name: "just over", fsync: reading(l + 1e-6), signal: decide.SignalFdatasync, ok: false},
+				{name: "memory filesystem: not held against", fsync: &entry.FsyncReading{At: baseNow, Dir: "/d", Filesystem: "tmpfs", P99Seconds: 1}, signal: decide.SignalFdatasync, ok: true},
+				{name: "skipped: not held against", fsync: &entry.FsyncReading{At: baseNow, Skipped: "etcd data on tmpfs in this scenario"}, signal: decide.SignalFdatasync, ok: true},
+			})
+		})
+	}
+}
+
+func TestMemoryBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			q := float64(s.StorageQuotaBytes)
+			set := func(x *entry.Sample, v float64) { x.MemAvailableBytes = uint64(v) }
+			runBoundaries(t, s, []boundary{
+				{name: "at", mod: over(100, q, q, set), signal: decide.SignalMemory, ok: true},
+				{name: "just under", mod: over(100, q-1024, q, set), signal: decide.SignalMemory, ok: false},
+				{name: "just over", mod: over(100, q+1024, q, set), signal: decide.SignalMemory, ok: true},
+				{name: "one sample of 100 below", mod: over(1, q/2, 2*q, set), signal: decide.SignalMemory, ok: true},
+				{name: "two samples of 100 below", mod: over(2, q/2, 2*q, set), signal: decide.SignalMemory, ok: false},
+			})
+			// A voter is held to the quota its etcd reports.
+			quota := func(i int, x *entry.Sample) { x.Etcd.QuotaBytes = 8 * gib; x.MemAvailableBytes = 8*gib - 1024 }
+			h := judge(t, s, baseWindow(s, "voter", true, quota), true, nil)
+			if r := reasonOf(t, h, decide.SignalMemory); r.OK || *r.Limit != float64(8*gib) {
+				t.Fatalf("voter below its etcd quota: %+v", r)
+			}
+		})
+	}
+}
+
+func TestStallBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			l := s.StallLimit().Value
+			set := func(x *entry.Sample, v float64) { x.MemFullStallSeconds = &v }
+			runBoundaries(t, s, []boundary{
+				{name: "at (under: unfit)", mod: over(100, l, l, set), signal: decide.SignalStall, ok: false},
+				{name: "just under", mod: over(100, l-1e-6, l, set), signal: decide.SignalStall, ok: true},
+				{name: "just over", mod: over(100, l+1e-6, l, set), signal: decide.SignalStall, ok: false},
+				{name: "one period of 100 over", mod: over(1, 10*l, 0, set), signal: decide.SignalStall, ok: true},
+				{name: "two periods of 100 over", mod: over(2, 10*l, 0, set), signal: decide.SignalStall, ok: false},
+				{name: "no PSI: not held against", mod: func(_ int, x *entry.Sample) { x.MemFullStallSeconds = nil }, signal: decide.SignalStall, ok: true},
+			})
+		})
+	}
+}
+
+func TestLinkClasses(t *testing.T) {
+	s := settings.Defaults()
+	link := func(class string) func(int, *entry.Sample) {
+		return func(_ int, x *entry.Sample) { x.Link = entry.Link{Interface: "x0", Class: class} }
+	}
+	runBoundaries(t, s, []boundary{
+		{name: "wired", mod: link(entry.ClassWired), signal: decide.SignalLink, ok: true},
+		{name: "wifi", mod: link(entry.ClassWifi), signal: decide.SignalLink, ok: false},
+		{name: "unknown: not held against", mod: link(entry.ClassUnknown), signal: decide.SignalLink, ok: true},
+	})
+}
+
+func TestSamplesBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range []struct {
+				n    int
+				want decide.Verdict
+			}{{s.Window - 1, decide.Unknown}, {s.Window, decide.Fit}, {s.Window + 1, decide.Fit}} {
+				big := s
+				big.Window = c.n
+				e := baseWindow(big, "standby", false, nil)
+				h := judge(t, s, e, false, nil)
+				if h.Verdict != c.want {
+					t.Fatalf("%d samples: %s, want %s", c.n, h.Verdict, c.want)
+				}
+				if want := min(c.n, s.Window); h.Samples != want {
+					t.Fatalf("%d samples: judged %d, want %d", c.n, h.Samples, want)
+				}
+			}
+		})
+	}
+}
+
+func TestStaleBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			e := baseWindow(s, "standby", false, nil)
+			raw, err := entry.Encode(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			limit := 3 * s.SamplePeriod
+			for _, c := range []struct {
+				age  time.Duration
+				want decide.Verdict
+			}{{limit - time.Millisecond, decide.Fit}, {limit, decide.Fit}, {limit + time.Millisecond, decide.Unknown}} {
+				prev := &decide.Status{Schema: decide.Schema, Hosts: []decide.Host{{Name: e.Node,
+					Observation: &decide.Observation{Digest: decide.Digest(raw), ChangedAt: baseNow.Add(-c.age)}}}}
+				if h := judge(t, s, e, false, prev); h.Verdict != c.want {
+					t.Fatalf("unchanged for %v: %s, want %s", c.age, h.Verdict, c.want)
+				}
+			}
+			// A changed entry is fresh whatever the probe's clock says.
+			prev := &decide.Status{Schema: decide.Schema, Hosts: []decide.Host{{Name: e.Node,
+				Observation: &decide.Observation{Digest: "another", ChangedAt: baseNow.Add(-time.Hour)}}}}
+			h := judge(t, s, e, false, prev)
+			if h.Verdict != decide.Fit || !h.Observation.ChangedAt.Equal(baseNow) {
+				t.Fatalf("changed entry: %s, observed %v", h.Verdict, h.Observation)
+			}
+		})
+	}
+}
+
+func TestCooldownBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			f := standardFleet(s)
+			f.host("alpha").slowWAL = true
+			cool := s.Cooldown().Duration()
+			for _, c := range []struct {
+				ago  time.Duration
+				swap bool
+			}{{cool - time.Millisecond, false}, {cool, true}, {cool + time.Millisecond, true}} {
+				st := decide.Decide(f.input(t, settled(f, c.ago)))
+				if got := st.Decision.Action == decide.ActionSwap; got != c.swap {
+					t.Fatalf("voter set changed %v ago (cooldown %v): swap %v, want %v: %+v", c.ago, cool, got, c.swap, st.Decision.Reasons)
+				}
+			}
+			// Without a previous status the voter set counts as formed now.
+			st := decide.Decide(f.input(t, nil))
+			if st.Decision.Action != decide.ActionNone || !st.Memory.VotersChangedAt.Equal(f.now) {
+				t.Fatalf("no previous: %+v", st.Decision)
+			}
+			// A changed voter set restarts the cooldown.
+			prev := settled(f, 2*time.Hour)
+			prev.Memory.Voters = []string{"alpha", "bravo", "zulu"}
+			if st := decide.Decide(f.input(t, prev)); st.Decision.Action != decide.ActionNone || !st.Memory.VotersChangedAt.Equal(f.now) {
+				t.Fatalf("changed voter set: %+v", st.Memory)
+			}
+		})
+	}
+}
+
+// An unknown host's measurements do not count against the host at the other
+// end: a stale standby that once measured a voter slow leaves it fit.
+func TestUnknownHostDoesNotAccuse(t *testing.T) {
+	s := settings.Defaults()
+	f := standardFleet(s)
+	f.host("delta").connect = 2 // delta measures every voter slow
+	f.host("delta").samples = 50
+	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	wantVerdict(t, st, "delta", decide.Unknown)
+	for _, n := range []string{"alpha", "bravo", "charlie"} {
+		wantVerdict(t, st, n, decide.Fit)
+	}
+	f.host("delta").samples = 0
+	st = decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	for _, n := range []string{"alpha", "bravo", "charlie", "delta"} {
+		wantVerdict(t, st, n, decide.Unfit)
+	}
+	wantLinkNamed(t, st, "alpha", "delta")
+}
+
+// Same inputs, same bytes: whatever order the Nodes come in.
+func TestDeterministic(t *testing.T) {
+	f := standardFleet(settings.Defaults())
+	f.slow[pairOf("alpha", "bravo")] = 0.4
+	in := f.input(t, settled(f, 2*time.Hour))
+	want, err := decide.Decide(in).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 20 {
+		rng.Shuffle(len(in.Nodes), func(a, b int) { in.Nodes[a], in.Nodes[b] = in.Nodes[b], in.Nodes[a] })
+		got, err := decide.Decide(in).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("shuffle %d changed the status", i)
+		}
+	}
+	// The status reads back as itself.
+	back, err := decide.UnmarshalStatus(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := back.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again, want) {
+		t.Fatal("status does not survive a round trip")
+	}
+	if _, err := decide.UnmarshalStatus([]byte(`{"schema":"fleet-role.io/status/v0"}`)); err == nil {
+		t.Fatal("another schema was read")
+	}
+}
+
+func ExampleSummary() {
+	v, l := 0.812, 0.25
+	fmt.Println(decide.Summary(decide.Reason{Signal: decide.SignalConnect, Subject: "bravo", Value: &v, Limit: &l, Unit: "seconds", Rule: settings.AtMost}))
+	// Output: connect bravo: 812ms, at most 250ms
+}
