@@ -1,18 +1,74 @@
 package cli
 
 import (
-	"errors"
+	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fleet-role/fleet-role/internal/controller"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-// Placeholder until its issue lands; the file is replaced whole.
+// newControllerCommand is what the fleet-role Deployment runs.
 func newControllerCommand() *cobra.Command {
-	return &cobra.Command{
+	var metricsAddr, kubeconfig string
+	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "(controller: not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("controller is not built yet")
-		},
+		Short: "Decide every period from the probes' samples and publish fleet-role-status (dry-run)",
+		Long: `Runs as the fleet-role Deployment. Every sample period it reads the
+fleet-role-probe ConfigMap, the Nodes and its previous status, decides which
+hosts are fit, unfit or unknown and the swap it would make, and writes the
+status document to status.json of the fleet-role-status ConfigMap when it
+changed (and at least once a window). It changes nothing else.
+
+Dry-run is the only mode: it refuses to start unless FLEET_ROLE_DRY_RUN=true
+(exit 2). It serves /metrics, /healthz and /readyz (ready while the last
+decision succeeded within three periods).`,
+		Args: cobra.NoArgs,
 	}
+	f := cmd.Flags()
+	f.StringVar(&metricsAddr, "metrics-address", ":9870", "where to serve /metrics, /healthz and /readyz (empty: nowhere)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
+	sf := settings.AddFlags(f)
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		// Checked before anything else, so that nothing is read or
+		// written by a controller that was not told it only reports.
+		if v := os.Getenv(settings.EnvName("dry_run")); v != "true" {
+			return usageErrorf("FLEET_ROLE_DRY_RUN is %q: fleet-role only reports what it would do, and starts only with FLEET_ROLE_DRY_RUN=true", v)
+		}
+		s, err := loadSettings(sf)
+		if err != nil {
+			return err
+		}
+		if !s.DryRun {
+			return usageErrorf("dry_run is false in the settings: dry-run is the only mode fleet-role has")
+		}
+		log := newLogger(cmd.ErrOrStderr(), "controller")
+		client, err := kube.NewClient(kubeconfig)
+		if err != nil {
+			return usageErrorf("kubernetes client: %w", err)
+		}
+		metrics := controller.NewMetrics()
+		c, err := controller.New(controller.Config{
+			Settings: s,
+			Store:    client.ConfigMaps(s.Namespace),
+			Nodes:    client.Nodes(),
+			Log:      log,
+			Metrics:  metrics,
+		})
+		if err != nil {
+			return usageError(err)
+		}
+		ctx, cancel := signalContext()
+		defer cancel()
+		stop, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return c.Run(ctx)
+	}
+	return cmd
 }

@@ -1,18 +1,82 @@
 package cli
 
 import (
-	"errors"
+	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-// Placeholder until its issue lands; the file is replaced whole.
+// newProbeCommand is what the fleet-role-probe DaemonSet runs on every node.
 func newProbeCommand() *cobra.Command {
-	return &cobra.Command{
+	var (
+		node, hostRoot, fsyncDir, metricsURL, metricsAddr, kubeconfig string
+	)
+	cmd := &cobra.Command{
 		Use:   "probe",
-		Short: "(probe: not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("probe is not built yet")
-		},
+		Short: "Sample this node every period into its key of the fleet-role-probe ConfigMap",
+		Long: `Runs on every node (the fleet-role-probe DaemonSet, host network). Each sample
+period it reads the Nodes once, and when this node is a voter or marked
+eligible it takes one sample: the TCP connect time to every other voter's etcd
+peer port, what the local etcd member's metrics gained (voters), memory and its
+pressure, the class of the link the default route leaves by, and once a window
+the fdatasync reading (non-voters). It appends the sample to its window and
+writes the window to its own key of the fleet-role-probe ConfigMap. A node that
+is neither a voter nor eligible records nothing and removes an entry it had.
+
+It never exits on a failed reading or write; it exits 2 on a bad setting and
+0 on SIGTERM, after writing what it holds.`,
+		Args: cobra.NoArgs,
 	}
+	f := cmd.Flags()
+	f.StringVar(&node, "node", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API)")
+	f.StringVar(&hostRoot, "host-root", "/", "where the host's /proc and /sys are mounted")
+	f.StringVar(&fsyncDir, "fsync-dir", "/var/lib/fleet-role/fsync", "directory on the disk etcd would use, for the fdatasync reading")
+	f.StringVar(&metricsURL, "metrics-url", "http://127.0.0.1:2381/metrics", "the local etcd member's metrics page (k3s serves it here)")
+	f.StringVar(&metricsAddr, "metrics-address", ":9871", "where to serve /metrics and /healthz (empty: nowhere)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
+	sf := settings.AddFlags(f)
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		s, err := loadSettings(sf)
+		if err != nil {
+			return err
+		}
+		if node == "" {
+			return usageErrorf("--node is empty: set NODE_NAME from the downward API (spec.nodeName) or pass --node")
+		}
+		if hostRoot == "" {
+			return usageErrorf("--host-root is empty: give / or where the host is mounted")
+		}
+		log := newLogger(cmd.ErrOrStderr(), "probe").With("node", node)
+		client, err := kube.NewClient(kubeconfig)
+		if err != nil {
+			return usageErrorf("kubernetes client: %w", err)
+		}
+		metrics := probe.NewMetrics()
+		p, err := probe.New(probe.Config{
+			Node:     node,
+			Settings: s,
+			Store:    client.ConfigMaps(s.Namespace),
+			Nodes:    client.Nodes(),
+			Sampler:  probe.NewHost(s, hostRoot, metricsURL, fsyncDir),
+			Log:      log,
+			Metrics:  metrics,
+		})
+		if err != nil {
+			return usageError(err)
+		}
+		ctx, cancel := signalContext()
+		defer cancel()
+		stop, err := serveMetrics(metricsAddr, metrics.Registry, func() error { return nil }, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return p.Run(ctx)
+	}
+	return cmd
 }

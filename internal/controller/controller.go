@@ -1,0 +1,225 @@
+// Package controller is the loop the fleet-role Deployment runs: each
+// interval it reads the probes' entries and the Nodes, decides with the pure
+// core in internal/decide, and publishes the decision as status.json of the
+// fleet-role-status ConfigMap. It acts on nothing: dry-run is the only mode.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Store is the part of the ConfigMap API the controller uses.
+type Store interface {
+	Get(ctx context.Context, name string) (map[string]string, error)
+	PatchKey(ctx context.Context, name, key string, value *string) error
+}
+
+// NodeLister lists the cluster's Nodes.
+type NodeLister interface {
+	List(ctx context.Context) ([]corev1.Node, error)
+}
+
+// Config is everything the loop needs.
+type Config struct {
+	Settings settings.Settings
+	Store    Store
+	Nodes    NodeLister
+	Log      *slog.Logger
+	Metrics  *Metrics // optional
+	Now      func() time.Time
+}
+
+// Controller holds what one decision passes to the next.
+type Controller struct {
+	cfg Config
+	log *slog.Logger
+
+	previous    *decide.Status // the last decision, in memory; read from the ConfigMap once at start
+	loaded      bool
+	lastWritten []byte    // the last document written, without its timestamp
+	lastWriteAt time.Time // when it was written
+
+	mu          sync.Mutex
+	lastSuccess time.Time
+	lastErr     error
+}
+
+// New checks the configuration and returns a controller ready to Run.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Store == nil || cfg.Nodes == nil {
+		return nil, errors.New("controller needs a store and a node lister")
+	}
+	if !cfg.Settings.DryRun {
+		return nil, errors.New("dry_run is false: dry-run is the only mode fleet-role has")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Controller{cfg: cfg, log: cfg.Log}, nil
+}
+
+// Run decides every sample period until ctx is cancelled.
+func (c *Controller) Run(ctx context.Context) error {
+	interval := c.cfg.Settings.SamplePeriod
+	c.log.Info("controller started", "interval", interval, "dry_run", true)
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		if _, err := c.Tick(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("decision loop failed; trying again next interval", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			c.log.Info("controller stopped")
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// Tick is one decision: read, decide, publish when the document changed.
+func (c *Controller) Tick(ctx context.Context) (*decide.Status, error) {
+	start := time.Now()
+	st, err := c.tick(ctx)
+	c.cfg.Metrics.observeLoop(time.Since(start), err)
+	c.mu.Lock()
+	c.lastErr = err
+	if err == nil {
+		c.lastSuccess = c.cfg.Now()
+	}
+	c.mu.Unlock()
+	return st, err
+}
+
+func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
+	s := c.cfg.Settings
+	if !c.loaded {
+		c.loadPrevious(ctx)
+	}
+	data, err := c.cfg.Store.Get(ctx, s.ProbeConfigMap)
+	if err != nil {
+		return nil, fmt.Errorf("read configmap %s: %w", s.ProbeConfigMap, err)
+	}
+	kubeNodes, err := c.cfg.Nodes.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	now := c.cfg.Now()
+	st := decide.Decide(decide.Input{
+		Now:      now,
+		Settings: s,
+		Nodes:    decide.NodesFromKube(kubeNodes, s),
+		Entries:  data,
+		Previous: c.previous,
+	})
+	c.cfg.Metrics.observeStatus(&st, len(data))
+	c.logChange(&st)
+
+	doc, err := st.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	comparable, err := withoutTimestamp(st)
+	if err != nil {
+		return nil, err
+	}
+	// Write when the decision changed, and at least once a window so that a
+	// reader can tell the controller is alive.
+	window := time.Duration(s.Window) * s.SamplePeriod
+	if string(comparable) != string(c.lastWritten) || now.Sub(c.lastWriteAt) >= window {
+		text := string(doc)
+		if err := c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text); err != nil {
+			// The decision stands for the next round even when it could not
+			// be published, so the memory it carries is not lost.
+			c.previous = &st
+			return &st, fmt.Errorf("write configmap %s: %w", s.StatusConfigMap, err)
+		}
+		c.lastWritten = comparable
+		c.lastWriteAt = now
+		c.cfg.Metrics.written()
+	}
+	c.previous = &st
+	return &st, nil
+}
+
+// loadPrevious reads the status written before this start, once, so that the
+// cooldown and the observations of each entry survive a restart.
+func (c *Controller) loadPrevious(ctx context.Context) {
+	s := c.cfg.Settings
+	data, err := c.cfg.Store.Get(ctx, s.StatusConfigMap)
+	if err != nil {
+		c.log.Warn("read previous status failed; will try again", "configmap", s.StatusConfigMap, "err", err)
+		return
+	}
+	c.loaded = true
+	raw, ok := data[decide.StatusKey]
+	if !ok || raw == "" {
+		return
+	}
+	prev, err := decide.UnmarshalStatus([]byte(raw))
+	if err != nil {
+		c.log.Warn("previous status unreadable; starting without it", "err", err)
+		return
+	}
+	c.previous = prev
+}
+
+// logChange logs one structured line when the decision changes.
+func (c *Controller) logChange(st *decide.Status) {
+	var prev *decide.Decision
+	if c.previous != nil {
+		prev = &c.previous.Decision
+	}
+	d := st.Decision
+	if prev != nil && prev.Action == d.Action && prev.Out == d.Out && prev.In == d.In && firstReason(*prev) == firstReason(d) {
+		return
+	}
+	c.log.Info("decision", "action", d.Action, "out", d.Out, "in", d.In, "reason", firstReason(d), "dry_run", true)
+}
+
+func firstReason(d decide.Decision) string {
+	if len(d.Reasons) == 0 {
+		return ""
+	}
+	return decide.Summary(d.Reasons[0])
+}
+
+// withoutTimestamp is the document as it is compared between rounds.
+func withoutTimestamp(st decide.Status) ([]byte, error) {
+	st.GeneratedAt = time.Time{}
+	b, err := st.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode status: %w", err)
+	}
+	return b, nil
+}
+
+// Ready reports whether the last loop succeeded within three intervals.
+func (c *Controller) Ready() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	limit := 3 * c.cfg.Settings.SamplePeriod
+	if c.lastSuccess.IsZero() {
+		if c.lastErr != nil {
+			return fmt.Errorf("no decision yet: %w", c.lastErr)
+		}
+		return errors.New("no decision yet")
+	}
+	if age := c.cfg.Now().Sub(c.lastSuccess); age > limit {
+		return fmt.Errorf("last successful decision %s ago, over three intervals (%s): %v", age.Round(time.Second), limit, c.lastErr)
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+)
+
+// Metrics are the controller's Prometheus metrics, on a registry of its own.
+// A nil *Metrics records nothing.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	verdict     *prometheus.GaugeVec
+	samples     *prometheus.GaugeVec
+	swap        *prometheus.GaugeVec
+	entries     prometheus.Gauge
+	loops       *prometheus.CounterVec
+	loopSeconds prometheus.Histogram
+	writes      prometheus.Counter
+}
+
+// Verdicts, as the values the verdict metric takes a label for.
+var verdicts = []string{"fit", "unfit", "unknown"}
+
+// NewMetrics registers the controller's metrics on a new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		verdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_host_verdict", Help: "1 for the verdict each host has now, 0 for the others.",
+		}, []string{"host", "role", "verdict"}),
+		samples: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_host_samples", Help: "Samples in each host's window.",
+		}, []string{"host"}),
+		swap: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_swap", Help: "1 while the controller would swap voter out for standby in (dry-run: nothing is done).",
+		}, []string{"out", "in"}),
+		entries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleet_role_probe_entries", Help: "Entries read from the probe ConfigMap.",
+		}),
+		loops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_role_decisions_total", Help: "Decision loops, by result.",
+		}, []string{"result"}),
+		loopSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fleet_role_decision_seconds", Help: "Time one decision loop took, reads and write included.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		writes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleet_role_status_writes_total", Help: "Writes of the status ConfigMap.",
+		}),
+	}
+	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.entries, m.loops, m.loopSeconds, m.writes)
+	return m
+}
+
+func (m *Metrics) observeLoop(d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.loopSeconds.Observe(d.Seconds())
+	if err != nil {
+		m.loops.WithLabelValues("error").Inc()
+		return
+	}
+	m.loops.WithLabelValues("ok").Inc()
+}
+
+func (m *Metrics) observeStatus(st *decide.Status, entries int) {
+	if m == nil {
+		return
+	}
+	m.entries.Set(float64(entries))
+	// Hosts come and go: reset so that a removed host's series disappears.
+	m.verdict.Reset()
+	m.samples.Reset()
+	for _, h := range st.Hosts {
+		for _, v := range verdicts {
+			val := 0.0
+			if string(h.Verdict) == v {
+				val = 1
+			}
+			m.verdict.WithLabelValues(h.Name, string(h.Role), v).Set(val)
+		}
+		m.samples.WithLabelValues(h.Name).Set(float64(h.Samples))
+	}
+	m.swap.Reset()
+	if st.Decision.Action == "swap" {
+		m.swap.WithLabelValues(st.Decision.Out, st.Decision.In).Set(1)
+	}
+}
+
+func (m *Metrics) written() {
+	if m == nil {
+		return
+	}
+	m.writes.Inc()
+}

@@ -1,0 +1,12 @@
+// Package probe is the loop the fleet-role-probe DaemonSet runs on every
+// node: each period it reads the Nodes once, takes one sample of this host's
+// readings, appends it to the node's window and writes the window to its key
+// of the fleet-role-probe ConfigMap with a JSON merge patch, so that probes on
+// different nodes never conflict.
+//
+// The loop never exits on a failed reading or write: a reading that fails is
+// recorded in the sample's errors, and a write the API refuses is retried the
+// next period with the whole window, so no sample is lost while the API is
+// away for less than a window. It exits on a cancelled context, after writing
+// what it holds.
+package probe

@@ -1,0 +1,246 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/connect"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/etcdmetrics"
+	"github.com/fleet-role/fleet-role/internal/fsync"
+	"github.com/fleet-role/fleet-role/internal/link"
+	"github.com/fleet-role/fleet-role/internal/memory"
+	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Host takes samples of the host it runs on with the real readings. It keeps
+// the previous etcd scrape and PSI total, since a sample records what was
+// gained since the last one.
+type Host struct {
+	HostRoot   string // where the host's /proc and /sys are: "/" or the DaemonSet's "/host"
+	MetricsURL string // the local etcd member's metrics page (k3s: http://127.0.0.1:2381/metrics)
+	FsyncDir   string // a directory on the disk etcd would use
+	// FsyncSkipReason, when set, replaces the disk reading by a note of why.
+	FsyncSkipReason string
+	// ConnectTimeout and ScrapeTimeout bound the connects and the scrape;
+	// both run at once, so a sample takes at most the longer.
+	ConnectTimeout, ScrapeTimeout time.Duration
+	Dial                          connect.DialFunc // nil: a plain dialer
+	HTTP                          *http.Client     // nil: a client of its own
+	Now                           func() time.Time // nil: time.Now
+
+	prevScrape *etcdmetrics.Snapshot
+	prevFullUs *uint64
+}
+
+func (h *Host) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// Sample takes one sample. Failed readings are listed in its Errors; the
+// sample is always returned.
+func (h *Host) Sample(ctx context.Context, plan Plan) entry.Sample {
+	s := entry.Sample{At: h.now().UTC()}
+	var (
+		wg       sync.WaitGroup
+		connects map[string]entry.Connect
+		etcd     *entry.EtcdSample
+		etcdErr  error
+	)
+	// The connects and the scrape wait on the network; they run at once so
+	// that a slow peer and a paused member do not add up in one period.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		connects = h.connect(ctx, plan.Peers)
+	}()
+	if plan.Voter {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			etcd, etcdErr = h.etcd(ctx)
+		}()
+	}
+	h.link(&s)
+	h.memory(&s)
+	wg.Wait()
+	s.Connect = connects
+	if plan.Voter {
+		s.Etcd = etcd
+		if etcdErr != nil {
+			s.Errors = append(s.Errors, "etcd: "+etcdErr.Error())
+		}
+	}
+	return s
+}
+
+func (h *Host) link(s *entry.Sample) {
+	r, err := link.Read(h.HostRoot)
+	switch {
+	case errors.Is(err, link.ErrNoDefaultRoute):
+		// No default route is a fact about the host, not a failed reading:
+		// there is no link to hold against it.
+		s.Link = entry.Link{Class: entry.ClassUnknown}
+	case err != nil:
+		s.Link = entry.Link{Class: entry.ClassUnknown}
+		s.Errors = append(s.Errors, "link: "+err.Error())
+	default:
+		s.Link = entry.Link{Interface: r.Interface, Class: string(r.Class)}
+	}
+}
+
+func (h *Host) memory(s *entry.Sample) {
+	r, err := memory.Read(h.HostRoot)
+	if err != nil {
+		s.Errors = append(s.Errors, "memory: "+err.Error())
+		h.prevFullUs = nil
+		return
+	}
+	s.MemTotalBytes = r.MemTotalBytes
+	s.MemAvailableBytes = r.MemAvailableBytes
+	if r.PSI == nil {
+		h.prevFullUs = nil
+		return
+	}
+	cur := r.PSI.Full.TotalUs
+	if h.prevFullUs != nil {
+		gained := cur
+		if cur >= *h.prevFullUs {
+			gained = cur - *h.prevFullUs
+		} // else the counter restarted (a reboot): it counts from zero
+		sec := float64(gained) / 1e6
+		s.MemFullStallSeconds = &sec
+	}
+	h.prevFullUs = &cur
+}
+
+func (h *Host) connect(ctx context.Context, peers []Peer) map[string]entry.Connect {
+	if len(peers) == 0 {
+		return nil
+	}
+	addrs := make([]string, len(peers))
+	for i, p := range peers {
+		addrs[i] = p.Address
+	}
+	results := connect.MeasureWith(ctx, h.Dial, addrs, h.ConnectTimeout)
+	out := make(map[string]entry.Connect, len(peers))
+	for i, r := range results {
+		c := entry.Connect{Seconds: r.Seconds}
+		if !r.OK {
+			c = entry.Connect{Err: r.Err}
+		}
+		out[peers[i].Node] = c
+	}
+	return out
+}
+
+// etcd scrapes the local member and records what it gained since the last
+// scrape. The first scrape after a start has no baseline: it records the
+// gauges and no gains, since counts from the member's start would put hours
+// of history into one sample.
+func (h *Host) etcd(ctx context.Context) (*entry.EtcdSample, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.ScrapeTimeout)
+	defer cancel()
+	snap, err := etcdmetrics.Scrape(ctx, h.HTTP, h.MetricsURL)
+	if err != nil {
+		// Keep the older baseline: the next gain then covers two periods,
+		// which is still what the member did.
+		return &entry.EtcdSample{Err: err.Error()}, err
+	}
+	g := etcdmetrics.Gained(h.prevScrape, snap)
+	noBaseline := h.prevScrape == nil
+	h.prevScrape = snap
+	e := &entry.EtcdSample{
+		MemberID:       g.MemberID,
+		IsLeader:       g.IsLeader,
+		IsLearner:      g.IsLearner,
+		HasLeader:      g.HasLeader,
+		ConnectedPeers: g.ConnectedPeers,
+		KnownPeers:     g.KnownPeers,
+		DBSizeBytes:    nonNegative(g.DBSizeBytes),
+		QuotaBytes:     nonNegative(g.QuotaBytes),
+	}
+	if noBaseline {
+		return e, nil
+	}
+	e.LeaderChanges = g.LeaderChanges
+	e.WALFsync = g.WALFsync.Histogram
+	e.BackendCommit = g.BackendCommit.Histogram
+	ids := make([]string, 0, len(g.PeerRTT))
+	for id := range g.PeerRTT {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		gain := g.PeerRTT[id]
+		if gain.Count == 0 {
+			continue // etcd fed it nothing this period, which is usual
+		}
+		if e.PeerRTT == nil {
+			e.PeerRTT = map[string]quantile.Histogram{}
+		}
+		e.PeerRTT[id] = gain.Histogram
+	}
+	return e, nil
+}
+
+func nonNegative(v int64) uint64 {
+	if v < 0 {
+		return 0
+	}
+	return uint64(v)
+}
+
+// Fsync takes the disk reading, or records why it is skipped.
+func (h *Host) Fsync(ctx context.Context) entry.FsyncReading {
+	r := entry.FsyncReading{At: h.now().UTC(), Dir: h.FsyncDir}
+	if h.FsyncSkipReason != "" {
+		r.Skipped = h.FsyncSkipReason
+		return r
+	}
+	got, err := fsync.Measure(ctx, fsync.Options{Dir: h.FsyncDir})
+	if err != nil {
+		r.Err = fmt.Sprintf("fsync reading in %s: %v", h.FsyncDir, err)
+		return r
+	}
+	r.Filesystem = got.Filesystem
+	r.MeasuredDisk = got.MeasuredDisk
+	r.Writes = got.Writes
+	r.P99Seconds = got.P99Seconds
+	r.MaxSeconds = got.MaxSeconds
+	return r
+}
+
+// NewHost is the sampler of the host the probe runs on, with its timeouts
+// derived from the settings.
+func NewHost(s settings.Settings, hostRoot, metricsURL, fsyncDir string) *Host {
+	return &Host{
+		HostRoot:        hostRoot,
+		MetricsURL:      metricsURL,
+		FsyncDir:        fsyncDir,
+		FsyncSkipReason: s.FsyncSkipReason,
+		ConnectTimeout:  ReadingTimeout(s),
+		ScrapeTimeout:   ReadingTimeout(s),
+	}
+}
+
+// ReadingTimeout bounds a connect and a scrape: the election timeout, since a
+// peer that takes longer than that to answer is as good as gone to etcd (and
+// a connect over the limit counts the same as a failed one), but never more
+// than half a period, so that a sample ends well inside its period.
+func ReadingTimeout(s settings.Settings) time.Duration {
+	t := s.ElectionTimeout
+	if half := s.SamplePeriod / 2; half > 0 && half < t {
+		t = half
+	}
+	return t
+}

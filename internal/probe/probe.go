@@ -1,0 +1,357 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Store is the part of the ConfigMap API the probe uses: its own entry is one
+// key of one ConfigMap, read once at start and written with a merge patch.
+type Store interface {
+	Get(ctx context.Context, name string) (map[string]string, error)
+	PatchKey(ctx context.Context, name, key string, value *string) error
+}
+
+// NodeLister lists the cluster's Nodes; the probe reads them once a sample.
+type NodeLister interface {
+	List(ctx context.Context) ([]corev1.Node, error)
+}
+
+// Peer is a voter this host connects to each sample.
+type Peer struct {
+	Node    string
+	Address string // host:port of its etcd peer listener
+}
+
+// Plan is what one sample must take, decided from the Nodes.
+type Plan struct {
+	Voter bool   // this host is a voter: read the local etcd member
+	Peers []Peer // the other voters, whose peer ports this host connects to
+	Fsync bool   // take the disk reading in this sample (non-voters, once a window)
+}
+
+// Sampler takes one sample of this host. Host implements it on the real host;
+// tests may use their own.
+type Sampler interface {
+	Sample(ctx context.Context, plan Plan) entry.Sample
+	// Fsync takes the disk reading, which lasts seconds, so the loop runs
+	// it beside the periodic samples.
+	Fsync(ctx context.Context) entry.FsyncReading
+}
+
+// Config is everything the loop needs.
+type Config struct {
+	Node     string
+	Settings settings.Settings
+	Store    Store
+	Nodes    NodeLister
+	Sampler  Sampler
+	Log      *slog.Logger
+	Metrics  *Metrics // optional
+	// FlushTimeout bounds the last write made after the context is
+	// cancelled (the pod's termination grace period is the outer bound).
+	FlushTimeout time.Duration
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Node == "" {
+		errs = append(errs, errors.New("node name is empty: set NODE_NAME (the downward API's spec.nodeName) or --node"))
+	}
+	if c.Store == nil || c.Nodes == nil || c.Sampler == nil {
+		errs = append(errs, errors.New("probe needs a store, a node lister and a sampler"))
+	}
+	return errors.Join(errs...)
+}
+
+// Prober holds the state of one probe: its window and whether it is written.
+type Prober struct {
+	cfg Config
+	log *slog.Logger
+
+	mu        sync.Mutex // guards entry against the fsync goroutine
+	entry     entry.Entry
+	resumed   bool // the entry written before this start has been read
+	restart   bool // the next sample is the first since this start
+	dirty     bool // the window holds samples the ConfigMap does not
+	recording bool // this node records: it is a voter or marked eligible
+
+	fsyncRunning bool
+	lastFsync    time.Time
+}
+
+// New checks the configuration and returns a probe ready to Run.
+func New(cfg Config) (*Prober, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.FlushTimeout <= 0 {
+		cfg.FlushTimeout = 10 * time.Second
+	}
+	return &Prober{
+		cfg:     cfg,
+		log:     cfg.Log.With("node", cfg.Node),
+		entry:   entry.Entry{Node: cfg.Node},
+		restart: true,
+	}, nil
+}
+
+// Run samples every period until ctx is cancelled, then writes what it holds
+// and returns nil. It returns an error only when it cannot start.
+func (p *Prober) Run(ctx context.Context) error {
+	period := p.cfg.Settings.SamplePeriod
+	p.log.Info("probe started", "period", period, "window", p.cfg.Settings.Window)
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		p.Tick(ctx)
+		select {
+		case <-ctx.Done():
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.FlushTimeout)
+			p.flush(flushCtx)
+			cancel()
+			p.log.Info("probe stopped")
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// Tick is one period: read the Nodes, take a sample when this node records,
+// and write the window. It is exported for tests that drive the loop.
+func (p *Prober) Tick(ctx context.Context) {
+	start := time.Now()
+	defer func() { p.cfg.Metrics.observeTick(time.Since(start)) }()
+
+	p.resume(ctx)
+	nodes, err := p.cfg.Nodes.List(ctx)
+	if err != nil {
+		// Without the Nodes the probe cannot tell whom to measure; it
+		// still tries to deliver the samples it holds.
+		p.log.Warn("list nodes failed; no sample this period", "err", err)
+		p.cfg.Metrics.readingFailed("nodes")
+		p.write(ctx)
+		return
+	}
+	plan, records := p.plan(nodes)
+	if !records {
+		p.stopRecording(ctx)
+		return
+	}
+	p.recording = true
+	s := p.cfg.Sampler.Sample(ctx, plan)
+	p.mu.Lock()
+	s.Restart = p.restart
+	p.restart = false
+	entry.Append(&p.entry, s, p.cfg.Settings.Window)
+	p.dirty = true
+	p.mu.Unlock()
+	for _, e := range s.Errors {
+		p.log.Warn("reading failed", "reading", e)
+	}
+	p.cfg.Metrics.sampled(len(s.Errors))
+	if plan.Fsync {
+		p.startFsync(ctx)
+	}
+	p.write(ctx)
+}
+
+// plan decides from the Nodes whether this node records and what a sample
+// takes. A node that is neither a voter nor marked eligible records nothing,
+// so that the ConfigMap grows only with the hosts that decide the control
+// plane.
+func (p *Prober) plan(kubeNodes []corev1.Node) (Plan, bool) {
+	nodes := decide.NodesFromKube(kubeNodes, p.cfg.Settings)
+	var self *decide.Node
+	var plan Plan
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name == p.cfg.Node {
+			self = n
+			continue
+		}
+		if !n.Voter {
+			continue
+		}
+		if addr := peerAddress(kubeNodes[i], *n, p.cfg.Settings.PeerPort); addr != "" {
+			plan.Peers = append(plan.Peers, Peer{Node: n.Name, Address: addr})
+		}
+	}
+	if self == nil || !(self.Voter || self.Eligible) {
+		return Plan{}, false
+	}
+	sort.Slice(plan.Peers, func(i, j int) bool { return plan.Peers[i].Node < plan.Peers[j].Node })
+	plan.Voter = self.Voter
+	plan.Fsync = !self.Voter && p.fsyncDue()
+	return plan, true
+}
+
+// PeerAddressAnnotation names, as host:port, where a voter's etcd peer
+// listener is reached when that is not the node's address at the peer port:
+// a member behind a proxy or a port mapping. k3s never sets it.
+const PeerAddressAnnotation = "fleet-role.io/peer-address"
+
+// peerAddress is where this host connects to measure the path to voter n.
+func peerAddress(k corev1.Node, n decide.Node, port int) string {
+	if a := k.Annotations[PeerAddressAnnotation]; a != "" {
+		return a
+	}
+	if n.PeerAddress == "" {
+		return ""
+	}
+	return net.JoinHostPort(n.PeerAddress, strconv.Itoa(port))
+}
+
+// fsyncDue says whether a non-voter's disk reading is due: once a window.
+func (p *Prober) fsyncDue() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fsyncRunning {
+		return false
+	}
+	every := time.Duration(p.cfg.Settings.Window) * p.cfg.Settings.SamplePeriod
+	return p.lastFsync.IsZero() || time.Since(p.lastFsync) >= every
+}
+
+// startFsync runs the disk reading beside the samples: it takes seconds
+// (22 MiB in 2300-byte synchronous writes) and must not hold a period back.
+func (p *Prober) startFsync(ctx context.Context) {
+	p.mu.Lock()
+	p.fsyncRunning = true
+	p.lastFsync = time.Now()
+	p.mu.Unlock()
+	go func() {
+		// A reading that outlives a window is worth nothing; bound it.
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.Settings.Window)*p.cfg.Settings.SamplePeriod)
+		defer cancel()
+		r := p.cfg.Sampler.Fsync(rctx)
+		if r.Err != "" {
+			p.log.Warn("disk reading failed", "dir", r.Dir, "err", r.Err)
+			p.cfg.Metrics.readingFailed("fsync")
+		}
+		p.mu.Lock()
+		p.entry.Fsync = &r
+		p.dirty = true
+		p.fsyncRunning = false
+		p.mu.Unlock()
+	}()
+}
+
+// resume reads the entry written before this start, once, so that a
+// restarted probe keeps its window. Until that read succeeds the probe does
+// not write, lest a short new window replace a full old one.
+func (p *Prober) resume(ctx context.Context) {
+	if p.resumed {
+		return
+	}
+	data, err := p.cfg.Store.Get(ctx, p.cfg.Settings.ProbeConfigMap)
+	if err != nil {
+		p.log.Warn("read own entry failed; will try again next period", "configmap", p.cfg.Settings.ProbeConfigMap, "err", err)
+		p.cfg.Metrics.readingFailed("own-entry")
+		return
+	}
+	p.resumed = true
+	raw, ok := data[p.cfg.Node]
+	if !ok {
+		return
+	}
+	old, err := entry.Decode(raw)
+	if err != nil {
+		// A malformed entry is replaced by a fresh window; the controller
+		// reports the host unknown meanwhile.
+		p.log.Warn("own entry unreadable; starting a new window", "err", err)
+		p.recording = true
+		return
+	}
+	p.recording = true
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fresh := p.entry.Samples
+	p.entry = old
+	p.entry.Node = p.cfg.Node
+	for _, s := range fresh {
+		entry.Append(&p.entry, s, p.cfg.Settings.Window)
+	}
+	if old.Fsync != nil {
+		p.lastFsync = old.Fsync.At
+	}
+	p.log.Info("resumed window", "samples", len(p.entry.Samples))
+}
+
+// write sends the whole window when it holds anything the ConfigMap does not.
+func (p *Prober) write(ctx context.Context) {
+	p.mu.Lock()
+	if !p.dirty || !p.resumed {
+		p.mu.Unlock()
+		return
+	}
+	text, err := entry.Encode(p.entry)
+	n := len(p.entry.Samples)
+	p.mu.Unlock()
+	if err != nil {
+		p.log.Error("encode entry", "err", err)
+		p.cfg.Metrics.writeFailed()
+		return
+	}
+	if err := p.cfg.Store.PatchKey(ctx, p.cfg.Settings.ProbeConfigMap, p.cfg.Node, &text); err != nil {
+		p.log.Warn("write entry failed; the window is kept and sent again next period",
+			"configmap", p.cfg.Settings.ProbeConfigMap, "samples", n, "err", err)
+		p.cfg.Metrics.writeFailed()
+		return
+	}
+	p.mu.Lock()
+	p.dirty = false
+	p.mu.Unlock()
+	p.cfg.Metrics.written(len(text))
+}
+
+// stopRecording removes the entry of a node that no longer records.
+func (p *Prober) stopRecording(ctx context.Context) {
+	if !p.recording || !p.resumed {
+		return
+	}
+	if err := p.cfg.Store.PatchKey(ctx, p.cfg.Settings.ProbeConfigMap, p.cfg.Node, nil); err != nil {
+		p.log.Warn("remove entry failed; will try again next period", "err", err)
+		p.cfg.Metrics.writeFailed()
+		return
+	}
+	p.log.Info("node is neither a voter nor eligible; entry removed")
+	p.mu.Lock()
+	p.entry = entry.Entry{Node: p.cfg.Node}
+	p.recording = false
+	p.dirty = false
+	p.mu.Unlock()
+}
+
+func (p *Prober) flush(ctx context.Context) {
+	p.mu.Lock()
+	dirty := p.dirty
+	p.mu.Unlock()
+	if dirty {
+		p.write(ctx)
+	}
+}
+
+// Window returns a copy of the samples held, for tests and the demo.
+func (p *Prober) Window() entry.Entry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entry
+	e.Samples = append([]entry.Sample(nil), p.entry.Samples...)
+	return e
+}
