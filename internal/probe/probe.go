@@ -5,8 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"strconv"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
