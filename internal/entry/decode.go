@@ -114,9 +114,20 @@ func histogram(field string, sp *[]uint64, bounds []float64) (quantile.Histogram
 	return h, nil
 }
 
+// maxMicros is the longest duration the format carries, 2^53 µs (285
+// years): every such count converts to float64 seconds and back exactly.
+const maxMicros = 1 << 53
+
+// maxStepMs bounds one dt_ms step (about 34 years), so that the running sum
+// of steps cannot overflow.
+const maxStepMs = 1 << 40
+
 func nonNegative(field string, us int64) error {
 	if us < 0 {
 		return fmt.Errorf("%s: %d is negative", field, us)
+	}
+	if us > maxMicros {
+		return fmt.Errorf("%s: %d µs is longer than the format carries", field, us)
 	}
 	return nil
 }
@@ -146,8 +157,15 @@ func fromWire(w wire) (Entry, error) {
 		}
 		ms := t0.UnixMilli()
 		for i := range e.Samples {
+			if w.DtMs[i] > maxStepMs || w.DtMs[i] < -maxStepMs {
+				return Entry{}, fmt.Errorf("dt_ms[%d]: step of %d ms out of range", i, w.DtMs[i])
+			}
 			ms += w.DtMs[i]
-			e.Samples[i].At = time.UnixMilli(ms).UTC()
+			at := time.UnixMilli(ms).UTC()
+			if y := at.Year(); y < 1 || y > 9999 {
+				return Entry{}, fmt.Errorf("dt_ms[%d]: sample time %v out of range", i, at)
+			}
+			e.Samples[i].At = at
 		}
 	} else if w.T0 != "" {
 		return Entry{}, fmt.Errorf("t0: set on an entry with no samples")

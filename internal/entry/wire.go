@@ -152,8 +152,8 @@ func micros(field string, s float64) (int64, error) {
 	if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
 		return 0, fmt.Errorf("%s: %v seconds is not a duration", field, s)
 	}
-	if s > math.MaxInt64/1e6 {
-		return 0, fmt.Errorf("%s: %v seconds is too long", field, s)
+	if s*1e6 > maxMicros {
+		return 0, fmt.Errorf("%s: %v seconds is longer than the format carries", field, s)
 	}
 	return int64(math.Round(s * 1e6)), nil
 }
@@ -227,6 +227,12 @@ func toWire(e Entry) (wire, error) {
 			w.T0 = time.UnixMilli(ms).UTC().Format(timeLayout)
 		} else {
 			w.DtMs[i] = ms - prevMs
+			if w.DtMs[i] > maxStepMs || w.DtMs[i] < -maxStepMs {
+				return wire{}, fmt.Errorf("sample %d: %v is too far from the sample before", i, s.At)
+			}
+		}
+		if y := s.At.UTC().Year(); y < 1 || y > 9999 {
+			return wire{}, fmt.Errorf("sample %d: time %v out of range", i, s.At)
 		}
 		prevMs = ms
 		if s.Restart {
