@@ -653,19 +653,12 @@ func (c *Cluster) AddLearner(ctx context.Context) (*Member, error) {
 	}
 	m := ms[0]
 	var resp *clientv3.MemberAddResponse
-	for {
+	err = retry(ctx, "add learner "+m.Name, unhealthy, func() (err error) {
 		resp, err = cli.MemberAddAsLearner(ctx, []string{m.AdvertisePeerURL})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, rpctypes.ErrUnhealthy) {
-			return nil, fmt.Errorf("etcdproc: add learner %s: %w", m.Name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("etcdproc: add learner %s: %w (last: %v)", m.Name, ctx.Err(), err)
-		case <-time.After(pollInterval):
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	m.setID(resp.Member.ID)
 	var initial []string
@@ -705,20 +698,12 @@ func (c *Cluster) Promote(ctx context.Context, m *Member) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
 	defer cancel()
-	for {
-		_, err = cli.MemberPromote(ctx, id)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, rpctypes.ErrMemberLearnerNotReady) && !errors.Is(err, rpctypes.ErrUnhealthy) {
-			return fmt.Errorf("etcdproc: promote %s: %w", m.Name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("etcdproc: promote %s: %w (last: %v)", m.Name, ctx.Err(), err)
-		case <-time.After(pollInterval):
-		}
-	}
+	return retry(ctx, "promote "+m.Name, func(err error) bool {
+		return errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || unhealthy(err)
+	}, func() error {
+		_, err := cli.MemberPromote(ctx, id)
+		return err
+	})
 }
 
 // Remove removes m from the cluster's membership and stops its process.
@@ -733,22 +718,38 @@ func (c *Cluster) Remove(ctx context.Context, m *Member) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
 	defer cancel()
-	for {
-		_, err = cli.MemberRemove(ctx, id)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, rpctypes.ErrUnhealthy) {
-			return fmt.Errorf("etcdproc: remove %s: %w", m.Name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("etcdproc: remove %s: %w (last: %v)", m.Name, ctx.Err(), err)
-		case <-time.After(pollInterval):
-		}
+	err = retry(ctx, "remove "+m.Name, unhealthy, func() error {
+		_, err := cli.MemberRemove(ctx, id)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	m.stop(c.cfg.StopGrace)
 	return nil
+}
+
+// unhealthy is etcd refusing a membership change for now: a new cluster
+// refuses reconfiguration for about 5 s after it starts (REAL-COMPONENTS.md).
+func unhealthy(err error) bool { return errors.Is(err, rpctypes.ErrUnhealthy) }
+
+// retry calls op until it succeeds, fails with an error retryable does not
+// accept, or ctx ends.
+func retry(ctx context.Context, what string, retryable func(error) bool, op func() error) error {
+	for {
+		err := op()
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) {
+			return fmt.Errorf("etcdproc: %s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("etcdproc: %s: %w (last: %v)", what, ctx.Err(), err)
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 func (m *Member) id() (uint64, error) {
