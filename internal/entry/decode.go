@@ -1,6 +1,7 @@
 package entry
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -83,16 +84,24 @@ func checkBounds(field string, b []float64) error {
 
 // histogram rebuilds a histogram from its sparse form. The bounds slice is
 // shared by every histogram of the kind: treat it as read-only.
-func histogram(field string, sp *[]uint64, bounds []float64) (quantile.Histogram, error) {
+func histogram(column string, j int, sp *[]uint64, bounds []float64) (quantile.Histogram, error) {
 	if sp == nil {
 		return quantile.Histogram{}, nil
 	}
+	h, err := sparseHistogram(sp, bounds)
+	if err != nil {
+		return h, fmt.Errorf("%s[%d]: %w", column, j, err)
+	}
+	return h, nil
+}
+
+func sparseHistogram(sp *[]uint64, bounds []float64) (quantile.Histogram, error) {
 	v := *sp
 	if len(v)%2 != 0 {
-		return quantile.Histogram{}, fmt.Errorf("%s: %d numbers, want [bucket, count] pairs", field, len(v))
+		return quantile.Histogram{}, fmt.Errorf("%d numbers, want [bucket, count] pairs", len(v))
 	}
 	if len(v) > 0 && bounds == nil {
-		return quantile.Histogram{}, fmt.Errorf("%s: counts without bounds", field)
+		return quantile.Histogram{}, errors.New("counts without bounds")
 	}
 	if bounds == nil {
 		return quantile.Histogram{}, nil
@@ -101,13 +110,13 @@ func histogram(field string, sp *[]uint64, bounds []float64) (quantile.Histogram
 	for j := 0; j < len(v); j += 2 {
 		b, c := v[j], v[j+1]
 		if b > uint64(len(bounds)) {
-			return quantile.Histogram{}, fmt.Errorf("%s: bucket %d out of range (%d bounds and +Inf)", field, b, len(bounds))
+			return quantile.Histogram{}, fmt.Errorf("bucket %d out of range (%d bounds and +Inf)", b, len(bounds))
 		}
 		if j > 0 && b <= v[j-2] {
-			return quantile.Histogram{}, fmt.Errorf("%s: buckets not ascending", field)
+			return quantile.Histogram{}, errors.New("buckets not ascending")
 		}
 		if c == 0 {
-			return quantile.Histogram{}, fmt.Errorf("%s: bucket %d has count 0 (omit it)", field, b)
+			return quantile.Histogram{}, fmt.Errorf("bucket %d has count 0 (omit it)", b)
 		}
 		h.Counts[b] = c
 	}
@@ -122,14 +131,17 @@ const maxMicros = 1 << 53
 // of steps cannot overflow.
 const maxStepMs = 1 << 40
 
-func nonNegative(field string, us int64) error {
+func nonNegative(field string, i int, us int64) error {
+	if us >= 0 && us <= maxMicros {
+		return nil
+	}
+	if i >= 0 {
+		field = fmt.Sprintf("%s[%d]", field, i)
+	}
 	if us < 0 {
 		return fmt.Errorf("%s: %d is negative", field, us)
 	}
-	if us > maxMicros {
-		return fmt.Errorf("%s: %d µs is longer than the format carries", field, us)
-	}
-	return nil
+	return fmt.Errorf("%s: %d µs is longer than the format carries", field, us)
 }
 
 func fromWire(w wire) (Entry, error) {
@@ -205,7 +217,7 @@ func fromWire(w wire) (Entry, error) {
 			if us == nil {
 				continue
 			}
-			if err := nonNegative(fmt.Sprintf("%s[%d]", field, i), *us); err != nil {
+			if err := nonNegative(field, i, *us); err != nil {
 				return Entry{}, err
 			}
 			if e.Samples[i].Connect == nil {
@@ -254,7 +266,7 @@ func fromWire(w wire) (Entry, error) {
 		s.MemTotalBytes, s.MemAvailableBytes = total[i]*1024, w.MemAvailKiB[i]*1024
 		if w.MemStallUs != nil && w.MemStallUs[i] != nil {
 			us := *w.MemStallUs[i]
-			if err := nonNegative(fmt.Sprintf("mem_full_stall_us[%d]", i), us); err != nil {
+			if err := nonNegative("mem_full_stall_us", i, us); err != nil {
 				return Entry{}, err
 			}
 			sec := seconds(us)
@@ -280,10 +292,10 @@ func fromWire(w wire) (Entry, error) {
 		if f.Writes < 0 {
 			return Entry{}, fmt.Errorf("fsync.writes: %d is negative", f.Writes)
 		}
-		if err := nonNegative("fsync.p99_us", f.P99Us); err != nil {
+		if err := nonNegative("fsync.p99_us", -1, f.P99Us); err != nil {
 			return Entry{}, err
 		}
-		if err := nonNegative("fsync.max_us", f.MaxUs); err != nil {
+		if err := nonNegative("fsync.max_us", -1, f.MaxUs); err != nil {
 			return Entry{}, err
 		}
 		e.Fsync = &FsyncReading{At: at.UTC(), Dir: f.Dir, Filesystem: f.Filesystem, MeasuredDisk: f.MeasuredDisk,
@@ -376,10 +388,10 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string) error {
 		x := &EtcdSample{MemberID: ids[j], IsLeader: leader[j], IsLearner: learner[j], HasLeader: hasLeader[j],
 			ConnectedPeers: int(connected[j]), KnownPeers: int(known[j]), LeaderChanges: changes[j],
 			DBSizeBytes: w.DBSizeKiB[j] * 1024, QuotaBytes: quota[j]}
-		if x.WALFsync, err = histogram(fmt.Sprintf("wal_fsync[%d]", j), w.WALFsync[j], w.Bounds.WALFsync); err != nil {
+		if x.WALFsync, err = histogram("wal_fsync", j, w.WALFsync[j], w.Bounds.WALFsync); err != nil {
 			return err
 		}
-		if x.BackendCommit, err = histogram(fmt.Sprintf("backend_commit[%d]", j), w.BackendCommit[j], w.Bounds.BackendCommit); err != nil {
+		if x.BackendCommit, err = histogram("backend_commit", j, w.BackendCommit[j], w.Bounds.BackendCommit); err != nil {
 			return err
 		}
 		for _, id := range peers {
@@ -387,7 +399,7 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string) error {
 			if sp == nil {
 				continue
 			}
-			h, err := histogram(fmt.Sprintf("peer_rtt[%q][%d]", id, j), sp, w.Bounds.PeerRTT)
+			h, err := histogram(fmt.Sprintf("peer_rtt[%q]", id), j, sp, w.Bounds.PeerRTT)
 			if err != nil {
 				return err
 			}
