@@ -1,0 +1,576 @@
+// Package demo runs the whole fleet-role pipeline on one machine: three real
+// etcd members, each its own process, and two standby hosts; the real probe
+// and controller code, unchanged, writing to an in-process ConfigMap store
+// (or a real API server); a fault on one voter; and the swap the controller
+// would make. It needs no cluster and no root.
+//
+// The hosts share this machine, so what tells them apart is what the demo
+// does to their paths: every member's peer listener sits behind etcd's own
+// functional-test proxy (go.etcd.io/etcd/pkg/v3/proxy), and the fault delays
+// one member's proxy in both directions. The proxy delays data, not the TCP
+// handshake, which the kernel completes before the proxy accepts, so in the
+// demo the slow path shows in etcd's own peer round-trip histogram rather
+// than in the probes' connect times.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/pkg/v3/proxy"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/controller"
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/etcdproc"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/toolcache"
+)
+
+// Faults the demo can put on a voter.
+const (
+	FaultSlow  = "slow"  // delay its peer traffic in both directions
+	FaultPause = "pause" // SIGSTOP its member and stop its probe: a paused host
+	FaultNone  = "none"  // a clean run
+)
+
+// The fleet: three voters, the first pinned, and two standbys, all eligible.
+const (
+	voters   = 3
+	standbys = 2
+)
+
+// Options are the demo's flags.
+type Options struct {
+	Fault  string
+	Delay  time.Duration // added each way to the slowed voter's peer traffic
+	Period time.Duration // sample period
+	Keep   bool          // keep the data directory
+	// Kubeconfig, when set, keeps the ConfigMaps on that API server (in
+	// namespace Namespace) instead of in process. The demo's hosts are its
+	// own: it never reads or writes the cluster's Nodes.
+	Kubeconfig string
+	Namespace  string
+	// Out receives the progress and the summary; Live redraws the table in
+	// place (a terminal) instead of printing a line per period.
+	Out  io.Writer
+	Live bool
+	// PhaseTimeout bounds each phase.
+	PhaseTimeout time.Duration
+}
+
+// Defaults are the demo's flag defaults.
+func Defaults() Options {
+	return Options{
+		Fault:        FaultSlow,
+		Delay:        250 * time.Millisecond,
+		Period:       time.Second,
+		Namespace:    "fleet-role-demo",
+		PhaseTimeout: 3 * time.Minute,
+	}
+}
+
+// Result is what a finished demo reports.
+type Result struct {
+	Status     *decide.Status
+	StatusPath string        // where the last status document was written
+	Slowed     string        // the voter the fault was put on
+	Detected   int           // periods from the fault to the verdict it was put for
+	Elapsed    time.Duration // the whole run
+	DataDir    string
+	PIDs       []int // the member processes it started, all stopped when Run returns
+}
+
+// Settings are the demo's: etcd's own timing (heartbeat 100 ms, election
+// timeout 1000 ms, FACTS.md) so that it is quick, a one-second period, and the
+// smallest window the percentile allows. The learner stall time is zero: it is
+// k3s's (learnerMaxStallTime) and these members are plain etcd, which adds no
+// learner, so the cooldown is one window from the start.
+func Settings(period time.Duration) settings.Settings {
+	s := settings.Defaults()
+	s.ElectionTimeout = time.Second
+	s.HeartbeatInterval = 100 * time.Millisecond
+	s.SamplePeriod = period
+	// 0.98 with a window of 50 (= 1/(1-0.98)): etcd feeds its peer
+	// round-trip histogram about twice every 30 s, so a 50 s window always
+	// holds a few of its observations.
+	s.TailPercentile = 0.98
+	s.Window = s.MinWindow()
+	s.LearnerStallTime = 0
+	s.Namespace = "fleet-role-demo"
+	return s
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	var errs []error
+	switch o.Fault {
+	case FaultSlow, FaultPause, FaultNone:
+	default:
+		errs = append(errs, fmt.Errorf("--fault %q: want slow, pause or none", o.Fault))
+	}
+	if o.Fault == FaultSlow && o.Delay <= 0 {
+		errs = append(errs, fmt.Errorf("--delay %s: must be above zero for the slow fault", o.Delay))
+	}
+	if o.Period <= 0 {
+		errs = append(errs, fmt.Errorf("--period %s: must be above zero", o.Period))
+	}
+	if o.PhaseTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("phase timeout %s: must be above zero", o.PhaseTimeout))
+	}
+	s := Settings(o.Period)
+	if err := s.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// host is one of the demo's hosts and what runs for it.
+type host struct {
+	name   string
+	voter  bool
+	member *etcdproc.Member
+	proxy  proxy.Server // the member's peer path; nil for standbys
+	fsync  string       // the standby's fdatasync directory
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // stops its probe
+	done   chan struct{}
+}
+
+// fleet is everything the demo started.
+type fleet struct {
+	opt      Options
+	set      settings.Settings
+	dir      string
+	cluster  *etcdproc.Cluster
+	hosts    []*host
+	store    controller.Store
+	nodes    *kube.MemNodes
+	ctrl     *controller.Controller
+	log      *slog.Logger
+	logFile  *os.File
+	proxyLog *zap.Logger
+}
+
+// Run runs the demo until it has shown what it set out to show, or ctx ends.
+// Everything it starts is stopped before it returns.
+func Run(ctx context.Context, opt Options) (res *Result, err error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	out := opt.Out
+	if out == nil {
+		out = io.Discard
+	}
+	binary, err := toolcache.Etcd(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	f := &fleet{opt: opt, set: Settings(opt.Period), proxyLog: zap.NewNop()}
+	f.set.Namespace = opt.Namespace
+	if err := f.makeDir(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		f.stop()
+		if opt.Keep {
+			fmt.Fprintf(out, "kept %s (etcd data, fdatasync directories, demo.log)\n", f.dir)
+			return
+		}
+		os.RemoveAll(f.dir)
+	}()
+	phase(out, "starting %d etcd v%s members (heartbeat %s, election timeout %s), each its own process behind etcd's proxy",
+		voters, toolcache.EtcdVersion[1:], f.set.HeartbeatInterval, f.set.ElectionTimeout)
+	if err := f.startEtcd(ctx, binary); err != nil {
+		return nil, err
+	}
+	if err := f.startStore(ctx); err != nil {
+		return nil, err
+	}
+	f.registerNodes()
+	if f.ctrl, err = controller.New(controller.Config{Settings: f.set, Store: f.store, Nodes: f.nodes, Log: f.log}); err != nil {
+		return nil, err
+	}
+	for _, h := range f.hosts {
+		if err := f.startProbe(ctx, h); err != nil {
+			return nil, err
+		}
+	}
+	res = &Result{DataDir: f.dir, StatusPath: filepath.Join(os.TempDir(), "fleet-role-demo-status.json"), PIDs: f.pids()}
+	ui := newView(out, opt.Live, f.set)
+
+	phase(out, "baseline: every host samples once a %s until each has a full window of %d and is fit", f.set.SamplePeriod, f.set.Window)
+	st, err := f.until(ctx, ui, res, func(st *decide.Status) bool { return allFit(st, f.set.Window) })
+	if err != nil {
+		return res, fmt.Errorf("baseline: %w", err)
+	}
+	ui.table(st)
+
+	target := f.hosts[1] // the first voter is pinned; the second is not
+	res.Slowed = target.name
+	faultAt := time.Now()
+	var want func(*decide.Status) bool
+	switch opt.Fault {
+	case FaultSlow:
+		phase(out, "fault: %s's peer traffic delayed by %s each way (etcd proxy DelayTx and DelayRx); round-trip limit %s",
+			target.name, opt.Delay, f.set.RTTLimit().Duration())
+		target.proxy.DelayTx(opt.Delay, 0)
+		target.proxy.DelayRx(opt.Delay, 0)
+		want = func(st *decide.Status) bool {
+			return st.Decision.Action == decide.ActionSwap && st.Decision.Out == target.name
+		}
+	case FaultPause:
+		phase(out, "fault: %s paused (its etcd member stopped with SIGSTOP, its probe stopped)", target.name)
+		if err := target.member.Pause(); err != nil {
+			return res, err
+		}
+		f.stopProbe(target)
+		want = func(st *decide.Status) bool { return verdictOf(st, target.name) == decide.Unknown && st.Decision.Action == decide.ActionNone }
+	case FaultNone:
+		phase(out, "no fault: one more window, in which nothing should change")
+		until := time.Now().Add(time.Duration(f.set.Window) * f.set.SamplePeriod)
+		want = func(*decide.Status) bool { return time.Now().After(until) }
+	}
+	st, err = f.until(ctx, ui, res, want)
+	if err != nil {
+		return res, fmt.Errorf("fault: %w", err)
+	}
+	res.Detected = int(time.Since(faultAt)/f.set.SamplePeriod) + 1
+	ui.table(st)
+	if opt.Fault == FaultPause {
+		phase(out, "resume: %s continued (SIGCONT) and its probe restarted", target.name)
+		if err := target.member.Resume(); err != nil {
+			return res, err
+		}
+		if err := f.startProbe(ctx, target); err != nil {
+			return res, err
+		}
+	}
+	res.Status = st
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// until runs the controller once a period, shows its status, and returns
+// when done says so.
+func (f *fleet) until(ctx context.Context, ui *view, res *Result, done func(*decide.Status) bool) (*decide.Status, error) {
+	deadline := time.Now().Add(f.opt.PhaseTimeout)
+	tick := time.NewTicker(f.set.SamplePeriod)
+	defer tick.Stop()
+	for {
+		st, err := f.ctrl.Tick(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeStatus(res.StatusPath, st); err != nil {
+			return nil, err
+		}
+		res.Status = st
+		ui.update(st)
+		if done(st) {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			ui.table(st)
+			return st, fmt.Errorf("not reached within %s", f.opt.PhaseTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func (f *fleet) makeDir() error {
+	// etcd's data goes on memory where there is a tmpfs, so that this
+	// machine's disk does not decide the voters' verdict: the demo is
+	// about the path. The standbys' fdatasync reading uses the real disk.
+	base := os.TempDir()
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		base = "/dev/shm"
+	}
+	dir, err := os.MkdirTemp(base, "fleet-role-demo-")
+	if err != nil {
+		return fmt.Errorf("make data directory: %w", err)
+	}
+	f.dir = dir
+	f.logFile, err = os.Create(filepath.Join(dir, "demo.log"))
+	if err != nil {
+		return fmt.Errorf("create demo log: %w", err)
+	}
+	f.log = slog.New(slog.NewJSONHandler(f.logFile, nil))
+	return nil
+}
+
+func (f *fleet) startEtcd(ctx context.Context, binary string) error {
+	for i := 0; i < voters; i++ {
+		f.hosts = append(f.hosts, &host{name: fmt.Sprintf("voter-%d", i+1), voter: true})
+	}
+	for i := 0; i < standbys; i++ {
+		f.hosts = append(f.hosts, &host{name: fmt.Sprintf("standby-%d", i+1)})
+	}
+	var proxyErr error
+	c, err := etcdproc.Start(ctx, etcdproc.Config{
+		Binary:            binary,
+		Dir:               f.dir,
+		Members:           voters,
+		HeartbeatInterval: f.set.HeartbeatInterval,
+		ElectionTimeout:   f.set.ElectionTimeout,
+		Name:              func(i int) string { return f.hosts[i].name },
+		Stdout:            f.logFile,
+		// Each member advertises its proxy, so that every peer reaches it
+		// through the path the fault will slow.
+		AdvertisePeerURL: func(i int, listen string) string {
+			p, from, err := f.startProxy(listen)
+			if err != nil {
+				proxyErr = err
+				return listen
+			}
+			f.hosts[i].proxy = p
+			return from
+		},
+	})
+	if proxyErr != nil {
+		if c != nil {
+			c.Stop()
+		}
+		return proxyErr
+	}
+	if err != nil {
+		return fmt.Errorf("start etcd: %w", err)
+	}
+	f.cluster = c
+	for i, m := range c.Members {
+		f.hosts[i].member = m
+	}
+	return nil
+}
+
+// startProxy puts etcd's proxy in front of a member's peer listener.
+func (f *fleet) startProxy(listen string) (proxy.Server, string, error) {
+	to, err := url.Parse(listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("peer url %q: %w", listen, err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("find a port for the proxy: %w", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p := proxy.NewServer(proxy.ServerConfig{
+		Logger: f.proxyLog,
+		From:   url.URL{Scheme: "tcp", Host: addr},
+		To:     url.URL{Scheme: "tcp", Host: to.Host},
+	})
+	select {
+	case <-p.Ready():
+	case err := <-p.Error():
+		return nil, "", fmt.Errorf("start proxy to %s: %w", listen, err)
+	}
+	// The proxy reports every closed connection on its error channel,
+	// which must be drained or it blocks.
+	go func() {
+		for {
+			select {
+			case <-p.Done():
+				return
+			case <-p.Error():
+			}
+		}
+	}()
+	return p, "http://" + addr, nil
+}
+
+func (f *fleet) startStore(ctx context.Context) error {
+	if f.opt.Kubeconfig == "" {
+		mem := kube.NewMemConfigMaps()
+		for _, name := range []string{f.set.ProbeConfigMap, f.set.StatusConfigMap} {
+			if err := mem.Create(name, nil); err != nil {
+				return err
+			}
+		}
+		f.store = mem
+		return nil
+	}
+	client, err := kube.NewClient(f.opt.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := ensureConfigMaps(ctx, client, f.set); err != nil {
+		return err
+	}
+	f.store = client.ConfigMaps(f.set.Namespace)
+	return nil
+}
+
+// registerNodes makes the Node objects k3s would have for the demo's hosts.
+func (f *fleet) registerNodes() {
+	f.nodes = &kube.MemNodes{}
+	var nodes []corev1.Node
+	for i, h := range f.hosts {
+		n := corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: h.name,
+				Labels: map[string]string{
+					f.set.EligibleLabel: "true",
+					f.set.PinnedLabel:   fmt.Sprint(i == 0),
+				},
+				Annotations: map[string]string{},
+			},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}},
+		}
+		if h.voter {
+			n.Labels[decide.EtcdRoleLabel] = "true"
+			n.Annotations[decide.NodeAddressAnnotation] = "127.0.0.1"
+			// Peers reach the member through its proxy, on a port of its
+			// own: all the demo's hosts share one address.
+			n.Annotations[probe.PeerAddressAnnotation] = hostPort(h.member.AdvertisePeerURL)
+			n.Status.Conditions = []corev1.NodeCondition{{
+				Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
+			}}
+		}
+		nodes = append(nodes, n)
+	}
+	f.nodes.Set(nodes...)
+}
+
+func hostPort(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	return p.Host
+}
+
+func (f *fleet) startProbe(ctx context.Context, h *host) error {
+	sampler := probe.NewHost(f.set, "/", "", "")
+	if h.voter {
+		sampler.MetricsURL = h.member.MetricsURL
+	} else {
+		dir, err := os.MkdirTemp("", "fleet-role-demo-fsync-")
+		if err != nil {
+			return fmt.Errorf("make fdatasync directory: %w", err)
+		}
+		h.fsync = dir
+		sampler.FsyncDir = dir
+	}
+	p, err := probe.New(probe.Config{
+		Node: h.name, Settings: f.set, Store: f.store, Nodes: f.nodes, Sampler: sampler,
+		Log: f.log.With("component", "probe", "node", h.name),
+	})
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.cancel, h.done = cancel, done
+	h.mu.Unlock()
+	go func() {
+		defer close(done)
+		_ = p.Run(pctx)
+	}()
+	return nil
+}
+
+func (f *fleet) stopProbe(h *host) {
+	h.mu.Lock()
+	cancel, done := h.cancel, h.done
+	h.cancel, h.done = nil, nil
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	if h.fsync != "" {
+		os.RemoveAll(h.fsync)
+		h.fsync = ""
+	}
+}
+
+// stop ends every probe, member and proxy the demo started.
+func (f *fleet) stop() {
+	for _, h := range f.hosts {
+		f.stopProbe(h)
+		if h.member != nil {
+			_ = h.member.Resume() // a paused member cannot be stopped gently
+		}
+	}
+	if f.cluster != nil {
+		f.cluster.Stop()
+	}
+	for _, h := range f.hosts {
+		if h.proxy != nil {
+			h.proxy.Close()
+		}
+	}
+	if f.logFile != nil {
+		f.logFile.Close()
+	}
+}
+
+// PIDs are the member processes the demo started, for a test that checks
+// none outlives it.
+func (f *fleet) pids() []int {
+	var out []int
+	for _, h := range f.hosts {
+		if h.member != nil {
+			out = append(out, h.member.PID())
+		}
+	}
+	return out
+}
+
+func allFit(st *decide.Status, window int) bool {
+	if len(st.Hosts) == 0 {
+		return false
+	}
+	for _, h := range st.Hosts {
+		if h.Verdict != decide.Fit || h.Samples < window {
+			return false
+		}
+	}
+	return st.Decision.Action == decide.ActionNone
+}
+
+func verdictOf(st *decide.Status, name string) decide.Verdict {
+	for _, h := range st.Hosts {
+		if h.Name == name {
+			return h.Verdict
+		}
+	}
+	return ""
+}
+
+func writeStatus(path string, st *decide.Status) error {
+	b, err := st.Marshal()
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write status: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+func phase(w io.Writer, format string, a ...any) {
+	fmt.Fprintf(w, "== "+format+"\n", a...)
+}
