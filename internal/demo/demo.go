@@ -240,7 +240,9 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 			return res, err
 		}
 		f.stopProbe(target)
-		want = func(st *decide.Status) bool { return verdictOf(st, target.name) == decide.Unknown && st.Decision.Action == decide.ActionNone }
+		want = func(st *decide.Status) bool {
+			return verdictOf(st, target.name) == decide.Unknown && st.Decision.Action == decide.ActionNone
+		}
 	case FaultNone:
 		phase(out, "no fault: one more window, in which nothing should change")
 		until := time.Now().Add(time.Duration(f.set.Window) * f.set.SamplePeriod)
