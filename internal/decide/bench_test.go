@@ -119,3 +119,19 @@ func TestDecideExitCodes(t *testing.T) {
 	}
 	_ = os.Remove(prevCM)
 }
+
+// The status of as many recording hosts as the probe ConfigMap holds (five
+// voters and 143 standbys at their worst sizes, docs/entry.md) fits in the
+// status ConfigMap's 1 MiB.
+func TestStatusFitsConfigMap(t *testing.T) {
+	f := bigFleet(148)
+	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	b, err := st.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("status of 148 hosts: %d bytes", len(b))
+	if len(b) > 1<<20 {
+		t.Fatalf("status of 148 hosts: %d bytes, over 1 MiB", len(b))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -379,4 +380,25 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("encoding is not stable: %v\n%s\n%s", err, enc, again)
 		}
 	})
+}
+
+// The example in docs/entry.md is an entry this package reads.
+func TestDocExampleDecodes(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/entry.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Example")
+	if !ok {
+		t.Fatal("docs/entry.md has no example")
+	}
+	_, rest, _ = strings.Cut(rest, "```json\n")
+	example, _, _ := strings.Cut(rest, "```")
+	e, err := entry.Decode(example)
+	if err != nil {
+		t.Fatalf("the documented example: %v", err)
+	}
+	if e.Node != "delta" || len(e.Samples) != 2 || e.Samples[0].Connect["bravo"].Err == "" || e.Fsync == nil {
+		t.Fatalf("decoded %+v", e)
+	}
 }

@@ -28,7 +28,11 @@ type Limit struct {
 	Value float64 `json:"value"`
 	Unit  string  `json:"unit"`
 	Rule  Rule    `json:"rule"`
-	Basis string  `json:"basis"`
+	// Basis is the formula and the fact in a line; each reason judged
+	// against the limit carries it.
+	Basis string `json:"basis"`
+	// Derivation says it in full, once, in the status's settings.
+	Derivation string `json:"derivation"`
 }
 
 // OK reports whether v is fit against l. NaN is never fit.
@@ -62,7 +66,9 @@ func seconds(d time.Duration) float64 { return d.Seconds() }
 func (s Settings) RTTLimit() Limit {
 	d := s.ElectionTimeout / 10
 	return Limit{Name: "peer_rtt", Value: seconds(d), Unit: "seconds", Rule: AtMost,
-		Basis: fmt.Sprintf("election_timeout %v / 10 = %v: etcd tuning, the election timeout is at least 10 x the round trip between members", s.ElectionTimeout, d)}
+		Basis: fmt.Sprintf("election_timeout %v / 10 = %v: etcd tuning, election timeout >= 10 x RTT", s.ElectionTimeout, d),
+		Derivation: "etcd's tuning guide: the election timeout should be at least 10 times the round trip between members, " +
+			"so a voter-to-voter round trip (etcd's own etcd_network_peer_round_trip_time_seconds, merged over the window) is fit up to a tenth of the election timeout"}
 }
 
 // ConnectLimit is the most a TCP connect to a voter's peer port may take at
@@ -70,26 +76,32 @@ func (s Settings) RTTLimit() Limit {
 func (s Settings) ConnectLimit() Limit {
 	d := s.ElectionTimeout / 20
 	return Limit{Name: "connect", Value: seconds(d), Unit: "seconds", Rule: AtMost,
-		Basis: fmt.Sprintf("election_timeout %v / 20 = %v: half the round-trip budget (etcd tuning: election timeout at least 10 x RTT), since a connect sees only the network and etcd needs the rest", s.ElectionTimeout, d)}
+		Basis: fmt.Sprintf("election_timeout %v / 20 = %v: half the round-trip budget, a connect sees only the network", s.ElectionTimeout, d),
+		Derivation: "half of the round-trip limit (a tenth of the election timeout, etcd tuning): a TCP connect to a voter's peer port sees only the network, " +
+			"and etcd needs the other half for its own work on the path; a failed connect counts as over the limit"}
 }
 
 // WALFsyncLimit is etcd's WAL fsync limit.
 func (s Settings) WALFsyncLimit() Limit {
 	return Limit{Name: "wal_fsync", Value: seconds(walFsyncFact), Unit: "seconds", Rule: Under,
-		Basis: "etcd FAQ: p99 of etcd_disk_wal_fsync_duration_seconds should be under 10ms"}
+		Basis:      "etcd FAQ: WAL fsync p99 under 10ms",
+		Derivation: "etcd's FAQ and hardware guide: the p99 of etcd_disk_wal_fsync_duration_seconds should be under 10 ms; judged from the histogram deltas merged over the window"}
 }
 
 // BackendCommitLimit is etcd's backend commit limit.
 func (s Settings) BackendCommitLimit() Limit {
 	return Limit{Name: "backend_commit", Value: seconds(backendCommitFact), Unit: "seconds", Rule: Under,
-		Basis: "etcd FAQ: p99 of etcd_disk_backend_commit_duration_seconds should be under 25ms"}
+		Basis:      "etcd FAQ: backend commit p99 under 25ms",
+		Derivation: "etcd's FAQ: the p99 of etcd_disk_backend_commit_duration_seconds should be under 25 ms; judged from the histogram deltas merged over the window"}
 }
 
 // FdatasyncLimit is the limit on a non-voter's own disk reading: the WAL
 // fsync fact, since the reading stands in for the WAL the host would write.
 func (s Settings) FdatasyncLimit() Limit {
 	return Limit{Name: "fdatasync", Value: seconds(walFsyncFact), Unit: "seconds", Rule: Under,
-		Basis: "etcd's disk check (fio --fdatasync=1 --bs=2300): fit when the p99 fdatasync latency is under 10ms, the WAL fsync fact"}
+		Basis: "etcd's disk check: fdatasync p99 under 10ms",
+		Derivation: "the disk check etcd's documentation points to (fio --rw=write --ioengine=sync --fdatasync=1 --size=22m --bs=2300) is fit when the p99 fdatasync latency is under 10 ms, " +
+			"the WAL fsync fact; a non-voter has no etcd to measure, so the probe takes this reading once per window, and a reading on a memory filesystem measures nothing and is not held against the host"}
 }
 
 // MemoryLimit is the least memory a host must have available at the low
@@ -97,25 +109,31 @@ func (s Settings) FdatasyncLimit() Limit {
 // (etcd_server_quota_backend_bytes) rather than the storage_quota_bytes
 // setting.
 func (s Settings) MemoryLimit(quotaBytes uint64, fromEtcd bool) Limit {
-	src := "storage_quota_bytes " + FormatBytes(quotaBytes) + " (etcd's default quota; etcd reports none for this host)"
+	src := "storage_quota_bytes " + FormatBytes(quotaBytes)
 	if fromEtcd {
-		src = "the quota etcd reports, " + FormatBytes(quotaBytes)
+		src = "etcd's quota " + FormatBytes(quotaBytes)
 	}
 	return Limit{Name: "memory_available", Value: float64(quotaBytes), Unit: "bytes", Rule: AtLeast,
-		Basis: "at least " + src + ": etcd's backend is memory-mapped, so a member with less available memory than its quota pages under load"}
+		Basis: src + ": etcd's backend is memory-mapped",
+		Derivation: "etcd's backend is memory-mapped, so a member whose available memory is below its storage quota pages under load; " +
+			"the quota is the one etcd reports (etcd_server_quota_backend_bytes) on a voter, else storage_quota_bytes (etcd's default, 2 GiB)"}
 }
 
 // StallLimit is the most memory full-stall time a host may gain in one
 // sample period at the tail.
 func (s Settings) StallLimit() Limit {
 	return Limit{Name: "memory_full_stall", Value: seconds(s.HeartbeatInterval), Unit: "seconds", Rule: Under,
-		Basis: fmt.Sprintf("under one heartbeat_interval %v per sample period: a stall that long delays a heartbeat (etcd tuning: the heartbeat is about one round trip)", s.HeartbeatInterval)}
+		Basis: fmt.Sprintf("heartbeat_interval %v per sample period: a longer stall delays a heartbeat", s.HeartbeatInterval),
+		Derivation: "the PSI memory full-stall time gained in one sample period, at its p99, must stay under one heartbeat interval: " +
+			"a host stalled that long cannot send a heartbeat on time (etcd tuning: the heartbeat is about one round trip); absent PSI is reported, not held against the host"}
 }
 
 // WindowLimit is the number of samples a host needs before it is judged.
 func (s Settings) WindowLimit() Limit {
 	return Limit{Name: "samples", Value: float64(s.Window), Unit: "samples", Rule: AtLeast,
-		Basis: fmt.Sprintf("window %d: a verdict needs a full window; at least 1/(1-tail_percentile) = %d samples give the p%s a sample of its own", s.Window, s.MinWindow(), PercentileName(s.TailPercentile))}
+		Basis: fmt.Sprintf("window %d >= 1/(1-%g) = %d: a full window", s.Window, s.TailPercentile, s.MinWindow()),
+		Derivation: fmt.Sprintf("a host is judged only over a full window: with the nearest-rank p%s, at least 1/(1-tail_percentile) = %d samples give the percentile a sample of its own "+
+			"(with 100 samples one outlier is forgiven and two are not; with fewer the p99 is the maximum)", PercentileName(s.TailPercentile), s.MinWindow())}
 }
 
 // StaleAfter is how long a host's entry may go unchanged, as the controller
@@ -123,7 +141,9 @@ func (s Settings) WindowLimit() Limit {
 func (s Settings) StaleAfter() Limit {
 	d := 3 * s.SamplePeriod
 	return Limit{Name: "entry_unchanged", Value: seconds(d), Unit: "seconds", Rule: AtMost,
-		Basis: fmt.Sprintf("3 x sample_period %v = %v: a probe that has missed three samples in a row has stopped reporting (judged by when the controller saw the entry change, never by the probe's clock)", s.SamplePeriod, d)}
+		Basis: fmt.Sprintf("3 x sample_period %v = %v, by the controller's clock", s.SamplePeriod, d),
+		Derivation: "a probe whose entry has not changed for more than three sample periods has stopped reporting (a paused or cut-off host's last sample still looks healthy); " +
+			"judged by when the controller saw the entry change, never by comparing the probe's clock with the controller's"}
 }
 
 // Cooldown is how long the voter set must stay unchanged before a swap.
@@ -131,7 +151,9 @@ func (s Settings) Cooldown() Limit {
 	win := time.Duration(s.Window) * s.SamplePeriod
 	d := s.LearnerStallTime + win
 	return Limit{Name: "cooldown", Value: seconds(d), Unit: "seconds", Rule: AtLeast,
-		Basis: fmt.Sprintf("learner_stall_time %v (k3s learnerMaxStallTime) + one window (%d x %v = %v) = %v: a new member has had time to be promoted or removed, and a full window of samples has been taken with the new voter set", s.LearnerStallTime, s.Window, s.SamplePeriod, win, d)}
+		Basis: fmt.Sprintf("learner_stall_time %v + window %d x %v = %v", s.LearnerStallTime, s.Window, s.SamplePeriod, d),
+		Derivation: "after the voter set changes, k3s's learnerMaxStallTime lets a new learner be promoted or removed, and one more window gives every host " +
+			"a full window of samples taken against the new voter set; no swap before both"}
 }
 
 // Limits lists every derived limit for the status, memory at the default
