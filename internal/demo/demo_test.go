@@ -1,0 +1,118 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/testenv"
+)
+
+// The demo end to end, as the README's first command runs it: real etcd
+// members, the real probe and controller, the slow fault. It must name the
+// slowed voter with the swap and leave no process or data behind.
+func TestDemoSlowVoterNamesTheSwap(t *testing.T) {
+	t.Setenv("FLEET_ROLE_ETCD", testenv.Etcd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	opt := Defaults()
+	opt.Out = &out
+	res, err := Run(ctx, opt)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	d := res.Status.Decision
+	if d.Action != decide.ActionSwap || d.Out != "voter-2" || !strings.HasPrefix(d.In, "standby-") {
+		t.Fatalf("decision = %+v, want a swap of voter-2 for a standby\n%s", d, out.String())
+	}
+	if got := verdictOf(res.Status, "voter-2"); got != decide.Unfit {
+		t.Fatalf("voter-2 is %s, want unfit", got)
+	}
+	res.WriteSummary(&out, opt)
+	for _, want := range []string{"== baseline", "== fault: voter-2", "would swap voter-2 out for standby-", "peer_rtt", "the whole status document: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	t.Logf("wall time %s, detected in %d periods; output:\n%s", res.Elapsed.Round(time.Second), res.Detected, out.String())
+	assertGone(t, res)
+}
+
+// A paused host: its member stopped and its probe silent. The controller must
+// say the probe has not reported and that it would not act.
+func TestDemoPausedVoterHoldsEverySwap(t *testing.T) {
+	t.Setenv("FLEET_ROLE_ETCD", testenv.Etcd(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	opt := Defaults()
+	opt.Fault = FaultPause
+	opt.Out = &out
+	res, err := Run(ctx, opt)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	if got := verdictOf(res.Status, "voter-2"); got != decide.Unknown {
+		t.Fatalf("voter-2 is %s, want unknown", got)
+	}
+	if res.Status.Decision.Action != decide.ActionNone {
+		t.Fatalf("decision = %+v, want none", res.Status.Decision)
+	}
+	var gate *decide.Reason
+	for i, r := range res.Status.Decision.Reasons {
+		if r.Signal == "gate_reported" {
+			gate = &res.Status.Decision.Reasons[i]
+		}
+	}
+	if gate == nil || gate.OK || !strings.Contains(gate.Detail, "voter-2") {
+		t.Fatalf("gate_reported = %+v, want it failed naming voter-2", gate)
+	}
+	assertGone(t, res)
+}
+
+func TestOptionsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*Options)
+		want string
+	}{
+		{"fault", func(o *Options) { o.Fault = "flood" }, `--fault "flood"`},
+		{"delay", func(o *Options) { o.Delay = 0 }, "--delay 0s"},
+		{"period", func(o *Options) { o.Period = -time.Second }, "--period -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Defaults()
+			tc.mut(&o)
+			err := o.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+	if err := Defaults().Validate(); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+}
+
+// assertGone checks that no member process and no data outlive the demo.
+func assertGone(t *testing.T, res *Result) {
+	t.Helper()
+	if len(res.PIDs) != voters {
+		t.Fatalf("demo reported %d member processes, want %d", len(res.PIDs), voters)
+	}
+	for _, pid := range res.PIDs {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("member process %d still exists after the demo (kill 0: %v)", pid, err)
+		}
+	}
+	if _, err := os.Stat(res.DataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("data directory %s still exists (stat: %v)", res.DataDir, err)
+	}
+}
