@@ -328,33 +328,26 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string) error {
 	if len(ids) != m {
 		return fmt.Errorf("member_id: runs cover %d samples, want %d", len(ids), m)
 	}
-	leader, err := expandBool("is_leader", w.IsLeader, m)
-	if err != nil {
-		return err
+	var leader, learner, hasLeader []bool
+	for _, c := range []struct {
+		field string
+		runs  []pair
+		out   *[]bool
+	}{{"is_leader", w.IsLeader, &leader}, {"is_learner", w.IsLearner, &learner}, {"has_leader", w.HasLeader, &hasLeader}} {
+		if *c.out, err = expandBool(c.field, c.runs, m); err != nil {
+			return err
+		}
 	}
-	learner, err := expandBool("is_learner", w.IsLearner, m)
-	if err != nil {
-		return err
-	}
-	hasLeader, err := expandBool("has_leader", w.HasLeader, m)
-	if err != nil {
-		return err
-	}
-	connected, err := expand("connected_peers", w.ConnectedPeers, m)
-	if err != nil {
-		return err
-	}
-	known, err := expand("known_peers", w.KnownPeers, m)
-	if err != nil {
-		return err
-	}
-	changes, err := expand("leader_changes", w.LeaderChanges, m)
-	if err != nil {
-		return err
-	}
-	quota, err := expand("quota_bytes", w.QuotaBytes, m)
-	if err != nil {
-		return err
+	var connected, known, changes, quota []uint64
+	for _, c := range []struct {
+		field string
+		runs  []pair
+		out   *[]uint64
+	}{{"connected_peers", w.ConnectedPeers, &connected}, {"known_peers", w.KnownPeers, &known},
+		{"leader_changes", w.LeaderChanges, &changes}, {"quota_bytes", w.QuotaBytes, &quota}} {
+		if *c.out, err = expand(c.field, c.runs, m); err != nil {
+			return err
+		}
 	}
 	for _, c := range []struct {
 		field string
