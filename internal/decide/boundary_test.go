@@ -433,5 +433,5 @@ func TestDeterministic(t *testing.T) {
 func ExampleSummary() {
 	v, l := 0.812, 0.25
 	fmt.Println(decide.Summary(decide.Reason{Signal: decide.SignalConnect, Subject: "bravo", Value: &v, Limit: &l, Unit: "seconds", Rule: settings.AtMost}))
-	// Output: connect bravo: 812ms, at most 250ms
+	// Output: connect bravo: 812ms, must be at most 250ms
 }

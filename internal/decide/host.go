@@ -181,7 +181,7 @@ func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 			Detail: fmt.Sprintf("p%s of %d connects to %s's peer port: failed%s", pn, len(values), voter, fails)}
 		return r
 	}
-	return against(l, SignalConnect, voter, v, fmt.Sprintf("p%s of %d connects to %s's peer port: %s, %s %s%s",
+	return against(l, SignalConnect, voter, v, fmt.Sprintf("p%s of %d connects to %s's peer port: %s, must be %s %s%s",
 		pn, len(values), voter, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit), fails))
 }
 
@@ -242,7 +242,7 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 			subject = "member " + id
 		}
 		l := s.RTTLimit()
-		out = append(out, against(l, SignalPeerRTT, subject, v, fmt.Sprintf("p%s of %d round trips to %s (member %s): %s, %s %s",
+		out = append(out, against(l, SignalPeerRTT, subject, v, fmt.Sprintf("p%s of %d round trips to %s (member %s): %s, must be %s %s",
 			pn, g.Count(), subject, id, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
 	}
 	out = append(out, histReason(s.WALFsyncLimit(), SignalWALFsync, "fsyncs", wal, s.TailPercentile),
@@ -255,7 +255,7 @@ func histReason(l settings.Limit, signal, what string, g quantile.Histogram, p f
 	if !ok {
 		return unmeasured(signal, "", l.Basis, "no "+what+" observed in the window: reported, not held against the host", true)
 	}
-	return against(l, signal, "", v, fmt.Sprintf("p%s of %d %s in the window: %s, %s %s",
+	return against(l, signal, "", v, fmt.Sprintf("p%s of %d %s in the window: %s, must be %s %s",
 		settings.PercentileName(p), g.Count(), what, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }
 
@@ -277,7 +277,7 @@ func (h *host) fdatasync(s settings.Settings) Reason {
 		return unmeasured(SignalFdatasync, f.Dir, l.Basis,
 			fmt.Sprintf("no disk measured: %s is on %s, a memory filesystem where fdatasync does nothing", f.Dir, orDash(f.Filesystem)), true)
 	}
-	return against(l, SignalFdatasync, f.Dir, f.P99Seconds, fmt.Sprintf("p99 of %d fdatasyncs in %s (%s) at %s: %s, %s %s",
+	return against(l, SignalFdatasync, f.Dir, f.P99Seconds, fmt.Sprintf("p99 of %d fdatasyncs in %s (%s) at %s: %s, must be %s %s",
 		f.Writes, f.Dir, orDash(f.Filesystem), f.At.UTC().Format(time.RFC3339), FormatValue(f.P99Seconds, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }
 
@@ -304,7 +304,7 @@ func (h *host) memory(s settings.Settings) Reason {
 		return unmeasured(SignalMemory, "", l.Basis, "memory could not be read in any sample of the window", false)
 	}
 	v, _ := quantile.Low(values, s.TailPercentile)
-	return against(l, SignalMemory, "", v, fmt.Sprintf("low tail (rank %d of %d from the top) of available memory: %s, %s %s",
+	return against(l, SignalMemory, "", v, fmt.Sprintf("low tail (rank %d of %d from the top) of available memory: %s, must be %s %s",
 		quantile.Rank(s.TailPercentile, len(values)), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }
 
@@ -321,6 +321,6 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 		return unmeasured(SignalStall, "", l.Basis, "no memory pressure (PSI) figures on this host: reported, not held against it", true)
 	}
 	v, _ := quantile.High(values, s.TailPercentile)
-	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, %s %s",
+	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, must be %s %s",
 		settings.PercentileName(s.TailPercentile), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }

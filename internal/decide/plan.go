@@ -316,7 +316,15 @@ func worstOf(rs []Reason) string {
 	if worst.Value == nil {
 		return Summary(*worst)
 	}
-	return fmt.Sprintf("%s (%s of the limit)", Summary(*worst), formatMargin(headroom(*worst)))
+	return fmt.Sprintf("%s (%s)", Summary(*worst), overBy(headroom(*worst)))
+}
+
+// overBy says how far over its limit a failed reason is, in words.
+func overBy(m float64) string {
+	if math.IsInf(m, 0) {
+		return formatMargin(m)
+	}
+	return fmt.Sprintf("%.1f%% over the limit", -m*100)
 }
 
 func formatMargin(m float64) string {

@@ -99,6 +99,11 @@ func FormatValue(v float64, unit string) string {
 		if math.IsInf(v, 0) || math.IsNaN(v) {
 			return fmt.Sprint(v)
 		}
+		// Microseconds tell disk and loopback latencies apart; above a
+		// second they are noise.
+		if math.Abs(v) >= 1 {
+			return (time.Duration(math.Round(v*1e3)) * time.Millisecond).String()
+		}
 		return (time.Duration(math.Round(v*1e6)) * time.Microsecond).String()
 	case "bytes":
 		return formatBytes(v)
@@ -131,4 +136,13 @@ func ruleWord(r settings.Rule) string {
 		return "at least"
 	}
 	return string(r)
+}
+
+// limitPhrase is a limit as it reads after "must be": "at most 250ms", or
+// the bare target of a count that must equal it.
+func limitPhrase(r settings.Rule, limit float64, unit string) string {
+	if r == "" {
+		return FormatValue(limit, unit)
+	}
+	return ruleWord(r) + " " + FormatValue(limit, unit)
 }

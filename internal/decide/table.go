@@ -79,7 +79,7 @@ func DecidingReason(h Host) (Reason, bool) {
 	return *best, true
 }
 
-// Summary renders a reason in one line: "connect bravo: 812ms, at most
+// Summary renders a reason in one line: "connect bravo: 812ms, must be at most
 // 250ms", or its detail when it has no numbers.
 func Summary(r Reason) string {
 	what := r.Signal
@@ -89,5 +89,5 @@ func Summary(r Reason) string {
 	if r.Value == nil || r.Limit == nil {
 		return what + ": " + r.Detail
 	}
-	return fmt.Sprintf("%s: %s, %s %s", what, FormatValue(*r.Value, r.Unit), ruleWord(r.Rule), FormatValue(*r.Limit, r.Unit))
+	return fmt.Sprintf("%s: %s, must be %s", what, FormatValue(*r.Value, r.Unit), limitPhrase(r.Rule, *r.Limit, r.Unit))
 }
