@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -197,9 +199,41 @@ func firstReason(d decide.Decision) string {
 	return decide.Summary(d.Reasons[0])
 }
 
-// withoutTimestamp is the document as it is compared between rounds.
+// withoutTimestamp is the document as it is compared between rounds: without
+// its timestamp and without what follows from the timestamp alone. Every
+// host's freshness reason and the cooldown gate state an age (now minus when
+// something was seen), which grows every round; compared as they are, the
+// document would differ every round and be written every round. Their
+// verdicts (ok or not) stay compared, so a host going stale or a cooldown
+// ending is still a change; so do the times they count from (each host's
+// observation and the voter set's change time).
 func withoutTimestamp(st decide.Status) ([]byte, error) {
 	st.GeneratedAt = time.Time{}
+	var ages []string // details that state an age, as other details quote them
+	st.Hosts = slices.Clone(st.Hosts)
+	for i := range st.Hosts {
+		h := &st.Hosts[i]
+		h.Reasons = slices.Clone(h.Reasons)
+		for j := range h.Reasons {
+			if r := &h.Reasons[j]; r.Signal == decide.SignalFreshness {
+				if r.Detail != "" {
+					ages = append(ages, r.Detail)
+				}
+				r.Value, r.Detail = nil, ""
+			}
+		}
+	}
+	st.Decision.Reasons = slices.Clone(st.Decision.Reasons)
+	for i := range st.Decision.Reasons {
+		r := &st.Decision.Reasons[i]
+		if r.Signal == decide.GateCooldown {
+			r.Value, r.Detail = nil, ""
+		}
+		// A gate that names a stale voter quotes its freshness detail.
+		for _, a := range ages {
+			r.Detail = strings.ReplaceAll(r.Detail, a, "")
+		}
+	}
 	b, err := st.Marshal()
 	if err != nil {
 		return nil, fmt.Errorf("encode status: %w", err)

@@ -47,7 +47,7 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-func (m *Metrics) sampled(failedReadings int) {
+func (m *Metrics) sampled() {
 	if m == nil {
 		return
 	}

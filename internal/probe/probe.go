@@ -7,6 +7,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,15 +82,19 @@ type Prober struct {
 	cfg Config
 	log *slog.Logger
 
-	mu        sync.Mutex // guards entry against the fsync goroutine
-	entry     entry.Entry
-	resumed   bool // the entry written before this start has been read
-	restart   bool // the next sample is the first since this start
-	dirty     bool // the window holds samples the ConfigMap does not
-	recording bool // this node records: it is a voter or marked eligible
+	mu      sync.Mutex // guards entry against the fsync goroutine
+	entry   entry.Entry
+	resumed bool // the entry written before this start has been read
+	restart bool // the next sample is the first since this start
+	// changes counts changes to entry; written is the count the ConfigMap
+	// holds. A count rather than a flag, so that a disk reading that lands
+	// while a write is in flight is not marked written with it.
+	changes, written uint64
+	recording        bool // this node records: it is a voter or marked eligible
 
 	fsyncRunning bool
 	lastFsync    time.Time
+	lastNodes    []corev1.Node // the last list that succeeded
 }
 
 // New checks the configuration and returns a probe ready to Run.
@@ -118,35 +123,54 @@ func (p *Prober) Run(ctx context.Context) error {
 	p.log.Info("probe started", "period", period, "window", p.cfg.Settings.Window)
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
-	for {
+	for done := false; !done; {
 		p.Tick(ctx)
 		select {
 		case <-ctx.Done():
-			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.FlushTimeout)
-			p.flush(flushCtx)
-			cancel()
-			p.log.Info("probe stopped")
-			return nil
+			done = true
 		case <-ticker.C:
 		}
 	}
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.FlushTimeout)
+	p.flush(flushCtx)
+	cancel()
+	p.mu.Lock()
+	held, unwritten := len(p.entry.Samples), p.changes != p.written
+	p.mu.Unlock()
+	p.log.Info("probe stopped", "samples", held, "unwritten", unwritten)
+	return nil
 }
 
 // Tick is one period: read the Nodes, take a sample when this node records,
 // and write the window. It is exported for tests that drive the loop.
 func (p *Prober) Tick(ctx context.Context) {
+	if ctx.Err() != nil {
+		// When a tick and the cancellation are both ready, Run's select
+		// picks either; a tick on a cancelled context would only fail.
+		return
+	}
 	start := time.Now()
 	defer func() { p.cfg.Metrics.observeTick(time.Since(start)) }()
 
 	p.resume(ctx)
 	nodes, err := p.cfg.Nodes.List(ctx)
-	if err != nil {
+	switch {
+	case err == nil:
+		p.lastNodes = nodes
+	case p.lastNodes == nil:
 		// Without the Nodes the probe cannot tell whom to measure; it
 		// still tries to deliver the samples it holds.
 		p.log.Warn("list nodes failed; no sample this period", "err", err)
 		p.cfg.Metrics.readingFailed("nodes")
 		p.write(ctx)
 		return
+	default:
+		// The API server is away; the hosts are not, and an outage is
+		// when their readings matter most. Sample as the Nodes were
+		// last read: they change far more rarely than the API fails.
+		p.log.Warn("list nodes failed; sampling with the Nodes last read", "err", err)
+		p.cfg.Metrics.readingFailed("nodes")
+		nodes = p.lastNodes
 	}
 	plan, records := p.plan(nodes)
 	if !records {
@@ -155,16 +179,23 @@ func (p *Prober) Tick(ctx context.Context) {
 	}
 	p.recording = true
 	s := p.cfg.Sampler.Sample(ctx, plan)
+	if ctx.Err() != nil {
+		// Stopping cut the sample short: its connects and scrape failed
+		// for that reason alone, and recorded they would count against
+		// the peers. It is not a measurement; what was held is flushed.
+		return
+	}
 	p.mu.Lock()
 	s.Restart = p.restart
 	p.restart = false
 	entry.Append(&p.entry, s, p.cfg.Settings.Window)
-	p.dirty = true
+	p.changes++
 	p.mu.Unlock()
 	for _, e := range s.Errors {
 		p.log.Warn("reading failed", "reading", e)
+		p.cfg.Metrics.readingFailed(readingName(e))
 	}
-	p.cfg.Metrics.sampled(len(s.Errors))
+	p.cfg.Metrics.sampled()
 	if plan.Fsync {
 		p.startFsync(ctx)
 	}
@@ -240,15 +271,20 @@ func (p *Prober) startFsync(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.Settings.Window)*p.cfg.Settings.SamplePeriod)
 		defer cancel()
 		r := p.cfg.Sampler.Fsync(rctx)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.fsyncRunning = false
+		if ctx.Err() != nil {
+			// The probe is stopping: the reading failed for that alone,
+			// and the last one taken stays in the entry.
+			return
+		}
 		if r.Err != "" {
 			p.log.Warn("disk reading failed", "dir", r.Dir, "err", r.Err)
 			p.cfg.Metrics.readingFailed("fsync")
 		}
-		p.mu.Lock()
 		p.entry.Fsync = &r
-		p.dirty = true
-		p.fsyncRunning = false
-		p.mu.Unlock()
+		p.changes++
 	}()
 }
 
@@ -296,12 +332,12 @@ func (p *Prober) resume(ctx context.Context) {
 // write sends the whole window when it holds anything the ConfigMap does not.
 func (p *Prober) write(ctx context.Context) {
 	p.mu.Lock()
-	if !p.dirty || !p.resumed {
+	if p.changes == p.written || !p.resumed {
 		p.mu.Unlock()
 		return
 	}
 	text, err := entry.Encode(p.entry)
-	n := len(p.entry.Samples)
+	n, changes := len(p.entry.Samples), p.changes
 	p.mu.Unlock()
 	if err != nil {
 		p.log.Error("encode entry", "err", err)
@@ -315,7 +351,7 @@ func (p *Prober) write(ctx context.Context) {
 		return
 	}
 	p.mu.Lock()
-	p.dirty = false
+	p.written = changes
 	p.mu.Unlock()
 	p.cfg.Metrics.written(len(text))
 }
@@ -334,17 +370,23 @@ func (p *Prober) stopRecording(ctx context.Context) {
 	p.mu.Lock()
 	p.entry = entry.Entry{Node: p.cfg.Node}
 	p.recording = false
-	p.dirty = false
+	p.written = p.changes
 	p.mu.Unlock()
 }
 
 func (p *Prober) flush(ctx context.Context) {
-	p.mu.Lock()
-	dirty := p.dirty
-	p.mu.Unlock()
-	if dirty {
+	if p.recording {
 		p.write(ctx)
 	}
+}
+
+// readingName is the reading a sample error names ("etcd: ..." is etcd's),
+// for the reading-failures metric.
+func readingName(e string) string {
+	if name, _, ok := strings.Cut(e, ":"); ok && name != "" && !strings.Contains(name, " ") {
+		return name
+	}
+	return "other"
 }
 
 // Window returns a copy of the samples held, for tests and the demo.

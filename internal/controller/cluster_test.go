@@ -1,0 +1,398 @@
+package controller_test
+
+// These tests run the controller, and the probes that feed it, on a real
+// kube-apiserver (on a real etcd) with deploy/fleet-role.yaml applied
+// server-side and real RBAC: the controller acts with a token of the
+// fleet-role ServiceAccount, each probe with its own token of
+// fleet-role-probe (TokenRequest). The kubelet is the only fake: there is
+// none, so no pod runs; the Nodes are created through the API with the labels
+// and annotations k3s sets, and the loops run here in-process. The probes
+// take their samples from a Sampler of the test's own (probetest.Sampler), so
+// that each host's verdict is known in advance.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleet-role/fleet-role/internal/controller"
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/probe/probetest"
+	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// diskBounds are etcd's disk histogram buckets (1 ms doubling, 14 bounds).
+var diskBounds = func() []float64 {
+	b := make([]float64, 14)
+	for i, v := 0, 0.001; i < len(b); i, v = i+1, v*2 {
+		b[i] = v
+	}
+	return b
+}()
+
+// walIn makes a sample maker whose etcd WAL fsyncs all fall in bucket b
+// (bucket 1: 1 to 2 ms, fit; bucket 5: 16 to 32 ms, over etcd's 10 ms).
+func walIn(b int) func(probe.Plan, int, time.Time) entry.Sample {
+	return func(plan probe.Plan, seq int, at time.Time) entry.Sample {
+		x := probetest.Fit(plan, seq, at)
+		if x.Etcd != nil {
+			h := quantile.Histogram{Bounds: diskBounds, Counts: make([]uint64, len(diskBounds)+1)}
+			h.Counts[b] = 120
+			x.Etcd.WALFsync = h
+		}
+		return x
+	}
+}
+
+type loop struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func start(t *testing.T, name string, run func(context.Context) error) *loop {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &loop{name: name, cancel: cancel, done: make(chan error, 1)}
+	go func() { l.done <- run(ctx) }()
+	t.Cleanup(func() { l.stop(t) })
+	return l
+}
+
+func (l *loop) stop(t *testing.T) {
+	t.Helper()
+	l.cancel()
+	select {
+	case err, ok := <-l.done:
+		if ok {
+			close(l.done)
+			if err != nil {
+				t.Errorf("%s returned %v", l.name, err)
+			}
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not stop within a minute", l.name)
+	}
+}
+
+func (l *loop) alive(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-l.done:
+		t.Fatalf("%s exited: %v", l.name, err)
+	default:
+	}
+}
+
+func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node string, sampler *probetest.Sampler) (*loop, *probetest.Log) {
+	t.Helper()
+	cl := c.Client(t, probetest.ProbeSA)
+	log := probetest.NewLog()
+	p, err := probe.New(probe.Config{Node: node, Settings: s, Store: cl.ConfigMaps(s.Namespace), Nodes: cl.Nodes(), Sampler: sampler, Log: log.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start(t, "probe "+node, p.Run), log
+}
+
+// status reads and decodes status.json as a reader would.
+func status(t *testing.T, c *probetest.Cluster) (*decide.Status, error) {
+	t.Helper()
+	raw, ok := c.Data(t, "fleet-role-status")[decide.StatusKey]
+	if !ok {
+		return nil, errors.New("no status.json yet")
+	}
+	return decide.UnmarshalStatus([]byte(raw))
+}
+
+func hostOf(st *decide.Status, name string) *decide.Host {
+	for i := range st.Hosts {
+		if st.Hosts[i].Name == name {
+			return &st.Hosts[i]
+		}
+	}
+	return nil
+}
+
+func verdicts(st *decide.Status) map[string]decide.Verdict {
+	out := map[string]decide.Verdict{}
+	for _, h := range st.Hosts {
+		out[h.Name] = h.Verdict
+	}
+	return out
+}
+
+// Probes on five hosts feed the controller; the status it publishes is what
+// a reader expects: every recorded host with its verdict, the swap of the
+// slow-disk voter for the fit standby once the cooldown has passed. A
+// malformed entry written by hand makes that host unknown with the error and
+// leaves the others decided.
+func TestStatusOnAPIServer(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 200*time.Millisecond)
+	// The cooldown runs from the first decision when there is no previous
+	// status: learner_stall_time 0 leaves one window of it.
+	s.LearnerStallTime = 0
+	c.AddNodes(t,
+		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.7.1"},
+		probetest.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.7.2"},
+		probetest.Node{Name: "server-3", Voter: true, Eligible: true, Address: "127.0.7.3"},
+		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.7.4"},
+		probetest.Node{Name: "agent-2", Eligible: true, Address: "127.0.7.5"},
+		probetest.Node{Name: "agent-3", Eligible: true, Address: "127.0.7.6"},
+		probetest.Node{Name: "agent-4", Address: "127.0.7.7"},
+	)
+	slowDisk := func(ctx context.Context) entry.FsyncReading {
+		f := probetest.FitFsync(time.Now())
+		f.P99Seconds = 0.05
+		return f
+	}
+	samplers := map[string]*probetest.Sampler{
+		"server-1": {Make: walIn(1)},
+		"server-2": {Make: walIn(1)},
+		"server-3": {Make: walIn(5)},
+		"agent-1":  {},
+		"agent-2":  {FsyncReading: slowDisk},
+	}
+	for _, n := range slices.Sorted(func(yield func(string) bool) {
+		for k := range samplers {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		startProbe(t, c, s, n, samplers[n])
+	}
+	cl := c.Client(t, probetest.ControllerSA)
+	store := &probetest.Store{Inner: cl.ConfigMaps(s.Namespace)}
+	metrics := controller.NewMetrics()
+	log := probetest.NewLog()
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	cl0 := start(t, "controller", ctrl.Run)
+
+	var st *decide.Status
+	probetest.Eventually(t, 2*time.Minute, func() error {
+		var err error
+		if st, err = status(t, c); err != nil {
+			return err
+		}
+		if st.Decision.Action != decide.ActionSwap {
+			return fmt.Errorf("decision %s: %s", st.Decision.Action, firstFailed(st.Decision.Reasons))
+		}
+		return nil
+	})
+	t.Logf("the controller decided a swap %.1f s after it started (cooldown %v)", time.Since(began).Seconds(), s.Cooldown().Duration())
+	if !st.DryRun || st.Schema != decide.Schema || st.GeneratedAt.IsZero() {
+		t.Errorf("status dry_run %v schema %q generated_at %v", st.DryRun, st.Schema, st.GeneratedAt)
+	}
+	if st.Decision.Out != "server-3" || st.Decision.In != "agent-1" {
+		t.Errorf("swap out %s in %s, want out server-3 (its WAL fsyncs are over 10 ms) in agent-1 (agent-2's disk is slow)", st.Decision.Out, st.Decision.In)
+	}
+	want := map[string]decide.Verdict{"server-1": decide.Fit, "server-2": decide.Fit, "server-3": decide.Unfit,
+		"agent-1": decide.Fit, "agent-2": decide.Unfit, "agent-3": decide.Unknown}
+	if got := verdicts(st); !mapsEqual(got, want) {
+		t.Errorf("verdicts %v, want %v (agent-4 records nothing and is not listed)", got, want)
+	}
+	for _, h := range st.Hosts {
+		if h.Name != "agent-3" && (h.Samples < s.Window || h.Observation == nil) {
+			t.Errorf("%s: %d samples, observation %v", h.Name, h.Samples, h.Observation)
+		}
+	}
+	if v := metricValue(t, metrics.Registry, "fleet_role_host_verdict", map[string]string{"host": "server-3", "verdict": "unfit"}); v != 1 {
+		t.Errorf("fleet_role_host_verdict{host=server-3,verdict=unfit} = %v, want 1", v)
+	}
+	if v := metricValue(t, metrics.Registry, "fleet_role_swap", map[string]string{"out": "server-3", "in": "agent-1"}); v != 1 {
+		t.Errorf("fleet_role_swap{out=server-3,in=agent-1} = %v, want 1", v)
+	}
+	cl0.alive(t)
+
+	// A malformed entry, written by hand as the admin (kubectl patch).
+	bad := `{"v":1,"node":"agent-3","n":2}`
+	if err := c.PatchData(context.Background(), "fleet-role-probe", "agent-3", &bad); err != nil {
+		t.Fatal(err)
+	}
+	probetest.Eventually(t, time.Minute, func() error {
+		var err error
+		if st, err = status(t, c); err != nil {
+			return err
+		}
+		h := hostOf(st, "agent-3")
+		if h == nil || h.Verdict != decide.Unknown || len(h.Reasons) == 0 || h.Reasons[0].Signal != decide.SignalEntry ||
+			!strings.Contains(h.Reasons[0].Detail, "entry cannot be read") {
+			return fmt.Errorf("agent-3 is %+v", h)
+		}
+		return nil
+	})
+	want["agent-3"] = decide.Unknown
+	if got := verdicts(st); !mapsEqual(got, want) {
+		t.Errorf("with agent-3's entry malformed: verdicts %v, want %v", got, want)
+	}
+	if st.Decision.Action != decide.ActionSwap || st.Decision.Out != "server-3" || st.Decision.In != "agent-1" {
+		t.Errorf("with agent-3's entry malformed the decision is %s %s -> %s", st.Decision.Action, st.Decision.Out, st.Decision.In)
+	}
+	t.Logf("agent-3 with a malformed entry: %s: %s", hostOf(st, "agent-3").Verdict, hostOf(st, "agent-3").Reasons[0].Detail)
+	if decisions := log.Records("decision"); len(decisions) == 0 || decisions[len(decisions)-1]["action"] != "swap" {
+		t.Errorf("decision changes logged: %v", decisions)
+	}
+}
+
+func firstFailed(rs []decide.Reason) string {
+	for _, r := range rs {
+		if !r.OK {
+			return r.Signal + " " + r.Subject + ": " + r.Detail
+		}
+	}
+	return ""
+}
+
+func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// metricValue is the value of the series of name with labels, or -1.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for k, v := range labels {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == k && l.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue next
+				}
+			}
+			switch {
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// clock is a settable time for the controller's Now.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// The controller writes status.json only when the document changed apart
+// from its timestamp, and at least once a window. Driven tick by tick on a
+// clock of the test's own against the real API server, with the entries left
+// as written: the first decision is written (tick 0); the entries go stale
+// after three periods, a change written at tick 4; then nothing changes and
+// it writes once a window, at ticks 24 and 44.
+func TestWritesOnlyOnChange(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 200*time.Millisecond)
+	voters := []string{"server-1", "server-2", "server-3"}
+	for i, v := range voters {
+		c.AddNodes(t, probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.8.%d", i+1)})
+	}
+	c.AddNodes(t, probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.9"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now().UTC().Truncate(time.Second)
+	for i, n := range append(slices.Clone(voters), "agent-1") {
+		self := i
+		if n == "agent-1" {
+			self = -1
+		}
+		text, err := entry.Encode(probetest.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, t0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PatchData(ctx, "fleet-role-probe", n, &text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := c.Client(t, probetest.ControllerSA)
+	store := &probetest.Store{Inner: cl.ConfigMaps(s.Namespace)}
+	clk := &clock{now: t0}
+	metrics := controller.NewMetrics()
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Nodes: cl.Nodes(), Metrics: metrics, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ticks = 61
+	var wrote []int
+	window := time.Duration(s.Window) * s.SamplePeriod
+	for i := range ticks {
+		_, before, _ := store.Counts()
+		st, err := ctrl.Tick(ctx)
+		if err != nil {
+			t.Fatalf("tick %d: %v", i, err)
+		}
+		if _, after, _ := store.Counts(); after > before {
+			wrote = append(wrote, i)
+		}
+		// A reader can always tell the controller is alive: what the
+		// ConfigMap holds is never older than a window.
+		got, err := status(t, c)
+		if err != nil {
+			t.Fatalf("tick %d: %v", i, err)
+		}
+		if age := clk.Now().Sub(got.GeneratedAt); age >= window {
+			t.Errorf("tick %d: the status read was generated %v ago, a window or more", i, age)
+		}
+		if i == 3 || i == 4 {
+			t.Logf("tick %d: verdicts %v", i, verdicts(st))
+		}
+		clk.add(s.SamplePeriod)
+	}
+	if want := []int{0, 4, 24, 44}; !slices.Equal(wrote, want) {
+		t.Errorf("wrote at ticks %v, want %v", wrote, want)
+	}
+	if v := metricValue(t, metrics.Registry, "fleet_role_status_writes_total", nil); v != float64(len(wrote)) {
+		t.Errorf("fleet_role_status_writes_total = %v, want %d", v, len(wrote))
+	}
+	t.Logf("%d decisions, %d writes of status.json (at ticks %v), window %d periods", ticks, len(wrote), wrote, s.Window)
+}

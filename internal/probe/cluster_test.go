@@ -1,0 +1,685 @@
+package probe_test
+
+// These tests run the probe on a real kube-apiserver (on a real etcd) with
+// deploy/fleet-role.yaml applied server-side and real RBAC: every probe acts
+// with a token of the fleet-role-probe ServiceAccount (TokenRequest). The
+// kubelet is the only fake: there is none, so no pod runs; the Nodes are
+// created through the API with the labels and annotations k3s sets, and the
+// probes run here as in-process loops. Where a test compares exactly what a
+// probe took with what the ConfigMap holds, a Sampler of its own
+// (probetest.Sampler) stands in for the host readings; TestRealHostSampler
+// runs the real probe.Host against a real etcd member.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/etcdproc"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/probe/probetest"
+	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/testenv"
+)
+
+// running is one probe loop started by a test.
+type running struct {
+	node    string
+	prober  *probe.Prober
+	sampler *probetest.Sampler
+	store   *probetest.Store
+	log     *probetest.Log
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// startProbe runs a probe for node with its own client (its own token of the
+// probe ServiceAccount).
+func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node string, sampler probe.Sampler) *running {
+	t.Helper()
+	cl := c.Client(t, probetest.ProbeSA)
+	return startProbeWith(t, s, node, sampler, cl.ConfigMaps(s.Namespace), cl.Nodes())
+}
+
+func startProbeWith(t *testing.T, s settings.Settings, node string, sampler probe.Sampler, store probe.Store, nodes probe.NodeLister) *running {
+	t.Helper()
+	r := &running{node: node, store: &probetest.Store{Inner: store}, log: probetest.NewLog(), done: make(chan error, 1)}
+	if ps, ok := sampler.(*probetest.Sampler); ok {
+		r.sampler = ps
+	}
+	p, err := probe.New(probe.Config{Node: node, Settings: s, Store: r.store, Nodes: nodes, Sampler: sampler, Log: r.log.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.prober = p
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- p.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels the loop (SIGTERM in the command) and waits for it to return.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok && err != nil {
+			t.Errorf("probe %s returned %v", r.node, err)
+		}
+		if ok {
+			close(r.done)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("probe %s did not stop within a minute", r.node)
+	}
+}
+
+// alive fails the test if the loop has returned.
+func (r *running) alive(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		t.Fatalf("probe %s exited: %v", r.node, err)
+	default:
+	}
+}
+
+// decoded reads and decodes node's entry as the admin.
+func decoded(t *testing.T, c *probetest.Cluster, node string) (entry.Entry, bool) {
+	t.Helper()
+	raw, ok := c.Data(t, "fleet-role-probe")[node]
+	if !ok {
+		return entry.Entry{}, false
+	}
+	e, err := entry.Decode(raw)
+	if err != nil {
+		t.Fatalf("entry of %s: %v", node, err)
+	}
+	return e, true
+}
+
+// lastN is the last n of samples.
+func lastN(samples []entry.Sample, n int) []entry.Sample {
+	if len(samples) > n {
+		return samples[len(samples)-n:]
+	}
+	return samples
+}
+
+// holdsExactly says whether e holds exactly want (to the millisecond, with
+// Fit's sequence numbers), or why not.
+func holdsExactly(e entry.Entry, want []entry.Sample) error {
+	got := probetest.Millis(e.Samples)
+	if !slices.Equal(got, probetest.Millis(want)) {
+		return fmt.Errorf("entry %s holds %d samples at %v, want %d at %v", e.Node, len(got), got, len(want), probetest.Millis(want))
+	}
+	for i := range want {
+		if probetest.Seq(e.Samples[i]) != probetest.Seq(want[i]) {
+			return fmt.Errorf("entry %s sample %d is seq %d, want %d", e.Node, i, probetest.Seq(e.Samples[i]), probetest.Seq(want[i]))
+		}
+	}
+	return nil
+}
+
+// Ten probes, one per Node, each with its own token, write one ConfigMap at
+// once for sixty periods. Every sample each took reaches the ConfigMap (an
+// admin watch sees every version the API server accepted), and no entry is
+// ever lost or overwritten by another node's.
+func TestConcurrentProbes(t *testing.T) {
+	const (
+		voters   = 3
+		standbys = 7
+		periods  = 60 // three windows
+	)
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 100*time.Millisecond)
+	var nodes []probetest.Node
+	for i := range voters {
+		nodes = append(nodes, probetest.Node{Name: fmt.Sprintf("server-%d", i+1), Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.1.%d", i+1)})
+	}
+	for i := range standbys {
+		nodes = append(nodes, probetest.Node{Name: fmt.Sprintf("agent-%d", i+1), Eligible: true, Address: fmt.Sprintf("127.0.2.%d", i+1)})
+	}
+	c.AddNodes(t, nodes...)
+
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	hist := c.WatchConfigMap(wctx, t, "fleet-role-probe")
+
+	began := time.Now()
+	var probes []*running
+	for _, n := range nodes {
+		probes = append(probes, startProbe(t, c, s, n.Name, &probetest.Sampler{}))
+	}
+	probetest.Eventually(t, 2*time.Minute, func() error {
+		for _, r := range probes {
+			if n := len(r.sampler.Taken()); n < periods {
+				return fmt.Errorf("%s has taken %d of %d samples", r.node, n, periods)
+			}
+		}
+		return nil
+	})
+	for _, r := range probes {
+		r.stop(t)
+	}
+	elapsed := time.Since(began)
+	// Every probe has stopped, so the ConfigMap holds its last word: wait
+	// for the watch to have seen it, then stop the watch.
+	probetest.Eventually(t, time.Minute, func() error {
+		for _, r := range probes {
+			v := hist.Versions(r.node)
+			if len(v) == 0 || v[len(v)-1] != c.Data(t, "fleet-role-probe")[r.node] {
+				return fmt.Errorf("the watch has not yet seen %s's last write", r.node)
+			}
+		}
+		return nil
+	})
+	stopWatch()
+	if err := hist.Wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	var taken, patches, written, cancelled, minBytes, maxBytes int
+	for i, r := range probes {
+		all := r.sampler.Taken()
+		taken += len(all)
+		// The ConfigMap's last word is the last window the probe took.
+		e, ok := decoded(t, c, r.node)
+		if !ok {
+			t.Fatalf("no entry for %s", r.node)
+		}
+		if err := holdsExactly(e, lastN(all, s.Window)); err != nil {
+			t.Error(err)
+		}
+		// Every version of the key is this node's own and holds only
+		// samples this node took; together they hold every sample.
+		byMilli := map[int64]entry.Sample{}
+		for _, x := range all {
+			byMilli[x.At.UnixMilli()] = x
+		}
+		seen := map[int64]bool{}
+		versions := hist.Versions(r.node)
+		for _, raw := range versions {
+			v, err := entry.Decode(raw)
+			if err != nil {
+				t.Fatalf("a version of %s's entry: %v", r.node, err)
+			}
+			if v.Node != r.node {
+				t.Fatalf("key %s held %s's entry", r.node, v.Node)
+			}
+			for _, x := range v.Samples {
+				want, ok := byMilli[x.At.UnixMilli()]
+				if !ok || probetest.Seq(want) != probetest.Seq(x) {
+					t.Fatalf("%s's entry held a sample at %v (seq %d) it never took", r.node, x.At, probetest.Seq(x))
+				}
+				seen[x.At.UnixMilli()] = true
+			}
+		}
+		if len(seen) != len(all) {
+			var missing []int
+			for _, x := range all {
+				if !seen[x.At.UnixMilli()] {
+					missing = append(missing, probetest.Seq(x))
+				}
+			}
+			t.Errorf("%s took %d samples, %d reached the ConfigMap; missing seq %v", r.node, len(all), len(seen), missing)
+		}
+		// Only the first sample since the start carries the restart mark.
+		if v, _ := entry.Decode(versions[0]); len(v.Samples) == 0 || !v.Samples[0].Restart {
+			t.Errorf("%s: the first sample written has no restart mark: %.200s", r.node, versions[0])
+		}
+		for i, x := range e.Samples {
+			if x.Restart {
+				t.Errorf("%s: sample %d of the last window (not the first since the start) has the restart mark", r.node, i)
+			}
+		}
+		if i >= voters && e.Fsync == nil {
+			t.Errorf("standby %s has no disk reading in its entry", r.node)
+		}
+		if i < voters && e.Fsync != nil {
+			t.Errorf("voter %s took a disk reading", r.node)
+		}
+		_, p, ok2 := r.store.Counts()
+		patches += p
+		written += ok2
+		lo, hi := r.store.Sizes()
+		if minBytes == 0 || lo < minBytes {
+			minBytes = lo
+		}
+		maxBytes = max(maxBytes, hi)
+		if errs := r.store.Errors(); len(errs) > 0 {
+			t.Errorf("%s: %d of %d patches failed: %v", r.node, len(errs), p, errs)
+		}
+		cancelled += r.store.Cancelled()
+		if n := r.store.Cancelled(); n > 1 {
+			t.Logf("%s: %d cancelled: %v", r.node, n, r.store.LastErr())
+		}
+	}
+	t.Logf("%d probes, one per node, each its own token: %d periods of %v each at least, %d samples taken and all written, "+
+		"%d patches (%d ok, %d cut short by the stop and then flushed), %d versions of the ConfigMap seen by the watch, in %.1f s; entries %d to %d bytes",
+		len(probes), periods, s.SamplePeriod, taken, patches, written, cancelled, hist.Events(), elapsed.Seconds(), minBytes, maxBytes)
+}
+
+// The real probe.Host sampler against a real etcd member: the whole sample
+// path runs (Nodes, peer addresses from fleet-role's annotation and from
+// k3s's node-address with the peer port, TCP connects to the member's real
+// peer listener, two scrapes of its real metrics page, /proc and /sys), and
+// the entry the ConfigMap holds says so.
+func TestRealHostSampler(t *testing.T) {
+	c := probetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	etcd, err := etcdproc.Start(ctx, etcdproc.Config{Binary: testenv.Etcd(t), Dir: filepath.Join(t.TempDir(), "etcd"), Members: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	m := etcd.Members[0]
+	peer, err := url.Parse(m.PeerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(peer.Host)
+	s := probetest.Settings(t, 500*time.Millisecond)
+	if _, err := fmt.Sscan(port, &s.PeerPort); err != nil {
+		t.Fatal(err)
+	}
+	c.AddNodes(t,
+		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: host},
+		// server-2 is reached through fleet-role's annotation, server-3
+		// through k3s's node-address and the peer port.
+		probetest.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.3.2", PeerAddress: peer.Host},
+		probetest.Node{Name: "server-3", Voter: true, Eligible: true, Address: host},
+		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.3.4"},
+	)
+	metricsURL := m.MetricsURL
+	voter := startProbe(t, c, s, "server-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
+	standby := startProbe(t, c, s, "agent-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
+
+	var e entry.Entry
+	probetest.Eventually(t, 2*time.Minute, func() error {
+		var ok bool
+		if e, ok = decoded(t, c, "server-1"); !ok || len(e.Samples) < 4 {
+			return fmt.Errorf("server-1's entry holds %d samples", len(e.Samples))
+		}
+		return nil
+	})
+	voter.alive(t)
+	want := m.MemberID()
+	for i, x := range e.Samples {
+		if x.Restart != (i == 0) {
+			t.Errorf("sample %d: restart %v", i, x.Restart)
+		}
+		if x.Etcd == nil || x.Etcd.Err != "" {
+			t.Fatalf("sample %d has no etcd reading: %+v (errors %v)", i, x.Etcd, x.Errors)
+		}
+		if x.Etcd.MemberID != want || !x.Etcd.HasLeader || !x.Etcd.IsLeader || x.Etcd.QuotaBytes == 0 || x.Etcd.DBSizeBytes == 0 {
+			t.Errorf("sample %d etcd %+v, want member %s, a leader, a quota and a database size", i, *x.Etcd, want)
+		}
+		for _, p := range []string{"server-2", "server-3"} {
+			if cn, ok := x.Connect[p]; !ok || cn.Err != "" || cn.Seconds <= 0 || cn.Seconds > s.ConnectLimit().Value {
+				t.Errorf("sample %d connect to %s: %+v (present %v)", i, p, cn, ok)
+			}
+		}
+		if _, ok := x.Connect["server-1"]; ok {
+			t.Errorf("sample %d: the probe connected to its own node", i)
+		}
+		if x.MemTotalBytes == 0 || x.MemAvailableBytes == 0 || x.MemAvailableBytes > x.MemTotalBytes {
+			t.Errorf("sample %d memory %d of %d bytes", i, x.MemAvailableBytes, x.MemTotalBytes)
+		}
+		if x.Link.Class == "" {
+			t.Errorf("sample %d has no link class", i)
+		}
+	}
+	t.Logf("server-1 (voter, real probe.Host on etcd %s): %d samples, the last: connect to server-2 %.0f µs, to server-3 %.0f µs; "+
+		"etcd member %s leader %v db %d bytes; memory %d of %d bytes available; link %s (%s); errors %v",
+		m.MetricsURL, len(e.Samples), e.Samples[len(e.Samples)-1].Connect["server-2"].Seconds*1e6,
+		e.Samples[len(e.Samples)-1].Connect["server-3"].Seconds*1e6, want, e.Samples[len(e.Samples)-1].Etcd.IsLeader,
+		e.Samples[len(e.Samples)-1].Etcd.DBSizeBytes, e.Samples[len(e.Samples)-1].MemAvailableBytes,
+		e.Samples[len(e.Samples)-1].MemTotalBytes, e.Samples[len(e.Samples)-1].Link.Interface, e.Samples[len(e.Samples)-1].Link.Class,
+		e.Samples[len(e.Samples)-1].Errors)
+
+	// The standby takes no etcd reading, connects to every voter, and once
+	// a window the real fdatasync reading on this disk.
+	var se entry.Entry
+	probetest.Eventually(t, 2*time.Minute, func() error {
+		var ok bool
+		if se, ok = decoded(t, c, "agent-1"); !ok || se.Fsync == nil {
+			return errors.New("agent-1's entry has no disk reading yet")
+		}
+		return nil
+	})
+	standby.alive(t)
+	f := se.Fsync
+	if f.Err != "" || f.Writes == 0 || f.P99Seconds <= 0 || f.Filesystem == "" {
+		t.Errorf("agent-1's disk reading %+v", *f)
+	}
+	for i, x := range se.Samples {
+		if x.Etcd != nil {
+			t.Errorf("standby sample %d has an etcd reading", i)
+		}
+		if len(x.Connect) != 3 {
+			t.Errorf("standby sample %d connects to %d voters, want 3", i, len(x.Connect))
+		}
+	}
+	t.Logf("agent-1 (standby): %d samples; fdatasync reading in %s on %s: %d writes, p99 %.3f ms, max %.3f ms",
+		len(se.Samples), f.Dir, f.Filesystem, f.Writes, f.P99Seconds*1e3, f.MaxSeconds*1e3)
+}
+
+// The first sample after a start carries the restart mark, and keeps it
+// until a sample is recorded: here the node is not eligible at first, so
+// the first periods take none. A probe started again reads its entry once
+// and resumes its window from it.
+func TestRestartMarkAndResume(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 100*time.Millisecond)
+	c.AddNodes(t, probetest.Node{Name: "agent-1", Address: "127.0.4.1"}, probetest.Node{Name: "server-1", Voter: true, Address: "127.0.4.2"})
+	cl := c.Client(t, probetest.ProbeSA)
+	lister := &countingLister{inner: cl.Nodes()}
+	first := startProbeWith(t, s, "agent-1", &probetest.Sampler{}, cl.ConfigMaps(s.Namespace), lister)
+	// A node that is neither a voter nor eligible records nothing and
+	// never writes.
+	probetest.Eventually(t, time.Minute, func() error {
+		if n := lister.calls(); n < 5 {
+			return fmt.Errorf("%d periods so far", n)
+		}
+		return nil
+	})
+	if n := len(first.sampler.Taken()); n != 0 {
+		t.Fatalf("a node not eligible took %d samples", n)
+	}
+	if _, p, _ := first.store.Counts(); p != 0 {
+		t.Fatalf("a node not eligible patched the ConfigMap %d times", p)
+	}
+	if _, ok := c.Data(t, "fleet-role-probe")["agent-1"]; ok {
+		t.Fatal("a node not eligible has an entry")
+	}
+
+	c.SetLabel(t, "agent-1", s.EligibleLabel, "true")
+	probetest.Eventually(t, time.Minute, func() error {
+		if n := len(first.sampler.Taken()); n < 8 {
+			return fmt.Errorf("%d samples taken", n)
+		}
+		return nil
+	})
+	first.stop(t)
+	a := first.sampler.Taken()
+	e, ok := decoded(t, c, "agent-1")
+	if !ok {
+		t.Fatal("no entry after the first probe stopped")
+	}
+	if err := holdsExactly(e, a); err != nil {
+		t.Fatalf("after the first probe stopped: %v", err)
+	}
+	for i, x := range e.Samples {
+		if x.Restart != (i == 0) {
+			t.Errorf("first run, sample %d: restart %v, want it on the first sample only", i, x.Restart)
+		}
+	}
+
+	// Started again, it reads its own entry once and carries on from it.
+	second := startProbe(t, c, s, "agent-1", &probetest.Sampler{})
+	probetest.Eventually(t, time.Minute, func() error {
+		b := second.sampler.Taken()
+		if len(b) < s.Window {
+			return fmt.Errorf("second run took %d samples", len(b))
+		}
+		e, _ := decoded(t, c, "agent-1")
+		return holdsExactly(e, lastN(append(append([]entry.Sample(nil), a...), b...), s.Window))
+	})
+	// Midway through the second run the window held both runs.
+	second.stop(t)
+	if g, _, _ := second.store.Counts(); g != 1 {
+		t.Errorf("the restarted probe read its entry %d times, want once", g)
+	}
+	if recs := second.log.Records("resumed window"); len(recs) != 1 || recs[0]["samples"] != float64(len(a)) {
+		t.Errorf("resumed-window log records %v, want one resuming the %d samples of the first run", recs, len(a))
+	}
+	b := second.sampler.Taken()
+	e, _ = decoded(t, c, "agent-1")
+	all := append(append([]entry.Sample(nil), a...), b...)
+	if err := holdsExactly(e, lastN(all, s.Window)); err != nil {
+		t.Fatal(err)
+	}
+	restartAt := len(all) - s.Window
+	for i, x := range e.Samples {
+		wantMark := restartAt+i == 0 || restartAt+i == len(a)
+		if x.Restart != wantMark {
+			t.Errorf("sample %d of the window (seq %d): restart %v, want %v", i, probetest.Seq(x), x.Restart, wantMark)
+		}
+	}
+	t.Logf("first run %d samples, second run %d, one read of the entry at the second start; the window holds the last %d with the restart marks where each run began",
+		len(a), len(b), s.Window)
+}
+
+type countingLister struct {
+	inner probe.NodeLister
+	mu    sync.Mutex
+	n     int
+}
+
+func (l *countingLister) List(ctx context.Context) ([]corev1.Node, error) {
+	l.mu.Lock()
+	l.n++
+	l.mu.Unlock()
+	return l.inner.List(ctx)
+}
+
+func (l *countingLister) calls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// A node that stops being eligible removes its entry; a node that never
+// records never writes.
+func TestStopsBeingEligible(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 100*time.Millisecond)
+	c.AddNodes(t,
+		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.5.1"},
+		probetest.Node{Name: "agent-2", Address: "127.0.5.2"},
+		probetest.Node{Name: "server-1", Voter: true, Address: "127.0.5.3"},
+	)
+	on := startProbe(t, c, s, "agent-1", &probetest.Sampler{})
+	off := startProbe(t, c, s, "agent-2", &probetest.Sampler{})
+	probetest.Eventually(t, time.Minute, func() error {
+		if e, ok := decoded(t, c, "agent-1"); !ok || len(e.Samples) < 3 {
+			return errors.New("agent-1 has not written three samples")
+		}
+		return nil
+	})
+	c.SetLabel(t, "agent-1", s.EligibleLabel, "false")
+	probetest.Eventually(t, time.Minute, func() error {
+		if _, ok := c.Data(t, "fleet-role-probe")["agent-1"]; ok {
+			return errors.New("agent-1's entry is still there")
+		}
+		return nil
+	})
+	_, removed, _ := on.store.Counts()
+	taken := len(on.sampler.Taken())
+	// It goes on reading the Nodes, and writes nothing more.
+	before := len(on.log.Records("node is neither a voter nor eligible; entry removed"))
+	probetest.Eventually(t, time.Minute, func() error {
+		if _, p, _ := on.store.Counts(); p != removed {
+			return fmt.Errorf("agent-1 patched %d times after its entry was removed", p-removed)
+		}
+		return nil
+	})
+	on.alive(t)
+	if n := len(on.sampler.Taken()); n > taken+1 {
+		t.Errorf("agent-1 took %d samples after it stopped being eligible", n-taken)
+	}
+	if before != 1 {
+		t.Errorf("the removal was logged %d times, want once", before)
+	}
+	if n := len(off.sampler.Taken()); n != 0 {
+		t.Errorf("agent-2 (eligible=false) took %d samples", n)
+	}
+	if _, p, _ := off.store.Counts(); p != 0 {
+		t.Errorf("agent-2 (eligible=false) patched %d times", p)
+	}
+	off.alive(t)
+
+	// Eligible again: a new window.
+	c.SetLabel(t, "agent-1", s.EligibleLabel, "true")
+	probetest.Eventually(t, time.Minute, func() error {
+		e, ok := decoded(t, c, "agent-1")
+		if !ok || len(e.Samples) == 0 {
+			return errors.New("agent-1 has not written again")
+		}
+		if probetest.Seq(e.Samples[0]) < taken {
+			return fmt.Errorf("the new window starts with seq %d, from before the removal", probetest.Seq(e.Samples[0]))
+		}
+		return nil
+	})
+	if _, ok := c.Data(t, "fleet-role-probe")["agent-2"]; ok {
+		t.Error("agent-2 has an entry")
+	}
+}
+
+// The largest fleet the entry budget allows (docs/entry.md: 100 recording
+// hosts; 5 voters, the rest standbys) with real full-window entries fits in
+// the ConfigMap on the real server. Hosts are then added until the server
+// refuses one; one probe past that keeps its window, logs, and does not
+// exit, and writes its whole window once there is room again.
+func TestLargestFleet(t *testing.T) {
+	c := probetest.Start(t)
+	s := settings.Defaults()
+	s.SamplePeriod = 50 * time.Millisecond
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// The entries go in through the probe's own path: its client, its
+	// ServiceAccount, a merge patch of one key.
+	store := c.Client(t, probetest.ProbeSA).ConfigMaps(s.Namespace)
+	var voters []string
+	for i := range 5 {
+		voters = append(voters, fmt.Sprintf("k3s-server-%02d.fleet.example.internal", i+1))
+	}
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	write := func(name string, e entry.Entry) (int, error) {
+		text, err := entry.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(text), store.PatchKey(ctx, s.ProbeConfigMap, name, &text)
+	}
+	total, hosts := 0, 0
+	var voterBytes, standbyBytes []int
+	for i, v := range voters {
+		n, err := write(v, probetest.RealisticEntry(v, voters, i, s.Window, s.SamplePeriod, t0))
+		if err != nil {
+			t.Fatalf("voter %s (%d bytes): %v", v, n, err)
+		}
+		total += n
+		hosts++
+		voterBytes = append(voterBytes, n)
+	}
+	var refused error
+	var refusedBytes int
+	for hosts < 1000 {
+		name := fmt.Sprintf("k3s-agent-%03d.fleet.example.internal", hosts-len(voters)+1)
+		n, err := write(name, probetest.RealisticEntry(name, voters, -1, s.Window, s.SamplePeriod, t0))
+		if err != nil {
+			refused, refusedBytes = err, n
+			break
+		}
+		total += n
+		hosts++
+		standbyBytes = append(standbyBytes, n)
+	}
+	if refused == nil || !kube.IsTooLarge(refused) {
+		t.Fatalf("after %d hosts the server answered %v, want a refusal for size", hosts, refused)
+	}
+	if hosts < 100 {
+		t.Fatalf("only %d hosts fit in one ConfigMap; the entry budget promises 100", hosts)
+	}
+	data := c.Data(t, s.ProbeConfigMap)
+	held := 0
+	for _, v := range data {
+		held += len(v)
+	}
+	if held != total || len(data) != hosts || held > kube.MaxConfigMapDataBytes {
+		t.Errorf("the ConfigMap holds %d keys, %d bytes; wrote %d hosts, %d bytes", len(data), held, hosts, total)
+	}
+	t.Logf("voter entries (5 voters, full window of %d): %d to %d bytes; standby entries: %d to %d bytes",
+		s.Window, slices.Min(voterBytes), slices.Max(voterBytes), slices.Min(standbyBytes), slices.Max(standbyBytes))
+	t.Logf("largest fleet that fit: %d hosts (5 voters, %d standbys), %d of %d bytes; host %d (%d bytes) refused: %v",
+		hosts, hosts-5, held, kube.MaxConfigMapDataBytes, hosts+1, refusedBytes, refused)
+
+	// One probe past it: its window grows until the server refuses it.
+	name := "k3s-agent-next.fleet.example.internal"
+	c.AddNodes(t, probetest.Node{Name: name, Eligible: true, Address: "127.0.6.1"})
+	for i, v := range voters {
+		c.AddNodes(t, probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.6.%d", i+10)})
+	}
+	like := probetest.RealisticEntry(name, voters, -1, s.Window, s.SamplePeriod, t0)
+	sampler := &probetest.Sampler{Make: func(plan probe.Plan, seq int, at time.Time) entry.Sample {
+		x := like.Samples[seq%len(like.Samples)]
+		x.At = at
+		x.MemAvailableBytes = 16<<30 + uint64(seq)*1024
+		return x
+	}}
+	r := startProbe(t, c, s, name, sampler)
+	probetest.Eventually(t, 2*time.Minute, func() error {
+		if err := r.store.LastErr(); !kube.IsTooLarge(err) {
+			return fmt.Errorf("no refusal for size yet (last error %v)", err)
+		}
+		return nil
+	})
+	refusedAt := len(r.prober.Window().Samples)
+	// It keeps sampling and keeps its whole window, and does not exit.
+	probetest.Eventually(t, time.Minute, func() error {
+		if n := len(r.prober.Window().Samples); n < min(refusedAt+10, s.Window) {
+			return fmt.Errorf("window holds %d samples", n)
+		}
+		return nil
+	})
+	r.alive(t)
+	fails := r.log.Records("write entry failed; the window is kept and sent again next period")
+	if len(fails) == 0 || !strings.Contains(fmt.Sprint(fails[len(fails)-1]["err"]), "too large") {
+		t.Errorf("the refusal is not logged: %v", fails)
+	}
+	// Room again: its next write carries the whole window.
+	if err := c.PatchData(ctx, s.ProbeConfigMap, "k3s-agent-001.fleet.example.internal", nil); err != nil {
+		t.Fatal(err)
+	}
+	probetest.Eventually(t, time.Minute, func() error {
+		e, ok := decoded(t, c, name)
+		if !ok {
+			return errors.New("no entry yet")
+		}
+		taken := sampler.Taken()
+		if len(e.Samples) == 0 || len(taken) <= refusedAt {
+			return errors.New("not yet")
+		}
+		// The ConfigMap's entry ends where the probe's window did when
+		// it was written: every sample taken up to then, to the window.
+		last := e.Samples[len(e.Samples)-1].At.UnixMilli()
+		i := slices.IndexFunc(taken, func(x entry.Sample) bool { return x.At.UnixMilli() == last })
+		if i < 0 {
+			return fmt.Errorf("the entry's last sample is not one the probe took")
+		}
+		return holdsExactly(e, lastN(taken[:i+1], s.Window))
+	})
+	r.stop(t)
+	t.Logf("probe past the limit: refused for size with %d samples in its window, kept sampling (%d refusals logged), wrote its whole window once a host left",
+		refusedAt, len(fails))
+}

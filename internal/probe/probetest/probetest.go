@@ -1,0 +1,654 @@
+// Package probetest puts the probe and the controller on a real
+// kube-apiserver for their tests: it starts one (with its real etcd and RBAC),
+// applies deploy/fleet-role.yaml server-side exactly as an install does,
+// creates Nodes through the API the way k3s labels and annotates them, and
+// hands out clients holding tokens of the components' own ServiceAccounts
+// (TokenRequest), so every request a loop makes is authorised as in a
+// cluster.
+//
+// The kubelet is the only fake: there is none, so no pod runs. The probe and
+// the controller run as in-process loops or as processes of the built binary,
+// and a Sampler of the test's own stands in for the host readings where that
+// makes a test exact.
+package probetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleet-role/fleet-role/internal/apiserver"
+	"github.com/fleet-role/fleet-role/internal/apiserver/apiservertest"
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/testenv"
+)
+
+// The ServiceAccounts deploy/fleet-role.yaml creates.
+const (
+	ProbeSA      = "fleet-role-probe"
+	ControllerSA = "fleet-role"
+)
+
+// Settings are the shipped defaults with time compressed for tests: a short
+// sample period and the smallest window the tail percentile allows (window
+// 20 at p95: 1/(1-0.95) = 20), so that the settings still validate. The
+// election timeout stays k3s's 5 s: the limits derive from it, not from the
+// period.
+func Settings(t testing.TB, period time.Duration) settings.Settings {
+	t.Helper()
+	s := settings.Defaults()
+	s.SamplePeriod = period
+	s.TailPercentile = 0.95
+	s.Window = 20
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Cluster is a real API server with fleet-role installed.
+type Cluster struct {
+	Server    *apiserver.Server
+	Admin     kubernetes.Interface
+	Namespace string
+}
+
+// Start runs etcd and kube-apiserver and applies deploy/fleet-role.yaml with
+// kubectl apply --server-side.
+func Start(t testing.TB) *Cluster {
+	t.Helper()
+	s := apiservertest.Start(t)
+	admin, err := kubernetes.NewForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Server: s, Admin: admin, Namespace: settings.Defaults().Namespace}
+	kc := c.Kubeconfig(t, "")
+	out, err := exec.Command(testenv.Kubectl(t), "--kubeconfig", kc, "apply", "--server-side", "-f", Manifest(t)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl apply --server-side -f deploy/fleet-role.yaml: %v\n%s", err, out)
+	}
+	return c
+}
+
+// Manifest is the path of deploy/fleet-role.yaml, found from the module root.
+func Manifest(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(RepoRoot(t), "deploy", "fleet-role.yaml")
+}
+
+// RepoRoot is the directory holding go.mod above the test's directory.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = up
+	}
+}
+
+// Token issues a token of ServiceAccount sa through TokenRequest, as the
+// kubelet does for a pod.
+func (c *Cluster) Token(t testing.TB, sa string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tok, err := c.Server.TokenFor(ctx, c.Namespace, sa, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// Client is a client acting as ServiceAccount sa with a token of its own.
+// The tests compress a 15 s period to a fraction of a second, so the client's
+// rate limit is raised by the same factor (client-go's 5 requests a second
+// would otherwise hold a loop of two requests a period back), and a request
+// is bounded by 5 s so that a stopped API server costs a loop little.
+func (c *Cluster) Client(t testing.TB, sa string) *kube.Client {
+	t.Helper()
+	cfg := c.Server.TokenConfig(c.Token(t, sa))
+	cfg.QPS, cfg.Burst = 200, 400
+	cfg.Timeout = 5 * time.Second
+	cl, err := kube.NewClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// Kubeconfig writes a kubeconfig acting as ServiceAccount sa (the admin when
+// sa is empty) and returns its path.
+func (c *Cluster) Kubeconfig(t testing.TB, sa string) string {
+	t.Helper()
+	tok := ""
+	name := "admin"
+	if sa != "" {
+		tok, name = c.Token(t, sa), sa
+	}
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := c.Server.Kubeconfig(path, tok); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Node is a Node as k3s and fleet-role's labels would have it.
+type Node struct {
+	Name string
+	// Voter: a k3s server with embedded etcd (node-role.kubernetes.io/etcd=true
+	// and the etcd.k3s.cattle.io annotations).
+	Voter bool
+	// Eligible and Pinned are written "true" or "false", never left out,
+	// as the README's k3s drop-in does.
+	Eligible, Pinned bool
+	// Address is the InternalIP and, on voters, k3s's node-address.
+	Address string
+	// PeerAddress, when set, is fleet-role's peer-address annotation.
+	PeerAddress string
+}
+
+// AddNodes creates the Nodes through the API as the admin.
+func (c *Cluster) AddNodes(t testing.TB, nodes ...Node) {
+	t.Helper()
+	s := settings.Defaults()
+	for _, n := range nodes {
+		k := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname": n.Name,
+				s.EligibleLabel:          strconv.FormatBool(n.Eligible),
+				s.PinnedLabel:            strconv.FormatBool(n.Pinned),
+			},
+			Annotations: map[string]string{},
+		}}
+		if n.Voter {
+			k.Labels[decide.EtcdRoleLabel] = "true"
+			k.Labels["node-role.kubernetes.io/control-plane"] = "true"
+			k.Annotations["etcd.k3s.cattle.io/node-name"] = n.Name + "-1a2b3c4d"
+			k.Annotations[decide.NodeAddressAnnotation] = n.Address
+		}
+		if n.PeerAddress != "" {
+			k.Annotations[probe.PeerAddressAnnotation] = n.PeerAddress
+		}
+		k.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.Address}, {Type: corev1.NodeHostName, Address: n.Name}}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		created, err := c.Admin.CoreV1().Nodes().Create(ctx, k, metav1.CreateOptions{})
+		if err == nil {
+			// Addresses are status: a kubelet reports them, so they go in
+			// through the status subresource.
+			created.Status.Addresses = k.Status.Addresses
+			_, err = c.Admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		}
+		cancel()
+		if err != nil {
+			t.Fatalf("create node %s: %v", n.Name, err)
+		}
+	}
+}
+
+// SetLabel sets a label on a Node as the admin (kubectl label --overwrite).
+func (c *Cluster) SetLabel(t testing.TB, node, key, value string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: value}}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Admin.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("label node %s %s=%s: %v", node, key, value, err)
+	}
+}
+
+// Data reads a ConfigMap's data as the admin.
+func (c *Cluster) Data(t testing.TB, name string) map[string]string {
+	t.Helper()
+	cm := c.ConfigMap(t, name)
+	if cm.Data == nil {
+		return map[string]string{}
+	}
+	return cm.Data
+}
+
+// ConfigMap reads a ConfigMap as the admin.
+func (c *Cluster) ConfigMap(t testing.TB, name string) *corev1.ConfigMap {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cm, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+// PatchData sets (or, with nil, removes) one key of a ConfigMap as the admin,
+// the way `kubectl patch --type=merge` does.
+func (c *Cluster) PatchData(ctx context.Context, name, key string, value *string) error {
+	body, err := json.Marshal(map[string]map[string]*string{"data": {key: value}})
+	if err != nil {
+		return err
+	}
+	_, err = c.Admin.CoreV1().ConfigMaps(c.Namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "kubectl-patch"})
+	return err
+}
+
+// Eventually polls cond every 20 ms until it returns nil or the deadline
+// passes, and then fails the test with cond's last error.
+func Eventually(t testing.TB, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %v", within, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Sampler is a probe.Sampler of the test's own: it makes each sample with
+// Make and records every sample it took and every plan it was given, so a
+// test can compare exactly what a prober took with what the ConfigMap holds.
+type Sampler struct {
+	// Make builds sample seq (0-based) taken at at for plan; nil makes Fit.
+	Make func(plan probe.Plan, seq int, at time.Time) entry.Sample
+	// FsyncReading is what Fsync returns; nil returns a fit reading.
+	FsyncReading func(ctx context.Context) entry.FsyncReading
+
+	mu     sync.Mutex
+	taken  []entry.Sample
+	plans  []probe.Plan
+	fsyncs int
+}
+
+// Sample implements probe.Sampler.
+func (s *Sampler) Sample(_ context.Context, plan probe.Plan) entry.Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := time.Now().UTC()
+	mk := s.Make
+	if mk == nil {
+		mk = Fit
+	}
+	x := mk(plan, len(s.taken), at)
+	s.taken = append(s.taken, x)
+	s.plans = append(s.plans, plan)
+	return x
+}
+
+// Fsync implements probe.Sampler.
+func (s *Sampler) Fsync(ctx context.Context) entry.FsyncReading {
+	s.mu.Lock()
+	s.fsyncs++
+	f := s.FsyncReading
+	s.mu.Unlock()
+	if f != nil {
+		return f(ctx)
+	}
+	return FitFsync(time.Now())
+}
+
+// Taken returns the samples taken so far.
+func (s *Sampler) Taken() []entry.Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]entry.Sample(nil), s.taken...)
+}
+
+// Plans returns the plan of every sample taken so far.
+func (s *Sampler) Plans() []probe.Plan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]probe.Plan(nil), s.plans...)
+}
+
+// Fsyncs is how many disk readings were asked for.
+func (s *Sampler) Fsyncs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fsyncs
+}
+
+// MemberID is the etcd member ID the test gives a voter node: unpadded
+// lowercase hex, as etcd's labels print it.
+func MemberID(node string) string {
+	var h uint64 = 0x8e9e05c52164694d
+	for _, b := range []byte(node) {
+		h = h*0x100000001b3 ^ uint64(b)
+	}
+	return strconv.FormatUint(h, 16)
+}
+
+// Fit is a sample of a healthy host: a wired link, 1 ms connects to every
+// peer, 16 GiB available of 64 GiB, no memory stall, and on voters an etcd
+// with a leader, connected to every peer, quota 2 GiB. The available memory
+// carries seq in its last KiB, so every sample is told apart in the entry.
+func Fit(plan probe.Plan, seq int, at time.Time) entry.Sample {
+	stall := 0.0
+	s := entry.Sample{
+		At:                  at,
+		Link:                entry.Link{Interface: "eth0", Class: entry.ClassWired},
+		MemTotalBytes:       64 << 30,
+		MemAvailableBytes:   16<<30 + uint64(seq)*1024,
+		MemFullStallSeconds: &stall,
+	}
+	if len(plan.Peers) > 0 {
+		s.Connect = map[string]entry.Connect{}
+		for _, p := range plan.Peers {
+			s.Connect[p.Node] = entry.Connect{Seconds: 0.001}
+		}
+	}
+	if plan.Voter {
+		s.Etcd = &entry.EtcdSample{HasLeader: true, ConnectedPeers: len(plan.Peers), KnownPeers: len(plan.Peers), QuotaBytes: 2 << 30, DBSizeBytes: 20 << 20}
+	}
+	return s
+}
+
+// FitFsync is a disk reading well under the 10 ms fact.
+func FitFsync(at time.Time) entry.FsyncReading {
+	return entry.FsyncReading{At: at.UTC(), Dir: "/var/lib/fleet-role/fsync", Filesystem: "ext4", MeasuredDisk: true,
+		Writes: 10029, P99Seconds: 0.0021, MaxSeconds: 0.0093}
+}
+
+// Seq is the sequence number Fit put in a sample (its KiB of memory above
+// 16 GiB), or -1.
+func Seq(s entry.Sample) int {
+	if s.MemAvailableBytes < 16<<30 {
+		return -1
+	}
+	return int((s.MemAvailableBytes - 16<<30) / 1024)
+}
+
+// Millis is each sample's time to the millisecond, as the entry keeps it.
+func Millis(samples []entry.Sample) []int64 {
+	out := make([]int64, len(samples))
+	for i, s := range samples {
+		out[i] = s.At.UnixMilli()
+	}
+	return out
+}
+
+// Store wraps a probe's or controller's store and counts its calls.
+type Store struct {
+	Inner interface {
+		Get(ctx context.Context, name string) (map[string]string, error)
+		PatchKey(ctx context.Context, name, key string, value *string) error
+	}
+
+	mu                     sync.Mutex
+	gets, patches, patchOK int
+	lastErr                error
+	errs                   []error
+	bytes                  []int
+}
+
+// Get counts and passes on.
+func (s *Store) Get(ctx context.Context, name string) (map[string]string, error) {
+	s.mu.Lock()
+	s.gets++
+	s.mu.Unlock()
+	return s.Inner.Get(ctx, name)
+}
+
+// PatchKey counts and passes on.
+func (s *Store) PatchKey(ctx context.Context, name, key string, value *string) error {
+	err := s.Inner.PatchKey(ctx, name, key, value)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.patches++
+	if err == nil {
+		s.patchOK++
+		if value != nil {
+			s.bytes = append(s.bytes, len(*value))
+		}
+	} else {
+		s.lastErr = err
+		s.errs = append(s.errs, err)
+	}
+	return err
+}
+
+// Errors returns every error a patch returned that was not a cancellation:
+// a loop stopping cancels the write in flight, and then writes what it holds
+// with a context of its own.
+func (s *Store) Errors() []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []error
+	for _, err := range s.errs {
+		if !errors.Is(err, context.Canceled) {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// Cancelled is how many patches a cancellation cut short.
+func (s *Store) Cancelled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, err := range s.errs {
+		if errors.Is(err, context.Canceled) {
+			n++
+		}
+	}
+	return n
+}
+
+// Counts returns the Gets, the patches and the patches that succeeded.
+func (s *Store) Counts() (gets, patches, ok int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gets, s.patches, s.patchOK
+}
+
+// LastErr is the last error a patch returned.
+func (s *Store) LastErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
+}
+
+// Sizes returns the sizes of the values written, smallest and largest.
+func (s *Store) Sizes() (min, max int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, b := range s.bytes {
+		if i == 0 || b < min {
+			min = b
+		}
+		if b > max {
+			max = b
+		}
+	}
+	return min, max
+}
+
+// History records every value each key of one ConfigMap took, from a watch
+// held by the admin: every write the API server accepted is seen, however
+// quickly the next one follows.
+type History struct {
+	mu       sync.Mutex
+	versions map[string][]string // key -> distinct values in order
+	events   int
+	err      error
+	done     chan struct{}
+}
+
+// WatchConfigMap starts recording; it stops when ctx ends (Wait waits for it).
+func (c *Cluster) WatchConfigMap(ctx context.Context, t testing.TB, name string) *History {
+	t.Helper()
+	h := &History{versions: map[string][]string{}, done: make(chan struct{})}
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	l, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range l.Items {
+		h.record(cm.Data)
+	}
+	w, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(h.done)
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					if ctx.Err() == nil {
+						h.fail(fmt.Errorf("watch of %s closed early", name))
+					}
+					return
+				}
+				switch ev.Type {
+				case watch.Added, watch.Modified:
+					h.record(ev.Object.(*corev1.ConfigMap).Data)
+				case watch.Error:
+					h.fail(fmt.Errorf("watch of %s: %v", name, ev.Object))
+					return
+				}
+			}
+		}
+	}()
+	return h
+}
+
+func (h *History) record(data map[string]string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events++
+	for k, v := range data {
+		vs := h.versions[k]
+		if len(vs) == 0 || vs[len(vs)-1] != v {
+			h.versions[k] = append(vs, v)
+		}
+	}
+}
+
+func (h *History) fail(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = err
+	}
+}
+
+// Wait waits for the watch to end and returns its error.
+func (h *History) Wait() error {
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// Versions returns every distinct value key took, in order.
+func (h *History) Versions(key string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.versions[key]...)
+}
+
+// Events is how many versions of the ConfigMap were seen.
+func (h *History) Events() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.events
+}
+
+// Keys returns the keys seen, sorted.
+func (h *History) Keys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for k := range h.versions {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Log is a JSON slog logger into memory, for tests that check what a loop
+// logged.
+type Log struct {
+	*slog.Logger
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// NewLog returns an empty log.
+func NewLog() *Log {
+	l := &Log{}
+	l.Logger = slog.New(slog.NewJSONHandler(lockedWriter{l}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return l
+}
+
+type lockedWriter struct{ l *Log }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.l.mu.Lock()
+	defer w.l.mu.Unlock()
+	return w.l.buf.Write(p)
+}
+
+// Records returns every record logged with message msg, decoded.
+func (l *Log) Records(msg string) []map[string]any {
+	l.mu.Lock()
+	text := l.buf.String()
+	l.mu.Unlock()
+	return ParseLog(text, msg)
+}
+
+// ParseLog decodes the JSON lines of a log with message msg.
+func ParseLog(text, msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(text, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
