@@ -31,7 +31,8 @@ cluster:
   fleet-role decide --probe probe.json --nodes nodes.json --previous previous.json -o table
 
 --previous takes a status.json or the fleet-role-status ConfigMap; without it
-every entry counts as just changed and the voter set as just formed (so the
+every entry counts as just changed and the voter set dates from the voters'
+k3s EtcdIsVoter transitions, or from now when a voter has none (so the
 cooldown runs). --now replays a decision at a given time (default: now).
 Settings come from --settings, FLEET_ROLE_* variables and the flags below, as
 for the controller. Exit 1 when a file cannot be read, 2 for a bad flag,

@@ -435,3 +435,50 @@ func ExampleSummary() {
 	fmt.Println(decide.Summary(decide.Reason{Signal: decide.SignalConnect, Subject: "bravo", Value: &v, Limit: &l, Unit: "seconds", Rule: settings.AtMost}))
 	// Output: connect bravo: 812ms, must be at most 250ms
 }
+
+// A controller with no previous status dates the voter set from k3s's
+// EtcdIsVoter transitions when every voter has one: at, just under and just
+// over the cooldown since the latest of them. One voter without it: now.
+func TestCooldownFromVoterConditions(t *testing.T) {
+	s := settings.Defaults()
+	f := standardFleet(s)
+	f.host("alpha").slowWAL = true
+	cool := s.Cooldown().Duration()
+	for _, c := range []struct {
+		ago  time.Duration
+		swap bool
+	}{{cool - time.Millisecond, false}, {cool, true}, {cool + time.Millisecond, true}} {
+		in := f.input(t, nil)
+		for i := range in.Nodes {
+			if in.Nodes[i].Voter {
+				// The latest transition decides; older ones do not.
+				in.Nodes[i].VoterSince = f.now.Add(-c.ago - time.Duration(i)*time.Hour)
+			}
+		}
+		latest := f.now.Add(-c.ago - time.Duration(firstVoter(in.Nodes))*time.Hour)
+		st := decide.Decide(in)
+		if got := st.Decision.Action == decide.ActionSwap; got != c.swap || !st.Memory.VotersChangedAt.Equal(latest) {
+			t.Fatalf("voters became voters %v ago (cooldown %v): swap %v (want %v), changed at %v (want %v): %+v",
+				c.ago, cool, got, c.swap, st.Memory.VotersChangedAt, latest, st.Decision.Reasons)
+		}
+	}
+	in := f.input(t, nil)
+	for i := range in.Nodes {
+		if in.Nodes[i].Voter && i != firstVoter(in.Nodes) {
+			in.Nodes[i].VoterSince = f.now.Add(-2 * cool)
+		}
+	}
+	if st := decide.Decide(in); !st.Memory.VotersChangedAt.Equal(f.now) || st.Decision.Action != decide.ActionNone {
+		t.Fatalf("a voter without a transition time: changed at %v, want now; decision %+v", st.Memory.VotersChangedAt, st.Decision)
+	}
+}
+
+// firstVoter is the index of the voter whose transition is the latest.
+func firstVoter(nodes []decide.Node) int {
+	for i, n := range nodes {
+		if n.Voter {
+			return i
+		}
+	}
+	return -1
+}

@@ -177,16 +177,33 @@ func verdictOf(rs []Reason) Verdict {
 	return v
 }
 
-// remember carries the voter set and when it last changed.
+// remember carries the voter set and when it last changed. A change seen
+// between two decisions dates from the later one. With no previous decision
+// (a controller's first), the set dates from the latest of its voters' k3s
+// EtcdIsVoter transitions when every voter has one, since k3s saw them become
+// voters; otherwise from now, which holds any swap back for a cooldown rather
+// than guess that the set is old.
 func remember(prev *Status, hosts []*host, now time.Time) Memory {
 	m := Memory{Voters: []string{}, VotersChangedAt: now}
+	var latest time.Time
+	known := true
 	for _, h := range hosts {
-		if h.role == RoleVoter {
-			m.Voters = append(m.Voters, h.node.Name)
+		if h.role != RoleVoter {
+			continue
+		}
+		m.Voters = append(m.Voters, h.node.Name)
+		if h.node.VoterSince.IsZero() {
+			known = false
+		} else if h.node.VoterSince.After(latest) {
+			latest = h.node.VoterSince
 		}
 	}
 	if prev != nil && slices.Equal(prev.Memory.Voters, m.Voters) && !prev.Memory.VotersChangedAt.IsZero() && !prev.Memory.VotersChangedAt.After(now) {
 		m.VotersChangedAt = prev.Memory.VotersChangedAt.UTC()
+		return m
+	}
+	if prev == nil && known && len(m.Voters) > 0 && !latest.After(now) {
+		m.VotersChangedAt = latest.UTC()
 	}
 	return m
 }

@@ -32,4 +32,8 @@ type Node struct {
 	// PeerAddress: the annotation etcd.k3s.cattle.io/node-address, else the
 	// InternalIP.
 	PeerAddress string
+	// VoterSince: when k3s last turned this node's EtcdIsVoter condition
+	// True (its lastTransitionTime); zero when unknown. A controller with no
+	// previous status takes from it when the voter set formed.
+	VoterSince time.Time
 }

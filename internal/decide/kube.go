@@ -32,8 +32,14 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
 		n.Eligible, n.EligibleMarked = v == "true", marked
 		n.Pinned = k.Labels[s.PinnedLabel] == "true"
 		for _, c := range k.Status.Conditions {
-			if string(c.Type) == EtcdIsVoterCondition && c.Status == corev1.ConditionFalse && c.Reason == MemberIsLearner {
+			if string(c.Type) != EtcdIsVoterCondition {
+				continue
+			}
+			if c.Status == corev1.ConditionFalse && c.Reason == MemberIsLearner {
 				n.Learner = true
+			}
+			if c.Status == corev1.ConditionTrue {
+				n.VoterSince = c.LastTransitionTime.UTC()
 			}
 		}
 		n.PeerAddress = k.Annotations[NodeAddressAnnotation]
