@@ -164,6 +164,7 @@ type fleet struct {
 	log      *slog.Logger
 	logFile  *os.File
 	proxyLog *zap.Logger
+	formed   time.Time // when the etcd cluster was up
 }
 
 // Run runs the demo until it has shown what it set out to show, or ctx ends.
@@ -358,6 +359,7 @@ func (f *fleet) startEtcd(ctx context.Context, binary string) error {
 		return fmt.Errorf("start etcd: %w", err)
 	}
 	f.cluster = c
+	f.formed = time.Now()
 	for i, m := range c.Members {
 		f.hosts[i].member = m
 	}
@@ -444,8 +446,11 @@ func (f *fleet) registerNodes() {
 			// Peers reach the member through its proxy, on a port of its
 			// own: all the demo's hosts share one address.
 			n.Annotations[probe.PeerAddressAnnotation] = hostPort(h.member.AdvertisePeerURL)
+			// k3s dates the condition from when the member became a
+			// voter: here, when the cluster formed.
 			n.Status.Conditions = []corev1.NodeCondition{{
 				Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
+				LastTransitionTime: metav1.NewTime(f.formed),
 			}}
 		}
 		nodes = append(nodes, n)
