@@ -387,10 +387,27 @@ func TestUnknownHostDoesNotAccuse(t *testing.T) {
 	}
 	f.host("delta").samples = 0
 	st = decide.Decide(f.input(t, settled(f, 2*time.Hour)))
-	for _, n := range []string{"alpha", "bravo", "charlie", "delta"} {
-		wantVerdict(t, st, n, decide.Unfit)
+	// Judged, delta's poor path is held against delta alone: the voters'
+	// paths to each other are fine, so none of them is the one to replace.
+	wantVerdict(t, st, "delta", decide.Unfit)
+	for _, n := range []string{"alpha", "bravo", "charlie"} {
+		wantVerdict(t, st, n, decide.Fit)
 	}
-	wantLinkNamed(t, st, "alpha", "delta")
+	if st.Decision.Action != decide.ActionNone {
+		t.Fatalf("a standby's poor path made a swap: %+v", st.Decision)
+	}
+	wantLinkNamed(t, st, "delta", "alpha")
+	named := false
+	for _, h := range st.Hosts {
+		for _, r := range h.Reasons {
+			if h.Name == "alpha" && r.Subject == "delta" && r.OK && strings.Contains(r.Detail, "held against delta") {
+				named = true
+			}
+		}
+	}
+	if !named {
+		t.Fatal("alpha does not name delta's slow link to it as held against delta")
+	}
 }
 
 // Same inputs, same bytes: whatever order the Nodes come in.
@@ -481,4 +498,19 @@ func firstVoter(nodes []decide.Node) int {
 		}
 	}
 	return -1
+}
+
+// A standby on a poor path to one healthy voter: the standby is unfit, the
+// voter is not, and no swap sends that voter out for that standby.
+func TestStandbyPoorPathDoesNotSwapAHealthyVoter(t *testing.T) {
+	f := standardFleet(settings.Defaults())
+	f.slow[pairOf("alpha", "delta")] = 0.4
+	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	wantVerdict(t, st, "delta", decide.Unfit)
+	for _, n := range []string{"alpha", "bravo", "charlie"} {
+		wantVerdict(t, st, n, decide.Fit)
+	}
+	if st.Decision.Action != decide.ActionNone {
+		t.Fatalf("decision %+v, want none", st.Decision)
+	}
 }

@@ -119,9 +119,15 @@ func observe(prev *Observation, raw string, now time.Time) *Observation {
 	return o
 }
 
-// mirrorSlowLinks names a slow link on both its ends: a host that measured a
-// voter slow makes that voter unfit too. Only measurements of judged hosts
-// (a full, fresh window) count against another host.
+// mirrorSlowLinks names a slow link on both its ends. Between two voters it
+// makes both unfit: either end may be the one on the poor path, and the voter
+// on the most slow links is the one replaced. A slow link that a host which
+// does not vote measured to a voter is named on the voter but held only
+// against the measuring host: a voter is judged by the paths the quorum uses,
+// and a poor path from one standby must not make a healthy voter the one to
+// swap out (for that very standby, which would then be judged without it).
+// Only measurements of judged hosts (a full, fresh window) count against
+// another host.
 func mirrorSlowLinks(hosts []*host, byName map[string]*host) {
 	for _, x := range hosts {
 		if !x.judged {
@@ -138,10 +144,17 @@ func mirrorSlowLinks(hosts []*host, byName map[string]*host) {
 			m := r
 			m.Subject = x.node.Name
 			m.Detail = "measured by " + x.node.Name + ": " + r.Detail
+			if !votes(x) && votes(y) {
+				m.Value, m.Limit, m.OK = nil, nil, true
+				m.Detail += "; held against " + x.node.Name + ", which does not vote, not against this voter, whose paths to the other voters decide"
+			}
 			y.reasons = append(y.reasons, m)
 		}
 	}
 }
+
+// votes reports a host that holds an etcd vote or is becoming one.
+func votes(h *host) bool { return h.role == RoleVoter || h.role == RoleLearner }
 
 func hasSlowLink(rs []Reason, other string) bool {
 	for _, r := range rs {

@@ -102,7 +102,7 @@ func plan(s settings.Settings, now time.Time, hosts []*host, mem Memory) Decisio
 // choose picks the voter to replace and the standby to replace it with,
 // adding a reason for each step.
 func choose(s settings.Settings, voters, standbys []*host, d *Decision) (out, in string) {
-	const replaceBasis = "a slow link makes both its ends unfit, so the unfit voter on the most slow links is the one to replace (ties: the worst margin over its limits, then the name)"
+	const replaceBasis = "a slow link between voters makes both its ends unfit, so the unfit voter on the most slow links is the one to replace (ties: the worst margin over its limits, then the name)"
 	var unfit []*host
 	var unknown []string
 	for _, v := range voters {
