@@ -1,0 +1,531 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/testenv"
+)
+
+// slowVoter is slowed in step 3: a voter that is not pinned.
+const slowVoter = "server-2"
+
+// injected is the delay put on every packet to and from the slow voter, in
+// each direction: a connect to it takes at least twice this, 600 ms, well
+// past the connect limit (election timeout / 20 = 250 ms) and past the peer
+// round-trip limit (election timeout / 10 = 500 ms).
+const injected = 300 * time.Millisecond
+
+// Deadlines of the polls. Each is several times what the step needs on an
+// idle machine; what a step must do within a bound is asserted separately,
+// in periods.
+const (
+	baselineTimeout = 5 * time.Minute // a window (40 s) and the cooldown (50 s) from the first decision
+	slowTimeout     = 3 * time.Minute
+	peerRTTTimeout  = 4 * time.Minute // etcd observes its smoothed round trip every 30 s
+	recoverTimeout  = 5 * time.Minute // the slow samples and round trips leave the window
+	pauseTimeout    = 2 * time.Minute
+	pollEvery       = 250 * time.Millisecond
+)
+
+// TestMesh is the end-to-end scenario of issue 5, in its order.
+func TestMesh(t *testing.T) {
+	testenv.RequireRoot(t)
+	began := time.Now()
+	m := startMesh(t)
+	s := m.settings
+	period := s.SamplePeriod
+	var fig figures
+
+	step(t, "1. RBAC: kubectl auth can-i as each ServiceAccount")
+	m.checkRBAC(t)
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	before := m.snapshot(t)
+	m.startComponents(t)
+
+	step(t, "2. baseline: a full window from every host, every host fit, decision none")
+	st := m.waitFor(t, "every host fit with a full window and nothing to replace", baselineTimeout, func(st *decide.Status) error {
+		if err := allFit(st, s); err != nil {
+			return err
+		}
+		// The slow voter's swap must not be held back by the cooldown, or
+		// step 3 would time the cooldown rather than the detection.
+		if r := decisionReason(st, decide.GateCooldown, ""); r == nil || !r.OK {
+			return errors.New("the cooldown has not passed yet")
+		}
+		return nil
+	})
+	m.checkBaseline(t, st)
+	fig.baseline = time.Since(began)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := m.readyz(ctx); err != nil {
+		t.Errorf("controller /readyz at the baseline: %v", err)
+	}
+	cancel()
+
+	step(t, fmt.Sprintf("3. slow voter: %v on every packet to and from %s", injected, slowVoter))
+	// The nearest-rank p of a window is its Rank(p, window)-th smallest
+	// sample, so it turns slow once window-Rank+1 samples are slow (2 of 20
+	// at p95). A probe takes those within that many periods of the delay's
+	// start, the first of them possibly straddling it; the controller reads
+	// them within one more period; one more for the loaded machine (a probe
+	// on the slow host needs round trips of 600 ms for its own API calls).
+	need := s.Window - quantile.Rank(s.TailPercentile, s.Window) + 1
+	swapBound := float64(need + 3)
+	delayed := time.Now()
+	if err := m.lab.SetDelay(slowVoter, injected); err != nil {
+		t.Fatal(err)
+	}
+	st = m.waitFor(t, "the slow voter unfit and the swap named", slowTimeout, func(st *decide.Status) error {
+		if h := hostOf(st, slowVoter); h == nil || h.Verdict != decide.Unfit {
+			return fmt.Errorf("%s is not unfit yet", slowVoter)
+		}
+		if d := st.Decision; d.Action != decide.ActionSwap || d.Out != slowVoter || d.In != standby {
+			return fmt.Errorf("decision %s %s -> %s, want swap %s -> %s", d.Action, d.Out, d.In, slowVoter, standby)
+		}
+		return nil
+	})
+	fig.swapAfter = st.GeneratedAt.Sub(delayed)
+	fig.swapPeriods = periods(fig.swapAfter, period)
+	fig.swapLinks = slowLinkFigures(st, slowVoter)
+	m.checkSwap(t, st)
+	if fig.swapPeriods > swapBound {
+		t.Errorf("the swap was named %.1f periods after the delay started, over the bound of %.0f (%d slow samples for the p%s of %d, + 3)",
+			fig.swapPeriods, swapBound, need, settings.PercentileName(s.TailPercentile), s.Window)
+	}
+	t.Logf("swap %s -> %s named %.1f s = %.1f periods after the delay started (bound %.0f periods)",
+		slowVoter, standby, fig.swapAfter.Seconds(), fig.swapPeriods, swapBound)
+
+	// etcd's own peer streams see the delay too: its round trip is a
+	// smoothed average observed every 30 s (FACTS.md), so it crosses the
+	// limit later than the connects do.
+	rttLimit := s.RTTLimit()
+	st = m.waitFor(t, "etcd's own round trip to the slow voter over its limit, every connect >= 2 x the delay", peerRTTTimeout, func(st *decide.Status) error {
+		if d := st.Decision; d.Action != decide.ActionSwap || d.Out != slowVoter || d.In != standby {
+			return fmt.Errorf("decision %s %s -> %s, want swap %s -> %s", d.Action, d.Out, d.In, slowVoter, standby)
+		}
+		over := false
+		for _, l := range slowLinkFigures(st, slowVoter) {
+			switch {
+			case l.signal == decide.SignalConnect && (l.value == nil || *l.value < (2*injected).Seconds()):
+				return fmt.Errorf("connect %s: %s, want at least 2 x %v", l.link, l.show(), injected)
+			case l.signal == decide.SignalPeerRTT && !l.ok:
+				over = true
+			}
+		}
+		if !over {
+			return fmt.Errorf("no peer round trip with %s over %s yet", slowVoter, decide.FormatValue(rttLimit.Value, rttLimit.Unit))
+		}
+		return nil
+	})
+	fig.rttAfter = st.GeneratedAt.Sub(delayed)
+	fig.rttLinks = slowLinkFigures(st, slowVoter)
+
+	step(t, "4. restore, then pause a voter")
+	if err := m.lab.SetDelay(slowVoter, 0); err != nil {
+		t.Fatal(err)
+	}
+	restored := time.Now()
+	st = m.waitFor(t, "every host fit again after the delay is removed", recoverTimeout, func(st *decide.Status) error {
+		return allFit(st, s)
+	})
+	fig.restoreAfter = st.GeneratedAt.Sub(restored)
+
+	paused := m.pauseVoter(t)
+	pausedAt := time.Now()
+	// The stale limit is 3 periods of the entry unchanged as the
+	// controller sees it; it may first see the last write up to a period
+	// after the pause, and judges at its next tick: 5 periods, and one more
+	// for the document to be read.
+	staleBound := 3 + 3.0
+	st = m.waitFor(t, "the paused voter's probe reported stale and the controller would not act", pauseTimeout, func(st *decide.Status) error {
+		h := hostOf(st, paused)
+		if h == nil || h.Verdict != decide.Unknown {
+			return fmt.Errorf("%s is not unknown yet", paused)
+		}
+		if r := reasonOf(h, decide.SignalFreshness, ""); r == nil || r.OK || !strings.Contains(r.Detail, "stopped reporting") {
+			return fmt.Errorf("%s's entry is not reported stale", paused)
+		}
+		if st.Decision.Action != decide.ActionNone {
+			return fmt.Errorf("decision %s, want none", st.Decision.Action)
+		}
+		if r := decisionReason(st, decide.GateReported, paused); r == nil || r.OK {
+			return fmt.Errorf("no %s reason naming %s", decide.GateReported, paused)
+		}
+		return nil
+	})
+	fig.paused = paused
+	fig.staleAfter = st.GeneratedAt.Sub(pausedAt)
+	fig.stalePeriods = periods(fig.staleAfter, period)
+	fig.staleReason = decide.Summary(*decisionReason(st, decide.GateReported, paused))
+	t.Logf("%s paused: would not act %.1f s = %.1f periods later (bound %.0f): %s",
+		paused, fig.staleAfter.Seconds(), fig.stalePeriods, staleBound, fig.staleReason)
+	logStatus(t, st)
+	if fig.stalePeriods > staleBound {
+		t.Errorf("the pause was reported %.1f periods after it began, over the bound of %.0f", fig.stalePeriods, staleBound)
+	}
+
+	m.resumeVoter(t, paused)
+	resumed := time.Now()
+	var during []string
+	st = m.waitFor(t, "every host fit again after SIGCONT", recoverTimeout, func(st *decide.Status) error {
+		if d := st.Decision; d.Action == decide.ActionSwap {
+			if x := fmt.Sprintf("swap %s -> %s", d.Out, d.In); !slices.Contains(during, x) {
+				during = append(during, x)
+			}
+		}
+		return allFit(st, s)
+	})
+	fig.resumeAfter = st.GeneratedAt.Sub(resumed)
+	fig.duringResume = during
+	if len(during) > 0 {
+		t.Logf("while %s recovered the decision named: %s", paused, strings.Join(during, ", "))
+	}
+
+	step(t, "5. nothing in the cluster changed but fleet-role's two ConfigMaps")
+	m.stopComponents(t)
+	after := m.snapshot(t)
+	m.compareSnapshots(t, before, after)
+	m.checkAudit(t)
+
+	fig.total = time.Since(began)
+	fig.log(t, s)
+}
+
+func step(t *testing.T, what string) {
+	t.Helper()
+	t.Logf("== %s (%s)", what, time.Now().Format("15:04:05"))
+}
+
+func periods(d, period time.Duration) float64 {
+	return math.Round(float64(d)/float64(period)*10) / 10
+}
+
+// waitFor polls the published status until cond accepts it, failing after
+// timeout with what it waited for, why the last status did not do, that
+// status, and the components' logs. Every component must stay up.
+func (m *mesh) waitFor(t *testing.T, what string, timeout time.Duration, cond func(*decide.Status) error) *decide.Status {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *decide.Status
+	var why error
+	for {
+		for _, p := range m.components() {
+			if gone, err := p.exited(); gone {
+				t.Fatalf("waiting for %s: %s exited (%v):\n%s", what, p.name, err, tail(p.log, 30))
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := m.status(ctx)
+		cancel()
+		if err != nil {
+			why = err
+		} else {
+			last = st
+			if why = cond(st); why == nil {
+				t.Logf("%s: status of %s", what, st.GeneratedAt.Format("15:04:05.000"))
+				return st
+			}
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			if last != nil {
+				_ = last.WriteTable(&b)
+			}
+			for _, p := range m.components() {
+				fmt.Fprintf(&b, "\n-- %s:\n%s\n", p.name, tail(p.log, 8))
+			}
+			t.Fatalf("no %s within %v: %v\nlast status:\n%s", what, timeout, why, b.String())
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// status reads the status document as the admin would.
+func (m *mesh) status(ctx context.Context) (*decide.Status, error) {
+	cm, err := m.admin.CoreV1().ConfigMaps(m.settings.Namespace).Get(ctx, m.settings.StatusConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := cm.Data[decide.StatusKey]
+	if !ok {
+		return nil, fmt.Errorf("%s has no %s yet", m.settings.StatusConfigMap, decide.StatusKey)
+	}
+	return decide.UnmarshalStatus([]byte(raw))
+}
+
+func logStatus(t *testing.T, st *decide.Status) {
+	t.Helper()
+	var b strings.Builder
+	_ = st.WriteTable(&b)
+	t.Logf("status of %s:\n%s", st.GeneratedAt.Format("15:04:05.000"), b.String())
+}
+
+func hostOf(st *decide.Status, name string) *decide.Host {
+	for i := range st.Hosts {
+		if st.Hosts[i].Name == name {
+			return &st.Hosts[i]
+		}
+	}
+	return nil
+}
+
+func reasonOf(h *decide.Host, signal, subject string) *decide.Reason {
+	for i := range h.Reasons {
+		if r := &h.Reasons[i]; r.Signal == signal && r.Subject == subject {
+			return r
+		}
+	}
+	return nil
+}
+
+func decisionReason(st *decide.Status, signal, subject string) *decide.Reason {
+	for i := range st.Decision.Reasons {
+		if r := &st.Decision.Reasons[i]; r.Signal == signal && r.Subject == subject {
+			return r
+		}
+	}
+	return nil
+}
+
+// allFit holds every host present with a full window and fit, and the
+// decision none because nothing is unfit.
+func allFit(st *decide.Status, s settings.Settings) error {
+	for _, name := range hosts {
+		h := hostOf(st, name)
+		if h == nil {
+			return fmt.Errorf("%s is not in the status", name)
+		}
+		if h.Samples != s.Window {
+			return fmt.Errorf("%s has %d of %d samples", name, h.Samples, s.Window)
+		}
+		if h.Verdict != decide.Fit {
+			r, _ := decide.DecidingReason(*h)
+			return fmt.Errorf("%s is %s: %s", name, h.Verdict, decide.Summary(r))
+		}
+	}
+	if len(st.Hosts) != len(hosts) {
+		return fmt.Errorf("%d hosts in the status, want %d", len(st.Hosts), len(hosts))
+	}
+	if st.Decision.Action != decide.ActionNone {
+		return fmt.Errorf("decision %s %s -> %s, want none", st.Decision.Action, st.Decision.Out, st.Decision.In)
+	}
+	r := decisionReason(st, decide.StepReplace, "")
+	if r == nil || r.OK || r.Detail != "every voter is fit: nothing to replace" {
+		return errors.New("the decision does not say that nothing is unfit")
+	}
+	return nil
+}
+
+// checkBaseline holds what the first all-fit status says of the hosts: the
+// roles and labels as registered, the disk reading skipped for the
+// settings' reason, and every connect measured under its limit.
+func (m *mesh) checkBaseline(t *testing.T, st *decide.Status) {
+	t.Helper()
+	logStatus(t, st)
+	if !st.DryRun {
+		t.Error("the status is not a dry run")
+	}
+	if got := st.Settings.Values.FsyncSkipReason; got != fsyncSkipReason {
+		t.Errorf("status settings fsync_skip_reason %q, want %q", got, fsyncSkipReason)
+	}
+	for _, name := range hosts {
+		h := hostOf(st, name)
+		role := decide.RoleVoter
+		if name == standby {
+			role = decide.RoleStandby
+		}
+		if h.Role != role || !h.Eligible || h.Pinned != (name == pinnedHost) {
+			t.Errorf("%s: role %s eligible %v pinned %v, want %s, eligible, pinned %v", name, h.Role, h.Eligible, h.Pinned, role, name == pinnedHost)
+		}
+		for _, r := range h.Reasons {
+			if r.Signal == decide.SignalConnect && r.Value == nil {
+				t.Errorf("%s: connect %s not measured: %s", name, r.Subject, r.Detail)
+			}
+		}
+	}
+	r := reasonOf(hostOf(st, standby), decide.SignalFdatasync, "")
+	if r == nil {
+		// A reading recorded as skipped names the directory it would have used.
+		for _, x := range hostOf(st, standby).Reasons {
+			if x.Signal == decide.SignalFdatasync {
+				r = &x
+			}
+		}
+	}
+	if r == nil || !r.OK || !strings.Contains(r.Detail, fsyncSkipReason) {
+		t.Errorf("the standby's fdatasync reason does not say the disk reading is skipped because %q: %+v", fsyncSkipReason, r)
+	} else {
+		t.Logf("standby: %s", decide.Summary(*r))
+	}
+}
+
+// checkSwap holds what the status naming the swap says: the slow voter's
+// slow links, each over the connect limit, named in its reasons and in the
+// decision's.
+func (m *mesh) checkSwap(t *testing.T, st *decide.Status) {
+	t.Helper()
+	logStatus(t, st)
+	h := hostOf(st, slowVoter)
+	limit := m.settings.ConnectLimit()
+	for _, other := range []string{"server-1", "server-3"} {
+		// Its own measurement or the other end's, mirrored: a slow link
+		// makes both its ends unfit, whichever end saw it first.
+		var slow *decide.Reason
+		for i := range h.Reasons {
+			if r := &h.Reasons[i]; r.Signal == decide.SignalConnect && r.Subject == other && !r.OK {
+				slow = r
+			}
+		}
+		if slow == nil {
+			t.Errorf("%s has no slow link to %s in its reasons", slowVoter, other)
+			continue
+		}
+		if slow.Value != nil && *slow.Value <= limit.Value {
+			t.Errorf("%s's slow link to %s reads %v, not over %v", slowVoter, other, *slow.Value, limit.Value)
+		}
+		t.Logf("%s: %s (%s)", slowVoter, decide.Summary(*slow), slow.Detail)
+	}
+	r := decisionReason(st, decide.StepReplace, slowVoter)
+	if r == nil || !r.OK || r.Value == nil || *r.Value < 2 || !strings.Contains(r.Detail, "server-1") || !strings.Contains(r.Detail, "server-3") {
+		t.Errorf("the decision does not replace %s for its slow links to server-1 and server-3: %+v", slowVoter, r)
+	} else {
+		t.Logf("decision: %s", r.Detail)
+	}
+	if c := decisionReason(st, decide.StepCandidate, standby); c == nil || !c.OK {
+		t.Errorf("%s is not a fit candidate: %+v", standby, c)
+	}
+}
+
+// linkFigure is one measurement of a link with the slow voter, as the host
+// that took it reports it (mirrored copies are left out).
+type linkFigure struct {
+	signal, link string
+	value, limit *float64
+	unit         string
+	ok           bool
+}
+
+func (l linkFigure) show() string {
+	if l.value == nil {
+		return "failed"
+	}
+	return decide.FormatValue(*l.value, l.unit)
+}
+
+func slowLinkFigures(st *decide.Status, slow string) []linkFigure {
+	var out []linkFigure
+	for _, h := range st.Hosts {
+		for _, r := range h.Reasons {
+			if r.Signal != decide.SignalConnect && r.Signal != decide.SignalPeerRTT {
+				continue
+			}
+			if (h.Name != slow && r.Subject != slow) || strings.HasPrefix(r.Detail, "measured by ") {
+				continue
+			}
+			out = append(out, linkFigure{r.Signal, h.Name + " -> " + r.Subject, r.Value, r.Limit, r.Unit, r.OK})
+		}
+	}
+	return out
+}
+
+// pauseVoter pauses a voter that is neither the pinned one (whose member
+// the API server uses) nor etcd's leader: SIGSTOP on its etcd member and on
+// its probe, a paused host.
+func (m *mesh) pauseVoter(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leader, err := m.etcd.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "server-3"
+	if leader.Name == name {
+		name = slowVoter
+	}
+	for _, mb := range m.etcd.Members {
+		if mb.Name == name {
+			if err := mb.Pause(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := m.probes[name].pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("paused %s's etcd member and probe (SIGSTOP); etcd's leader is %s", name, leader.Name)
+	return name
+}
+
+func (m *mesh) resumeVoter(t *testing.T, name string) {
+	t.Helper()
+	for _, mb := range m.etcd.Members {
+		if mb.Name == name {
+			if err := mb.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := m.probes[name].resume(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("continued %s (SIGCONT)", name)
+}
+
+// figures are what the scenario measured, printed at its end.
+type figures struct {
+	baseline            time.Duration
+	swapAfter           time.Duration
+	swapPeriods         float64
+	swapLinks, rttLinks []linkFigure
+	rttAfter            time.Duration
+	restoreAfter        time.Duration
+	paused              string
+	staleAfter          time.Duration
+	stalePeriods        float64
+	staleReason         string
+	resumeAfter         time.Duration
+	duringResume        []string
+	total               time.Duration
+}
+
+func (f figures) log(t *testing.T, s settings.Settings) {
+	t.Helper()
+	pn := "p" + settings.PercentileName(s.TailPercentile)
+	var b strings.Builder
+	fmt.Fprintf(&b, "mesh scenario figures (sample_period %v, window %d, %s):\n", s.SamplePeriod, s.Window, pn)
+	fmt.Fprintf(&b, "  baseline (all fit, cooldown passed) %.0f s after the start\n", f.baseline.Seconds())
+	fmt.Fprintf(&b, "  delay %v each way on %s -> swap %s -> %s named after %.1f s = %.1f periods\n",
+		injected, slowVoter, slowVoter, standby, f.swapAfter.Seconds(), f.swapPeriods)
+	fmt.Fprintf(&b, "  slow links when the swap was named (%s as the status shows it; injected round trip %v):\n", pn, 2*injected)
+	for _, l := range f.swapLinks {
+		fmt.Fprintf(&b, "    %-9s %-22s %s\n", l.signal, l.link, l.show())
+	}
+	fmt.Fprintf(&b, "  etcd's own round trip over its limit %.1f s after the delay started; then:\n", f.rttAfter.Seconds())
+	for _, l := range f.rttLinks {
+		fmt.Fprintf(&b, "    %-9s %-22s %s\n", l.signal, l.link, l.show())
+	}
+	fmt.Fprintf(&b, "  delay removed -> every host fit again after %.1f s\n", f.restoreAfter.Seconds())
+	fmt.Fprintf(&b, "  %s paused -> would not act after %.1f s = %.1f periods (%s)\n", f.paused, f.staleAfter.Seconds(), f.stalePeriods, f.staleReason)
+	fmt.Fprintf(&b, "  SIGCONT -> every host fit, decision none after %.1f s", f.resumeAfter.Seconds())
+	if len(f.duringResume) > 0 {
+		fmt.Fprintf(&b, " (meanwhile: %s)", strings.Join(f.duringResume, ", "))
+	}
+	fmt.Fprintf(&b, "\n  whole scenario %.0f s\n", f.total.Seconds())
+	t.Log(b.String())
+}

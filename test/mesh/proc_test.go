@@ -1,0 +1,147 @@
+package mesh
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stopGrace is how long a component gets to write what it holds after
+// SIGTERM before it is killed: the probe's own flush is bounded by 10 s.
+const stopGrace = 15 * time.Second
+
+// proc is one fleet-role process of the scenario (a probe or the
+// controller), its output in a file.
+type proc struct {
+	name string
+	log  string
+	cmd  *exec.Cmd
+
+	done chan struct{}
+	mu   sync.Mutex
+	err  error
+}
+
+// startProc starts cmd with its output in logPath and registers its stop in
+// t.Cleanup, so that it ends before anything registered earlier (the API
+// server, etcd, the lab) whatever happens to the test.
+func startProc(t *testing.T, name string, cmd *exec.Cmd, logPath string) *proc {
+	t.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	// No process may outlive the test binary, even one killed outright.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// exited reports whether the process has ended, and its exit error (nil
+// for status 0).
+func (p *proc) exited() (gone bool, err error) {
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// stop continues the process if it is paused, sends SIGTERM, and kills it
+// after stopGrace. It returns once the process has exited; safe to repeat.
+func (p *proc) stop() {
+	if gone, _ := p.exited(); gone {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(stopGrace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// pause stops the process (SIGSTOP) and returns once the kernel shows it
+// stopped, since the signal is delivered asynchronously.
+func (p *proc) pause() error {
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause %s: %w", p.name, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := procState(p.cmd.Process.Pid)
+		if err != nil {
+			return fmt.Errorf("pause %s: %w", p.name, err)
+		}
+		if st == "T" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pause %s: still in state %s after SIGSTOP", p.name, st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (p *proc) resume() error {
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("resume %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// procState is the one-letter state of a process (/proc/PID/stat, the field
+// after the parenthesised command name).
+func procState(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", fmt.Errorf("read state of pid %d: %w", pid, err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) == 0 {
+		return "", fmt.Errorf("read state of pid %d: short stat line", pid)
+	}
+	return f[0], nil
+}
+
+// tail is the last n lines of a log file, for failure messages.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(%v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
