@@ -539,4 +539,20 @@ func TestImageBinary(t *testing.T) {
 	if out, err := exec.Command(bin, "help", "no-such-command").CombinedOutput(); err == nil && strings.Contains(string(out), "fleet-role no-such-command") {
 		t.Errorf("the command check cannot fail: help of an unknown command said %s", out)
 	}
+	// Every container's args parse against the real command's flags: cobra
+	// parses every flag before it looks at --help, so an unknown or
+	// malformed flag fails (exit 2) and a good set prints the help (exit 0)
+	// without reading the settings file or reaching a cluster.
+	for _, c := range []corev1.Container{dep.Spec.Template.Spec.Containers[0], ds.Spec.Template.Spec.Containers[0]} {
+		args := append(append([]string(nil), c.Args...), "--help")
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+			t.Errorf("fleet-role %s: the container's args do not parse: %v\n%s", strings.Join(c.Args, " "), err, out)
+		}
+		bad := append(append([]string(nil), c.Args...), "--no-such-flag=1", "--help")
+		cmd := exec.Command(bin, bad...)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "unknown flag") {
+			t.Errorf("the args check cannot fail: fleet-role %s answered %v\n%s", strings.Join(bad, " "), err, out)
+		}
+	}
 }

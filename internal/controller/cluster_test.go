@@ -396,3 +396,142 @@ func TestWritesOnlyOnChange(t *testing.T) {
 	}
 	t.Logf("%d decisions, %d writes of status.json (at ticks %v), window %d periods", ticks, len(wrote), wrote, s.Window)
 }
+
+// The API server stops for a while (less than a window) and starts again:
+// eight probes and the controller never exit, the probes go on sampling with
+// the Nodes they last read, and every sample taken meanwhile arrives (the
+// window is written whole at the next write). The controller is not ready
+// after three periods without a decision, and ready again after.
+func TestAPIServerRestart(t *testing.T) {
+	c := probetest.Start(t)
+	// The outage lasts about as long as the API server takes to start
+	// again (3 to 5 s here); a 400 ms period makes the window 8 s.
+	s := probetest.Settings(t, 400*time.Millisecond)
+	var names []string
+	for i := range 8 {
+		n := probetest.Node{Name: fmt.Sprintf("agent-%d", i+1), Eligible: true, Address: fmt.Sprintf("127.0.9.%d", i+1)}
+		if i < 3 {
+			n.Name, n.Voter = fmt.Sprintf("server-%d", i+1), true
+		}
+		c.AddNodes(t, n)
+		names = append(names, n.Name)
+	}
+	samplers := map[string]*probetest.Sampler{}
+	probes := map[string]*loop{}
+	logs := map[string]*probetest.Log{}
+	for _, n := range names {
+		samplers[n] = &probetest.Sampler{}
+		probes[n], logs[n] = startProbe(t, c, s, n, samplers[n])
+	}
+	cl := c.Client(t, probetest.ControllerSA)
+	metrics := controller.NewMetrics()
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace), Nodes: cl.Nodes(), Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cloop := start(t, "controller", ctrl.Run)
+	probetest.Eventually(t, time.Minute, func() error {
+		for _, n := range names {
+			if e, ok := decodedEntry(t, c, n); !ok || len(e.Samples) < 2 {
+				return fmt.Errorf("%s has not written two samples", n)
+			}
+		}
+		if _, err := status(t, c); err != nil {
+			return err
+		}
+		return ctrl.Ready()
+	})
+
+	before := map[string]int{}
+	for _, n := range names {
+		before[n] = len(samplers[n].Taken())
+	}
+	stopped := time.Now()
+	c.Server.Stop()
+	probetest.Eventually(t, time.Minute, func() error {
+		for _, n := range names {
+			if got := len(samplers[n].Taken()) - before[n]; got < 3 {
+				return fmt.Errorf("%s took %d samples since the API server stopped", n, got)
+			}
+		}
+		if err := ctrl.Ready(); err == nil {
+			return errors.New("the controller is still ready")
+		}
+		return nil
+	})
+	notReady := ctrl.Ready()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	outage := time.Since(stopped)
+	during := map[string][]entry.Sample{}
+	for _, n := range names {
+		all := samplers[n].Taken()
+		during[n] = all[before[n]:]
+	}
+	// Every sample taken while the API server was away arrives.
+	probetest.Eventually(t, time.Minute, func() error {
+		for _, n := range names {
+			e, ok := decodedEntry(t, c, n)
+			if !ok {
+				return fmt.Errorf("%s's entry is gone", n)
+			}
+			have := map[int64]bool{}
+			for _, x := range e.Samples {
+				have[x.At.UnixMilli()] = true
+			}
+			for _, x := range during[n] {
+				if !have[x.At.UnixMilli()] {
+					return fmt.Errorf("%s: sample seq %d taken at %v during the outage is not in the ConfigMap", n, probetest.Seq(x), x.At)
+				}
+			}
+		}
+		return ctrl.Ready()
+	})
+	mostDuring := 0
+	for _, n := range names {
+		probes[n].alive(t)
+		mostDuring = max(mostDuring, len(during[n]))
+		if len(logs[n].Records("write entry failed; the window is kept and sent again next period")) == 0 {
+			t.Errorf("%s logged no failed write during the outage", n)
+		}
+	}
+	cloop.alive(t)
+	if mostDuring >= s.Window {
+		t.Fatalf("the outage took %d samples, a window or more: the test no longer tests an outage shorter than a window", mostDuring)
+	}
+	st, err := status(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probetest.Eventually(t, time.Minute, func() error {
+		if st, err = status(t, c); err != nil {
+			return err
+		}
+		if !st.GeneratedAt.After(stopped.Add(outage)) {
+			return fmt.Errorf("the status was generated at %v, before the API server came back", st.GeneratedAt)
+		}
+		return nil
+	})
+	fails := metricValue(t, metrics.Registry, "fleet_role_decisions_total", map[string]string{"result": "error"})
+	if fails < 3 {
+		t.Errorf("fleet_role_decisions_total{result=error} = %v, want the failed rounds of the outage counted", fails)
+	}
+	t.Logf("API server away %.1f s (window %v): 8 probes took up to %d samples meanwhile, all arrived; the controller failed %v rounds and said %q, then decided again",
+		outage.Seconds(), time.Duration(s.Window)*s.SamplePeriod, mostDuring, fails, notReady)
+}
+
+func decodedEntry(t *testing.T, c *probetest.Cluster, node string) (entry.Entry, bool) {
+	t.Helper()
+	raw, ok := c.Data(t, "fleet-role-probe")[node]
+	if !ok {
+		return entry.Entry{}, false
+	}
+	e, err := entry.Decode(raw)
+	if err != nil {
+		t.Fatalf("entry of %s: %v", node, err)
+	}
+	return e, true
+}

@@ -253,7 +253,7 @@ func (c *Controller) Ready() error {
 		return errors.New("no decision yet")
 	}
 	if age := c.cfg.Now().Sub(c.lastSuccess); age > limit {
-		return fmt.Errorf("last successful decision %s ago, over three intervals (%s): %v", age.Round(time.Second), limit, c.lastErr)
+		return fmt.Errorf("last successful decision %s ago, over three intervals (%s): %v", age.Round(10*time.Millisecond), limit, c.lastErr)
 	}
 	return nil
 }

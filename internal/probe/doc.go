@@ -7,6 +7,7 @@
 // The loop never exits on a failed reading or write: a reading that fails is
 // recorded in the sample's errors, and a write the API refuses is retried the
 // next period with the whole window, so no sample is lost while the API is
-// away for less than a window. It exits on a cancelled context, after writing
-// what it holds.
+// away for less than a window. While the API server is away the probe goes on
+// sampling with the Nodes it last read, so an outage leaves no gap in the
+// window. It exits on a cancelled context, after writing what it holds.
 package probe

@@ -1,0 +1,432 @@
+package cli
+
+// The probe and controller commands on a real kube-apiserver with
+// deploy/fleet-role.yaml applied and real RBAC, each with a kubeconfig
+// holding a token of its own ServiceAccount (TokenRequest). The kubelet is
+// the only fake: there is none, so no pod runs; the Nodes are created through
+// the API as k3s labels them, and the commands run as processes of the
+// binary built from cmd/fleet-role (or through Main where only the exit code
+// and what was written matter).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/apiserver"
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/probe/probetest"
+)
+
+// buildBinary builds cmd/fleet-role as the image does (static, CGO off).
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fleet-role")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/fleet-role")
+	cmd.Dir = probetest.RepoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/fleet-role: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// process is one run of the built binary.
+type process struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+func (p *process) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.Write(b)
+}
+
+func (p *process) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+func run(t *testing.T, bin string, env []string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("fleet-role %s log:\n%s", args[0], p.log())
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *process) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("the process did not exit within %v", within)
+	}
+	if p.err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if !errors.As(p.err, &ee) {
+		t.Fatal(p.err)
+	}
+	return ee.ExitCode()
+}
+
+func (p *process) running(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+		t.Fatalf("the process exited: %v\n%s", p.err, p.log())
+	default:
+	}
+}
+
+// get fetches a URL of a component's metrics server.
+func get(url string) (int, string, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// metric is the value of the first series of name in a /metrics page whose
+// line contains match, or -1.
+func metric(page, name, match string) float64 {
+	for _, line := range strings.Split(page, "\n") {
+		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") || !strings.Contains(line, match) {
+			continue
+		}
+		rest := strings.TrimPrefix(line, name)
+		if rest != "" && rest[0] != ' ' && rest[0] != '{' {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			return v
+		}
+	}
+	return -1
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	p, err := apiserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+}
+
+// timeFlags compress the period as the loops' tests do (the window stays at
+// the smallest p95 allows, so the settings validate).
+func timeFlags(period time.Duration) []string {
+	return []string{"--sample-period=" + period.String(), "--window=20", "--tail-percentile=0.95"}
+}
+
+// FLEET_ROLE_DRY_RUN unset, empty or anything but "true", or dry_run false
+// in the settings: the controller exits 2 with a clear message before it
+// reads or writes anything; the status ConfigMap is untouched.
+func TestControllerRefusesWithoutDryRun(t *testing.T) {
+	c := probetest.Start(t)
+	kc := c.Kubeconfig(t, probetest.ControllerSA)
+	before := c.ConfigMap(t, "fleet-role-status")
+	for _, tc := range []struct {
+		name  string
+		env   *string
+		extra []string
+		want  string
+	}{
+		{"unset", nil, nil, `FLEET_ROLE_DRY_RUN is ""`},
+		{"empty", ptr(""), nil, `FLEET_ROLE_DRY_RUN is ""`},
+		{"false", ptr("false"), nil, `FLEET_ROLE_DRY_RUN is "false"`},
+		{"1", ptr("1"), nil, `FLEET_ROLE_DRY_RUN is "1"`},
+		{"true, --dry-run=false", ptr("true"), []string{"--dry-run=false"}, "dry_run is false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env == nil {
+				t.Setenv("FLEET_ROLE_DRY_RUN", "")
+				os.Unsetenv("FLEET_ROLE_DRY_RUN")
+			} else {
+				t.Setenv("FLEET_ROLE_DRY_RUN", *tc.env)
+			}
+			var out, errb bytes.Buffer
+			args := append([]string{"controller", "--kubeconfig", kc, "--metrics-address="}, tc.extra...)
+			code := Main(args, &out, &errb)
+			if code != ExitUsage || !strings.Contains(errb.String(), tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 saying %s", code, errb.String(), tc.want)
+			}
+		})
+	}
+	// The built binary, as the Deployment would run it without the env.
+	bin := buildBinary(t)
+	p := run(t, bin, []string{"FLEET_ROLE_DRY_RUN=false"}, "controller", "--kubeconfig", kc, "--metrics-address=")
+	if code := p.wait(t, time.Minute); code != ExitUsage || !strings.Contains(p.log(), "FLEET_ROLE_DRY_RUN") {
+		t.Errorf("the binary exited %d: %s", code, p.log())
+	}
+	after := c.ConfigMap(t, "fleet-role-status")
+	if after.ResourceVersion != before.ResourceVersion || len(after.Data) != 0 {
+		t.Errorf("fleet-role-status changed: resourceVersion %s -> %s, data %v", before.ResourceVersion, after.ResourceVersion, after.Data)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A bad setting stops the probe with exit 2 and a message naming it.
+func TestProbeRefusesBadSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--node=", "--metrics-address="}, "--node is empty"},
+		{[]string{"--node=n1", "--window=5", "--metrics-address="}, "window = 5"},
+		{[]string{"--node=n1", "--sample-period=0s", "--metrics-address="}, "sample_period = 0s"},
+		{[]string{"--node=n1", "--host-root=", "--metrics-address="}, "--host-root is empty"},
+	} {
+		t.Setenv("NODE_NAME", "")
+		var out, errb bytes.Buffer
+		code := Main(append([]string{"probe"}, tc.args...), &out, &errb)
+		if code != ExitUsage || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("probe %v: exit %d, stderr %q; want exit 2 saying %s", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
+
+// The controller as a process: /healthz answers from the start; /readyz
+// fails before the first decision (the API server is down when it starts),
+// passes once it has decided, and fails again three periods after the API
+// server stops; /metrics carries the verdicts and the failed rounds. SIGTERM
+// stops it with exit 0.
+func TestControllerProcess(t *testing.T) {
+	c := probetest.Start(t)
+	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.10.1"})
+	kc := c.Kubeconfig(t, probetest.ControllerSA)
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	period := 300 * time.Millisecond
+	c.Server.Stop()
+	args := append([]string{"controller", "--kubeconfig", kc, "--metrics-address", addr}, timeFlags(period)...)
+	p := run(t, bin, []string{"FLEET_ROLE_DRY_RUN=true"}, args...)
+	base := "http://" + addr
+
+	probetest.Eventually(t, time.Minute, func() error {
+		p.running(t)
+		if code, _, err := get(base + "/healthz"); err != nil || code != 200 {
+			return fmt.Errorf("/healthz %d %v", code, err)
+		}
+		code, body, err := get(base + "/readyz")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "no decision yet") {
+			return fmt.Errorf("/readyz before any decision: %d %q %v", code, body, err)
+		}
+		_, page, _ := get(base + "/metrics")
+		if metric(page, "fleet_role_decisions_total", `result="error"`) < 1 {
+			return errors.New("no failed round counted yet")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	probetest.Eventually(t, time.Minute, func() error {
+		if code, body, err := get(base + "/readyz"); err != nil || code != 200 {
+			return fmt.Errorf("/readyz %d %q %v", code, body, err)
+		}
+		return nil
+	})
+	raw := c.Data(t, "fleet-role-status")[decide.StatusKey]
+	st, err := decide.UnmarshalStatus([]byte(raw))
+	if err != nil {
+		t.Fatalf("status.json: %v", err)
+	}
+	if len(st.Hosts) != 1 || st.Hosts[0].Name != "server-1" || st.Hosts[0].Verdict != decide.Unknown {
+		t.Errorf("status hosts %+v, want server-1 unknown (no probe entry)", st.Hosts)
+	}
+	_, page, err := get(base + "/metrics")
+	if err != nil || metric(page, "fleet_role_host_verdict", `host="server-1",role="voter",verdict="unknown"`) != 1 ||
+		metric(page, "fleet_role_status_writes_total", "") < 1 {
+		t.Errorf("/metrics (%v) lacks server-1's verdict or the status write:\n%s", err, page)
+	}
+
+	// Stop waits for the process to exit, and the API server stops
+	// answering as soon as it begins: the outage starts now.
+	stopped := time.Now()
+	c.Server.Stop()
+	var notReady string
+	probetest.Eventually(t, time.Minute, func() error {
+		code, body, err := get(base + "/readyz")
+		if err != nil || code != http.StatusServiceUnavailable {
+			return fmt.Errorf("/readyz %d %v with the API server stopped", code, err)
+		}
+		notReady = body
+		return nil
+	})
+	if waited := time.Since(stopped); waited < 2*period {
+		t.Errorf("/readyz failed %v after the API server stopped, before three periods could pass", waited)
+	}
+	if !strings.Contains(notReady, "over three intervals") {
+		t.Errorf("/readyz said %q", notReady)
+	}
+	p.running(t)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("SIGTERM: exit %d, want 0", code)
+	}
+	if recs := probetest.ParseLog(p.log(), "controller stopped"); len(recs) != 1 {
+		t.Errorf("no 'controller stopped' log line")
+	}
+	t.Logf("controller process: /readyz 503 before the first decision, 200 after, 503 %.1f s after the API server stopped (%s), exit 0 on SIGTERM",
+		time.Since(stopped).Seconds(), strings.TrimSpace(notReady))
+}
+
+// The probe as a process, with the real host readings: it writes its entry,
+// serves /metrics, /healthz and /readyz, keeps sampling while the API server
+// is away, and on SIGTERM writes what it holds and exits 0.
+func TestProbeProcess(t *testing.T) {
+	c := probetest.Start(t)
+	// The voters' peer listener: a real TCP listener here.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	c.AddNodes(t,
+		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.11.1", PeerAddress: ln.Addr().String()},
+		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.11.2"},
+	)
+	kc := c.Kubeconfig(t, probetest.ProbeSA)
+	bin := buildBinary(t)
+	addr := freeAddr(t)
+	// A period long enough that the write SIGTERM forces is not the
+	// next period's.
+	period := time.Second
+	args := append([]string{"probe", "--kubeconfig", kc, "--metrics-address", addr, "--host-root=/", "--fsync-dir", t.TempDir()}, timeFlags(period)...)
+	p := run(t, bin, []string{"NODE_NAME=agent-1"}, args...)
+	base := "http://" + addr
+
+	probetest.Eventually(t, time.Minute, func() error {
+		p.running(t)
+		raw, ok := c.Data(t, "fleet-role-probe")["agent-1"]
+		if !ok {
+			return errors.New("no entry yet")
+		}
+		e, err := entry.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.Samples) < 2 {
+			return fmt.Errorf("%d samples", len(e.Samples))
+		}
+		return nil
+	})
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body, err := get(base + path); err != nil || code != 200 {
+			t.Errorf("%s: %d %q %v", path, code, body, err)
+		}
+	}
+	_, page, err := get(base + "/metrics")
+	if err != nil || metric(page, "fleet_role_probe_samples_total", "") < 2 || metric(page, "fleet_role_probe_writes_total", `result="ok"`) < 2 {
+		t.Errorf("/metrics (%v):\n%s", err, page)
+	}
+
+	c.Server.Stop()
+	var taken float64
+	probetest.Eventually(t, time.Minute, func() error {
+		_, page, err := get(base + "/metrics")
+		if err != nil {
+			return err
+		}
+		if metric(page, "fleet_role_probe_writes_total", `result="error"`) < 2 {
+			return errors.New("fewer than two failed writes")
+		}
+		taken = metric(page, "fleet_role_probe_samples_total", "")
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.running(t)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("SIGTERM: exit %d, want 0", code)
+	}
+	recs := probetest.ParseLog(p.log(), "probe stopped")
+	if len(recs) != 1 {
+		t.Fatalf("'probe stopped' logged %d times", len(recs))
+	}
+	held, _ := recs[0]["samples"].(float64)
+	if recs[0]["unwritten"] != false || held < taken {
+		t.Errorf("stopped holding %v samples, unwritten %v; %v were taken before the API server came back", held, recs[0]["unwritten"], taken)
+	}
+	e, err := entry.Decode(c.Data(t, "fleet-role-probe")["agent-1"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if float64(len(e.Samples)) != held {
+		t.Errorf("the ConfigMap holds %d samples, the probe held %v when it stopped", len(e.Samples), held)
+	}
+	for i, x := range e.Samples {
+		if x.Restart != (i == 0) || x.MemTotalBytes == 0 || len(x.Connect) != 1 || x.Connect["server-1"].Err != "" {
+			t.Errorf("sample %d: restart %v memory %d connects %+v", i, x.Restart, x.MemTotalBytes, x.Connect)
+		}
+	}
+	t.Logf("probe process: %d samples held and written at SIGTERM (%v taken before the API server came back), exit 0", len(e.Samples), taken)
+}
