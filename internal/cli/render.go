@@ -3,10 +3,10 @@ package cli
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 // k3sDropIn is where the rendered k3s configuration goes on a host. k3s reads
@@ -14,13 +14,6 @@ import (
 // ending in "+" appends to the value earlier files gave it instead of
 // replacing it (k3s pkg/configfilearg).
 const k3sDropIn = "/etc/rancher/k3s/config.yaml.d/fleet-role.yaml"
-
-// Default label keys, matching the settings' defaults (eligible_label and
-// pinned_label in the fleet-role-settings ConfigMap).
-const (
-	defaultEligibleLabel = "fleet-role.io/voter-eligible"
-	defaultPinnedLabel   = "fleet-role.io/voter-pinned"
-)
 
 func newRenderCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -34,7 +27,7 @@ func newRenderCommand() *cobra.Command {
 
 func newRenderK3sConfigCommand() *cobra.Command {
 	var eligible, pinned bool
-	var eligibleLabel, pinnedLabel string
+	var sf *settings.Flags
 	cmd := &cobra.Command{
 		Use:   "k3s-config --eligible=BOOL --pinned=BOOL",
 		Short: "Print the k3s configuration drop-in that labels this host eligible and pinned, or not",
@@ -52,22 +45,24 @@ files instead of replacing them. k3s applies the labels when it next starts.`,
 					return usageErrorf("--%s=true|false is required: both labels are always written", name)
 				}
 			}
-			for _, l := range []struct{ flag, key string }{{"eligible-label", eligibleLabel}, {"pinned-label", pinnedLabel}} {
-				if errs := validation.IsQualifiedName(l.key); len(errs) > 0 {
-					return usageErrorf("--%s=%q is not a label key: %s", l.flag, l.key, strings.Join(errs, "; "))
-				}
+			// The label keys are the settings' (eligible_label and
+			// pinned_label), from the same file the probe and controller
+			// read, so that the labels written are the labels read.
+			set, err := loadSettings(sf)
+			if err != nil {
+				return err
 			}
+			eligibleLabel, pinnedLabel := set.EligibleLabel, set.PinnedLabel
 			if eligibleLabel == pinnedLabel {
-				return usageErrorf("--eligible-label and --pinned-label are both %q", eligibleLabel)
+				return usageErrorf("eligible_label and pinned_label are both %q", eligibleLabel)
 			}
-			_, err := fmt.Fprint(cmd.OutOrStdout(), k3sConfig(eligibleLabel, eligible, pinnedLabel, pinned))
+			_, err = fmt.Fprint(cmd.OutOrStdout(), k3sConfig(eligibleLabel, eligible, pinnedLabel, pinned))
 			return err
 		},
 	}
 	cmd.Flags().BoolVar(&eligible, "eligible", false, "whether this host may hold an etcd vote (required)")
 	cmd.Flags().BoolVar(&pinned, "pinned", false, "whether this host, as a voter, is never swapped out (required)")
-	cmd.Flags().StringVar(&eligibleLabel, "eligible-label", defaultEligibleLabel, "node label key that marks a host eligible")
-	cmd.Flags().StringVar(&pinnedLabel, "pinned-label", defaultPinnedLabel, "node label key that pins a voter")
+	sf = settings.AddFlags(cmd.Flags())
 	return cmd
 }
 

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +12,12 @@ import (
 )
 
 func TestRenderK3sConfig(t *testing.T) {
+	// The label keys come from the settings file the probe and the
+	// controller read, so that the labels written are the labels read.
+	file := filepath.Join(t.TempDir(), "settings.yaml")
+	if err := os.WriteFile(file, []byte("eligible_label: example.com/may-vote\npinned_label: example.com/keep\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		code int
@@ -23,6 +31,9 @@ func TestRenderK3sConfig(t *testing.T) {
 			[]string{"fleet-role.io/voter-eligible=true", "fleet-role.io/voter-pinned=true"}},
 		{[]string{"--eligible=false", "--pinned=true", "--eligible-label=example.com/vote", "--pinned-label=pin"}, ExitOK,
 			[]string{"example.com/vote=false", "pin=true"}},
+		{[]string{"--eligible=true", "--pinned=true", "--settings=" + file}, ExitOK,
+			[]string{"example.com/may-vote=true", "example.com/keep=true"}},
+		{[]string{"--eligible=true", "--pinned=true", "--settings=" + file + ".missing"}, ExitFail, nil},
 		{[]string{"--eligible=true"}, ExitUsage, nil},
 		{[]string{"--pinned=true"}, ExitUsage, nil},
 		{nil, ExitUsage, nil},
