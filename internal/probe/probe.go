@@ -178,13 +178,13 @@ func (p *Prober) Tick(ctx context.Context) {
 		return
 	}
 	p.recording = true
-	s := p.cfg.Sampler.Sample(ctx, plan)
-	if ctx.Err() != nil {
-		// Stopping cut the sample short: its connects and scrape failed
-		// for that reason alone, and recorded they would count against
-		// the peers. It is not a measurement; what was held is flushed.
-		return
-	}
+	// A sample in flight when the probe is told to stop is finished, not
+	// cut short: cut short, its connects and scrape would fail for that
+	// reason alone and count against the peers. Its readings bound it
+	// (ReadingTimeout, half a period at most); a period bounds it here too.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Settings.SamplePeriod)
+	s := p.cfg.Sampler.Sample(sctx, plan)
+	cancel()
 	p.mu.Lock()
 	s.Restart = p.restart
 	p.restart = false
@@ -199,7 +199,9 @@ func (p *Prober) Tick(ctx context.Context) {
 	if plan.Fsync {
 		p.startFsync(ctx)
 	}
-	p.write(ctx)
+	if ctx.Err() == nil { // else Run writes it next, with a context of its own
+		p.write(ctx)
+	}
 }
 
 // plan decides from the Nodes whether this node records and what a sample

@@ -1,0 +1,71 @@
+package probe_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/probe/probetest"
+)
+
+// blockingSampler holds its first sample until released, and records
+// whether the context it was given had been cancelled by then.
+type blockingSampler struct {
+	probetest.Sampler
+	started, release chan struct{}
+	cancelled        chan bool
+}
+
+func (b *blockingSampler) Sample(ctx context.Context, plan probe.Plan) entry.Sample {
+	x := b.Sampler.Sample(ctx, plan)
+	if len(b.Taken()) == 2 {
+		close(b.started)
+		<-b.release
+		b.cancelled <- ctx.Err() != nil
+	}
+	return x
+}
+
+// A sample in flight when the probe is told to stop (SIGTERM) is finished
+// with its own context, not cut short: cut short, its connects and scrape
+// would fail because of the stop alone and count against the peers. It is
+// then written with what the probe holds. (In memory: the ordering, not the
+// API, is under test.)
+func TestStopFinishesTheSampleInFlight(t *testing.T) {
+	s := probetest.Settings(t, 100*time.Millisecond)
+	store := kube.NewMemConfigMaps()
+	if err := store.Create(s.ProbeConfigMap, nil); err != nil {
+		t.Fatal(err)
+	}
+	nodes := &kube.MemNodes{}
+	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
+	b := &blockingSampler{started: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan bool, 1)}
+	r := startProbeWith(t, s, "agent-1", b, store, nodes)
+	<-b.started
+	r.cancel()
+	close(b.release)
+	if <-b.cancelled {
+		t.Error("the sample in flight saw its context cancelled by the stop")
+	}
+	r.stop(t)
+	data, err := store.Get(context.Background(), s.ProbeConfigMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := entry.Decode(data["agent-1"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holdsExactly(e, b.Taken()); err != nil || len(e.Samples) != 2 {
+		t.Errorf("after the stop: %v (%d samples)", err, len(e.Samples))
+	}
+	if recs := r.log.Records("probe stopped"); len(recs) != 1 || recs[0]["unwritten"] != false || recs[0]["samples"] != float64(2) {
+		t.Errorf("stop logged %v", recs)
+	}
+}
