@@ -1,0 +1,431 @@
+// Command bench measures fleet-role on this machine against the real
+// components and prints one table; bench/run.sh runs it. With -write it
+// also replaces the figures section of docs/performance.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fleet-role/fleet-role/bench"
+	"github.com/fleet-role/fleet-role/internal/demo"
+	"github.com/fleet-role/fleet-role/internal/toolcache"
+)
+
+type options struct {
+	rounds, probeSamples, shellSamples int
+	rssSamples, controllerLoops        int
+	fsyncRuns                          int
+	fsyncDir                           string
+	decideCount                        int
+	detectionRuns, cleanWindows        int
+	write                              string
+	log                                string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 5, "paired rounds of probe samples and shell-route samples")
+	flag.IntVar(&o.probeSamples, "probe-samples", 200, "probe samples per round")
+	flag.IntVar(&o.shellSamples, "shell-samples", 10, "shell-route samples per round")
+	flag.IntVar(&o.rssSamples, "rss-samples", 1000, "samples the fleet-role probe process takes before its memory is read")
+	flag.IntVar(&o.controllerLoops, "controller-loops", 100, "decisions the fleet-role controller process takes, on a full probe ConfigMap, before its memory is read")
+	flag.IntVar(&o.fsyncRuns, "fsync-runs", 5, "paired runs of the fsync reading and fio")
+	flag.StringVar(&o.fsyncDir, "fsync-dir", "/var/tmp", "directory on this machine's disk for the fsync comparison")
+	flag.IntVar(&o.decideCount, "decide-count", 5, "runs of BenchmarkDecide (go test -count)")
+	flag.IntVar(&o.detectionRuns, "detection-runs", 3, "demo runs with the slow fault (0: skip)")
+	flag.IntVar(&o.cleanWindows, "clean-windows", 0, "windows of the clean run (0: skip; the long part, 50 s a window)")
+	flag.StringVar(&o.write, "write", "", "replace the figures section of this file (docs/performance.md)")
+	flag.StringVar(&o.log, "log", filepath.Join(os.TempDir(), "fleet-role-bench.log"), "progress and the demo's output")
+	flag.Parse()
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	logf, err := os.Create(o.log)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	progress := io.MultiWriter(os.Stderr, logf)
+	step := func(format string, a ...any) {
+		fmt.Fprintf(progress, "== %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+	}
+	tools, err := findTools()
+	if err != nil {
+		return err
+	}
+	fio, err := exec.LookPath("fio")
+	if err != nil {
+		return errors.New("fio is not installed: bench/run.sh installs it (hack/tools.sh fio)")
+	}
+	tmp, err := os.MkdirTemp("", "fleet-role-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	step("building fleet-role")
+	binary := filepath.Join(tmp, "fleet-role")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/fleet-role")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %w\n%s", err, out)
+	}
+
+	var rows []bench.Row
+	var notes []string
+	started := time.Now()
+
+	step("starting %d etcd members, kube-apiserver, deploy/fleet-role.yaml and %d Nodes", bench.Voters, bench.Voters+bench.Standbys)
+	env, err := bench.Start(ctx, root, filepath.Join(tmp, "env"), tools)
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	r, n, err := sampleCosts(ctx, env, o, step)
+	if err != nil {
+		return err
+	}
+	rows, notes = append(rows, r...), append(notes, n...)
+
+	step("fleet-role probe process: %d samples at %s", o.rssSamples, bench.ComponentPeriod)
+	pc, err := env.RunProbe(ctx, binary, o.rssSamples)
+	if err != nil {
+		return err
+	}
+	liveBytes, err := env.EntryBytes(ctx, env.Node)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, bench.Row{Measure: "probe resident memory after " + fmt.Sprint(pc.Loops) + " samples (`fleet-role probe`, own process)",
+		Figure: memFigure(pc.Memory),
+		Goal:   "< 32 MiB", Met: bench.Verdict(pc.Memory.HWM < 32<<20)})
+
+	step("filling the probe ConfigMap to 1 MiB and running fleet-role controller for %d decisions", o.controllerLoops)
+	hosts, filled, err := env.FillProbeConfigMap(ctx)
+	if err != nil {
+		return err
+	}
+	cc, err := env.RunController(ctx, binary, o.controllerLoops)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over a full probe ConfigMap (%d entries, %d bytes)", cc.Loops, hosts, filled),
+		Figure: memFigure(cc.Memory), Goal: "(sizes the Deployment)"})
+	env.Stop()
+
+	r, err = fsyncRows(ctx, fio, o, step)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, r...)
+
+	step("BenchmarkDecide x %d", o.decideCount)
+	r, err = decideRows(ctx, root, o.decideCount)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, r...)
+
+	step("entry footprint (internal/entry's worst-case windows)")
+	fp, err := bench.EntryFootprint(ctx, root)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, footprintRows(fp, liveBytes)...)
+
+	r, n, err = detectionRows(ctx, tools.Etcd, o, logf, step)
+	if err != nil {
+		return err
+	}
+	rows, notes = append(rows, r...), append(notes, n...)
+
+	section := report(rows, notes, o, time.Since(started))
+	fmt.Println(section)
+	if o.write != "" {
+		if err := bench.WriteSection(o.write, section); err != nil {
+			return err
+		}
+		step("wrote %s", o.write)
+	}
+	return nil
+}
+
+func sampleCosts(ctx context.Context, env *bench.Env, o options, step func(string, ...any)) ([]bench.Row, []string, error) {
+	p, err := env.NewProber()
+	if err != nil {
+		return nil, nil, err
+	}
+	step("warm-up: %d probe samples (a full window) and 2 shell samples", env.Settings.Window)
+	bench.ProbeSamples(ctx, p, env.Settings.Window)
+	if _, err := env.ShellSamples(ctx, 2); err != nil {
+		return nil, nil, err
+	}
+	var cpu, wall, allocs, allocBytes, shellCPU, shellWall, cpuRatio, wallRatio []float64
+	for round := range o.rounds {
+		step("round %d of %d: %d probe samples, %d shell-route samples", round+1, o.rounds, o.probeSamples, o.shellSamples)
+		var ours, shell bench.Cost
+		var err error
+		// Alternate which goes first, so that neither always runs on a
+		// machine the other has just warmed or loaded.
+		if round%2 == 0 {
+			ours = bench.ProbeSamples(ctx, p, o.probeSamples)
+			shell, err = env.ShellSamples(ctx, o.shellSamples)
+		} else {
+			shell, err = env.ShellSamples(ctx, o.shellSamples)
+			ours = bench.ProbeSamples(ctx, p, o.probeSamples)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		cpu, wall = append(cpu, ours.CPU.Seconds()), append(wall, ours.Wall.Seconds())
+		allocs, allocBytes = append(allocs, ours.Allocs), append(allocBytes, ours.AllocBytes)
+		shellCPU, shellWall = append(shellCPU, shell.CPU.Seconds()), append(shellWall, shell.Wall.Seconds())
+		cpuRatio = append(cpuRatio, ours.CPU.Seconds()/shell.CPU.Seconds())
+		wallRatio = append(wallRatio, ours.Wall.Seconds()/shell.Wall.Seconds())
+	}
+	if err := env.CheckProbeEntry(ctx, env.Settings.Window); err != nil {
+		return nil, nil, err
+	}
+	shellBytes, err := env.EntryBytes(ctx, env.ShellKey())
+	if err != nil {
+		return nil, nil, err
+	}
+	ratio := bench.Median(cpuRatio)
+	rows := []bench.Row{
+		{Measure: "probe sample: CPU (user+sys)", Figure: ms(bench.Median(cpu)), Goal: "", Met: ""},
+		{Measure: "probe sample: wall", Figure: ms(bench.Median(wall))},
+		{Measure: "probe sample: allocations", Figure: fmt.Sprintf("%.0f allocs, %.0f KiB", bench.Median(allocs), bench.Median(allocBytes)/1024)},
+		{Measure: "shell route sample: CPU (children's user+sys)", Figure: ms(bench.Median(shellCPU))},
+		{Measure: "shell route sample: wall", Figure: ms(bench.Median(shellWall))},
+		{Measure: "CPU ratio probe / shell route (median of per-round ratios)", Figure: fmt.Sprintf("1/%.0f (%.4f; rounds %s)", 1/ratio, ratio, ratios(cpuRatio)),
+			Goal: "< 1/50", Met: bench.Verdict(ratio < 1.0/50)},
+		{Measure: "wall ratio probe / shell route", Figure: fmt.Sprintf("1/%.0f (%.4f)", 1/bench.Median(wallRatio), bench.Median(wallRatio))},
+	}
+	notes := []string{fmt.Sprintf("Samples: %d rounds of %d probe samples and %d shell-route samples, alternating which goes first; the probe's window full (%d samples, entry %d bytes) and the shell route's (%d bytes) too, so each sample writes a full window.",
+		o.rounds, o.probeSamples, o.shellSamples, env.Settings.Window, mustBytes(env.EntryBytes(ctx, env.Node)), shellBytes)}
+	return rows, notes, nil
+}
+
+func fsyncRows(ctx context.Context, fio string, o options, step func(string, ...any)) ([]bench.Row, error) {
+	var p99Ratio, wallRatio, ours, theirs []float64
+	for run := range o.fsyncRuns {
+		step("fsync run %d of %d in %s: native reading and fio", run+1, o.fsyncRuns, o.fsyncDir)
+		p, err := bench.FsyncVsFio(ctx, fio, o.fsyncDir, run%2 == 1)
+		if err != nil {
+			return nil, err
+		}
+		p99Ratio = append(p99Ratio, p.NativeP99/p.FioP99)
+		wallRatio = append(wallRatio, p.NativeWall.Seconds()/p.FioWall.Seconds())
+		ours, theirs = append(ours, p.NativeP99), append(theirs, p.FioP99)
+	}
+	pr, wr := bench.Median(p99Ratio), bench.Median(wallRatio)
+	return []bench.Row{
+		{Measure: fmt.Sprintf("fsync p99: native / fio, %s (%d paired runs)", o.fsyncDir, o.fsyncRuns),
+			Figure: fmt.Sprintf("%.2f (native %s, fio %s; runs %s)", pr, ms(bench.Median(ours)), ms(bench.Median(theirs)), ratios(p99Ratio)),
+			Goal:   "0.80 to 1.25", Met: bench.Verdict(pr >= 0.8 && pr <= 1.25)},
+		{Measure: "fsync wall time: native / fio", Figure: fmt.Sprintf("%.2f (runs %s)", wr, ratios(wallRatio)),
+			Goal: "<= 1", Met: bench.Verdict(wr <= 1)},
+	}, nil
+}
+
+func decideRows(ctx context.Context, root string, count int) ([]bench.Row, error) {
+	runs, err := bench.DecideBench(ctx, root, count)
+	if err != nil {
+		return nil, err
+	}
+	med := map[int]bench.DecideRun{}
+	for _, hosts := range []int{5, 50, 500} {
+		var ns, al, by, eb []float64
+		for _, r := range runs {
+			if r.Hosts == hosts {
+				ns, al, by, eb = append(ns, r.NsPerOp), append(al, r.AllocsPerOp), append(by, r.BytesPerOp), append(eb, r.EntryBytes)
+			}
+		}
+		if len(ns) == 0 {
+			return nil, fmt.Errorf("BenchmarkDecide gave no run at %d hosts", hosts)
+		}
+		med[hosts] = bench.DecideRun{Hosts: hosts, NsPerOp: bench.Median(ns), AllocsPerOp: bench.Median(al), BytesPerOp: bench.Median(by), EntryBytes: bench.Median(eb)}
+	}
+	var rows []bench.Row
+	for _, hosts := range []int{5, 50, 500} {
+		r := med[hosts]
+		row := bench.Row{Measure: fmt.Sprintf("one decision, %d hosts (5 voters, window 100)", hosts),
+			Figure: fmt.Sprintf("%s, %.0f allocs, %.0f KiB allocated (entries %.0f KiB)", ms(r.NsPerOp/1e9), r.AllocsPerOp, r.BytesPerOp/1024, r.EntryBytes/1024)}
+		if hosts == 50 {
+			row.Goal, row.Met = "< 5 ms", bench.Verdict(r.NsPerOp < 5e6)
+		}
+		rows = append(rows, row)
+	}
+	// Five voters throughout, so hosts x voters grows as hosts does.
+	g1, g2 := med[50].NsPerOp/med[5].NsPerOp, med[500].NsPerOp/med[50].NsPerOp
+	rows = append(rows, bench.Row{Measure: "decision growth (time ratio; hosts x voters grows 10x each step)",
+		Figure: fmt.Sprintf("5->50: %.1fx, 50->500: %.1fx; allocs %.1fx, %.1fx", g1, g2, med[50].AllocsPerOp/med[5].AllocsPerOp, med[500].AllocsPerOp/med[50].AllocsPerOp),
+		Goal:   "<= 10x a step (linear)", Met: bench.Verdict(g1 <= 10 && g2 <= 10)})
+	return rows, nil
+}
+
+func footprintRows(fp bench.Footprint, live int) []bench.Row {
+	b := fp.Bytes
+	fit := bench.HostsPerConfigMap(5, b["voter, 5 voters"], b["standby, 5 voters"])
+	return []bench.Row{
+		{Measure: "full-window entry, worst values: standby / voter, 3 voters", Figure: fmt.Sprintf("%d / %d bytes", b["standby, 3 voters"], b["voter, 3 voters"])},
+		{Measure: "full-window entry, worst values: standby / voter, 5 voters", Figure: fmt.Sprintf("%d / %d bytes", b["standby, 5 voters"], b["voter, 5 voters"])},
+		{Measure: "full-window entry of the live voter (3 voters, idle etcd)", Figure: fmt.Sprintf("%d bytes", live)},
+		{Measure: "recording hosts in 1 MiB, 5 voters (worst entries, 34-byte keys)", Figure: fmt.Sprint(fit), Goal: ">= 100", Met: bench.Verdict(fit >= 100)},
+	}
+}
+
+func detectionRows(ctx context.Context, etcd string, o options, log io.Writer, step func(string, ...any)) ([]bench.Row, []string, error) {
+	var rows []bench.Row
+	var notes []string
+	d := demo.Defaults()
+	if o.detectionRuns > 0 {
+		var periods []float64
+		for run := range o.detectionRuns {
+			step("demo run %d of %d: slow fault (%s each way)", run+1, o.detectionRuns, d.Delay)
+			n, err := bench.Detection(ctx, log)
+			if err != nil {
+				return nil, nil, err
+			}
+			periods = append(periods, float64(n))
+		}
+		rows = append(rows, bench.Row{Measure: fmt.Sprintf("detection: periods from the slow fault to the swap named (demo, %s period, window %d)", d.Period, demo.Settings(d.Period).Window),
+			Figure: fmt.Sprintf("%.0f (median of %d runs: %s)", bench.Median(periods), len(periods), ints(periods))})
+	}
+	if o.cleanWindows > 0 {
+		step("clean run: %d windows with the demo's settings", o.cleanWindows)
+		c, err := bench.CleanRun(ctx, etcd, o.cleanWindows, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows,
+			bench.Row{Measure: fmt.Sprintf("clean run, %d windows (%d decisions): swaps named", c.Windows, c.Decisions),
+				Figure: fmt.Sprintf("%d (decisions naming one: %d)", c.Swaps, c.SwapDecisions), Goal: "0", Met: bench.Verdict(c.Swaps == 0)},
+			bench.Row{Measure: "clean run: verdict changes", Figure: fmt.Sprint(c.VerdictChanges)})
+		for _, ch := range c.Changes {
+			notes = append(notes, "Clean run: "+ch)
+		}
+	} else {
+		notes = append(notes, "The clean run was not part of this run (bench/run.sh -clean-windows 10 runs it).")
+	}
+	return rows, notes, nil
+}
+
+func report(rows []bench.Row, notes []string, o options, took time.Duration) string {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "Measured %s on %s (%d CPUs, %s, %s), in %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), host, runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH, runtime.Version(), took.Round(time.Second))
+	b.WriteString(bench.Table(rows))
+	if len(notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	return b.String()
+}
+
+func findTools() (bench.Tools, error) {
+	t := bench.Tools{Etcd: os.Getenv("FLEET_ROLE_ETCD"), KubeAPIServer: os.Getenv("FLEET_ROLE_KUBE_APISERVER")}
+	if t.Etcd == "" {
+		t.Etcd = toolcache.EtcdPath()
+	}
+	if t.KubeAPIServer == "" {
+		t.KubeAPIServer = toolcache.KubeAPIServerPath()
+	}
+	for _, p := range []string{t.Etcd, t.KubeAPIServer} {
+		if _, err := os.Stat(p); err != nil {
+			return t, fmt.Errorf("%w: run bench/run.sh, which builds it with hack/tools.sh", err)
+		}
+	}
+	var err error
+	if t.Kubectl, err = exec.LookPath("kubectl"); err != nil {
+		return t, errors.New("kubectl is not on PATH")
+	}
+	for _, tool := range []string{"jq", "curl", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return t, fmt.Errorf("%s is not on PATH: bench/run.sh installs it", tool)
+		}
+	}
+	return t, nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("run from inside the fleet-role repository (no go.mod above)")
+		}
+		dir = up
+	}
+}
+
+func ms(sec float64) string {
+	switch {
+	case sec >= 1:
+		return fmt.Sprintf("%.2f s", sec)
+	case sec >= 1e-3:
+		return fmt.Sprintf("%.2f ms", sec*1e3)
+	default:
+		return fmt.Sprintf("%.1f µs", sec*1e6)
+	}
+}
+
+func memFigure(m bench.Memory) string {
+	return fmt.Sprintf("VmRSS %s (anon %s, file %s), VmHWM %s", mib(m.RSS), mib(m.Anon), mib(m.File), mib(m.HWM))
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func ratios(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.3g", x)
+	}
+	return strings.Join(s, " ")
+}
+
+func ints(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(int(math.Round(x)))
+	}
+	return strings.Join(s, " ")
+}
+
+func mustBytes(n int, err error) int {
+	if err != nil {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,201 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Component is one run of the built fleet-role binary as its own process,
+// so that its resident memory is its own and not the bench's.
+type Component struct {
+	Name    string // "probe" or "controller"
+	Loops   int    // samples or decisions taken when Memory was read
+	Memory  Memory
+	Elapsed time.Duration
+}
+
+// RunComponent starts `fleet-role ARGS...` with its metrics served on a free
+// loopback port, waits until counter has reached loops, reads its memory,
+// and stops it with SIGTERM.
+func RunComponent(ctx context.Context, binary, name, counter string, loops int, timeout time.Duration, env []string, args ...string) (Component, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Component{}, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logPath := filepath.Join(os.TempDir(), "fleet-role-bench-"+name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return Component{}, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(binary, append([]string{name, "--metrics-address", addr}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Component{}, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	url := "http://" + addr + "/metrics"
+	for {
+		n, err := scrapeCounter(ctx, url, counter)
+		if err == nil && n >= loops {
+			m, err := ReadMemory(cmd.Process.Pid)
+			el := time.Since(t0)
+			stop()
+			return Component{Name: name, Loops: n, Memory: m, Elapsed: el}, err
+		}
+		select {
+		case err := <-exited:
+			return Component{}, fmt.Errorf("fleet-role %s exited (%v) after %d of %d loops; log %s", name, err, n, loops, logPath)
+		case <-ctx.Done():
+			stop()
+			return Component{}, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return Component{}, fmt.Errorf("fleet-role %s: %d of %d loops within %s; log %s", name, n, loops, timeout, logPath)
+		}
+	}
+}
+
+// scrapeCounter sums the series of one metric on a Prometheus text page.
+func scrapeCounter(ctx context.Context, url, name string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == name || strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %w", line, err)
+			}
+			total += v
+		}
+	}
+	return int(total), nil
+}
+
+// ComponentPeriod is the sample period the component runs take: the
+// shortest at which the probe's two requests a period stay within
+// client-go's default 5 requests a second (internal/kube), so that the run
+// is the probe as shipped, only faster.
+const ComponentPeriod = 400 * time.Millisecond
+
+// RunProbe runs `fleet-role probe` as the first voter for n samples.
+func (e *Env) RunProbe(ctx context.Context, binary string, n int) (Component, error) {
+	return RunComponent(ctx, binary, "probe", "fleet_role_probe_samples_total", n,
+		time.Duration(n)*ComponentPeriod*3+time.Minute, nil,
+		"--kubeconfig", e.ProbeKubeconfig, "--node", e.Node, "--metrics-url", e.MetricsURL,
+		"--fsync-dir", e.Dir, "--"+settings.FlagName("sample_period"), ComponentPeriod.String())
+}
+
+// RunController runs `fleet-role controller` for n decisions.
+func (e *Env) RunController(ctx context.Context, binary string, n int) (Component, error) {
+	tok, err := e.API.TokenFor(ctx, e.Settings.Namespace, ControllerSA, 24*time.Hour)
+	if err != nil {
+		return Component{}, err
+	}
+	kc := filepath.Join(e.Dir, "controller.kubeconfig")
+	if err := e.API.Kubeconfig(kc, tok); err != nil {
+		return Component{}, err
+	}
+	return RunComponent(ctx, binary, "controller", "fleet_role_decisions_total", n,
+		time.Duration(n)*ComponentPeriod*3+time.Minute, []string{"FLEET_ROLE_DRY_RUN=true"},
+		"--kubeconfig", kc, "--"+settings.FlagName("sample_period"), ComponentPeriod.String())
+}
+
+// FillProbeConfigMap fills the probe ConfigMap to just under its 1 MiB with
+// standbys, so that the controller is measured at the most a fleet can
+// give it. Each standby's entry is the first voter's real window without
+// its etcd readings (what a standby records), under its own name, and each
+// has an eligible Node. It returns the number of entries the ConfigMap then
+// holds and their total bytes.
+func (e *Env) FillProbeConfigMap(ctx context.Context) (hosts, bytes int, err error) {
+	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace)
+	cm, err := cms.Get(ctx, e.Settings.ProbeConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	delete(cm.Data, e.ShellKey())
+	own, err := entry.Decode(cm.Data[e.Node])
+	if err != nil {
+		return 0, 0, fmt.Errorf("entry of %s: %w", e.Node, err)
+	}
+	for i := range own.Samples {
+		own.Samples[i].Etcd = nil
+	}
+	total := 0
+	for k, v := range cm.Data {
+		total += len(k) + len(v)
+	}
+	var nodes []corev1.Node
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("filler-%04d.fleet.example.internal", i)
+		own.Node = name
+		text, err := entry.Encode(own)
+		if err != nil {
+			return 0, 0, err
+		}
+		if total+len(name)+len(text) > ConfigMapLimit {
+			break
+		}
+		total += len(name) + len(text)
+		cm.Data[name] = text
+		nodes = append(nodes, FleetNodes(e.Settings, 0, 1, nil)[0])
+		nodes[len(nodes)-1].Name = name
+		nodes[len(nodes)-1].Labels["kubernetes.io/hostname"] = name
+		nodes[len(nodes)-1].Labels[e.Settings.PinnedLabel] = "false"
+	}
+	if err := e.createNodes(ctx, nodes); err != nil {
+		return 0, 0, err
+	}
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return 0, 0, fmt.Errorf("fill configmap %s: %w", e.Settings.ProbeConfigMap, err)
+	}
+	return len(cm.Data), total, nil
+}

@@ -1,0 +1,170 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/probe"
+)
+
+// Cost is what one sample took, averaged over a batch.
+type Cost struct {
+	Samples    int
+	CPU        time.Duration // user + system
+	Wall       time.Duration
+	Allocs     float64 // heap allocations (ours only)
+	AllocBytes float64
+}
+
+func rusageCPU(who int) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		panic(fmt.Sprintf("getrusage: %v", err)) // never fails for SELF/CHILDREN
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ProbeSamples takes n samples with p, back to back, and returns the cost of
+// one: everything a period does but the fsync reading, which a voter never
+// takes (list the Nodes, connect to the other voters, scrape the etcd member,
+// read memory and the link, append, encode, merge-patch the entry). The CPU
+// is this process's own (getrusage RUSAGE_SELF), which the probe alone uses
+// while the batch runs.
+func ProbeSamples(ctx context.Context, p *probe.Prober, n int) Cost {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	cpu0, t0 := rusageCPU(syscall.RUSAGE_SELF), time.Now()
+	for range n {
+		p.Tick(ctx)
+	}
+	wall, cpu := time.Since(t0), rusageCPU(syscall.RUSAGE_SELF)-cpu0
+	runtime.ReadMemStats(&m1)
+	return Cost{
+		Samples: n, CPU: cpu / time.Duration(n), Wall: wall / time.Duration(n),
+		Allocs:     float64(m1.Mallocs-m0.Mallocs) / float64(n),
+		AllocBytes: float64(m1.TotalAlloc-m0.TotalAlloc) / float64(n),
+	}
+}
+
+// CheckProbeEntry reads the entry the probe wrote and checks that its last
+// sample has every reading: a sample that failed would be cheap for the
+// wrong reason.
+func (e *Env) CheckProbeEntry(ctx context.Context, want int) error {
+	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Get(ctx, e.Settings.ProbeConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	raw, ok := cm.Data[e.Node]
+	if !ok {
+		return fmt.Errorf("configmap %s has no entry for %s", e.Settings.ProbeConfigMap, e.Node)
+	}
+	got, err := entry.Decode(raw)
+	if err != nil {
+		return fmt.Errorf("entry of %s: %w", e.Node, err)
+	}
+	if len(got.Samples) < want {
+		return fmt.Errorf("entry of %s holds %d samples, want at least %d", e.Node, len(got.Samples), want)
+	}
+	last := got.Samples[len(got.Samples)-1]
+	if len(last.Errors) > 0 || last.Etcd == nil || last.Etcd.Err != "" || len(last.Connect) != Voters-1 {
+		return fmt.Errorf("last sample of %s is incomplete: errors %q, etcd %+v, %d connects", e.Node, last.Errors, last.Etcd, len(last.Connect))
+	}
+	for peer, c := range last.Connect {
+		if c.Err != "" {
+			return fmt.Errorf("last sample of %s: connect to %s: %s", e.Node, peer, c.Err)
+		}
+	}
+	return nil
+}
+
+// EntryBytes is the size of the probe's entry as the ConfigMap holds it.
+func (e *Env) EntryBytes(ctx context.Context, key string) (int, error) {
+	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Get(ctx, e.Settings.ProbeConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	return len(cm.Data[key]), nil
+}
+
+//go:embed shell_route.sh
+var shellRoute []byte
+
+// ShellKey is the key the shell route writes, beside the probe's own.
+func (e *Env) ShellKey() string { return "shell-" + e.Node }
+
+// ShellSamples takes n samples the shell way and returns the cost of one:
+// the CPU is that of the shell and every process it ran (wait4's rusage of
+// the child covers the descendants it waited for).
+func (e *Env) ShellSamples(ctx context.Context, n int) (Cost, error) {
+	work := filepath.Join(e.Dir, "shell")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return Cost{}, err
+	}
+	script := filepath.Join(work, "sample.sh")
+	if err := os.WriteFile(script, shellRoute, 0o755); err != nil {
+		return Cost{}, err
+	}
+	env := append(os.Environ(),
+		"KUBECONFIG="+e.ProbeKubeconfig, "NS="+e.Settings.Namespace, "CM="+e.Settings.ProbeConfigMap,
+		"NODE="+e.Node, "KEY="+e.ShellKey(), "METRICS="+e.MetricsURL,
+		"WINDOW="+strconv.Itoa(e.Settings.Window), "WORK="+work,
+		"PATH="+filepath.Dir(e.Tools.Kubectl)+":"+os.Getenv("PATH"))
+	var cpu time.Duration
+	t0 := time.Now()
+	for range n {
+		cmd := exec.CommandContext(ctx, "bash", script)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return Cost{}, fmt.Errorf("shell route: %w\n%s", err, out)
+		}
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return Cost{Samples: n, CPU: cpu / time.Duration(n), Wall: time.Since(t0) / time.Duration(n)}, nil
+}
+
+// Memory is a process's resident memory as /proc/PID/status gives it.
+type Memory struct {
+	RSS, HWM uint64 // bytes: VmRSS now, VmHWM its peak
+	// Anon is the part of RSS that is the process's own (heap, stacks);
+	// File is the executable's pages it has touched.
+	Anon, File uint64
+}
+
+// ReadMemory reads the resident memory of pid.
+func ReadMemory(pid int) (Memory, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	defer f.Close()
+	var m Memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		field := map[string]*uint64{"VmRSS": &m.RSS, "VmHWM": &m.HWM, "RssAnon": &m.Anon, "RssFile": &m.File}[k]
+		if !ok || field == nil {
+			continue
+		}
+		kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			return Memory{}, fmt.Errorf("/proc/%d/status %s: %w", pid, k, err)
+		}
+		*field = kb << 10
+	}
+	return m, sc.Err()
+}
