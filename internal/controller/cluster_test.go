@@ -54,47 +54,7 @@ func walIn(b int) func(probe.Plan, int, time.Time) entry.Sample {
 	}
 }
 
-type loop struct {
-	name   string
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func start(t *testing.T, name string, run func(context.Context) error) *loop {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &loop{name: name, cancel: cancel, done: make(chan error, 1)}
-	go func() { l.done <- run(ctx) }()
-	t.Cleanup(func() { l.stop(t) })
-	return l
-}
-
-func (l *loop) stop(t *testing.T) {
-	t.Helper()
-	l.cancel()
-	select {
-	case err, ok := <-l.done:
-		if ok {
-			close(l.done)
-			if err != nil {
-				t.Errorf("%s returned %v", l.name, err)
-			}
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("%s did not stop within a minute", l.name)
-	}
-}
-
-func (l *loop) alive(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-l.done:
-		t.Fatalf("%s exited: %v", l.name, err)
-	default:
-	}
-}
-
-func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node string, sampler *probetest.Sampler) (*loop, *probetest.Log) {
+func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node string, sampler *probetest.Sampler) (*probetest.Loop, *probetest.Log) {
 	t.Helper()
 	cl := c.Client(t, probetest.ProbeSA)
 	log := probetest.NewLog()
@@ -102,7 +62,7 @@ func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node st
 	if err != nil {
 		t.Fatal(err)
 	}
-	return start(t, "probe "+node, p.Run), log
+	return probetest.Go(t, "probe "+node, p.Run), log
 }
 
 // status reads and decodes status.json as a reader would.
@@ -182,7 +142,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	cl0 := start(t, "controller", ctrl.Run)
+	cl0 := probetest.Go(t, "controller", ctrl.Run)
 
 	var st *decide.Status
 	probetest.Eventually(t, 2*time.Minute, func() error {
@@ -218,7 +178,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 	if v := metricValue(t, metrics.Registry, "fleet_role_swap", map[string]string{"out": "server-3", "in": "agent-1"}); v != 1 {
 		t.Errorf("fleet_role_swap{out=server-3,in=agent-1} = %v, want 1", v)
 	}
-	cl0.alive(t)
+	cl0.Alive(t)
 
 	// A malformed entry, written by hand as the admin (kubectl patch).
 	bad := `{"v":1,"node":"agent-3","n":2}`
@@ -417,7 +377,7 @@ func TestAPIServerRestart(t *testing.T) {
 		names = append(names, n.Name)
 	}
 	samplers := map[string]*probetest.Sampler{}
-	probes := map[string]*loop{}
+	probes := map[string]*probetest.Loop{}
 	logs := map[string]*probetest.Log{}
 	for _, n := range names {
 		samplers[n] = &probetest.Sampler{}
@@ -429,10 +389,10 @@ func TestAPIServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cloop := start(t, "controller", ctrl.Run)
+	cloop := probetest.Go(t, "controller", ctrl.Run)
 	probetest.Eventually(t, time.Minute, func() error {
 		for _, n := range names {
-			if e, ok := decodedEntry(t, c, n); !ok || len(e.Samples) < 2 {
+			if e, ok := c.Entry(t, n); !ok || len(e.Samples) < 2 {
 				return fmt.Errorf("%s has not written two samples", n)
 			}
 		}
@@ -474,7 +434,7 @@ func TestAPIServerRestart(t *testing.T) {
 	// Every sample taken while the API server was away arrives.
 	probetest.Eventually(t, time.Minute, func() error {
 		for _, n := range names {
-			e, ok := decodedEntry(t, c, n)
+			e, ok := c.Entry(t, n)
 			if !ok {
 				return fmt.Errorf("%s's entry is gone", n)
 			}
@@ -492,13 +452,13 @@ func TestAPIServerRestart(t *testing.T) {
 	})
 	mostDuring := 0
 	for _, n := range names {
-		probes[n].alive(t)
+		probes[n].Alive(t)
 		mostDuring = max(mostDuring, len(during[n]))
 		if len(logs[n].Records("write entry failed; the window is kept and sent again next period")) == 0 {
 			t.Errorf("%s logged no failed write during the outage", n)
 		}
 	}
-	cloop.alive(t)
+	cloop.Alive(t)
 	if mostDuring >= s.Window {
 		t.Fatalf("the outage took %d samples, a window or more: the test no longer tests an outage shorter than a window", mostDuring)
 	}
@@ -521,17 +481,4 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	t.Logf("API server away %.1f s (window %v): 8 probes took up to %d samples meanwhile, all arrived; the controller failed %v rounds and said %q, then decided again",
 		outage.Seconds(), time.Duration(s.Window)*s.SamplePeriod, mostDuring, fails, notReady)
-}
-
-func decodedEntry(t *testing.T, c *probetest.Cluster, node string) (entry.Entry, bool) {
-	t.Helper()
-	raw, ok := c.Data(t, "fleet-role-probe")[node]
-	if !ok {
-		return entry.Entry{}, false
-	}
-	e, err := entry.Decode(raw)
-	if err != nil {
-		t.Fatalf("entry of %s: %v", node, err)
-	}
-	return e, true
 }

@@ -41,8 +41,7 @@ type running struct {
 	sampler *probetest.Sampler
 	store   *probetest.Store
 	log     *probetest.Log
-	cancel  context.CancelFunc
-	done    chan error
+	*probetest.Loop
 }
 
 // startProbe runs a probe for node with its own client (its own token of the
@@ -55,7 +54,7 @@ func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node st
 
 func startProbeWith(t *testing.T, s settings.Settings, node string, sampler probe.Sampler, store probe.Store, nodes probe.NodeLister) *running {
 	t.Helper()
-	r := &running{node: node, store: &probetest.Store{Inner: store}, log: probetest.NewLog(), done: make(chan error, 1)}
+	r := &running{node: node, store: &probetest.Store{Inner: store}, log: probetest.NewLog()}
 	if ps, ok := sampler.(*probetest.Sampler); ok {
 		r.sampler = ps
 	}
@@ -64,52 +63,8 @@ func startProbeWith(t *testing.T, s settings.Settings, node string, sampler prob
 		t.Fatal(err)
 	}
 	r.prober = p
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	go func() { r.done <- p.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
+	r.Loop = probetest.Go(t, "probe "+node, p.Run)
 	return r
-}
-
-// stop cancels the loop (SIGTERM in the command) and waits for it to return.
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err, ok := <-r.done:
-		if ok && err != nil {
-			t.Errorf("probe %s returned %v", r.node, err)
-		}
-		if ok {
-			close(r.done)
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("probe %s did not stop within a minute", r.node)
-	}
-}
-
-// alive fails the test if the loop has returned.
-func (r *running) alive(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-r.done:
-		t.Fatalf("probe %s exited: %v", r.node, err)
-	default:
-	}
-}
-
-// decoded reads and decodes node's entry as the admin.
-func decoded(t *testing.T, c *probetest.Cluster, node string) (entry.Entry, bool) {
-	t.Helper()
-	raw, ok := c.Data(t, "fleet-role-probe")[node]
-	if !ok {
-		return entry.Entry{}, false
-	}
-	e, err := entry.Decode(raw)
-	if err != nil {
-		t.Fatalf("entry of %s: %v", node, err)
-	}
-	return e, true
 }
 
 // lastN is the last n of samples.
@@ -174,7 +129,7 @@ func TestConcurrentProbes(t *testing.T) {
 		return nil
 	})
 	for _, r := range probes {
-		r.stop(t)
+		r.Stop(t)
 	}
 	elapsed := time.Since(began)
 	// Every probe has stopped, so the ConfigMap holds its last word: wait
@@ -198,7 +153,7 @@ func TestConcurrentProbes(t *testing.T) {
 		all := r.sampler.Taken()
 		taken += len(all)
 		// The ConfigMap's last word is the last window the probe took.
-		e, ok := decoded(t, c, r.node)
+		e, ok := c.Entry(t, r.node)
 		if !ok {
 			t.Fatalf("no entry for %s", r.node)
 		}
@@ -313,12 +268,12 @@ func TestRealHostSampler(t *testing.T) {
 	var e entry.Entry
 	probetest.Eventually(t, 2*time.Minute, func() error {
 		var ok bool
-		if e, ok = decoded(t, c, "server-1"); !ok || len(e.Samples) < 4 {
+		if e, ok = c.Entry(t, "server-1"); !ok || len(e.Samples) < 4 {
 			return fmt.Errorf("server-1's entry holds %d samples", len(e.Samples))
 		}
 		return nil
 	})
-	voter.alive(t)
+	voter.Alive(t)
 	want := m.MemberID()
 	for i, x := range e.Samples {
 		if x.Restart != (i == 0) {
@@ -358,12 +313,12 @@ func TestRealHostSampler(t *testing.T) {
 	var se entry.Entry
 	probetest.Eventually(t, 2*time.Minute, func() error {
 		var ok bool
-		if se, ok = decoded(t, c, "agent-1"); !ok || se.Fsync == nil {
+		if se, ok = c.Entry(t, "agent-1"); !ok || se.Fsync == nil {
 			return errors.New("agent-1's entry has no disk reading yet")
 		}
 		return nil
 	})
-	standby.alive(t)
+	standby.Alive(t)
 	f := se.Fsync
 	if f.Err != "" || f.Writes == 0 || f.P99Seconds <= 0 || f.Filesystem == "" {
 		t.Errorf("agent-1's disk reading %+v", *f)
@@ -416,9 +371,9 @@ func TestRestartMarkAndResume(t *testing.T) {
 		}
 		return nil
 	})
-	first.stop(t)
+	first.Stop(t)
 	a := first.sampler.Taken()
-	e, ok := decoded(t, c, "agent-1")
+	e, ok := c.Entry(t, "agent-1")
 	if !ok {
 		t.Fatal("no entry after the first probe stopped")
 	}
@@ -438,11 +393,11 @@ func TestRestartMarkAndResume(t *testing.T) {
 		if len(b) < s.Window {
 			return fmt.Errorf("second run took %d samples", len(b))
 		}
-		e, _ := decoded(t, c, "agent-1")
+		e, _ := c.Entry(t, "agent-1")
 		return holdsExactly(e, lastN(append(append([]entry.Sample(nil), a...), b...), s.Window))
 	})
 	// Midway through the second run the window held both runs.
-	second.stop(t)
+	second.Stop(t)
 	if g, _, _ := second.store.Counts(); g != 1 {
 		t.Errorf("the restarted probe read its entry %d times, want once", g)
 	}
@@ -450,7 +405,7 @@ func TestRestartMarkAndResume(t *testing.T) {
 		t.Errorf("resumed-window log records %v, want one resuming the %d samples of the first run", recs, len(a))
 	}
 	b := second.sampler.Taken()
-	e, _ = decoded(t, c, "agent-1")
+	e, _ = c.Entry(t, "agent-1")
 	all := append(append([]entry.Sample(nil), a...), b...)
 	if err := holdsExactly(e, lastN(all, s.Window)); err != nil {
 		t.Fatal(err)
@@ -498,7 +453,7 @@ func TestStopsBeingEligible(t *testing.T) {
 	on := startProbe(t, c, s, "agent-1", &probetest.Sampler{})
 	off := startProbe(t, c, s, "agent-2", &probetest.Sampler{})
 	probetest.Eventually(t, time.Minute, func() error {
-		if e, ok := decoded(t, c, "agent-1"); !ok || len(e.Samples) < 3 {
+		if e, ok := c.Entry(t, "agent-1"); !ok || len(e.Samples) < 3 {
 			return errors.New("agent-1 has not written three samples")
 		}
 		return nil
@@ -520,7 +475,7 @@ func TestStopsBeingEligible(t *testing.T) {
 		}
 		return nil
 	})
-	on.alive(t)
+	on.Alive(t)
 	if n := len(on.sampler.Taken()); n > taken+1 {
 		t.Errorf("agent-1 took %d samples after it stopped being eligible", n-taken)
 	}
@@ -533,12 +488,12 @@ func TestStopsBeingEligible(t *testing.T) {
 	if _, p, _ := off.store.Counts(); p != 0 {
 		t.Errorf("agent-2 (eligible=false) patched %d times", p)
 	}
-	off.alive(t)
+	off.Alive(t)
 
 	// Eligible again: a new window.
 	c.SetLabel(t, "agent-1", s.EligibleLabel, "true")
 	probetest.Eventually(t, time.Minute, func() error {
-		e, ok := decoded(t, c, "agent-1")
+		e, ok := c.Entry(t, "agent-1")
 		if !ok || len(e.Samples) == 0 {
 			return errors.New("agent-1 has not written again")
 		}
@@ -652,7 +607,7 @@ func TestLargestFleet(t *testing.T) {
 		}
 		return nil
 	})
-	r.alive(t)
+	r.Alive(t)
 	fails := r.log.Records("write entry failed; the window is kept and sent again next period")
 	if len(fails) == 0 || !strings.Contains(fmt.Sprint(fails[len(fails)-1]["err"]), "too large") {
 		t.Errorf("the refusal is not logged: %v", fails)
@@ -662,7 +617,7 @@ func TestLargestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	probetest.Eventually(t, time.Minute, func() error {
-		e, ok := decoded(t, c, name)
+		e, ok := c.Entry(t, name)
 		if !ok {
 			return errors.New("no entry yet")
 		}
@@ -679,7 +634,7 @@ func TestLargestFleet(t *testing.T) {
 		}
 		return holdsExactly(e, lastN(taken[:i+1], s.Window))
 	})
-	r.stop(t)
+	r.Stop(t)
 	t.Logf("probe past the limit: refused for size with %d samples in its window, kept sampling (%d refusals logged), wrote its whole window once a host left",
 		refusedAt, len(fails))
 }

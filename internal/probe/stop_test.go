@@ -48,12 +48,12 @@ func TestStopFinishesTheSampleInFlight(t *testing.T) {
 	b := &blockingSampler{started: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan bool, 1)}
 	r := startProbeWith(t, s, "agent-1", b, store, nodes)
 	<-b.started
-	r.cancel()
+	r.Cancel()
 	close(b.release)
 	if <-b.cancelled {
 		t.Error("the sample in flight saw its context cancelled by the stop")
 	}
-	r.stop(t)
+	r.Stop(t)
 	data, err := store.Get(context.Background(), s.ProbeConfigMap)
 	if err != nil {
 		t.Fatal(err)

@@ -652,3 +652,61 @@ func ParseLog(text, msg string) []map[string]any {
 	}
 	return out
 }
+
+// Loop is a component's Run started by a test, stopped in t.Cleanup.
+type Loop struct {
+	Name   string
+	Cancel context.CancelFunc // what SIGTERM does to the command
+	done   chan error // holds Run's result once it has returned
+}
+
+// Go starts run in a goroutine.
+func Go(t testing.TB, name string, run func(context.Context) error) *Loop {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Loop{Name: name, Cancel: cancel, done: make(chan error, 1)}
+	go func() { l.done <- run(ctx) }()
+	t.Cleanup(func() { l.Stop(t) })
+	return l
+}
+
+// Stop cancels the loop and waits for Run to return; Run must return nil.
+func (l *Loop) Stop(t testing.TB) {
+	t.Helper()
+	l.Cancel()
+	select {
+	case err := <-l.done:
+		l.done <- err // for the next Stop or Alive
+		if err != nil {
+			t.Errorf("%s returned %v", l.Name, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not stop within a minute", l.Name)
+	}
+}
+
+// Alive fails the test if Run has returned.
+func (l *Loop) Alive(t testing.TB) {
+	t.Helper()
+	select {
+	case err := <-l.done:
+		l.done <- err
+		t.Fatalf("%s exited: %v", l.Name, err)
+	default:
+	}
+}
+
+// Entry reads node's entry from the probe ConfigMap as the admin and
+// decodes it; false when there is none.
+func (c *Cluster) Entry(t testing.TB, node string) (entry.Entry, bool) {
+	t.Helper()
+	raw, ok := c.Data(t, settings.Defaults().ProbeConfigMap)[node]
+	if !ok {
+		return entry.Entry{}, false
+	}
+	e, err := entry.Decode(raw)
+	if err != nil {
+		t.Fatalf("entry of %s: %v", node, err)
+	}
+	return e, true
+}
