@@ -179,24 +179,46 @@ func (c *Controller) loadPrevious(ctx context.Context) {
 	c.previous = prev
 }
 
-// logChange logs one structured line when the decision changes.
+// logChange logs one structured line when the decision changes: the action,
+// out, in, and the reasons that made it. A change is one of the action, out,
+// in, or which reasons made it; their figures (a window filling up, a
+// cooldown running down) change every round and are not a change.
 func (c *Controller) logChange(st *decide.Status) {
-	var prev *decide.Decision
-	if c.previous != nil {
-		prev = &c.previous.Decision
-	}
 	d := st.Decision
-	if prev != nil && prev.Action == d.Action && prev.Out == d.Out && prev.In == d.In && firstReason(*prev) == firstReason(d) {
-		return
+	why := keyReasons(d)
+	if c.previous != nil {
+		p := c.previous.Decision
+		if p.Action == d.Action && p.Out == d.Out && p.In == d.In &&
+			slices.EqualFunc(keyReasons(p), why, func(a, b decide.Reason) bool { return a.Signal == b.Signal && a.Subject == b.Subject }) {
+			return
+		}
 	}
-	c.log.Info("decision", "action", d.Action, "out", d.Out, "in", d.In, "reason", firstReason(d), "dry_run", true)
+	summaries := make([]string, len(why))
+	for i, r := range why {
+		summaries[i] = decide.Summary(r)
+	}
+	c.log.Info("decision", "action", d.Action, "out", d.Out, "in", d.In, "reasons", summaries, "dry_run", true)
 }
 
-func firstReason(d decide.Decision) string {
-	if len(d.Reasons) == 0 {
-		return ""
+// keyReasons are the reasons that made a decision: for a swap, why the voter
+// leaves and why the standby comes in; for none, the first steps and gates
+// that failed. The passing steps before them (etcd present, enough eligible
+// hosts) say nothing about this decision.
+func keyReasons(d decide.Decision) []decide.Reason {
+	const most = 3
+	var out []decide.Reason
+	for _, r := range d.Reasons {
+		var key bool
+		if d.Action == decide.ActionSwap {
+			key = r.Signal == decide.StepReplace || r.Signal == decide.StepCandidate && r.Subject == d.In
+		} else {
+			key = !r.OK
+		}
+		if key && len(out) < most {
+			out = append(out, r)
+		}
 	}
-	return decide.Summary(d.Reasons[0])
+	return out
 }
 
 // withoutTimestamp is the document as it is compared between rounds: without
