@@ -657,7 +657,7 @@ func ParseLog(text, msg string) []map[string]any {
 type Loop struct {
 	Name   string
 	Cancel context.CancelFunc // what SIGTERM does to the command
-	done   chan error // holds Run's result once it has returned
+	done   chan error         // holds Run's result once it has returned
 }
 
 // Go starts run in a goroutine.
