@@ -402,3 +402,31 @@ func TestDocExampleDecodes(t *testing.T) {
 		t.Fatalf("decoded %+v", e)
 	}
 }
+
+// BenchmarkDecode reads a voter's and a standby's full worst-case window, as
+// the controller does for every recording host each period.
+func BenchmarkDecode(b *testing.B) {
+	voters := voterNames(5)
+	for _, c := range []struct {
+		name string
+		self int
+	}{{"voter", 0}, {"standby", -1}} {
+		node := "standby"
+		if c.self >= 0 {
+			node = voters[c.self]
+		}
+		raw, err := entry.Encode(worstWindow(node, voters, c.self, 100))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if _, err := entry.Decode(raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

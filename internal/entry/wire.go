@@ -1,12 +1,14 @@
 package entry
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,15 +101,24 @@ type idRun struct {
 // fixed-size arrays would silently pad or cut.
 type pair [2]uint64
 
+// UnmarshalJSON reads [a,b] by hand: runs are the most numerous values of an
+// entry, and a json.Unmarshal per pair made them most of a decision's time.
 func (p *pair) UnmarshalJSON(b []byte) error {
-	var v []uint64
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
+	rest := bytes.TrimSpace(b)
+	if len(rest) < 2 || rest[0] != '[' || rest[len(rest)-1] != ']' {
+		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
 	}
-	if len(v) != 2 {
-		return fmt.Errorf("want a pair of two numbers, got %d", len(v))
+	parts := bytes.Split(rest[1:len(rest)-1], []byte{','})
+	if len(parts) != 2 {
+		return fmt.Errorf("want a pair of two numbers, got %d", len(parts))
 	}
-	*p = pair{v[0], v[1]}
+	for i, part := range parts {
+		v, err := strconv.ParseUint(string(bytes.TrimSpace(part)), 10, 64)
+		if err != nil {
+			return fmt.Errorf("pair element %d: want a whole number, got %q", i, bytes.TrimSpace(part))
+		}
+		p[i] = v
+	}
 	return nil
 }
 
