@@ -14,28 +14,16 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
-
-// Store is the part of the ConfigMap API the controller uses.
-type Store interface {
-	Get(ctx context.Context, name string) (map[string]string, error)
-	PatchKey(ctx context.Context, name, key string, value *string) error
-}
-
-// NodeLister lists the cluster's Nodes.
-type NodeLister interface {
-	List(ctx context.Context) ([]corev1.Node, error)
-}
 
 // Config is everything the loop needs.
 type Config struct {
 	Settings settings.Settings
-	Store    Store
-	Nodes    NodeLister
+	Store    kube.ConfigMaps
+	Nodes    kube.Nodes
 	Log      *slog.Logger
 	Metrics  *Metrics // optional
 	Now      func() time.Time

@@ -158,7 +158,7 @@ type fleet struct {
 	dir      string
 	cluster  *etcdproc.Cluster
 	hosts    []*host
-	store    controller.Store
+	store    kube.ConfigMaps
 	nodes    *kube.MemNodes
 	ctrl     *controller.Controller
 	log      *slog.Logger

@@ -52,7 +52,7 @@ func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node st
 	return startProbeWith(t, s, node, sampler, cl.ConfigMaps(s.Namespace), cl.Nodes())
 }
 
-func startProbeWith(t *testing.T, s settings.Settings, node string, sampler probe.Sampler, store probe.Store, nodes probe.NodeLister) *running {
+func startProbeWith(t *testing.T, s settings.Settings, node string, sampler probe.Sampler, store kube.ConfigMaps, nodes kube.Nodes) *running {
 	t.Helper()
 	r := &running{node: node, store: &probetest.Store{Inner: store}, log: probetest.NewLog()}
 	if ps, ok := sampler.(*probetest.Sampler); ok {
@@ -422,7 +422,7 @@ func TestRestartMarkAndResume(t *testing.T) {
 }
 
 type countingLister struct {
-	inner probe.NodeLister
+	inner kube.Nodes
 	mu    sync.Mutex
 	n     int
 }

@@ -15,20 +15,9 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
-
-// Store is the part of the ConfigMap API the probe uses: its own entry is one
-// key of one ConfigMap, read once at start and written with a merge patch.
-type Store interface {
-	Get(ctx context.Context, name string) (map[string]string, error)
-	PatchKey(ctx context.Context, name, key string, value *string) error
-}
-
-// NodeLister lists the cluster's Nodes; the probe reads them once a sample.
-type NodeLister interface {
-	List(ctx context.Context) ([]corev1.Node, error)
-}
 
 // Peer is a voter this host connects to each sample.
 type Peer struct {
@@ -56,8 +45,8 @@ type Sampler interface {
 type Config struct {
 	Node     string
 	Settings settings.Settings
-	Store    Store
-	Nodes    NodeLister
+	Store    kube.ConfigMaps
+	Nodes    kube.Nodes
 	Sampler  Sampler
 	Log      *slog.Logger
 	Metrics  *Metrics // optional
