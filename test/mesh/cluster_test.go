@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,6 +172,7 @@ func startMesh(t *testing.T) *mesh {
 	}
 	t.Cleanup(cl.Stop)
 	m.etcd = cl
+	m.moveLeader(t, ctx, pinnedHost)
 
 	m.audit = filepath.Join(m.dir, "apiserver", "audit.log")
 	policy := filepath.Join(m.dir, "audit-policy.yaml")
@@ -480,6 +483,49 @@ func (m *mesh) stopComponents(t *testing.T) {
 		p.stop()
 		if _, err := p.exited(); err != nil {
 			t.Errorf("%s after SIGTERM: %v\n%s", p.name, err, tail(p.log, 20))
+		}
+	}
+}
+
+// moveLeader makes the named member etcd's leader. k3s's first server
+// starts the cluster alone and leads it when the others join; members
+// started at once elect any of them. Which member leads changes what a slow
+// voter costs: every write of the cluster waits for the leader's round trips,
+// the probes' patches of their shared ConfigMap included (see the README's
+// mesh scenario section).
+func (m *mesh) moveLeader(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	var to *etcdproc.Member
+	for _, mb := range m.etcd.Members {
+		if mb.Name == name {
+			to = mb
+		}
+	}
+	for {
+		leader, err := m.etcd.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if leader == to {
+			t.Logf("etcd's leader is %s", name)
+			return
+		}
+		id, err := strconv.ParseUint(to.MemberID(), 16, 64)
+		if err != nil {
+			t.Fatalf("member ID of %s: %v", name, err)
+		}
+		// Only the leader takes a transfer request.
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{leader.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cli.MoveLeader(ctx, id)
+		cli.Close()
+		if err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("move etcd's leadership from %s to %s: %v", leader.Name, name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }

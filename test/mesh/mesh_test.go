@@ -84,6 +84,9 @@ func TestMesh(t *testing.T) {
 	// start, the first of them possibly straddling it; the controller reads
 	// them within one more period; one more for the loaded machine (a probe
 	// on the slow host needs round trips of 600 ms for its own API calls).
+	// The bound holds for a slow follower; a slow leader holds every write
+	// of the cluster back, the probes' own included (README).
+	m.requireLeader(t, pinnedHost)
 	need := s.Window - quantile.Rank(s.TailPercentile, s.Window) + 1
 	swapBound := float64(need + 3)
 	delayed := time.Now()
@@ -235,6 +238,9 @@ func (m *mesh) waitFor(t *testing.T, what string, timeout time.Duration, cond fu
 		if err != nil {
 			why = err
 		} else {
+			if line := brief(st); last == nil || line != brief(last) {
+				t.Logf("%s %s", st.GeneratedAt.Format("15:04:05.000"), line)
+			}
 			last = st
 			if why = cond(st); why == nil {
 				t.Logf("%s: status of %s", what, st.GeneratedAt.Format("15:04:05.000"))
@@ -266,6 +272,34 @@ func (m *mesh) status(ctx context.Context) (*decide.Status, error) {
 		return nil, fmt.Errorf("%s has no %s yet", m.settings.StatusConfigMap, decide.StatusKey)
 	}
 	return decide.UnmarshalStatus([]byte(raw))
+}
+
+// brief is a status in one line: every host's verdict and the decision, and
+// what holds a host or the decision back.
+func brief(st *decide.Status) string {
+	var parts []string
+	for _, h := range st.Hosts {
+		p := h.Name + " " + string(h.Verdict)
+		if h.Verdict != decide.Fit {
+			if r, ok := decide.DecidingReason(h); ok {
+				p += " (" + decide.Summary(r) + ")"
+			}
+		}
+		parts = append(parts, p)
+	}
+	d := st.Decision
+	what := "decision " + d.Action
+	if d.Action == decide.ActionSwap {
+		what += " " + d.Out + " -> " + d.In
+	} else {
+		for _, r := range d.Reasons {
+			if !r.OK {
+				what += ": " + decide.Summary(r)
+				break
+			}
+		}
+	}
+	return strings.Join(parts, "; ") + "; " + what
 }
 
 func logStatus(t *testing.T, st *decide.Status) {
@@ -441,6 +475,19 @@ func slowLinkFigures(st *decide.Status, slow string) []linkFigure {
 		}
 	}
 	return out
+}
+
+func (m *mesh) requireLeader(t *testing.T, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leader, err := m.etcd.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if leader.Name != name {
+		t.Fatalf("etcd's leader is %s, not %s as set up: an election took place", leader.Name, name)
+	}
 }
 
 // pauseVoter pauses a voter that is neither the pinned one (whose member
