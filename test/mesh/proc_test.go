@@ -1,16 +1,16 @@
 package mesh
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // stopGrace is how long a component gets to write what it holds after
@@ -90,25 +90,23 @@ func (p *proc) stop() {
 	}
 }
 
-// pause stops the process (SIGSTOP) and returns once the kernel shows it
-// stopped, since the signal is delivered asynchronously.
+// pause stops the process (SIGSTOP) and returns once the kernel reports it
+// stopped, since the signal is delivered asynchronously: waitid for a stop,
+// leaving the report in place (WNOWAIT) for nobody else to miss.
 func (p *proc) pause() error {
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("pause %s: %w", p.name, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	var info unix.Siginfo
 	for {
-		st, err := procState(p.cmd.Process.Pid)
+		err := unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &info, unix.WSTOPPED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
-			return fmt.Errorf("pause %s: %w", p.name, err)
+			return fmt.Errorf("pause %s: wait for the stop: %w", p.name, err)
 		}
-		if st == "T" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pause %s: still in state %s after SIGSTOP", p.name, st)
-		}
-		time.Sleep(time.Millisecond)
+		return nil
 	}
 }
 
@@ -117,20 +115,6 @@ func (p *proc) resume() error {
 		return fmt.Errorf("resume %s: %w", p.name, err)
 	}
 	return nil
-}
-
-// procState is the one-letter state of a process (/proc/PID/stat, the field
-// after the parenthesised command name).
-func procState(pid int) (string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", fmt.Errorf("read state of pid %d: %w", pid, err)
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) == 0 {
-		return "", fmt.Errorf("read state of pid %d: short stat line", pid)
-	}
-	return f[0], nil
 }
 
 // tail is the last n lines of a log file, for failure messages.
