@@ -143,12 +143,16 @@ func Encode(e Entry) (string, error) {
 func Decode(raw string) (Entry, error) {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var w wire
-	if err := dec.Decode(&w); err != nil {
+	var in wireIn
+	if err := dec.Decode(&in); err != nil {
 		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Entry{}, errors.New("decode entry: data after the entry object")
+	}
+	w, err := in.toWire()
+	if err != nil {
+		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
 	e, err := fromWire(w)
 	if err != nil {
