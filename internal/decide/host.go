@@ -80,7 +80,7 @@ func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
 	h.reasons = append(h.reasons, r)
 	age := now.Sub(h.obs.ChangedAt)
 	r = against(s.StaleAfter(), SignalFreshness, "", age.Seconds(),
-		fmt.Sprintf("entry last seen changing %v ago, at %s", age, h.obs.ChangedAt.Format(time.RFC3339)))
+		fmt.Sprintf("entry last seen changing %v ago, at %s", age.Round(time.Millisecond), h.obs.ChangedAt.Format(time.RFC3339)))
 	r.unknown = !r.OK
 	if !r.OK {
 		r.Detail += ": the probe has stopped reporting"

@@ -285,7 +285,7 @@ func gates(s settings.Settings, now time.Time, voters, learners []*host, mem Mem
 	l := s.Cooldown()
 	since := now.Sub(mem.VotersChangedAt)
 	c := against(l, GateCooldown, "", since.Seconds(), fmt.Sprintf("the voter set (%s) last changed %v ago, at %s; cooldown %v",
-		strings.Join(mem.Voters, ", "), since, mem.VotersChangedAt.Format(time.RFC3339), l.Duration()))
+		strings.Join(mem.Voters, ", "), since.Round(time.Millisecond), mem.VotersChangedAt.Format(time.RFC3339), l.Duration()))
 	out = append(out, c)
 	return out
 }
