@@ -32,6 +32,7 @@ type options struct {
 	decideCount                        int
 	detectionRuns, cleanWindows        int
 	write                              string
+	onlyClean                          bool
 	log                                string
 }
 
@@ -47,6 +48,7 @@ func main() {
 	flag.IntVar(&o.decideCount, "decide-count", 5, "runs of BenchmarkDecide (go test -count)")
 	flag.IntVar(&o.detectionRuns, "detection-runs", 3, "demo runs with the slow fault (0: skip)")
 	flag.IntVar(&o.cleanWindows, "clean-windows", 0, "windows of the clean run (0: skip; the long part, 50 s a window)")
+	flag.BoolVar(&o.onlyClean, "only-clean", false, "run the clean run alone (with -clean-windows), to repeat it")
 	flag.StringVar(&o.write, "write", "", "replace the figures section of this file (docs/performance.md)")
 	flag.StringVar(&o.log, "log", filepath.Join(os.TempDir(), "fleet-role-bench.log"), "progress and the demo's output")
 	flag.Parse()
@@ -97,6 +99,15 @@ func run(ctx context.Context, o options) error {
 	var rows []bench.Row
 	var notes []string
 	started := time.Now()
+	if o.onlyClean {
+		o.detectionRuns = 0
+		rows, notes, err := detectionRows(ctx, tools.Etcd, o, logf, step)
+		if err != nil {
+			return err
+		}
+		fmt.Println(report(rows, notes, o, time.Since(started)))
+		return nil
+	}
 
 	step("starting %d etcd members, kube-apiserver, deploy/fleet-role.yaml and %d Nodes", bench.Voters, bench.Voters+bench.Standbys)
 	env, err := bench.Start(ctx, root, filepath.Join(tmp, "env"), tools)
