@@ -514,3 +514,35 @@ func TestStandbyPoorPathDoesNotSwapAHealthyVoter(t *testing.T) {
 		t.Fatalf("decision %+v, want none", st.Decision)
 	}
 }
+
+// One slow link between a pinned and an unpinned voter: both are on one slow
+// link, either taken out takes it out, so the unpinned one is named rather
+// than the pinned one holding every swap back. A pinned voter unfit on its own
+// (its disk) stays the one to replace, and nothing is swapped.
+func TestTiedSlowLinkNamesTheUnpinnedVoter(t *testing.T) {
+	f := standardFleet(settings.Defaults())
+	yes := true
+	f.host("alpha").pinned = &yes
+	f.slow[pairOf("alpha", "bravo")] = 0.4
+	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	if st.Decision.Action != decide.ActionSwap || st.Decision.Out != "bravo" {
+		t.Fatalf("decision %+v, want bravo swapped out", st.Decision)
+	}
+
+	f = standardFleet(settings.Defaults())
+	f.host("alpha").pinned = &yes
+	f.host("alpha").slowWAL = true
+	st = decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	if st.Decision.Action != decide.ActionNone {
+		t.Fatalf("decision %+v, want none: the pinned voter is the one to replace", st.Decision)
+	}
+	found := false
+	for _, r := range st.Decision.Reasons {
+		if r.Signal == decide.StepPinned && !r.OK && r.Subject == "alpha" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no pinned reason naming alpha: %+v", st.Decision.Reasons)
+	}
+}

@@ -102,7 +102,7 @@ func plan(s settings.Settings, now time.Time, hosts []*host, mem Memory) Decisio
 // choose picks the voter to replace and the standby to replace it with,
 // adding a reason for each step.
 func choose(s settings.Settings, voters, standbys []*host, d *Decision) (out, in string) {
-	const replaceBasis = "a slow link between voters makes both its ends unfit, so the unfit voter on the most slow links is the one to replace (ties: the worst margin over its limits, then the name)"
+	const replaceBasis = "a slow link between voters makes both its ends unfit, so the unfit voter on the most slow links is the one to replace (ties on slow links: an unpinned voter, which takes the same links out; then the worst margin over its limits, then the name)"
 	var unfit []*host
 	var unknown []string
 	for _, v := range voters {
@@ -126,12 +126,26 @@ func choose(s settings.Settings, voters, standbys []*host, d *Decision) (out, in
 		links []string
 		worst float64
 	}
+	// Two voters on as many slow links share the poor paths that make them
+	// unfit, and either taken out takes those links out: the unpinned one
+	// goes, where a margin between two readings of one link would be noise
+	// naming the pinned one. With no slow link the voter is unfit on its own
+	// (a disk, memory), and a pinned one stays the one to replace.
+	pinnedLast := func(a, b ranked) int {
+		if len(a.links) == 0 || a.h.node.Pinned == b.h.node.Pinned {
+			return 0
+		}
+		if a.h.node.Pinned {
+			return 1
+		}
+		return -1
+	}
 	var rs []ranked
 	for _, v := range unfit {
 		rs = append(rs, ranked{v, slowLinks(v.reasons), minHeadroom(v.reasons, failedMeasure)})
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
+		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), pinnedLast(a, b), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
 	})
 	leaving := rs[0]
 	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
