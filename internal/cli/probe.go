@@ -51,7 +51,7 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 		if hostRoot == "" {
 			return usageErrorf("--host-root is empty: give / or where the host is mounted")
 		}
-		log := newLogger(cmd.ErrOrStderr(), "probe").With("node", node)
+		log := newLogger(cmd.ErrOrStderr(), "probe") // the probe adds its node to every line
 		client, err := kube.NewClient(kubeconfig)
 		if err != nil {
 			return usageErrorf("kubernetes client: %w", err)
