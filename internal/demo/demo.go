@@ -480,7 +480,7 @@ func (f *fleet) startProbe(ctx context.Context, h *host) error {
 	}
 	p, err := probe.New(probe.Config{
 		Node: h.name, Settings: f.set, Store: f.store, Nodes: f.nodes, Sampler: sampler,
-		Log: f.log.With("component", "probe", "node", h.name),
+		Log: f.log.With("component", "probe"),
 	})
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -232,42 +231,11 @@ func TestMeasureMissingDir(t *testing.T) {
 // latency in seconds and the number of fdatasyncs it timed.
 func fioP99(t *testing.T, fio, dir string) (p99 float64, n int) {
 	t.Helper()
-	cmd := exec.Command(fio, "--rw=write", "--ioengine=sync", "--fdatasync=1", "--directory="+dir,
-		"--size=22m", "--bs=2300", "--name=mytest", "--output-format=json")
-	out, err := cmd.Output()
+	r, err := RunFio(context.Background(), fio, dir)
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, out)
-	}
-	// fio prints notes before the JSON document on some set-ups.
-	if i := bytes.IndexByte(out, '{'); i > 0 {
-		out = out[i:]
-	}
-	var doc struct {
-		Jobs []struct {
-			Sync struct {
-				LatNs struct {
-					N          int                `json:"N"`
-					Percentile map[string]float64 `json:"percentile"`
-				} `json:"lat_ns"`
-			} `json:"sync"`
-		} `json:"jobs"`
-	}
-	if err := json.Unmarshal(out, &doc); err != nil {
-		t.Fatalf("parse fio output: %v\n%s", err, out)
-	}
-	if len(doc.Jobs) != 1 {
-		t.Fatalf("fio reported %d jobs, want 1", len(doc.Jobs))
-	}
-	lat := doc.Jobs[0].Sync.LatNs
-	ns, ok := lat.Percentile["99.000000"]
-	if !ok {
-		t.Fatalf("fio output has no sync p99: %v", lat.Percentile)
-	}
-	// fio leaves its file behind.
-	if err := os.Remove(filepath.Join(dir, "mytest.0.0")); err != nil {
 		t.Fatal(err)
 	}
-	return ns / 1e9, lat.N
+	return r.P99Seconds, r.Syncs
 }
 
 // TestMeasureAgreesWithFio holds the native reading to fio's on the same
