@@ -4,6 +4,8 @@
 # proxy, cached; fio from Debian), then checks formatting, vets, and runs the
 # unit, fuzz-seed, race and real-component tests.
 set -euo pipefail
+# Go and the tool cache need a home; a CI runner may start without $HOME.
+export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }

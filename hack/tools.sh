@@ -7,6 +7,8 @@
 #   hack/tools.sh kube-apiserver  -> path of the kube-apiserver v1.37.2 binary
 #   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
 set -euo pipefail
+# Go and the tool cache need a home; a CI runner may start without $HOME.
+export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${FLEET_ROLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleet-role}
