@@ -36,6 +36,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -413,6 +414,28 @@ func (s *Server) TokenFor(ctx context.Context, namespace, sa string, ttl time.Du
 		metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("token for %s/%s: %w", namespace, sa, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// TokenForPod issues a token of ServiceAccount sa bound to the Pod pod (by
+// name and UID), as the kubelet does for a pod it runs: the token then
+// carries the Pod's node in the user's extra
+// (authentication.kubernetes.io/node-name), and dies with the Pod.
+func (s *Server) TokenForPod(ctx context.Context, namespace, sa, pod string, uid types.UID, ttl time.Duration) (string, error) {
+	cs, err := kubernetes.NewForConfig(s.AdminConfig())
+	if err != nil {
+		return "", fmt.Errorf("token for %s/%s bound to pod %s: %w", namespace, sa, pod, err)
+	}
+	secs := int64(ttl / time.Second)
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: &secs,
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod, UID: uid},
+		}},
+		metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token for %s/%s bound to pod %s: %w", namespace, sa, pod, err)
 	}
 	return tr.Status.Token, nil
 }

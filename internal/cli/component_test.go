@@ -348,7 +348,7 @@ func TestProbeProcess(t *testing.T) {
 		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.11.1", PeerAddress: ln.Addr().String()},
 		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.11.2"},
 	)
-	kc := c.Kubeconfig(t, probetest.ProbeSA)
+	kc := c.ProbeKubeconfig(t, "agent-1")
 	bin := buildBinary(t)
 	addr := freeAddr(t)
 	// A period long enough that the write SIGTERM forces is not the
@@ -360,7 +360,7 @@ func TestProbeProcess(t *testing.T) {
 
 	probetest.Eventually(t, time.Minute, func() error {
 		p.running(t)
-		raw, ok := c.Data(t, "fleet-role-probe")["agent-1"]
+		raw, ok := c.Records(t)["agent-1"]
 		if !ok {
 			return errors.New("no entry yet")
 		}
@@ -416,12 +416,12 @@ func TestProbeProcess(t *testing.T) {
 	if recs[0]["unwritten"] != false || held < taken {
 		t.Errorf("stopped holding %v samples, unwritten %v; %v were taken before the API server came back", held, recs[0]["unwritten"], taken)
 	}
-	e, err := entry.Decode(c.Data(t, "fleet-role-probe")["agent-1"])
+	e, err := entry.Decode(c.Records(t)["agent-1"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if float64(len(e.Samples)) != held {
-		t.Errorf("the ConfigMap holds %d samples, the probe held %v when it stopped", len(e.Samples), held)
+		t.Errorf("the record holds %d samples, the probe held %v when it stopped", len(e.Samples), held)
 	}
 	for i, x := range e.Samples {
 		if x.Restart != (i == 0) || x.MemTotalBytes == 0 || len(x.Connect) != 1 || x.Connect["server-1"].Err != "" {

@@ -16,8 +16,10 @@ func newControllerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Decide every period from the probes' samples and publish fleet-role-status (dry-run)",
-		Long: `Runs as the fleet-role Deployment. Every sample period it reads the
-fleet-role-probe ConfigMap, the Nodes and its previous status, decides which
+		Long: `Runs as the fleet-role Deployment. Every sample period it reads the probes'
+records (a shared informer lists and watches the ConfigMaps labelled
+fleet-role.io/record=probe in its namespace), the Nodes and its previous
+status, decides which
 hosts are fit, unfit or unknown and the swap it would make, and writes the
 status document to status.json of the fleet-role-status ConfigMap when it
 changed (and at least once a window). It changes nothing else.
@@ -51,9 +53,11 @@ decision succeeded within three periods).`,
 			return usageErrorf("kubernetes client: %w", err)
 		}
 		metrics := controller.NewMetrics()
+		records := client.NewRecordInformer(s.Namespace)
 		c, err := controller.New(controller.Config{
 			Settings: s,
 			Store:    client.ConfigMaps(s.Namespace),
+			Records:  records,
 			Nodes:    client.Nodes(),
 			Log:      log,
 			Metrics:  metrics,
@@ -63,6 +67,7 @@ decision succeeded within three periods).`,
 		}
 		ctx, cancel := signalContext()
 		defer cancel()
+		records.Start(ctx)
 		stop, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log)
 		if err != nil {
 			return err

@@ -11,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
@@ -21,14 +23,18 @@ func newDecideCommand() *cobra.Command {
 	var probe, nodes, previous, now, output string
 	cmd := &cobra.Command{
 		Use:   "decide --probe FILE --nodes FILE [--previous FILE] [--settings FILE] [--now RFC3339] [-o json|table]",
-		Short: "Decide offline from a saved probe ConfigMap and Nodes, and print the status",
+		Short: "Decide offline from saved probe records and Nodes, and print the status",
 		Long: `Makes the controller's decision from saved inputs and prints it, touching no
 cluster:
 
-  kubectl -n github-runner-platform get configmap fleet-role-probe -o json > probe.json
+  kubectl -n fleet-role get configmap -l fleet-role.io/record=probe -o json > probe.json
   kubectl get nodes -o json > nodes.json
-  kubectl -n github-runner-platform get configmap fleet-role-status -o json > previous.json
+  kubectl -n fleet-role get configmap fleet-role-status -o json > previous.json
   fleet-role decide --probe probe.json --nodes nodes.json --previous previous.json -o table
+
+--probe takes the records as kubectl lists them (a List of ConfigMaps), one
+record, or the single fleet-role-probe ConfigMap of installs before records
+(one key per node).
 
 --previous takes a status.json or the fleet-role-status ConfigMap; without it
 every entry counts as just changed and the voter set dates from the voters'
@@ -40,7 +46,7 @@ setting or input.`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&probe, "probe", "", "the fleet-role-probe ConfigMap as JSON (kubectl get configmap -o json)")
+	f.StringVar(&probe, "probe", "", "the probe records as JSON (kubectl get configmap -l fleet-role.io/record=probe -o json), or the old fleet-role-probe ConfigMap")
 	f.StringVar(&nodes, "nodes", "", "the Nodes as JSON (kubectl get nodes -o json)")
 	f.StringVar(&previous, "previous", "", "the previous status: status.json or the fleet-role-status ConfigMap as JSON")
 	f.StringVar(&now, "now", "", "the time of the decision, RFC 3339 (default: the current time)")
@@ -71,14 +77,13 @@ setting or input.`,
 		}
 		in := decide.Input{Now: at, Settings: s}
 
-		var cm corev1.ConfigMap
-		if err := readJSON("--probe", probe, &cm); err != nil {
-			return err
+		data, err := os.ReadFile(probe)
+		if err != nil {
+			return fmt.Errorf("read --probe: %w", err)
 		}
-		if cm.Kind != "" && cm.Kind != "ConfigMap" {
-			return usageErrorf("--probe %s: kind %q, want the ConfigMap %s", probe, cm.Kind, s.ProbeConfigMap)
+		if in.Entries, in.Unreadable, err = probeInput(data); err != nil {
+			return usageErrorf("--probe %s: %w", probe, err)
 		}
-		in.Entries = decide.EntriesFromConfigMap(&cm)
 
 		var list corev1.NodeList
 		if err := readJSON("--nodes", nodes, &list); err != nil {
@@ -127,4 +132,48 @@ func readJSON(flag, path string, v any) error {
 		return usageErrorf("%s %s: %w", flag, path, err)
 	}
 	return nil
+}
+
+// probeInput reads --probe: a List of records as `kubectl get cm -l
+// fleet-role.io/record=probe -o json` prints it (kind List or
+// ConfigMapList), one record, or the single shared ConfigMap of installs
+// before records, whose keys are node names. It returns the entries and the
+// records that cannot be read as records, as the controller does.
+func probeInput(data []byte) (entries, unreadable map[string]string, err error) {
+	var head struct {
+		Kind  string            `json:"kind"`
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, nil, err
+	}
+	switch head.Kind {
+	case "List", "ConfigMapList":
+		records := make([]*corev1.ConfigMap, 0, len(head.Items))
+		for i, raw := range head.Items {
+			var cm corev1.ConfigMap
+			if err := json.Unmarshal(raw, &cm); err != nil {
+				return nil, nil, fmt.Errorf("item %d: %w", i, err)
+			}
+			if cm.Kind != "" && cm.Kind != "ConfigMap" {
+				return nil, nil, fmt.Errorf("item %d is a %s, want ConfigMaps", i, cm.Kind)
+			}
+			records = append(records, &cm)
+		}
+		entries, unreadable = controller.Entries(records)
+		return entries, unreadable, nil
+	case "ConfigMap", "":
+		var cm corev1.ConfigMap
+		if err := json.Unmarshal(data, &cm); err != nil {
+			return nil, nil, err
+		}
+		if record.IsRecord(&cm) {
+			entries, unreadable = controller.Entries([]*corev1.ConfigMap{&cm})
+			return entries, unreadable, nil
+		}
+		// The shared ConfigMap of installs before records: node name to
+		// entry, the same entries.
+		return decide.EntriesFromConfigMap(&cm), nil, nil
+	}
+	return nil, nil, fmt.Errorf("kind %q: want a List of records (kubectl get cm -l %s -o json), a record, or the old shared ConfigMap", head.Kind, record.Selector)
 }

@@ -17,15 +17,17 @@ func newProbeCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "probe",
-		Short: "Sample this node every period into its key of the fleet-role-probe ConfigMap",
+		Short: "Sample this node every period into its own record (a ConfigMap named after the node)",
 		Long: `Runs on every node (the fleet-role-probe DaemonSet, host network). Each sample
 period it reads the Nodes once, and when this node is a voter or marked
 eligible it takes one sample: the TCP connect time to every other voter's etcd
 peer port, what the local etcd member's metrics gained (voters), memory and its
 pressure, the class of the link the default route leaves by, and once a window
 the fdatasync reading (non-voters). It appends the sample to its window and
-writes the window to its own key of the fleet-role-probe ConfigMap. A node that
-is neither a voter nor eligible records nothing and removes an entry it had.
+writes the window to its node's record: the ConfigMap named after the node in
+fleet-role's namespace, labelled fleet-role.io/record=probe and owned by the
+Node. A node that is neither a voter nor eligible records nothing and deletes
+the record it had.
 
 It never exits on a failed reading or write; it exits 2 on a bad setting and
 0 on SIGTERM, after writing what it holds.`,
@@ -60,7 +62,7 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 		p, err := probe.New(probe.Config{
 			Node:     node,
 			Settings: s,
-			Store:    client.ConfigMaps(s.Namespace),
+			Records:  client.Records(s.Namespace),
 			Nodes:    client.Nodes(),
 			Sampler:  probe.NewHost(s, hostRoot, metricsURL, fsyncDir),
 			Log:      log,

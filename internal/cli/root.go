@@ -60,6 +60,7 @@ make none. It runs in dry-run: it changes nothing in the cluster.`,
 		newControllerCommand(),
 		newDemoCommand(),
 		newRenderCommand(),
+		newPrepareFsyncDirCommand(),
 	)
 	return root
 }

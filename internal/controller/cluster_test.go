@@ -56,9 +56,9 @@ func walIn(b int) func(probe.Plan, int, time.Time) entry.Sample {
 
 func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node string, sampler *probetest.Sampler) (*probetest.Loop, *probetest.Log) {
 	t.Helper()
-	cl := c.Client(t, probetest.ProbeSA)
+	cl := c.ProbeClient(t, node)
 	log := probetest.NewLog()
-	p, err := probe.New(probe.Config{Node: node, Settings: s, Store: cl.ConfigMaps(s.Namespace), Nodes: cl.Nodes(), Sampler: sampler, Log: log.Logger})
+	p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.Namespace), Nodes: cl.Nodes(), Sampler: sampler, Log: log.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +134,10 @@ func TestStatusOnAPIServer(t *testing.T) {
 		startProbe(t, c, s, n, samplers[n])
 	}
 	cl := c.Client(t, probetest.ControllerSA)
-	store := &probetest.Store{Inner: cl.ConfigMaps(s.Namespace)}
+	store := &probetest.ConfigMapStore{Inner: cl.ConfigMaps(s.Namespace)}
 	metrics := controller.NewMetrics()
 	log := probetest.NewLog()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 
 	// A malformed entry, written by hand as the admin (kubectl patch).
 	bad := `{"v":1,"node":"agent-3","n":2}`
-	if err := c.PatchData(context.Background(), "fleet-role-probe", "agent-3", &bad); err != nil {
+	if err := c.WriteRecord(context.Background(), "agent-3", bad); err != nil {
 		t.Fatal(err)
 	}
 	probetest.Eventually(t, time.Minute, func() error {
@@ -314,15 +314,15 @@ func TestWritesOnlyOnChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.PatchData(ctx, "fleet-role-probe", n, &text); err != nil {
+		if err := c.WriteRecord(ctx, n, text); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cl := c.Client(t, probetest.ControllerSA)
-	store := &probetest.Store{Inner: cl.ConfigMaps(s.Namespace)}
+	store := &probetest.ConfigMapStore{Inner: cl.ConfigMaps(s.Namespace)}
 	clk := &clock{now: t0}
 	metrics := controller.NewMetrics()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Nodes: cl.Nodes(), Metrics: metrics, Now: clk.Now})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +389,7 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	cl := c.Client(t, probetest.ControllerSA)
 	metrics := controller.NewMetrics()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace), Nodes: cl.Nodes(), Metrics: metrics})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace), Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

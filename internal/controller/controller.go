@@ -1,7 +1,8 @@
 // Package controller is the loop the fleet-role Deployment runs: each
-// interval it reads the probes' entries and the Nodes, decides with the pure
-// core in internal/decide, and publishes the decision as status.json of the
-// fleet-role-status ConfigMap. It acts on nothing: dry-run is the only mode.
+// interval it reads the probes' records (from an informer's cache) and the
+// Nodes, decides with the pure core in internal/decide, and publishes the
+// decision as status.json of the fleet-role-status ConfigMap. It acts on
+// nothing: dry-run is the only mode.
 package controller
 
 import (
@@ -14,19 +15,25 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 // Config is everything the loop needs.
 type Config struct {
 	Settings settings.Settings
-	Store    kube.ConfigMaps
-	Nodes    kube.Nodes
-	Log      *slog.Logger
-	Metrics  *Metrics // optional
-	Now      func() time.Time
+	// Store holds the status ConfigMap.
+	Store kube.ConfigMaps
+	// Records lists the probes' records.
+	Records kube.RecordSource
+	Nodes   kube.Nodes
+	Log     *slog.Logger
+	Metrics *Metrics // optional
+	Now     func() time.Time
 }
 
 // Controller holds what one decision passes to the next.
@@ -46,8 +53,8 @@ type Controller struct {
 
 // New checks the configuration and returns a controller ready to Run.
 func New(cfg Config) (*Controller, error) {
-	if cfg.Store == nil || cfg.Nodes == nil {
-		return nil, errors.New("controller needs a store and a node lister")
+	if cfg.Store == nil || cfg.Records == nil || cfg.Nodes == nil {
+		return nil, errors.New("controller needs a status store, a record source and a node lister")
 	}
 	if !cfg.Settings.DryRun {
 		return nil, errors.New("dry_run is false: dry-run is the only mode fleet-role has")
@@ -99,23 +106,25 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	if !c.loaded {
 		c.loadPrevious(ctx)
 	}
-	data, err := c.cfg.Store.Get(ctx, s.ProbeConfigMap)
+	records, err := c.cfg.Records.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read configmap %s: %w", s.ProbeConfigMap, err)
+		return nil, err
 	}
+	entries, unreadable := Entries(records)
 	kubeNodes, err := c.cfg.Nodes.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	now := c.cfg.Now()
 	st := decide.Decide(decide.Input{
-		Now:      now,
-		Settings: s,
-		Nodes:    decide.NodesFromKube(kubeNodes, s),
-		Entries:  data,
-		Previous: c.previous,
+		Now:        now,
+		Settings:   s,
+		Nodes:      decide.NodesFromKube(kubeNodes, s),
+		Entries:    entries,
+		Unreadable: unreadable,
+		Previous:   c.previous,
 	})
-	c.cfg.Metrics.observeStatus(&st, len(data))
+	c.cfg.Metrics.observeStatus(&st)
 	c.logChange(&st)
 
 	doc, err := st.Marshal()
@@ -143,6 +152,24 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	}
 	c.previous = &st
 	return &st, nil
+}
+
+// Entries reads the records: node name to entry text, and node name to why
+// for the records that cannot be read as records.
+func Entries(records []*corev1.ConfigMap) (entries, unreadable map[string]string) {
+	entries, unreadable = map[string]string{}, map[string]string{}
+	for _, cm := range records {
+		node, text, err := record.Read(cm)
+		switch {
+		case errors.Is(err, record.ErrNotRecord):
+			continue
+		case err != nil:
+			unreadable[node] = err.Error()
+		default:
+			entries[node] = text
+		}
+	}
+	return entries, unreadable
 }
 
 // loadPrevious reads the status written before this start, once, so that the

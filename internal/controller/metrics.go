@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +17,8 @@ type Metrics struct {
 	verdict     *prometheus.GaugeVec
 	samples     *prometheus.GaugeVec
 	swap        *prometheus.GaugeVec
-	entries     prometheus.Gauge
+	records     *prometheus.GaugeVec
+	recordIssue *prometheus.GaugeVec
 	loops       *prometheus.CounterVec
 	loopSeconds prometheus.Histogram
 	writes      prometheus.Counter
@@ -38,9 +40,12 @@ func NewMetrics() *Metrics {
 		swap: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleet_role_swap", Help: "1 while the controller would swap voter out for standby in (dry-run: nothing is done).",
 		}, []string{"out", "in"}),
-		entries: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fleet_role_probe_entries", Help: "Entries read from the probe ConfigMap.",
-		}),
+		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_records", Help: "The probes' records: count (records), total_bytes and largest_bytes (of their entries), cap_bytes (the cap each is held to).",
+		}, []string{"figure"}),
+		recordIssue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_host_record_issue", Help: "1 while a host's record is why it has no full, fresh window: issue is missing, unreadable, refused (the API server refused the probe's write) or full (shrunk to fit its cap).",
+		}, []string{"host", "issue"}),
 		loops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_role_decisions_total", Help: "Decision loops, by result.",
 		}, []string{"result"}),
@@ -52,7 +57,7 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_status_writes_total", Help: "Writes of the status ConfigMap.",
 		}),
 	}
-	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.entries, m.loops, m.loopSeconds, m.writes)
+	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes)
 	return m
 }
 
@@ -68,11 +73,21 @@ func (m *Metrics) observeLoop(d time.Duration, err error) {
 	m.loops.WithLabelValues("ok").Inc()
 }
 
-func (m *Metrics) observeStatus(st *decide.Status, entries int) {
+func (m *Metrics) observeStatus(st *decide.Status) {
 	if m == nil {
 		return
 	}
-	m.entries.Set(float64(entries))
+	r := st.Records
+	m.records.WithLabelValues("count").Set(float64(r.Count))
+	m.records.WithLabelValues("total_bytes").Set(float64(r.TotalBytes))
+	m.records.WithLabelValues("largest_bytes").Set(float64(r.LargestBytes))
+	m.records.WithLabelValues("cap_bytes").Set(float64(r.CapBytes))
+	m.recordIssue.Reset()
+	for _, h := range st.Hosts {
+		if issue := recordIssue(h); issue != "" {
+			m.recordIssue.WithLabelValues(h.Name, issue).Set(1)
+		}
+	}
 	// Hosts come and go: reset so that a removed host's series disappears.
 	m.verdict.Reset()
 	m.samples.Reset()
@@ -97,4 +112,24 @@ func (m *Metrics) written() {
 		return
 	}
 	m.writes.Inc()
+}
+
+// recordIssue names what is wrong with a host's record, from its reasons.
+func recordIssue(h decide.Host) string {
+	for _, r := range h.Reasons {
+		if r.OK {
+			continue
+		}
+		switch {
+		case r.Signal == decide.SignalEntry && strings.HasPrefix(r.Detail, "no probe record"):
+			return "missing"
+		case r.Signal == decide.SignalEntry:
+			return "unreadable"
+		case r.Signal == decide.SignalRecord && strings.HasPrefix(r.Detail, "refused"):
+			return "refused"
+		case r.Signal == decide.SignalRecord:
+			return "full"
+		}
+	}
+	return ""
 }

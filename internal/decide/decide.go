@@ -12,12 +12,14 @@ package decide
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/record"
 )
 
 // Decide makes one decision. It never fails: a host whose entry cannot be
@@ -43,10 +45,13 @@ func Decide(in Input) Status {
 			continue // a Node name is unique; a repeat adds nothing
 		}
 		h := &host{node: n}
-		if raw, ok := in.Entries[n.Name]; ok {
+		if why, ok := in.Unreadable[n.Name]; ok {
+			h.hasEntry = true
+			decodeErrs[n.Name] = errors.New(why)
+		} else if raw, ok := in.Entries[n.Name]; ok {
 			h.raw, h.hasEntry = raw, true
 			h.obs = observe(prev[n.Name], raw, now)
-			e, err := entry.Decode(raw)
+			e, err := entry.DecodeLimited(raw, entry.LimitsFor(s.Window, s.MaxServers))
 			if err == nil && e.Node != n.Name {
 				err = fmt.Errorf("the entry names node %q but is stored under %q", e.Node, n.Name)
 			}
@@ -101,10 +106,21 @@ func Decide(in Input) Status {
 		Hosts:       make([]Host, 0, len(hosts)),
 		Decision:    plan(s, now, hosts, mem),
 		Memory:      mem,
+		Records:     Records{CapBytes: record.CapBytes(s.Window, s.MaxServers)},
 	}
 	for _, h := range hosts {
 		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
-			Verdict: h.verdict, Samples: len(h.window), Reasons: h.reasons, Observation: h.obs})
+			Verdict: h.verdict, Samples: len(h.window), RecordBytes: len(h.raw), Reasons: h.reasons, Observation: h.obs})
+	}
+	// Every record counts, a host's the decision leaves out (neither voter
+	// nor eligible any more) too: they are what fleet-role stores.
+	for _, name := range sortedKeys(in.Entries) {
+		b := len(in.Entries[name])
+		st.Records.Count++
+		st.Records.TotalBytes += b
+		if b > st.Records.LargestBytes {
+			st.Records.LargestBytes, st.Records.Largest = b, name
+		}
 	}
 	return st
 }

@@ -200,7 +200,7 @@ func (f *gFleet) rawEntry(t testing.TB, h *gHost) string {
 func (f *gFleet) probeConfigMap(t testing.TB) corev1.ConfigMap {
 	cm := corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: f.s.ProbeConfigMap, Namespace: f.s.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-role-probe", Namespace: f.s.Namespace},
 		Data:       map[string]string{},
 	}
 	for _, h := range f.hosts {

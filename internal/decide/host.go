@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
@@ -65,14 +66,17 @@ func (h *host) isMember() bool { return h.role == RoleVoter || h.role == RoleLea
 // evidence judges whether the host can be judged at all.
 func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
 	if !h.hasEntry {
-		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "every voter and eligible host runs the probe, which writes one entry per host",
-			"no probe entry for this host in "+s.ProbeConfigMap, false))
+		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "every voter and eligible host runs the probe, which keeps one record per host",
+			fmt.Sprintf("no probe record for this host (ConfigMap %s/%s)", s.Namespace, record.Name(h.node.Name)), false))
 		return
 	}
 	if decodeErr != nil {
-		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "the entry format of docs/entry.md",
-			"entry cannot be read: "+decodeErr.Error(), false))
+		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "the record and entry formats of docs/records.md and docs/entry.md",
+			"record cannot be read: "+decodeErr.Error(), false))
 		return
+	}
+	if r, ok := h.recordReason(s); ok {
+		h.reasons = append(h.reasons, r)
 	}
 	n := len(h.window)
 	r := against(s.WindowLimit(), SignalSamples, "", float64(n), fmt.Sprintf("%d of %d samples", n, s.Window))
@@ -87,6 +91,27 @@ func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
 	}
 	h.reasons = append(h.reasons, r)
 	h.judged = h.reasons[len(h.reasons)-1].OK && h.reasons[len(h.reasons)-2].OK
+}
+
+// recordReason says why a record holds less than the probe's window: full
+// (the probe left its oldest samples out to fit the cap) or refused (the API
+// server refused the probe's last write). Either is why such a host has no
+// full, fresh window, and is named as such rather than as a host that
+// stopped reporting.
+func (h *host) recordReason(s settings.Settings) (Reason, bool) {
+	limit := record.CapBytes(s.Window, s.MaxServers)
+	const basis = "a record holds at most the largest legitimate entry at these settings (docs/records.md, Capacity); the probe shrinks a larger one and marks a refused write"
+	switch {
+	case h.entry.Refused != "":
+		return unmeasured(SignalRecord, "", basis,
+			"refused: the API server refused the probe's last write of its window: "+h.entry.Refused, false), true
+	case h.entry.Shrunk > 0:
+		r := Reason{Signal: SignalRecord, Value: num(float64(len(h.raw))), Limit: num(float64(limit)), Unit: "bytes",
+			Rule: settings.AtMost, Basis: basis, OK: false, unknown: true,
+			Detail: fmt.Sprintf("full: the %d oldest samples were left out so that the record fits its cap", h.entry.Shrunk)}
+		return r, true
+	}
+	return Reason{}, false
 }
 
 // measure judges every signal of a decoded entry. voters are the nodes the

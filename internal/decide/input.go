@@ -11,9 +11,14 @@ type Input struct {
 	Now      time.Time
 	Settings settings.Settings
 	Nodes    []Node
-	// Entries is the raw data of the fleet-role-probe ConfigMap: node name
-	// to entry text.
+	// Entries is every probe record's entry: node name to entry text
+	// (internal/record; the old shared fleet-role-probe ConfigMap's data
+	// reads the same way).
 	Entries map[string]string
+	// Unreadable names the records that exist but cannot be read as
+	// records (a second data key, binaryData, another node's owner): node
+	// name to why. Such a host is unknown with that reason.
+	Unreadable map[string]string
 	// Previous is the last status published, or nil.
 	Previous *Status
 }

@@ -56,8 +56,9 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
 	return out
 }
 
-// EntriesFromConfigMap is the probe entries held by the fleet-role-probe
-// ConfigMap: node name to entry text. A nil ConfigMap holds none.
+// EntriesFromConfigMap is the probe entries held by the shared
+// fleet-role-probe ConfigMap of installs before records (one key per node):
+// node name to entry text. A nil ConfigMap holds none.
 func EntriesFromConfigMap(cm *corev1.ConfigMap) map[string]string {
 	out := map[string]string{}
 	if cm == nil {

@@ -11,6 +11,7 @@ import (
 // Signals: the name of each judgement in a host's reasons.
 const (
 	SignalEntry         = "entry"            // the probe entry is missing or unreadable
+	SignalRecord        = "record"           // the record is full (shrunk to fit its cap) or its write was refused
 	SignalSamples       = "samples"          // a full window of samples
 	SignalFreshness     = "entry_unchanged"  // the entry changed recently enough
 	SignalEtcd          = "etcd"             // a voter's etcd metrics were read
@@ -27,7 +28,7 @@ const (
 
 // signalOrder fixes the order of a host's reasons.
 var signalOrder = map[string]int{
-	SignalEntry: 0, SignalSamples: 1, SignalFreshness: 2, SignalEtcd: 3, SignalLink: 4,
+	SignalEntry: 0, SignalRecord: 0, SignalSamples: 1, SignalFreshness: 2, SignalEtcd: 3, SignalLink: 4,
 	SignalConnect: 5, SignalPeerRTT: 6, SignalWALFsync: 7, SignalBackendCommit: 8,
 	SignalFdatasync: 9, SignalMemory: 10, SignalStall: 11, SignalReadingErrors: 12,
 }

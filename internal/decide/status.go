@@ -52,6 +52,18 @@ type Status struct {
 	Hosts       []Host    `json:"hosts"`
 	Decision    Decision  `json:"decision"`
 	Memory      Memory    `json:"memory"`
+	Records     Records   `json:"records"`
+}
+
+// Records is what the probes' records hold in all: how many, their entries'
+// bytes in total and the largest, against the cap each record is held to
+// (docs/records.md, Capacity).
+type Records struct {
+	Count        int    `json:"count"`
+	TotalBytes   int    `json:"total_bytes"`
+	LargestBytes int    `json:"largest_bytes"`
+	Largest      string `json:"largest,omitempty"`
+	CapBytes     int    `json:"cap_bytes"`
 }
 
 // Settings is the settings the decision used and every limit derived from
@@ -63,13 +75,15 @@ type Settings struct {
 
 // Host is one host's verdict and the reasons for it.
 type Host struct {
-	Name     string   `json:"name"`
-	Role     Role     `json:"role"`
-	Eligible bool     `json:"eligible"`
-	Pinned   bool     `json:"pinned"`
-	Verdict  Verdict  `json:"verdict"`
-	Samples  int      `json:"samples"`
-	Reasons  []Reason `json:"reasons"`
+	Name     string  `json:"name"`
+	Role     Role    `json:"role"`
+	Eligible bool    `json:"eligible"`
+	Pinned   bool    `json:"pinned"`
+	Verdict  Verdict `json:"verdict"`
+	Samples  int     `json:"samples"`
+	// RecordBytes is the size of the host's entry as its record holds it.
+	RecordBytes int      `json:"record_bytes,omitempty"`
+	Reasons     []Reason `json:"reasons"`
 	// Observation is when the controller last saw the host's entry change;
 	// nil when the host has no entry.
 	Observation *Observation `json:"observation,omitempty"`

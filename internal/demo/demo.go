@@ -153,18 +153,22 @@ type host struct {
 
 // fleet is everything the demo started.
 type fleet struct {
-	opt      Options
-	set      settings.Settings
-	dir      string
-	cluster  *etcdproc.Cluster
-	hosts    []*host
-	store    kube.ConfigMaps
-	nodes    *kube.MemNodes
-	ctrl     *controller.Controller
-	log      *slog.Logger
-	logFile  *os.File
-	proxyLog *zap.Logger
-	formed   time.Time // when the etcd cluster was up
+	opt     Options
+	set     settings.Settings
+	dir     string
+	cluster *etcdproc.Cluster
+	hosts   []*host
+	store   kube.ConfigMaps
+	// records and recordSource hold the probes' records: in memory, or on
+	// the API server of --kubeconfig.
+	records      kube.Records
+	recordSource kube.RecordSource
+	nodes        *kube.MemNodes
+	ctrl         *controller.Controller
+	log          *slog.Logger
+	logFile      *os.File
+	proxyLog     *zap.Logger
+	formed       time.Time // when the etcd cluster was up
 }
 
 // Run runs the demo until it has shown what it set out to show, or ctx ends.
@@ -204,7 +208,7 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 		return nil, err
 	}
 	f.registerNodes()
-	if f.ctrl, err = controller.New(controller.Config{Settings: f.set, Store: f.store, Nodes: f.nodes, Log: f.log}); err != nil {
+	if f.ctrl, err = controller.New(controller.Config{Settings: f.set, Store: f.store, Records: f.recordSource, Nodes: f.nodes, Log: f.log}); err != nil {
 		return nil, err
 	}
 	for _, h := range f.hosts {
@@ -405,12 +409,12 @@ func (f *fleet) startProxy(listen string) (proxy.Server, string, error) {
 func (f *fleet) startStore(ctx context.Context) error {
 	if f.opt.Kubeconfig == "" {
 		mem := kube.NewMemConfigMaps()
-		for _, name := range []string{f.set.ProbeConfigMap, f.set.StatusConfigMap} {
-			if err := mem.Create(name, nil); err != nil {
-				return err
-			}
+		if err := mem.Create(f.set.StatusConfigMap, nil); err != nil {
+			return err
 		}
 		f.store = mem
+		f.records = kube.NewMemRecords(f.set.Namespace)
+		f.recordSource = f.records.(*kube.MemRecords)
 		return nil
 	}
 	client, err := kube.NewClient(f.opt.Kubeconfig)
@@ -421,6 +425,13 @@ func (f *fleet) startStore(ctx context.Context) error {
 		return err
 	}
 	f.store = client.ConfigMaps(f.set.Namespace)
+	f.records = client.Records(f.set.Namespace)
+	inf := client.NewRecordInformer(f.set.Namespace)
+	inf.Start(ctx)
+	if err := inf.WaitForSync(ctx); err != nil {
+		return err
+	}
+	f.recordSource = inf
 	return nil
 }
 
@@ -479,7 +490,7 @@ func (f *fleet) startProbe(ctx context.Context, h *host) error {
 		sampler.FsyncDir = dir
 	}
 	p, err := probe.New(probe.Config{
-		Node: h.name, Settings: f.set, Store: f.store, Nodes: f.nodes, Sampler: sampler,
+		Node: h.name, Settings: f.set, Records: f.records, Nodes: f.nodes, Sampler: sampler,
 		Log: f.log.With("component", "probe"),
 	})
 	if err != nil {

@@ -155,7 +155,10 @@ func fromWire(w wire) (Entry, error) {
 	if n < 0 {
 		return Entry{}, fmt.Errorf("n: %d is negative", n)
 	}
-	e := Entry{Node: w.Node, Samples: make([]Sample, n)}
+	if w.Shrunk < 0 {
+		return Entry{}, fmt.Errorf("shrunk: %d is negative", w.Shrunk)
+	}
+	e := Entry{Node: w.Node, Samples: make([]Sample, n), Shrunk: w.Shrunk, Refused: w.Refused}
 	if err := checkLen("dt_ms", len(w.DtMs), n); err != nil {
 		return Entry{}, err
 	}

@@ -21,6 +21,14 @@ type Entry struct {
 	Samples []Sample
 	// Fsync is the latest disk reading, taken once per window on non-voters.
 	Fsync *FsyncReading
+	// Shrunk is how many of the oldest samples the probe dropped at its
+	// last write so that the record fits its cap (0: none). A record that
+	// must shrink is full.
+	Shrunk int
+	// Refused is the API server's refusal of the probe's last full write,
+	// when the probe could write only this much: the window it holds is
+	// then not what the record shows.
+	Refused string
 }
 
 // Link classes of the interface the default route leaves by.

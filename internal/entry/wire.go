@@ -44,6 +44,10 @@ type wire struct {
 	Strings     []string            `json:"strings,omitempty"`
 	Etcd        *wireEtcd           `json:"etcd,omitempty"`
 	Fsync       *wireFsync          `json:"fsync,omitempty"`
+	// Shrunk and Refused tell the controller why a record holds less than
+	// it should (docs/records.md, "Capacity").
+	Shrunk  int    `json:"shrunk,omitempty"`
+	Refused string `json:"refused,omitempty"`
 }
 
 // wireEtcd holds the voter columns. Present is a run column over the n
@@ -219,7 +223,10 @@ func toWire(e Entry) (wire, error) {
 		return wire{}, errors.New("node: empty")
 	}
 	n := len(e.Samples)
-	w := wire{V: Version, Node: e.Node, N: n, DtMs: make([]int64, n), MemAvailKiB: make([]uint64, n)}
+	if e.Shrunk < 0 {
+		return wire{}, fmt.Errorf("shrunk: %d is negative", e.Shrunk)
+	}
+	w := wire{V: Version, Node: e.Node, N: n, DtMs: make([]int64, n), MemAvailKiB: make([]uint64, n), Shrunk: e.Shrunk, Refused: e.Refused}
 	var st strtab
 	var prevMs int64
 	total := make([]uint64, n)

@@ -122,6 +122,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrTooLarge, err)
 	case apierrors.IsInvalid(err):
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%w: %w", ErrForbidden, err)
 	}
 	return err
 }

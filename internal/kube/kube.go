@@ -30,7 +30,17 @@ var (
 	// ErrInvalid: the server refused the write for another reason, such as
 	// a key that is not a valid ConfigMap key.
 	ErrInvalid = errors.New("invalid")
+	// ErrForbidden: RBAC or an admission policy refused the request.
+	ErrForbidden = errors.New("forbidden")
 )
+
+// IsRefused reports whether the API server refused a write for what it
+// holds or who made it (too large, invalid, forbidden), rather than failing
+// to take it (unreachable, timed out): sending the same write again will be
+// refused again.
+func IsRefused(err error) bool {
+	return errors.Is(err, ErrTooLarge) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrForbidden)
+}
 
 // IsTooLarge reports whether err is a write refused for the ConfigMap size
 // limit, by the real API server or by the in-memory store alike.

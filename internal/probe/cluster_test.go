@@ -18,7 +18,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,17 +47,17 @@ type running struct {
 // probe ServiceAccount).
 func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node string, sampler probe.Sampler) *running {
 	t.Helper()
-	cl := c.Client(t, probetest.ProbeSA)
-	return startProbeWith(t, s, node, sampler, cl.ConfigMaps(s.Namespace), cl.Nodes())
+	cl := c.ProbeClient(t, node)
+	return startProbeWith(t, s, node, sampler, cl.Records(s.Namespace), cl.Nodes())
 }
 
-func startProbeWith(t *testing.T, s settings.Settings, node string, sampler probe.Sampler, store kube.ConfigMaps, nodes kube.Nodes) *running {
+func startProbeWith(t *testing.T, s settings.Settings, node string, sampler probe.Sampler, store kube.Records, nodes kube.Nodes) *running {
 	t.Helper()
 	r := &running{node: node, store: &probetest.Store{Inner: store}, log: probetest.NewLog()}
 	if ps, ok := sampler.(*probetest.Sampler); ok {
 		r.sampler = ps
 	}
-	p, err := probe.New(probe.Config{Node: node, Settings: s, Store: r.store, Nodes: nodes, Sampler: sampler, Log: r.log.Logger})
+	p, err := probe.New(probe.Config{Node: node, Settings: s, Records: r.store, Nodes: nodes, Sampler: sampler, Log: r.log.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +112,7 @@ func TestConcurrentProbes(t *testing.T) {
 
 	wctx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	hist := c.WatchConfigMap(wctx, t, "fleet-role-probe")
+	hist := c.WatchRecords(wctx, t)
 
 	began := time.Now()
 	var probes []*running
@@ -137,7 +136,7 @@ func TestConcurrentProbes(t *testing.T) {
 	probetest.Eventually(t, time.Minute, func() error {
 		for _, r := range probes {
 			v := hist.Versions(r.node)
-			if len(v) == 0 || v[len(v)-1] != c.Data(t, "fleet-role-probe")[r.node] {
+			if len(v) == 0 || v[len(v)-1] != c.Records(t)[r.node] {
 				return fmt.Errorf("the watch has not yet seen %s's last write", r.node)
 			}
 		}
@@ -343,9 +342,9 @@ func TestRestartMarkAndResume(t *testing.T) {
 	c := probetest.Start(t)
 	s := probetest.Settings(t, 100*time.Millisecond)
 	c.AddNodes(t, probetest.Node{Name: "agent-1", Address: "127.0.4.1"}, probetest.Node{Name: "server-1", Voter: true, Address: "127.0.4.2"})
-	cl := c.Client(t, probetest.ProbeSA)
+	cl := c.ProbeClient(t, "agent-1")
 	lister := &countingLister{inner: cl.Nodes()}
-	first := startProbeWith(t, s, "agent-1", &probetest.Sampler{}, cl.ConfigMaps(s.Namespace), lister)
+	first := startProbeWith(t, s, "agent-1", &probetest.Sampler{}, cl.Records(s.Namespace), lister)
 	// A node that is neither a voter nor eligible records nothing and
 	// never writes.
 	probetest.Eventually(t, time.Minute, func() error {
@@ -358,9 +357,9 @@ func TestRestartMarkAndResume(t *testing.T) {
 		t.Fatalf("a node not eligible took %d samples", n)
 	}
 	if _, p, _ := first.store.Counts(); p != 0 {
-		t.Fatalf("a node not eligible patched the ConfigMap %d times", p)
+		t.Fatalf("a node not eligible wrote its record %d times", p)
 	}
-	if _, ok := c.Data(t, "fleet-role-probe")["agent-1"]; ok {
+	if _, ok := c.Records(t)["agent-1"]; ok {
 		t.Fatal("a node not eligible has an entry")
 	}
 
@@ -460,7 +459,7 @@ func TestStopsBeingEligible(t *testing.T) {
 	})
 	c.SetLabel(t, "agent-1", s.EligibleLabel, "false")
 	probetest.Eventually(t, time.Minute, func() error {
-		if _, ok := c.Data(t, "fleet-role-probe")["agent-1"]; ok {
+		if _, ok := c.Records(t)["agent-1"]; ok {
 			return errors.New("agent-1's entry is still there")
 		}
 		return nil
@@ -468,7 +467,7 @@ func TestStopsBeingEligible(t *testing.T) {
 	_, removed, _ := on.store.Counts()
 	taken := len(on.sampler.Taken())
 	// It goes on reading the Nodes, and writes nothing more.
-	before := len(on.log.Records("node is neither a voter nor eligible; entry removed"))
+	before := len(on.log.Records("node is neither a voter nor eligible; record removed"))
 	probetest.Eventually(t, time.Minute, func() error {
 		if _, p, _ := on.store.Counts(); p != removed {
 			return fmt.Errorf("agent-1 patched %d times after its entry was removed", p-removed)
@@ -502,139 +501,7 @@ func TestStopsBeingEligible(t *testing.T) {
 		}
 		return nil
 	})
-	if _, ok := c.Data(t, "fleet-role-probe")["agent-2"]; ok {
+	if _, ok := c.Records(t)["agent-2"]; ok {
 		t.Error("agent-2 has an entry")
 	}
-}
-
-// The largest fleet the entry budget allows (docs/entry.md: 100 recording
-// hosts; 5 voters, the rest standbys) with real full-window entries fits in
-// the ConfigMap on the real server. Hosts are then added until the server
-// refuses one; one probe past that keeps its window, logs, and does not
-// exit, and writes its whole window once there is room again.
-func TestLargestFleet(t *testing.T) {
-	c := probetest.Start(t)
-	s := settings.Defaults()
-	s.SamplePeriod = 50 * time.Millisecond
-	if err := s.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	// The entries go in through the probe's own path: its client, its
-	// ServiceAccount, a merge patch of one key.
-	store := c.Client(t, probetest.ProbeSA).ConfigMaps(s.Namespace)
-	var voters []string
-	for i := range 5 {
-		voters = append(voters, fmt.Sprintf("k3s-server-%02d.fleet.example.internal", i+1))
-	}
-	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	write := func(name string, e entry.Entry) (int, error) {
-		text, err := entry.Encode(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(text), store.PatchKey(ctx, s.ProbeConfigMap, name, &text)
-	}
-	total, hosts := 0, 0
-	var voterBytes, standbyBytes []int
-	for i, v := range voters {
-		n, err := write(v, probetest.RealisticEntry(v, voters, i, s.Window, s.SamplePeriod, t0))
-		if err != nil {
-			t.Fatalf("voter %s (%d bytes): %v", v, n, err)
-		}
-		total += n
-		hosts++
-		voterBytes = append(voterBytes, n)
-	}
-	var refused error
-	var refusedBytes int
-	for hosts < 1000 {
-		name := fmt.Sprintf("k3s-agent-%03d.fleet.example.internal", hosts-len(voters)+1)
-		n, err := write(name, probetest.RealisticEntry(name, voters, -1, s.Window, s.SamplePeriod, t0))
-		if err != nil {
-			refused, refusedBytes = err, n
-			break
-		}
-		total += n
-		hosts++
-		standbyBytes = append(standbyBytes, n)
-	}
-	if refused == nil || !kube.IsTooLarge(refused) {
-		t.Fatalf("after %d hosts the server answered %v, want a refusal for size", hosts, refused)
-	}
-	if hosts < 100 {
-		t.Fatalf("only %d hosts fit in one ConfigMap; the entry budget promises 100", hosts)
-	}
-	data := c.Data(t, s.ProbeConfigMap)
-	held := 0
-	for _, v := range data {
-		held += len(v)
-	}
-	if held != total || len(data) != hosts || held > kube.MaxConfigMapDataBytes {
-		t.Errorf("the ConfigMap holds %d keys, %d bytes; wrote %d hosts, %d bytes", len(data), held, hosts, total)
-	}
-	t.Logf("voter entries (5 voters, full window of %d): %d to %d bytes; standby entries: %d to %d bytes",
-		s.Window, slices.Min(voterBytes), slices.Max(voterBytes), slices.Min(standbyBytes), slices.Max(standbyBytes))
-	t.Logf("largest fleet that fit: %d hosts (5 voters, %d standbys), %d of %d bytes; host %d (%d bytes) refused: %v",
-		hosts, hosts-5, held, kube.MaxConfigMapDataBytes, hosts+1, refusedBytes, refused)
-
-	// One probe past it: its window grows until the server refuses it.
-	name := "k3s-agent-next.fleet.example.internal"
-	c.AddNodes(t, probetest.Node{Name: name, Eligible: true, Address: "127.0.6.1"})
-	for i, v := range voters {
-		c.AddNodes(t, probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.6.%d", i+10)})
-	}
-	like := probetest.RealisticEntry(name, voters, -1, s.Window, s.SamplePeriod, t0)
-	sampler := &probetest.Sampler{Make: func(plan probe.Plan, seq int, at time.Time) entry.Sample {
-		x := like.Samples[seq%len(like.Samples)]
-		x.At = at
-		x.MemAvailableBytes = 16<<30 + uint64(seq)*1024
-		return x
-	}}
-	r := startProbe(t, c, s, name, sampler)
-	probetest.Eventually(t, 2*time.Minute, func() error {
-		if err := r.store.LastErr(); !kube.IsTooLarge(err) {
-			return fmt.Errorf("no refusal for size yet (last error %v)", err)
-		}
-		return nil
-	})
-	refusedAt := len(r.prober.Window().Samples)
-	// It keeps sampling and keeps its whole window, and does not exit.
-	probetest.Eventually(t, time.Minute, func() error {
-		if n := len(r.prober.Window().Samples); n < min(refusedAt+10, s.Window) {
-			return fmt.Errorf("window holds %d samples", n)
-		}
-		return nil
-	})
-	r.Alive(t)
-	fails := r.log.Records("write entry failed; the window is kept and sent again next period")
-	if len(fails) == 0 || !strings.Contains(fmt.Sprint(fails[len(fails)-1]["err"]), "too large") {
-		t.Errorf("the refusal is not logged: %v", fails)
-	}
-	// Room again: its next write carries the whole window.
-	if err := c.PatchData(ctx, s.ProbeConfigMap, "k3s-agent-001.fleet.example.internal", nil); err != nil {
-		t.Fatal(err)
-	}
-	probetest.Eventually(t, time.Minute, func() error {
-		e, ok := c.Entry(t, name)
-		if !ok {
-			return errors.New("no entry yet")
-		}
-		taken := sampler.Taken()
-		if len(e.Samples) == 0 || len(taken) <= refusedAt {
-			return errors.New("not yet")
-		}
-		// The ConfigMap's entry ends where the probe's window did when
-		// it was written: every sample taken up to then, to the window.
-		last := e.Samples[len(e.Samples)-1].At.UnixMilli()
-		i := slices.IndexFunc(taken, func(x entry.Sample) bool { return x.At.UnixMilli() == last })
-		if i < 0 {
-			return fmt.Errorf("the entry's last sample is not one the probe took")
-		}
-		return holdsExactly(e, lastN(taken[:i+1], s.Window))
-	})
-	r.Stop(t)
-	t.Logf("probe past the limit: refused for size with %d samples in its window, kept sampling (%d refusals logged), wrote its whole window once a host left",
-		refusedAt, len(fails))
 }

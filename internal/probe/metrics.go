@@ -15,6 +15,8 @@ type Metrics struct {
 	readingFails *prometheus.CounterVec
 	writes       *prometheus.CounterVec
 	entryBytes   prometheus.Gauge
+	capBytes     prometheus.Gauge
+	shrunk       prometheus.Gauge
 	tickSeconds  prometheus.Histogram
 	lastWrite    prometheus.Gauge
 }
@@ -30,10 +32,16 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_probe_reading_failures_total", Help: "Readings that failed, by reading.",
 		}, []string{"reading"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fleet_role_probe_writes_total", Help: "Writes of the entry, by result.",
+			Name: "fleet_role_probe_writes_total", Help: "Writes of the record, by result: ok, refused (by the API server: the admission policy, size or validation) or error (not taken: unreachable, timed out).",
 		}, []string{"result"}),
 		entryBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fleet_role_probe_entry_bytes", Help: "Size of the entry last written.",
+			Name: "fleet_role_probe_entry_bytes", Help: "Size of the entry last written to the record.",
+		}),
+		capBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleet_role_probe_entry_cap_bytes", Help: "The record's cap: the largest entry the probe writes (docs/records.md).",
+		}),
+		shrunk: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleet_role_probe_entry_shrunk_samples", Help: "Oldest samples left out of the last write so that the record fits its cap (0: the record is not full).",
 		}),
 		tickSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fleet_role_probe_tick_seconds", Help: "Time one period's work took.",
@@ -43,7 +51,12 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_probe_last_write_timestamp_seconds", Help: "When the entry was last written.",
 		}),
 	}
-	m.Registry.MustRegister(m.samples, m.readingFails, m.writes, m.entryBytes, m.tickSeconds, m.lastWrite)
+	m.Registry.MustRegister(m.samples, m.readingFails, m.writes, m.entryBytes, m.capBytes, m.shrunk, m.tickSeconds, m.lastWrite)
+	// Every result appears from the start, so that a rate over them is
+	// defined before the first refusal.
+	for _, r := range []string{"ok", "refused", "error"} {
+		m.writes.WithLabelValues(r)
+	}
 	return m
 }
 
@@ -61,20 +74,22 @@ func (m *Metrics) readingFailed(reading string) {
 	m.readingFails.WithLabelValues(reading).Inc()
 }
 
-func (m *Metrics) written(bytes int) {
+func (m *Metrics) written(bytes, limit, shrunk int) {
 	if m == nil {
 		return
 	}
 	m.writes.WithLabelValues("ok").Inc()
 	m.entryBytes.Set(float64(bytes))
+	m.capBytes.Set(float64(limit))
+	m.shrunk.Set(float64(shrunk))
 	m.lastWrite.SetToCurrentTime()
 }
 
-func (m *Metrics) writeFailed() {
+func (m *Metrics) writeFailed(result string) {
 	if m == nil {
 		return
 	}
-	m.writes.WithLabelValues("error").Inc()
+	m.writes.WithLabelValues(result).Inc()
 }
 
 func (m *Metrics) observeTick(d time.Duration) {

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
@@ -45,11 +47,12 @@ type Sampler interface {
 type Config struct {
 	Node     string
 	Settings settings.Settings
-	Store    kube.ConfigMaps
-	Nodes    kube.Nodes
-	Sampler  Sampler
-	Log      *slog.Logger
-	Metrics  *Metrics // optional
+	// Records is where the probe keeps its node's record.
+	Records kube.Records
+	Nodes   kube.Nodes
+	Sampler Sampler
+	Log     *slog.Logger
+	Metrics *Metrics // optional
 	// FlushTimeout bounds the last write made after the context is
 	// cancelled (the pod's termination grace period is the outer bound).
 	FlushTimeout time.Duration
@@ -60,8 +63,8 @@ func (c *Config) validate() error {
 	if c.Node == "" {
 		errs = append(errs, errors.New("node name is empty: set NODE_NAME (the downward API's spec.nodeName) or --node"))
 	}
-	if c.Store == nil || c.Nodes == nil || c.Sampler == nil {
-		errs = append(errs, errors.New("probe needs a store, a node lister and a sampler"))
+	if c.Records == nil || c.Nodes == nil || c.Sampler == nil {
+		errs = append(errs, errors.New("probe needs a record store, a node lister and a sampler"))
 	}
 	return errors.Join(errs...)
 }
@@ -75,11 +78,15 @@ type Prober struct {
 	entry   entry.Entry
 	resumed bool // the entry written before this start has been read
 	restart bool // the next sample is the first since this start
-	// changes counts changes to entry; written is the count the ConfigMap
+	// changes counts changes to entry; written is the count the record
 	// holds. A count rather than a flag, so that a disk reading that lands
 	// while a write is in flight is not marked written with it.
 	changes, written uint64
-	recording        bool // this node records: it is a voter or marked eligible
+	recording        bool         // this node records: it is a voter or marked eligible
+	owner            record.Owner // this node, the owner of its record
+	// refusal is the API server's refusal of the last full write, kept
+	// until a full write succeeds so that a marker is written only once.
+	refusal string
 
 	fsyncRunning bool
 	lastFsync    time.Time
@@ -195,8 +202,7 @@ func (p *Prober) Tick(ctx context.Context) {
 
 // plan decides from the Nodes whether this node records and what a sample
 // takes. A node that is neither a voter nor marked eligible records nothing,
-// so that the ConfigMap grows only with the hosts that decide the control
-// plane.
+// so that records exist only for the hosts that decide the control plane.
 func (p *Prober) plan(kubeNodes []corev1.Node) (Plan, bool) {
 	nodes := decide.NodesFromKube(kubeNodes, p.cfg.Settings)
 	var self *decide.Node
@@ -216,6 +222,11 @@ func (p *Prober) plan(kubeNodes []corev1.Node) (Plan, bool) {
 	}
 	if self == nil || !(self.Voter || self.Eligible) {
 		return Plan{}, false
+	}
+	for _, k := range kubeNodes {
+		if k.Name == p.cfg.Node {
+			p.owner = record.Owner{Name: k.Name, UID: k.UID}
+		}
 	}
 	sort.Slice(plan.Peers, func(i, j int) bool { return plan.Peers[i].Node < plan.Peers[j].Node })
 	plan.Voter = self.Voter
@@ -279,29 +290,29 @@ func (p *Prober) startFsync(ctx context.Context) {
 	}()
 }
 
-// resume reads the entry written before this start, once, so that a
+// resume reads the record written before this start, once, so that a
 // restarted probe keeps its window. Until that read succeeds the probe does
 // not write, lest a short new window replace a full old one.
 func (p *Prober) resume(ctx context.Context) {
 	if p.resumed {
 		return
 	}
-	data, err := p.cfg.Store.Get(ctx, p.cfg.Settings.ProbeConfigMap)
+	raw, err := p.cfg.Records.Get(ctx, p.cfg.Node)
+	if errors.Is(err, kube.ErrNotFound) {
+		p.resumed = true
+		return
+	}
 	if err != nil {
-		p.log.Warn("read own entry failed; will try again next period", "configmap", p.cfg.Settings.ProbeConfigMap, "err", err)
-		p.cfg.Metrics.readingFailed("own-entry")
+		p.log.Warn("read own record failed; will try again next period", "err", err)
+		p.cfg.Metrics.readingFailed("own-record")
 		return
 	}
 	p.resumed = true
-	raw, ok := data[p.cfg.Node]
-	if !ok {
-		return
-	}
-	old, err := entry.Decode(raw)
+	old, err := entry.DecodeLimited(raw, entry.LimitsFor(p.cfg.Settings.Window, p.cfg.Settings.MaxServers))
 	if err != nil {
-		// A malformed entry is replaced by a fresh window; the controller
+		// A malformed record is replaced by a fresh window; the controller
 		// reports the host unknown meanwhile.
-		p.log.Warn("own entry unreadable; starting a new window", "err", err)
+		p.log.Warn("own record unreadable; starting a new window", "err", err)
 		p.recording = true
 		return
 	}
@@ -311,6 +322,7 @@ func (p *Prober) resume(ctx context.Context) {
 	fresh := p.entry.Samples
 	p.entry = old
 	p.entry.Node = p.cfg.Node
+	p.entry.Shrunk, p.entry.Refused = 0, ""
 	for _, s := range fresh {
 		entry.Append(&p.entry, s, p.cfg.Settings.Window)
 	}
@@ -320,44 +332,128 @@ func (p *Prober) resume(ctx context.Context) {
 	p.log.Info("resumed window", "samples", len(p.entry.Samples))
 }
 
-// write sends the whole window when it holds anything the ConfigMap does not.
+// write sends the whole window when it holds anything the record does not.
+// A window whose encoding passes the record's cap is shrunk (the oldest
+// samples first) rather than refused; a write the API server refuses is
+// replaced, once, by a marker that says so, so that the status can tell a
+// refused host from one that stopped reporting.
 func (p *Prober) write(ctx context.Context) {
 	p.mu.Lock()
-	if p.changes == p.written || !p.resumed {
+	if p.changes == p.written || !p.resumed || p.owner.Name == "" {
 		p.mu.Unlock()
 		return
 	}
-	text, err := entry.Encode(p.entry)
-	n, changes := len(p.entry.Samples), p.changes
+	limit := record.CapBytes(p.cfg.Settings.Window, p.cfg.Settings.MaxServers)
+	text, shrunk, err := Fit(p.entry, limit)
+	n, changes := len(p.entry.Samples)-shrunk, p.changes
 	p.mu.Unlock()
 	if err != nil {
 		p.log.Error("encode entry", "err", err)
-		p.cfg.Metrics.writeFailed()
+		p.cfg.Metrics.writeFailed("error")
 		return
 	}
-	if err := p.cfg.Store.PatchKey(ctx, p.cfg.Settings.ProbeConfigMap, p.cfg.Node, &text); err != nil {
-		p.log.Warn("write entry failed; the window is kept and sent again next period",
-			"configmap", p.cfg.Settings.ProbeConfigMap, "samples", n, "err", err)
-		p.cfg.Metrics.writeFailed()
+	if shrunk > 0 {
+		p.log.Warn("record full: the oldest samples are left out so that it fits its cap",
+			"dropped", shrunk, "samples", n, "cap_bytes", limit)
+	}
+	if err := p.cfg.Records.Put(ctx, p.owner, text); err != nil {
+		if kube.IsRefused(err) {
+			p.refused(ctx, err)
+			return
+		}
+		p.log.Warn("write record failed; the window is kept and sent again next period", "samples", n, "err", err)
+		p.cfg.Metrics.writeFailed("error")
 		return
 	}
 	p.mu.Lock()
 	p.written = changes
+	p.refusal = ""
 	p.mu.Unlock()
-	p.cfg.Metrics.written(len(text))
+	p.cfg.Metrics.written(len(text), limit, shrunk)
 }
 
-// stopRecording removes the entry of a node that no longer records.
+// refusalTextBytes bounds the refusal a marker carries: the admission
+// policy's and the API server's messages are a few hundred bytes; more is
+// not needed to say why, and the decoder caps texts anyway.
+const refusalTextBytes = 512
+
+// refused handles a write the API server refused: it writes, once per
+// refusal, a record holding no samples and the refusal's text, which is
+// small and plain enough to pass where the window did not (a window past
+// the policy's size cap, say). The window is kept and offered again each
+// period.
+func (p *Prober) refused(ctx context.Context, err error) {
+	p.cfg.Metrics.writeFailed("refused")
+	msg := err.Error()
+	if len(msg) > refusalTextBytes {
+		msg = msg[:refusalTextBytes]
+	}
+	p.mu.Lock()
+	again := p.refusal == msg
+	p.refusal = msg
+	p.mu.Unlock()
+	if again {
+		return
+	}
+	p.log.Warn("write record refused by the API server; writing a marker that says so, and trying the window again next period", "err", err)
+	text, encErr := entry.Encode(entry.Entry{Node: p.cfg.Node, Refused: msg})
+	if encErr != nil {
+		return
+	}
+	if err := p.cfg.Records.Put(ctx, p.owner, text); err != nil {
+		p.log.Warn("write refusal marker failed", "err", err)
+	}
+}
+
+// Fit encodes e within limit bytes: whole when it fits, else without as
+// few of its oldest samples as make it fit (found by halving, since the
+// size grows with the samples kept), with Shrunk saying how many were left
+// out. It fails only when even no samples would not fit.
+func Fit(e entry.Entry, limit int) (text string, shrunk int, err error) {
+	text, err = entry.Encode(e)
+	if err != nil || len(text) <= limit {
+		return text, 0, err
+	}
+	all := e.Samples
+	encode := func(drop int) (string, error) {
+		e.Samples, e.Shrunk = all[drop:], drop
+		return entry.Encode(e)
+	}
+	// lo drops too few to fit; hi drops enough.
+	lo, hi := 0, len(all)
+	best, err := encode(hi)
+	if err != nil {
+		return "", 0, err
+	}
+	if len(best) > limit {
+		return "", 0, fmt.Errorf("entry of %s is %d bytes with no samples, over the record cap of %d", e.Node, len(best), limit)
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		t, err := encode(mid)
+		if err != nil {
+			return "", 0, err
+		}
+		if len(t) <= limit {
+			hi, best = mid, t
+		} else {
+			lo = mid
+		}
+	}
+	return best, hi, nil
+}
+
+// stopRecording removes the record of a node that no longer records.
 func (p *Prober) stopRecording(ctx context.Context) {
 	if !p.recording || !p.resumed {
 		return
 	}
-	if err := p.cfg.Store.PatchKey(ctx, p.cfg.Settings.ProbeConfigMap, p.cfg.Node, nil); err != nil {
-		p.log.Warn("remove entry failed; will try again next period", "err", err)
-		p.cfg.Metrics.writeFailed()
+	if err := p.cfg.Records.Delete(ctx, p.cfg.Node); err != nil {
+		p.log.Warn("remove record failed; will try again next period", "err", err)
+		p.cfg.Metrics.writeFailed("error")
 		return
 	}
-	p.log.Info("node is neither a voter nor eligible; entry removed")
+	p.log.Info("node is neither a voter nor eligible; record removed")
 	p.mu.Lock()
 	p.entry = entry.Entry{Node: p.cfg.Node}
 	p.recording = false

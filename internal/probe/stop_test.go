@@ -39,10 +39,7 @@ func (b *blockingSampler) Sample(ctx context.Context, plan probe.Plan) entry.Sam
 // API, is under test.)
 func TestStopFinishesTheSampleInFlight(t *testing.T) {
 	s := probetest.Settings(t, 100*time.Millisecond)
-	store := kube.NewMemConfigMaps()
-	if err := store.Create(s.ProbeConfigMap, nil); err != nil {
-		t.Fatal(err)
-	}
+	store := kube.NewMemRecords(s.Namespace)
 	nodes := &kube.MemNodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &blockingSampler{started: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan bool, 1)}
@@ -54,11 +51,11 @@ func TestStopFinishesTheSampleInFlight(t *testing.T) {
 		t.Error("the sample in flight saw its context cancelled by the stop")
 	}
 	r.Stop(t)
-	data, err := store.Get(context.Background(), s.ProbeConfigMap)
+	raw, err := store.Get(context.Background(), "agent-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := entry.Decode(data["agent-1"])
+	e, err := entry.Decode(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

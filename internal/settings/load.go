@@ -32,6 +32,12 @@ func EnvName(key string) string { return EnvPrefix + strings.ToUpper(key) }
 // FlagName is the flag that sets key.
 func FlagName(key string) string { return strings.ReplaceAll(key, "_", "-") }
 
+// retired names the settings fleet-role no longer has, and why: a file that
+// sets one is refused with the reason, a status that records one still reads.
+var retired = map[string]string{
+	"probe_configmap": "the probes keep one record per host, a ConfigMap named after its node, since fleet-role moved off the shared fleet-role-probe ConfigMap (docs/records.md)",
+}
+
 // Parse reads a settings file (YAML or JSON) over base. Every key must be a
 // known setting; durations are Go durations ("5s"). It does not validate the
 // result: call Validate once every source has been applied.
@@ -65,6 +71,10 @@ func Parse(data []byte, base Settings) (Settings, error) {
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if why, ok := retired[k]; ok {
+			errs = append(errs, fmt.Errorf("%s: retired: %s; remove it", k, why))
+			continue
+		}
 		errs = append(errs, fmt.Errorf("%s: unknown setting (known: %s)", k, strings.Join(Keys(), ", ")))
 	}
 	if len(errs) > 0 {
@@ -248,6 +258,20 @@ func (s Settings) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads what MarshalJSON writes, over the defaults.
 func (s *Settings) UnmarshalJSON(data []byte) error {
+	// A status written before a setting was retired still reads: the
+	// settings it records are history, not instructions.
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err == nil {
+		n := len(raw)
+		for k := range retired {
+			delete(raw, k)
+		}
+		if len(raw) != n {
+			if data, err = json.Marshal(raw); err != nil {
+				return err
+			}
+		}
+	}
 	v, err := Parse(data, Defaults())
 	if err != nil {
 		return err

@@ -31,7 +31,6 @@ type Settings struct {
 	EligibleLabel     string
 	PinnedLabel       string
 	Namespace         string
-	ProbeConfigMap    string
 	StatusConfigMap   string
 	// DryRun must be true for the controller; the controller checks it.
 	DryRun bool
@@ -90,12 +89,9 @@ var fields = []field{
 	{"pinned_label", "node label key whose value true pins a voter (never swapped out)",
 		"fleet-role's own label, written true or false because a kubelet never removes a label",
 		func(s *Settings) any { return &s.PinnedLabel }},
-	{"namespace", "namespace of fleet-role's ConfigMaps",
-		"the platform namespace fleet-role is installed in",
+	{"namespace", "namespace of fleet-role's ConfigMaps: the probes' records and the status",
+		"fleet-role's own namespace, which holds only fleet-role: the controller lists every record in it",
 		func(s *Settings) any { return &s.Namespace }},
-	{"probe_configmap", "ConfigMap the probes write their entries to",
-		"fleet-role's own ConfigMap name",
-		func(s *Settings) any { return &s.ProbeConfigMap }},
 	{"status_configmap", "ConfigMap the controller publishes status.json in",
 		"fleet-role's own ConfigMap name",
 		func(s *Settings) any { return &s.StatusConfigMap }},
@@ -122,8 +118,7 @@ func Defaults() Settings {
 		PeerPort:          2380,
 		EligibleLabel:     "fleet-role.io/voter-eligible",
 		PinnedLabel:       "fleet-role.io/voter-pinned",
-		Namespace:         "github-runner-platform",
-		ProbeConfigMap:    "fleet-role-probe",
+		Namespace:         "fleet-role",
 		StatusConfigMap:   "fleet-role-status",
 		DryRun:            true,
 	}

@@ -104,8 +104,7 @@ func TestValidationMessages(t *testing.T) {
 		{func(s *settings.Settings) { s.EligibleLabel = "bad label" }, `eligible_label = "bad label": must be a valid Kubernetes label key: name part must consist of alphanumeric characters`},
 		{func(s *settings.Settings) { s.PinnedLabel = s.EligibleLabel }, "pinned_label = fleet-role.io/voter-eligible: must differ from eligible_label"},
 		{func(s *settings.Settings) { s.Namespace = "Platform" }, "namespace = Platform: must be a valid namespace name: a lowercase RFC 1123 label"},
-		{func(s *settings.Settings) { s.ProbeConfigMap = "" }, `probe_configmap = "": must be a valid ConfigMap name: `},
-		{func(s *settings.Settings) { s.StatusConfigMap = s.ProbeConfigMap }, "status_configmap = fleet-role-probe: must differ from probe_configmap"},
+		{func(s *settings.Settings) { s.StatusConfigMap = "" }, `status_configmap = "": must be a valid ConfigMap name: `},
 	} {
 		s := settings.Defaults()
 		c.set(&s)

@@ -90,13 +90,8 @@ func (s Settings) Validate() error {
 	if msgs := validation.IsDNS1123Label(s.Namespace); len(msgs) > 0 {
 		bad("namespace", "must be a valid namespace name: "+strings.Join(msgs, "; "))
 	}
-	for _, c := range []struct{ key, value string }{{"probe_configmap", s.ProbeConfigMap}, {"status_configmap", s.StatusConfigMap}} {
-		if msgs := validation.IsDNS1123Subdomain(c.value); len(msgs) > 0 {
-			bad(c.key, "must be a valid ConfigMap name: "+strings.Join(msgs, "; "))
-		}
-	}
-	if s.ProbeConfigMap == s.StatusConfigMap {
-		bad("status_configmap", "must differ from probe_configmap")
+	if msgs := validation.IsDNS1123Subdomain(s.StatusConfigMap); len(msgs) > 0 {
+		bad("status_configmap", "must be a valid ConfigMap name: "+strings.Join(msgs, "; "))
 	}
 	if len(errs) == 0 {
 		return nil

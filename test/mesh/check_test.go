@@ -170,7 +170,7 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	}
 
 	ours := map[string]bool{}
-	for _, cm := range []string{m.settings.ProbeConfigMap, m.settings.StatusConfigMap} {
+	for _, cm := range append([]string{m.settings.StatusConfigMap}, hosts...) {
 		ours["/registry/configmaps/"+m.settings.Namespace+"/"+cm] = false
 	}
 	var changed, house []string
@@ -242,7 +242,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 	defer f.Close()
 	ns := m.settings.Namespace
 	own := map[string]string{
-		"system:serviceaccount:" + ns + ":" + probeSA:      m.settings.ProbeConfigMap,
+		"system:serviceaccount:" + ns + ":" + probeSA:      "(its node's record)", // TODO(mesh): records
 		"system:serviceaccount:" + ns + ":" + controllerSA: m.settings.StatusConfigMap,
 	}
 	writes := map[string]int{}

@@ -30,8 +30,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -42,6 +42,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/testenv"
 )
@@ -132,6 +133,60 @@ func (c *Cluster) Token(t testing.TB, sa string) string {
 	return tok
 }
 
+// ProbePod creates, as the admin, a Pod of the probe's ServiceAccount on
+// node (spec.nodeName set, as the DaemonSet controller sets it; no kubelet
+// runs it) and returns its name and UID, for a token bound to it.
+func (c *Cluster) ProbePod(t testing.TB, node string) (string, types.UID) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "fleet-role-probe-", Namespace: c.Namespace},
+		Spec: corev1.PodSpec{
+			NodeName:           node,
+			ServiceAccountName: ProbeSA,
+			Containers:         []corev1.Container{{Name: "probe", Image: "fleet-role:test"}},
+		},
+	}
+	created, err := c.Admin.CoreV1().Pods(c.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create probe pod on %s: %v", node, err)
+	}
+	return created.Name, created.UID
+}
+
+// ProbeToken is a token of the probe's ServiceAccount bound to a Pod on
+// node, as the kubelet issues the DaemonSet's pod there: the admission
+// policy lets it write node's record alone.
+func (c *Cluster) ProbeToken(t testing.TB, node string) string {
+	t.Helper()
+	name, uid := c.ProbePod(t, node)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tok, err := c.Server.TokenForPod(ctx, c.Namespace, ProbeSA, name, uid, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// ProbeClient is a client acting as the probe on node, with a token bound
+// to a Pod there.
+func (c *Cluster) ProbeClient(t testing.TB, node string) *kube.Client {
+	t.Helper()
+	return c.clientFor(t, c.ProbeToken(t, node))
+}
+
+// ProbeKubeconfig writes a kubeconfig acting as the probe on node.
+func (c *Cluster) ProbeKubeconfig(t testing.TB, node string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "probe-"+strconv.Itoa(len(node))+".kubeconfig")
+	if err := c.Server.Kubeconfig(path, c.ProbeToken(t, node)); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // Client is a client acting as ServiceAccount sa with a token of its own.
 // The tests compress a 15 s period to a fraction of a second, so the client's
 // rate limit is raised by the same factor (client-go's 5 requests a second
@@ -139,7 +194,12 @@ func (c *Cluster) Token(t testing.TB, sa string) string {
 // is bounded by 5 s so that a stopped API server costs a loop little.
 func (c *Cluster) Client(t testing.TB, sa string) *kube.Client {
 	t.Helper()
-	cfg := c.Server.TokenConfig(c.Token(t, sa))
+	return c.clientFor(t, c.Token(t, sa))
+}
+
+func (c *Cluster) clientFor(t testing.TB, token string) *kube.Client {
+	t.Helper()
+	cfg := c.Server.TokenConfig(token)
 	cfg.QPS, cfg.Burst = 200, 400
 	cfg.Timeout = 5 * time.Second
 	cl, err := kube.NewClientForConfig(cfg)
@@ -261,6 +321,28 @@ func (c *Cluster) PatchData(ctx context.Context, name, key string, value *string
 	}
 	_, err = c.Admin.CoreV1().ConfigMaps(c.Namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "kubectl-patch"})
 	return err
+}
+
+// WriteRecord writes node's record as the admin (kubectl apply of a
+// hand-made record): a record's labels and the entry text, no owner.
+func (c *Cluster) WriteRecord(ctx context.Context, node, text string) error {
+	return kube.NewRecordsFor(c.Admin, c.Namespace).Put(ctx, record.Owner{Name: node}, text)
+}
+
+// RecordSource starts an informer over the records with cl's credentials,
+// as the controller command does, stopped when the test ends.
+func RecordSource(t testing.TB, cl *kube.Client, namespace string) *kube.RecordInformer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	inf := cl.NewRecordInformer(namespace)
+	inf.Start(ctx)
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if err := inf.WaitForSync(wctx); err != nil {
+		t.Fatal(err)
+	}
+	return inf
 }
 
 // Eventually polls cond every 20 ms until it returns nil or the deadline
@@ -402,12 +484,9 @@ func Millis(samples []entry.Sample) []int64 {
 	return out
 }
 
-// Store wraps a probe's or controller's store and counts its calls.
+// Store wraps a probe's record store and counts its calls.
 type Store struct {
-	Inner interface {
-		Get(ctx context.Context, name string) (map[string]string, error)
-		PatchKey(ctx context.Context, name, key string, value *string) error
-	}
+	Inner kube.Records
 
 	mu                     sync.Mutex
 	gets, patches, patchOK int
@@ -417,7 +496,51 @@ type Store struct {
 }
 
 // Get counts and passes on.
-func (s *Store) Get(ctx context.Context, name string) (map[string]string, error) {
+func (s *Store) Get(ctx context.Context, node string) (string, error) {
+	s.mu.Lock()
+	s.gets++
+	s.mu.Unlock()
+	return s.Inner.Get(ctx, node)
+}
+
+// Put counts and passes on.
+func (s *Store) Put(ctx context.Context, owner record.Owner, text string) error {
+	err := s.Inner.Put(ctx, owner, text)
+	s.count(err, len(text))
+	return err
+}
+
+// Delete counts and passes on.
+func (s *Store) Delete(ctx context.Context, node string) error {
+	err := s.Inner.Delete(ctx, node)
+	s.count(err, -1)
+	return err
+}
+
+func (s *Store) count(err error, size int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.patches++
+	if err == nil {
+		s.patchOK++
+		if size >= 0 {
+			s.bytes = append(s.bytes, size)
+		}
+	} else {
+		s.lastErr = err
+		s.errs = append(s.errs, err)
+	}
+}
+
+// ConfigMapStore wraps the controller's status store and counts its calls,
+// with the same counters as Store.
+type ConfigMapStore struct {
+	Inner kube.ConfigMaps
+	Store
+}
+
+// Get counts and passes on.
+func (s *ConfigMapStore) Get(ctx context.Context, name string) (map[string]string, error) {
 	s.mu.Lock()
 	s.gets++
 	s.mu.Unlock()
@@ -425,20 +548,13 @@ func (s *Store) Get(ctx context.Context, name string) (map[string]string, error)
 }
 
 // PatchKey counts and passes on.
-func (s *Store) PatchKey(ctx context.Context, name, key string, value *string) error {
+func (s *ConfigMapStore) PatchKey(ctx context.Context, name, key string, value *string) error {
 	err := s.Inner.PatchKey(ctx, name, key, value)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.patches++
-	if err == nil {
-		s.patchOK++
-		if value != nil {
-			s.bytes = append(s.bytes, len(*value))
-		}
-	} else {
-		s.lastErr = err
-		s.errs = append(s.errs, err)
+	size := -1
+	if value != nil {
+		size = len(*value)
 	}
+	s.count(err, size)
 	return err
 }
 
@@ -470,7 +586,8 @@ func (s *Store) Cancelled() int {
 	return n
 }
 
-// Counts returns the Gets, the patches and the patches that succeeded.
+// Counts returns the Gets, the writes (puts and deletes) and the writes
+// that succeeded.
 func (s *Store) Counts() (gets, patches, ok int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -499,30 +616,32 @@ func (s *Store) Sizes() (min, max int) {
 	return min, max
 }
 
-// History records every value each key of one ConfigMap took, from a watch
+// History records every entry each record took, from a watch of the records
 // held by the admin: every write the API server accepted is seen, however
-// quickly the next one follows.
+// quickly the next one follows. Its keys are the records' node names.
 type History struct {
 	mu       sync.Mutex
-	versions map[string][]string // key -> distinct values in order
+	versions map[string][]string // node -> distinct entries in order
+	owners   map[string][]metav1.OwnerReference
 	events   int
 	err      error
 	done     chan struct{}
 }
 
-// WatchConfigMap starts recording; it stops when ctx ends (Wait waits for it).
-func (c *Cluster) WatchConfigMap(ctx context.Context, t testing.TB, name string) *History {
+// WatchRecords starts recording; it stops when ctx ends (Wait waits for it).
+func (c *Cluster) WatchRecords(ctx context.Context, t testing.TB) *History {
 	t.Helper()
-	h := &History{versions: map[string][]string{}, done: make(chan struct{})}
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	l, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	h := &History{versions: map[string][]string{}, owners: map[string][]metav1.OwnerReference{}, done: make(chan struct{})}
+	opts := metav1.ListOptions{LabelSelector: record.Selector}
+	l, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cm := range l.Items {
-		h.record(cm.Data)
+	for i := range l.Items {
+		h.record(&l.Items[i])
 	}
-	w, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.ResourceVersion})
+	opts.ResourceVersion = l.ResourceVersion
+	w, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).Watch(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,15 +655,15 @@ func (c *Cluster) WatchConfigMap(ctx context.Context, t testing.TB, name string)
 			case ev, ok := <-w.ResultChan():
 				if !ok {
 					if ctx.Err() == nil {
-						h.fail(fmt.Errorf("watch of %s closed early", name))
+						h.fail(errors.New("watch of the records closed early"))
 					}
 					return
 				}
 				switch ev.Type {
 				case watch.Added, watch.Modified:
-					h.record(ev.Object.(*corev1.ConfigMap).Data)
+					h.record(ev.Object.(*corev1.ConfigMap))
 				case watch.Error:
-					h.fail(fmt.Errorf("watch of %s: %v", name, ev.Object))
+					h.fail(fmt.Errorf("watch of the records: %v", ev.Object))
 					return
 				}
 			}
@@ -553,15 +672,22 @@ func (c *Cluster) WatchConfigMap(ctx context.Context, t testing.TB, name string)
 	return h
 }
 
-func (h *History) record(data map[string]string) {
+// Owners returns the owner references node's record had when last seen.
+func (h *History) Owners(node string) []metav1.OwnerReference {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.owners[node]
+}
+
+func (h *History) record(cm *corev1.ConfigMap) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events++
-	for k, v := range data {
-		vs := h.versions[k]
-		if len(vs) == 0 || vs[len(vs)-1] != v {
-			h.versions[k] = append(vs, v)
-		}
+	k, v := cm.Name, cm.Data[record.DataKey]
+	h.owners[k] = cm.OwnerReferences
+	vs := h.versions[k]
+	if len(vs) == 0 || vs[len(vs)-1] != v {
+		h.versions[k] = append(vs, v)
 	}
 }
 
@@ -581,21 +707,21 @@ func (h *History) Wait() error {
 	return h.err
 }
 
-// Versions returns every distinct value key took, in order.
+// Versions returns every distinct entry node's record held, in order.
 func (h *History) Versions(key string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]string(nil), h.versions[key]...)
 }
 
-// Events is how many versions of the ConfigMap were seen.
+// Events is how many versions of the records were seen.
 func (h *History) Events() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.events
 }
 
-// Keys returns the keys seen, sorted.
+// Keys returns the nodes whose records were seen, sorted.
 func (h *History) Keys() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -696,17 +822,42 @@ func (l *Loop) Alive(t testing.TB) {
 	}
 }
 
-// Entry reads node's entry from the probe ConfigMap as the admin and
-// decodes it; false when there is none.
+// Entry reads node's record as the admin and decodes its entry; false when
+// there is none.
 func (c *Cluster) Entry(t testing.TB, node string) (entry.Entry, bool) {
 	t.Helper()
-	raw, ok := c.Data(t, settings.Defaults().ProbeConfigMap)[node]
-	if !ok {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	raw, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).Get(ctx, record.Name(node), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
 		return entry.Entry{}, false
 	}
-	e, err := entry.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, err := record.Read(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := entry.Decode(text)
 	if err != nil {
 		t.Fatalf("entry of %s: %v", node, err)
 	}
 	return e, true
+}
+
+// Records reads every record as the admin: node name to entry text.
+func (c *Cluster) Records(t testing.TB) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for i := range l.Items {
+		out[l.Items[i].Name] = l.Items[i].Data[record.DataKey]
+	}
+	return out
 }

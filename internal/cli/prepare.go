@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// newPrepareFsyncDirCommand is what the probe's init container runs: it
+// hands the fsync directory (a hostPath the kubelet makes owned by root) to
+// the probe's non-root user, so that the probe itself needs no capability.
+func newPrepareFsyncDirCommand() *cobra.Command {
+	var dir, owner string
+	cmd := &cobra.Command{
+		Use:   "prepare-fsync-dir --dir DIR --owner UID:GID",
+		Short: "Make the probe's fsync directory and give it to the probe's user (the DaemonSet's init container)",
+		Long: `Makes DIR if it is absent, and sets its owner to UID:GID and its mode to 0700,
+so that the probe, running as that user with no capabilities, can write and
+remove its fdatasync reading's file there and nobody else can. It touches
+nothing but DIR itself: not what is in it. Needs CAP_CHOWN (the init
+container has that one capability). Exit 1 when it cannot, 2 for bad flags.`,
+		Args: cobra.NoArgs,
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "the fsync directory, as mounted in the container")
+	f.StringVar(&owner, "owner", "", "the probe's user and group, UID:GID")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if dir == "" || !strings.HasPrefix(dir, "/") {
+			return usageErrorf("--dir %q: want an absolute path", dir)
+		}
+		uid, gid, err := parseOwner(owner)
+		if err != nil {
+			return usageErrorf("--owner %q: %w", owner, err)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("make %s: %w", dir, err)
+		}
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", dir, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory (%s)", dir, fi.Mode().Type())
+		}
+		if err := os.Lchown(dir, uid, gid); err != nil {
+			return fmt.Errorf("give %s to %d:%d: %w", dir, uid, gid, err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("chmod %s 0700: %w", dir, err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: owner %d:%d, mode 0700\n", dir, uid, gid)
+		return nil
+	}
+	return cmd
+}
+
+// parseOwner reads UID:GID, two non-negative whole numbers.
+func parseOwner(s string) (uid, gid int, err error) {
+	u, g, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("want UID:GID")
+	}
+	if uid, err = strconv.Atoi(u); err != nil || uid < 0 {
+		return 0, 0, fmt.Errorf("UID %q: want a non-negative whole number", u)
+	}
+	if gid, err = strconv.Atoi(g); err != nil || gid < 0 {
+		return 0, 0, fmt.Errorf("GID %q: want a non-negative whole number", g)
+	}
+	return uid, gid, nil
+}

@@ -1,0 +1,244 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleet-role/fleet-role/internal/record"
+)
+
+// Records is how a probe keeps its own record (internal/record): one
+// ConfigMap per recording host, named after the host's node.
+type Records interface {
+	// Get returns the entry text of node's record; an error wrapping
+	// ErrNotFound when node has no record.
+	Get(ctx context.Context, node string) (string, error)
+	// Put writes entry as the record of owner's node: a JSON merge patch of
+	// data.entry alone when the record exists (the record's other fields
+	// are the admission policy's to hold), or a create of the whole record
+	// when it does not.
+	Put(ctx context.Context, owner record.Owner, entry string) error
+	// Delete removes node's record; a record that is absent is no error.
+	Delete(ctx context.Context, node string) error
+}
+
+// RecordSource lists every record of the namespace, for the controller.
+type RecordSource interface {
+	// List returns the records (ConfigMaps carrying record.Selector),
+	// sorted by name. The objects are shared with a cache: read only.
+	List(ctx context.Context) ([]*corev1.ConfigMap, error)
+}
+
+// Records returns the probe records of namespace.
+func (c *Client) Records(namespace string) Records {
+	return NewRecordsFor(c.Clientset, namespace)
+}
+
+// NewRecordsFor returns the probe records of namespace through cs.
+func NewRecordsFor(cs kubernetes.Interface, namespace string) Records {
+	return &clientRecords{c: cs, ns: namespace}
+}
+
+type clientRecords struct {
+	c  kubernetes.Interface
+	ns string
+}
+
+func (r *clientRecords) Get(ctx context.Context, node string) (string, error) {
+	name := record.Name(node)
+	cm, err := r.c.CoreV1().ConfigMaps(r.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get record %s/%s: %w", r.ns, name, classify(err))
+	}
+	_, text, err := record.Read(cm)
+	if err != nil {
+		return "", fmt.Errorf("get record %s/%s: %w", r.ns, name, err)
+	}
+	return text, nil
+}
+
+func (r *clientRecords) Put(ctx context.Context, owner record.Owner, entry string) error {
+	name := record.Name(owner.Name)
+	err := r.patch(ctx, name, entry)
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	obj := record.Object(r.ns, owner, entry)
+	_, err = r.c.CoreV1().ConfigMaps(r.ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		// Made between the patch and the create (a probe restarted while
+		// its previous pod was still writing): patch what is there.
+		return r.patch(ctx, name, entry)
+	}
+	if err != nil {
+		return fmt.Errorf("create record %s/%s: %w", r.ns, name, classify(err))
+	}
+	return nil
+}
+
+func (r *clientRecords) patch(ctx context.Context, name, entry string) error {
+	body, err := json.Marshal(map[string]map[string]string{"data": {record.DataKey: entry}})
+	if err != nil {
+		return fmt.Errorf("patch record %s/%s: %w", r.ns, name, err)
+	}
+	_, err = r.c.CoreV1().ConfigMaps(r.ns).Patch(ctx, name, types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: fieldManager})
+	if err != nil {
+		return fmt.Errorf("patch record %s/%s: %w", r.ns, name, classify(err))
+	}
+	return nil
+}
+
+func (r *clientRecords) Delete(ctx context.Context, node string) error {
+	name := record.Name(node)
+	err := r.c.CoreV1().ConfigMaps(r.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete record %s/%s: %w", r.ns, name, classify(err))
+	}
+	return nil
+}
+
+// RecordInformer is the controller's view of the records: a shared informer
+// that lists and watches the ConfigMaps carrying record.Selector in one
+// namespace, so that a decision reads a local cache rather than the API
+// server, and a record's write costs one watch event, not a list.
+type RecordInformer struct {
+	informer cache.SharedIndexInformer
+	lister   listersv1.ConfigMapNamespaceLister
+	factory  informers.SharedInformerFactory
+}
+
+// NewRecordInformer makes the informer; Start runs it.
+func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
+	f := informers.NewSharedInformerFactoryWithOptions(c.Clientset, 0,
+		informers.WithNamespace(namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = record.Selector }))
+	inf := f.Core().V1().ConfigMaps()
+	return &RecordInformer{informer: inf.Informer(), lister: inf.Lister().ConfigMaps(namespace), factory: f}
+}
+
+// Start runs the informer until ctx is done.
+func (i *RecordInformer) Start(ctx context.Context) { i.factory.Start(ctx.Done()) }
+
+// List implements RecordSource. Until the informer's first list has
+// arrived it returns an error rather than an empty fleet, so that a
+// controller that has just started never reports every host as absent.
+func (i *RecordInformer) List(ctx context.Context) ([]*corev1.ConfigMap, error) {
+	if !i.informer.HasSynced() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("list records: the informer has not synced its first list yet")
+	}
+	l, err := i.lister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
+	}
+	sort.Slice(l, func(a, b int) bool { return l[a].Name < l[b].Name })
+	return l, nil
+}
+
+// WaitForSync waits until the first list has arrived or ctx is done.
+func (i *RecordInformer) WaitForSync(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), i.informer.HasSynced) {
+		return fmt.Errorf("records informer did not sync: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// MemRecords is an in-memory Records and RecordSource with the API server's
+// semantics that matter here: a record is refused past MaxConfigMapDataBytes
+// and leaves the old one as it was. Safe for concurrent use.
+type MemRecords struct {
+	mu        sync.Mutex
+	namespace string
+	maps      map[string]*corev1.ConfigMap
+	now       func() time.Time
+}
+
+// NewMemRecords returns an empty store for namespace.
+func NewMemRecords(namespace string) *MemRecords {
+	return &MemRecords{namespace: namespace, maps: map[string]*corev1.ConfigMap{}, now: time.Now}
+}
+
+// Get implements Records.
+func (m *MemRecords) Get(ctx context.Context, node string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("get record %s: %w", node, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cm, ok := m.maps[record.Name(node)]
+	if !ok {
+		return "", fmt.Errorf("get record %s: %w", node, notFound(record.Name(node)))
+	}
+	return cm.Data[record.DataKey], nil
+}
+
+// Put implements Records.
+func (m *MemRecords) Put(ctx context.Context, owner record.Owner, entry string) error {
+	name := record.Name(owner.Name)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put record %s: %w", name, err)
+	}
+	obj := record.Object(m.namespace, owner, entry)
+	if err := validateData(name, obj.Data); err != nil {
+		return fmt.Errorf("put record %s: %w", name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.maps[name]; ok {
+		obj.OwnerReferences = old.OwnerReferences
+	}
+	m.maps[name] = obj
+	return nil
+}
+
+// Delete implements Records.
+func (m *MemRecords) Delete(ctx context.Context, node string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete record %s: %w", node, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.maps, record.Name(node))
+	return nil
+}
+
+// List implements RecordSource.
+func (m *MemRecords) List(ctx context.Context) ([]*corev1.ConfigMap, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*corev1.ConfigMap, 0, len(m.maps))
+	for _, cm := range m.maps {
+		out = append(out, cm.DeepCopy())
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out, nil
+}
+
+// Interface checks.
+var (
+	_ Records      = (*clientRecords)(nil)
+	_ Records      = (*MemRecords)(nil)
+	_ RecordSource = (*MemRecords)(nil)
+	_ RecordSource = (*RecordInformer)(nil)
+)
