@@ -50,9 +50,9 @@ type gHost struct {
 	connect  float64 // extra connect time to every voter, seconds
 	// stall adds connect time, seconds, to sample i of n (a stall of the
 	// whole machine that some samples caught).
-	stall func(i, n int) float64
-	raw      string  // the entry text as is (a malformed entry)
-	noEntry  bool
+	stall   func(i, n int) float64
+	raw     string // the entry text as is (a malformed entry)
+	noEntry bool
 	// until is when the last sample was taken (default: a second before now).
 	until time.Time
 }
