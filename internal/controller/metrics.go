@@ -2,6 +2,7 @@ package controller
 
 import (
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,9 @@ type Metrics struct {
 	loops       *prometheus.CounterVec
 	loopSeconds prometheus.Histogram
 	writes      prometheus.Counter
+	// flaps and verdictChanges are the status memory's running counts,
+	// which survive a restart in the status document.
+	flaps, verdictChanges atomic.Int64
 }
 
 // Verdicts, as the values the verdict metric takes a label for.
@@ -57,7 +61,13 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_status_writes_total", Help: "Writes of the status ConfigMap.",
 		}),
 	}
-	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes)
+	flaps := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fleet_role_flaps_total", Help: "Swaps published at one decision and gone at the next, the voter set unchanged (the status's memory.flaps).",
+	}, func() float64 { return float64(m.flaps.Load()) })
+	changes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fleet_role_verdict_changes_total", Help: "Host verdicts that changed from one decision to the next (the status's memory.verdict_changes).",
+	}, func() float64 { return float64(m.verdictChanges.Load()) })
+	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes)
 	return m
 }
 
@@ -88,6 +98,8 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 			m.recordIssue.WithLabelValues(h.Name, issue).Set(1)
 		}
 	}
+	m.flaps.Store(int64(st.Memory.Flaps))
+	m.verdictChanges.Store(int64(st.Memory.VerdictChanges))
 	// Hosts come and go: reset so that a removed host's series disappears.
 	m.verdict.Reset()
 	m.samples.Reset()

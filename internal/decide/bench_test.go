@@ -54,7 +54,7 @@ func BenchmarkDecide(b *testing.B) {
 // and a standby is named.
 func TestDecideAtScale(t *testing.T) {
 	f := bigFleet(50)
-	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 	if st.Decision.Action != decide.ActionSwap || (st.Decision.Out != "host-000" && st.Decision.Out != "host-001") {
 		t.Fatalf("decision %+v", st.Decision)
 	}

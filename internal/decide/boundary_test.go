@@ -353,7 +353,7 @@ func TestCooldownBoundary(t *testing.T) {
 				ago  time.Duration
 				swap bool
 			}{{cool - time.Millisecond, false}, {cool, true}, {cool + time.Millisecond, true}} {
-				st := decide.Decide(f.input(t, settled(f, c.ago)))
+				st := decideSteady(f.input(t, settled(f, c.ago)))
 				if got := st.Decision.Action == decide.ActionSwap; got != c.swap {
 					t.Fatalf("voter set changed %v ago (cooldown %v): swap %v, want %v: %+v", c.ago, cool, got, c.swap, st.Decision.Reasons)
 				}
@@ -473,7 +473,7 @@ func TestCooldownFromVoterConditions(t *testing.T) {
 			}
 		}
 		latest := f.now.Add(-c.ago - time.Duration(firstVoter(in.Nodes))*time.Hour)
-		st := decide.Decide(in)
+		st := decideSteady(in)
 		if got := st.Decision.Action == decide.ActionSwap; got != c.swap || !st.Memory.VotersChangedAt.Equal(latest) {
 			t.Fatalf("voters became voters %v ago (cooldown %v): swap %v (want %v), changed at %v (want %v): %+v",
 				c.ago, cool, got, c.swap, st.Memory.VotersChangedAt, latest, st.Decision.Reasons)
@@ -518,13 +518,14 @@ func TestStandbyPoorPathDoesNotSwapAHealthyVoter(t *testing.T) {
 // One slow link between a pinned and an unpinned voter: both are on one slow
 // link, either taken out takes it out, so the unpinned one is named rather
 // than the pinned one holding every swap back. A pinned voter unfit on its own
-// (its disk) stays the one to replace, and nothing is swapped.
+// (its disk), with no other voter unfit, is passed over and nothing is
+// swapped.
 func TestTiedSlowLinkNamesTheUnpinnedVoter(t *testing.T) {
 	f := standardFleet(settings.Defaults())
 	yes := true
 	f.host("alpha").pinned = &yes
 	f.slow[pairOf("alpha", "bravo")] = 0.4
-	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 	if st.Decision.Action != decide.ActionSwap || st.Decision.Out != "bravo" {
 		t.Fatalf("decision %+v, want bravo swapped out", st.Decision)
 	}
@@ -532,17 +533,14 @@ func TestTiedSlowLinkNamesTheUnpinnedVoter(t *testing.T) {
 	f = standardFleet(settings.Defaults())
 	f.host("alpha").pinned = &yes
 	f.host("alpha").slowWAL = true
-	st = decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	st = decideSteady(f.input(t, settled(f, 2*time.Hour)))
 	if st.Decision.Action != decide.ActionNone {
-		t.Fatalf("decision %+v, want none: the pinned voter is the one to replace", st.Decision)
+		t.Fatalf("decision %+v, want none: the only unfit voter is pinned", st.Decision)
 	}
-	found := false
-	for _, r := range st.Decision.Reasons {
-		if r.Signal == decide.StepPinned && !r.OK && r.Subject == "alpha" {
-			found = true
-		}
+	if r := decisionReason(t, st, decide.StepPinned, "alpha"); !r.OK || !strings.Contains(r.Detail, "passed over") {
+		t.Fatalf("pinned alpha: %+v", r)
 	}
-	if !found {
-		t.Fatalf("no pinned reason naming alpha: %+v", st.Decision.Reasons)
+	if r := decisionReason(t, st, decide.StepReplace, ""); r.OK || !strings.Contains(r.Detail, "every unfit voter is pinned (alpha)") {
+		t.Fatalf("replace: %+v", r)
 	}
 }

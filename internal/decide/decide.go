@@ -98,13 +98,14 @@ func Decide(in Input) Status {
 	}
 
 	mem := remember(in.Previous, hosts, now)
+	d := plan(s, now, hosts, in.Previous, &mem)
 	st := Status{
 		Schema:      Schema,
 		GeneratedAt: now,
 		DryRun:      s.DryRun,
 		Settings:    Settings{Values: s, Limits: s.Limits()},
 		Hosts:       make([]Host, 0, len(hosts)),
-		Decision:    plan(s, now, hosts, mem),
+		Decision:    d,
 		Memory:      mem,
 		Records:     Records{CapBytes: record.CapBytes(s.Window, s.MaxServers)},
 	}

@@ -45,10 +45,14 @@ type gHost struct {
 	pinned   *bool
 	samples  int     // 0: a full window
 	wifi     bool    // the default route leaves by Wi-Fi
-	slowWAL  bool    // WAL fsyncs of 16 to 32 ms
+	slowWAL  bool    // WAL fsyncs of 16 to 32 ms on a voter, a 20 ms fdatasync on a standby
+	lowMem   bool    // 1 GiB available, under the 2 GiB quota
 	connect  float64 // extra connect time to every voter, seconds
-	raw      string  // the entry text as is (a malformed entry)
-	noEntry  bool
+	// stall adds connect time, seconds, to sample i of n (a stall of the
+	// whole machine that some samples caught).
+	stall   func(i, n int) float64
+	raw     string // the entry text as is (a malformed entry)
+	noEntry bool
 	// until is when the last sample was taken (default: a second before now).
 	until time.Time
 }
@@ -144,10 +148,16 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 			}
 			// A connect is one round trip (SYN, SYN-ACK).
 			rt := 2*f.oneWay(h.name, m.name) + h.connect + rng.Float64()*0.0004
+			if h.stall != nil {
+				rt += h.stall(i, n)
+			}
 			s.Connect[m.name] = entry.Connect{Seconds: rt}
 		}
 		s.MemTotalBytes = 16 * gib
 		s.MemAvailableBytes = 9*gib + uint64(rng.IntN(1<<20))*1024
+		if h.lowMem {
+			s.MemAvailableBytes = gib + uint64(rng.IntN(1<<20))*1024
+		}
 		if i > 0 {
 			stall := float64(rng.IntN(2000)) * 1e-6
 			s.MemFullStallSeconds = &stall
@@ -182,6 +192,9 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 	if !h.voter {
 		e.Fsync = &entry.FsyncReading{At: until.Add(-10 * time.Minute), Dir: "/var/lib/rancher/k3s/server/db/fleet-role",
 			Filesystem: "ext4", MeasuredDisk: true, Writes: 10000, P99Seconds: 0.0021, MaxSeconds: 0.0084}
+		if h.slowWAL {
+			e.Fsync.P99Seconds, e.Fsync.MaxSeconds = 0.02, 0.031
+		}
 	}
 	return e
 }
@@ -290,4 +303,25 @@ func settled(f *gFleet, ago time.Duration) *decide.Status {
 		Settings: decide.Settings{Values: f.s, Limits: f.s.Limits()}, Hosts: []decide.Host{},
 		Decision: decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{}},
 		Memory:   decide.Memory{Voters: voters, VotersChangedAt: f.now.Add(-ago)}}
+}
+
+// decideSteady makes decide.SteadyDecisions decisions in a row on the same
+// inputs, each with the one before as its previous status, as the controller
+// does one per period, and returns the last: a swap that stays named is then
+// published.
+func decideSteady(in decide.Input) decide.Status {
+	var st decide.Status
+	for range decide.SteadyDecisions {
+		st = decide.Decide(in)
+		prev := st
+		in.Previous = &prev
+	}
+	return st
+}
+
+// namedBefore marks prev as the last of decide.SteadyDecisions-1 decisions
+// that named out to leave, so that one more publishes the swap.
+func namedBefore(prev *decide.Status, out string) *decide.Status {
+	prev.Memory.Named, prev.Memory.NamedDecisions = out, decide.SteadyDecisions-1
+	return prev
 }

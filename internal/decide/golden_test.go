@@ -45,7 +45,7 @@ func scenarios(t testing.TB) []scenario {
 
 	f = standardFleet(k3s())
 	f.slow[pairOf("alpha", "bravo")] = 0.4
-	add(scenario{name: "slow-voter-link", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "slow-voter-link", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st decide.Status) {
 		wantVerdict(t, st, "alpha", decide.Unfit)
 		wantVerdict(t, st, "bravo", decide.Unfit)
 		wantVerdict(t, st, "charlie", decide.Fit)
@@ -61,7 +61,7 @@ func scenarios(t testing.TB) []scenario {
 	f.slow[pairOf("charlie", "bravo")] = 0.4
 	f.slow[pairOf("charlie", "delta")] = 0.4
 	f.host("echo").wifi = true
-	add(scenario{name: "standby-slow-to-leaving-voter", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "standby-slow-to-leaving-voter", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "charlie"), check: func(t *testing.T, st decide.Status) {
 		wantVerdict(t, st, "delta", decide.Unfit) // its link to charlie
 		wantVerdict(t, st, "echo", decide.Unfit)  // Wi-Fi
 		wantSwap(t, st, "charlie", "delta")
@@ -82,7 +82,7 @@ func scenarios(t testing.TB) []scenario {
 		return f
 	}
 	f = mostLinks()
-	add(scenario{name: "most-slow-links", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "most-slow-links", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st decide.Status) {
 		for _, n := range []string{"alpha", "bravo", "charlie"} {
 			wantVerdict(t, st, n, decide.Unfit)
 		}
@@ -191,7 +191,7 @@ func scenarios(t testing.TB) []scenario {
 	f = standardFleet(k3s())
 	f.host("alpha").slowWAL = true
 	f.host("echo").raw = `{"v":2,"node":"echo","n":0,"dt_ms":[],"link":[],"mem_total_kib":[],"mem_available_kib":[]}`
-	add(scenario{name: "malformed-entry", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "malformed-entry", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), check: func(t *testing.T, st decide.Status) {
 		wantVerdict(t, st, "echo", decide.Unknown)
 		if r := hostOf(t, st, "echo").Reasons[0]; r.Signal != decide.SignalEntry || !strings.Contains(r.Detail, "unsupported version 2") {
 			t.Fatalf("echo's first reason: %+v", r)
@@ -214,9 +214,90 @@ func scenarios(t testing.TB) []scenario {
 	f = standardFleet(s)
 	f.slow[pairOf("alpha", "bravo")] = 0.03 // a 60 ms round trip: fit on k3s, not under 100 ms/1000 ms
 	f.slow[pairOf("alpha", "charlie")] = 0.03
-	add(scenario{name: "etcd-timing", fleet: f, previous: settled(f, 2*time.Hour), settingsYAML: etcdTiming, check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "etcd-timing", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), settingsYAML: etcdTiming, check: func(t *testing.T, st decide.Status) {
 		wantVerdict(t, st, "alpha", decide.Unfit)
 		wantSwap(t, st, "alpha", "delta")
+	}})
+
+	// A stall of the whole machine: every connect slow, every host unfit,
+	// no host to blame.
+	f = standardFleet(k3s())
+	for _, h := range f.hosts {
+		h.connect = 0.3
+	}
+	add(scenario{name: "every-link-slow", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+		for _, h := range st.Hosts {
+			wantVerdict(t, st, h.Name, decide.Unfit)
+		}
+		wantNone(t, st, decide.StepAttribution)
+	}})
+
+	// What a stall of between one and two periods leaves: alpha caught two
+	// slow samples, bravo and charlie one each (forgiven by the tail).
+	f = standardFleet(k3s())
+	residue := func(k int) func(i, n int) float64 {
+		return func(i, n int) float64 {
+			if i >= n-k-3 && i < n-3 {
+				return 0.3
+			}
+			return 0
+		}
+	}
+	f.host("alpha").stall, f.host("bravo").stall, f.host("charlie").stall = residue(2), residue(1), residue(1)
+	add(scenario{name: "stall-residue", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+		wantVerdict(t, st, "alpha", decide.Unfit)
+		wantVerdict(t, st, "bravo", decide.Unfit) // its link to alpha
+		wantNone(t, st, decide.StepAttribution)
+	}})
+
+	fiveVoters := "# five voters\ntarget_voters: 5\nmax_servers: 7\n"
+	s5, err := settings.Parse([]byte(fiveVoters), settings.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = &gFleet{s: s5, now: baseNow, slow: map[[2]string]float64{}}
+	for _, n := range []string{"alpha", "bravo", "charlie", "delta", "echo"} {
+		f.hosts = append(f.hosts, &gHost{name: n, voter: true, eligible: yes(), pinned: no()})
+	}
+	f.hosts = append(f.hosts, &gHost{name: "foxtrot", eligible: yes(), pinned: no()})
+	for _, n := range []string{"alpha", "charlie", "delta", "echo", "foxtrot"} {
+		f.slow[pairOf("bravo", n)] = 0.4
+	}
+	add(scenario{name: "slow-voter-of-five", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), settingsYAML: fiveVoters, check: func(t *testing.T, st decide.Status) {
+		wantSwap(t, st, "bravo", "foxtrot")
+		if r := decisionReason(t, st, decide.StepAttribution, ""); !r.OK || *r.Value != 1 {
+			t.Fatalf("attribution: %+v", r)
+		}
+	}})
+
+	f = standardFleet(k3s())
+	for _, n := range []string{"alpha", "bravo", "delta"} {
+		f.host(n).slowWAL = true
+	}
+	add(scenario{name: "fleet-wide-disk", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+		for _, n := range []string{"alpha", "bravo", "delta"} {
+			wantVerdict(t, st, n, decide.Unfit)
+		}
+		wantNone(t, st, decide.StepFleetWide)
+	}})
+
+	f = standardFleet(k3s())
+	f.host("alpha").slowWAL, f.host("alpha").pinned = true, yes()
+	f.host("bravo").lowMem = true
+	add(scenario{name: "pinned-disk-beside-memory", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st decide.Status) {
+		wantSwap(t, st, "bravo", "delta")
+		if r := decisionReason(t, st, decide.StepPinned, "alpha"); !r.OK {
+			t.Fatalf("pinned: %+v", r)
+		}
+	}})
+
+	f = standardFleet(k3s())
+	f.host("alpha").slowWAL = true
+	add(scenario{name: "swap-held", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+		wantNone(t, st, decide.StepSteady)
+		if st.Memory.Named != "alpha" || st.Memory.NamedDecisions != 1 {
+			t.Fatalf("memory %+v", st.Memory)
+		}
 	}})
 	return out
 }

@@ -3,29 +3,35 @@ package decide
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 // Decision reason signals: each step of the plan and each gate.
 const (
-	StepEtcd       = "etcd_present"
-	StepEligible   = "eligible"
-	StepReplace    = "replace"
-	StepPinned     = "pinned"
-	StepCandidate  = "candidate"
-	GateReported   = "gate_reported"
-	GateLeader     = "gate_leader"
-	GateLearner    = "gate_learner"
-	GateConnected  = "gate_connected"
-	GateMembers    = "gate_members"
-	GateCooldown   = "gate_cooldown"
-	etcdRoleLabel  = "node-role.kubernetes.io/etcd"
-	etcdRoleRemark = etcdRoleLabel + "=true"
+	StepEtcd        = "etcd_present"
+	StepEligible    = "eligible"
+	StepFleetWide   = "fleet_wide"
+	StepAttribution = "attribution"
+	StepReplace     = "replace"
+	StepPinned      = "pinned"
+	StepCandidate   = "candidate"
+	GateReported    = "gate_reported"
+	GateLeader      = "gate_leader"
+	GateLearner     = "gate_learner"
+	GateConnected   = "gate_connected"
+	GateMembers     = "gate_members"
+	GateCooldown    = "gate_cooldown"
+	StepSteady      = "steady"
+	etcdRoleLabel   = "node-role.kubernetes.io/etcd"
+	etcdRoleRemark  = etcdRoleLabel + "=true"
 )
 
 func step(signal, subject, basis string, ok bool, detail string) Reason {
@@ -33,8 +39,16 @@ func step(signal, subject, basis string, ok bool, detail string) Reason {
 }
 
 // plan decides the swap. Each reason's ok says whether that step lets the
-// swap go ahead; the action is a swap only when every one does.
-func plan(s settings.Settings, now time.Time, hosts []*host, mem Memory) Decision {
+// swap go ahead; the action is a swap only when every one does, the last
+// being that the same swap was named at enough consecutive decisions. It
+// records in mem what the next decision needs of this one.
+func plan(s settings.Settings, now time.Time, hosts []*host, prev *Status, mem *Memory) Decision {
+	d := decideSwap(s, now, hosts, prev, mem)
+	tally(prev, hosts, d, mem)
+	return d
+}
+
+func decideSwap(s settings.Settings, now time.Time, hosts []*host, prev *Status, mem *Memory) Decision {
 	d := Decision{Action: ActionNone, Reasons: []Reason{}}
 	var voters, learners, standbys []*host
 	eligible := 0
@@ -84,81 +98,50 @@ func plan(s settings.Settings, now time.Time, hosts []*host, mem Memory) Decisio
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 	d.Reasons = append(d.Reasons, r)
 
-	out, in := choose(s, voters, standbys, &d)
-	d.Reasons = append(d.Reasons, gates(s, now, voters, learners, mem)...)
+	out, in := choose(s, hosts, voters, standbys, &d)
+	d.Reasons = append(d.Reasons, gates(s, now, voters, learners, *mem)...)
 	if out == "" || in == "" {
 		return d
 	}
 	for _, r := range d.Reasons {
-		// A candidate's ok says whether it is fit; the choice is made.
+		// A candidate's ok says whether it is fit; the choice is made. A
+		// pinned voter passed over is ok too.
 		if !r.OK && r.Signal != StepCandidate {
 			return d
 		}
 	}
-	d.Action, d.Out, d.In = ActionSwap, out, in
+	r = steady(prev, out, in, mem)
+	d.Reasons = append(d.Reasons, r)
+	if r.OK {
+		d.Action, d.Out, d.In = ActionSwap, out, in
+	}
 	return d
 }
 
 // choose picks the voter to replace and the standby to replace it with,
-// adding a reason for each step.
-func choose(s settings.Settings, voters, standbys []*host, d *Decision) (out, in string) {
-	const replaceBasis = "a slow link between voters makes both its ends unfit, so the unfit voter on the most slow links is the one to replace (ties on slow links: an unpinned voter, which takes the same links out; then the worst margin over its limits, then the name)"
-	var unfit []*host
-	var unknown []string
-	for _, v := range voters {
-		switch v.verdict {
-		case Unfit:
-			unfit = append(unfit, v)
-		case Unknown:
-			unknown = append(unknown, v.node.Name)
-		}
-	}
-	if len(unfit) == 0 {
-		why := "every voter is fit: nothing to replace"
-		if len(unknown) > 0 {
-			why = fmt.Sprintf("no voter is unfit (unknown: %s): nothing to replace", strings.Join(unknown, ", "))
-		}
-		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false, why))
+// adding a reason for each step: the whole-fleet rule, the attribution of
+// slow links, the voter to replace, pinning, the candidates.
+func choose(s settings.Settings, hosts, voters, standbys []*host, d *Decision) (out, in string) {
+	fw, shared := fleetWide(hosts)
+	d.Reasons = append(d.Reasons, fw...)
+	if shared {
 		return "", ""
 	}
-	type ranked struct {
-		h     *host
-		links []string
-		worst float64
+	at, suspects, slow := attribute(s, voters)
+	d.Reasons = append(d.Reasons, at)
+	if !at.OK {
+		return "", ""
 	}
-	// Two voters on as many slow links share the poor paths that make them
-	// unfit, and either taken out takes those links out: the unpinned one
-	// goes, where a margin between two readings of one link would be noise
-	// naming the pinned one. With no slow link the voter is unfit on its own
-	// (a disk, memory), and a pinned one stays the one to replace.
-	pinnedLast := func(a, b ranked) int {
-		if len(a.links) == 0 || a.h.node.Pinned == b.h.node.Pinned {
-			return 0
-		}
-		if a.h.node.Pinned {
-			return 1
-		}
-		return -1
+	var leaving *host
+	if slow {
+		leaving = onMostSlowLinks(s, voters, suspects, d)
+	} else {
+		leaving = worstOwnReadings(s, voters, d)
 	}
-	var rs []ranked
-	for _, v := range unfit {
-		rs = append(rs, ranked{v, slowLinks(v.reasons), minHeadroom(v.reasons, failedMeasure)})
+	if leaving == nil {
+		return "", ""
 	}
-	slices.SortFunc(rs, func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), pinnedLast(a, b), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
-	})
-	leaving := rs[0]
-	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
-		fmt.Sprintf("%s is the unfit voter on the most slow links (%d%s); its worst reason: %s; unfit voters: %s",
-			leaving.h.node.Name, len(leaving.links), listIn(leaving.links), worstOf(leaving.h.reasons), names(unfit)))
-	r.Value, r.Unit = num(float64(len(leaving.links))), "links"
-	d.Reasons = append(d.Reasons, r)
-	out = leaving.h.node.Name
-	if leaving.h.node.Pinned {
-		d.Reasons = append(d.Reasons, step(StepPinned, out, fmt.Sprintf("a voter labelled %s=true is never swapped out, and no other voter is swapped in its place (it is not the one on the poor path)", s.PinnedLabel), false,
-			fmt.Sprintf("%s is pinned: nothing is swapped", out)))
-		return out, ""
-	}
+	out = leaving.node.Name
 
 	var remaining []string
 	for _, v := range voters {
@@ -189,6 +172,423 @@ func choose(s settings.Settings, voters, standbys []*host, d *Decision) (out, in
 	}
 	d.Reasons = append(d.Reasons, cands...)
 	return out, best
+}
+
+// hostLocal are the host-local limits the whole-fleet rule counts, by what
+// they measure. Links are the attribution rule's, and a link's class (Wi-Fi)
+// is a host's own choice of interface, not a shared fault.
+var hostLocal = []struct {
+	name    string
+	signals []string
+}{
+	{"disk", []string{SignalWALFsync, SignalBackendCommit, SignalFdatasync}},
+	{"memory", []string{SignalMemory}},
+	{"memory stall", []string{SignalStall}},
+}
+
+const fleetWideBasis = "a host-local limit (disk: wal_fsync, backend_commit or fdatasync; memory: memory_available; memory stall: memory_full_stall) breached by most recording hosts in the same window is a fault they share (a hypervisor, a storage array, the machine), not a host's: swapping one host changes nothing (TiKV PD acts only when one store is slow; Cluster API stops remediating when too many machines are unhealthy at once). Recording hosts are those judged on a full, fresh window; most is more than half"
+
+// fleetWide is the whole-fleet rule: one reason per host-local limit that
+// most recording hosts breach (each not ok: nothing is swapped), or one ok
+// reason with the largest count. shared reports a breach.
+func fleetWide(hosts []*host) (rs []Reason, shared bool) {
+	var recording []*host
+	for _, h := range hosts {
+		if h.judged && h.decoded {
+			recording = append(recording, h)
+		}
+	}
+	n := len(recording)
+	half := float64(n) / 2
+	var counts []string
+	most, mostName := 0, ""
+	for _, c := range hostLocal {
+		var breach []string
+		for _, h := range recording {
+			for _, r := range h.reasons {
+				if failedMeasure(r) && slices.Contains(c.signals, r.Signal) {
+					breach = append(breach, h.node.Name)
+					break
+				}
+			}
+		}
+		counts = append(counts, fmt.Sprintf("%s %d", c.name, len(breach)))
+		if len(breach) > most {
+			most, mostName = len(breach), c.name
+		}
+		if float64(len(breach)) > half {
+			r := step(StepFleetWide, c.name, fleetWideBasis, false,
+				fmt.Sprintf("%s is over its limit on %d of the %d recording hosts (%s), more than half: a fault the fleet shares, not a host's; the verdicts stand as measured: nothing is swapped",
+					c.name, len(breach), n, strings.Join(breach, ", ")))
+			r.Value, r.Limit, r.Unit, r.Rule = num(float64(len(breach))), num(half), "hosts", settings.AtMost
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) > 0 {
+		return rs, true
+	}
+	r := step(StepFleetWide, mostName, fleetWideBasis, true,
+		fmt.Sprintf("no host-local limit is over on more than half of the %d recording hosts (%s)", n, strings.Join(counts, ", ")))
+	r.Value, r.Limit, r.Unit, r.Rule = num(float64(most)), num(half), "hosts", settings.AtMost
+	return []Reason{r}, false
+}
+
+// maxMembers is etcd's largest cluster (FACTS.md, "Cluster size: no more
+// than 7"); it bounds the brute-force search for the smallest cover at 2^7
+// sets of voters.
+const maxMembers = 7
+
+const attributionBasis = "slow links no single host explains are a fault of the network or of the whole machine, not of a host (TiKV PD acts only when one store is slow): among the voters, the smallest sets of voters that touch every slow link (each a minimum vertex cover) explain them only when they are a minority of the voters and some link between two voters outside the set is measured fit, no more of the connects from both its ends together over the limit than the tail forgives one window (the network itself is sound); the voters of every such set are the ones that may be replaced"
+
+// link is a path between two voters, its ends in name order.
+type link [2]string
+
+func (l link) String() string { return l[0] + "-" + l[1] }
+
+// attribute is the attribution rule over the slow links between voters. It
+// returns its reason (not ok: no host explains them, nothing is swapped),
+// the voters of the smallest sets that explain them, and whether any link
+// between voters is slow.
+func attribute(s settings.Settings, voters []*host) (r Reason, suspects []*host, slow bool) {
+	byName := map[string]*host{}
+	var vnames []string
+	for _, v := range voters {
+		byName[v.node.Name] = v
+		vnames = append(vnames, v.node.Name)
+	}
+	set := map[link]bool{}
+	for _, v := range voters {
+		for _, x := range slowLinks(v.reasons) {
+			if byName[x] != nil {
+				set[linkOf(v.node.Name, x)] = true
+			}
+		}
+	}
+	if len(set) == 0 {
+		return step(StepAttribution, "", attributionBasis, true, "no link between voters is slow: a voter is unfit by its own readings only"), nil, false
+	}
+	links := slices.SortedFunc(maps.Keys(set), func(a, b link) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	n := len(vnames)
+	minority := (n - 1) / 2
+	listed := joinLinks(links)
+	if n > maxMembers {
+		r := step(StepAttribution, "", attributionBasis, false,
+			fmt.Sprintf("slow links between voters: %s; %d voters, more than etcd's %d members: not attributed, nothing is swapped", listed, n, maxMembers))
+		return r, nil, true
+	}
+	size, covers := minCovers(vnames, links)
+	r = step(StepAttribution, "", attributionBasis, false, "")
+	r.Value, r.Limit, r.Unit, r.Rule = num(float64(size)), num(float64(minority)), "hosts", settings.AtMost
+	if size > minority {
+		r.Detail = fmt.Sprintf("slow links between voters: %s; the smallest set of voters that touches every one has %d of the %d voters (%s), not a minority: no host explains them, the fault is the network's or the whole machine's: nothing is swapped",
+			listed, size, n, joinSets(covers))
+		return r, nil, true
+	}
+	var explain []string
+	var unsound []string
+	blamed := map[string]bool{}
+	for _, c := range covers {
+		fit, ok := fitOutside(s, voters, c)
+		if !ok {
+			unsound = append(unsound, "{"+strings.Join(c, ", ")+"}")
+			continue
+		}
+		explain = append(explain, fmt.Sprintf("{%s}, with %s outside it", strings.Join(c, ", "), fit))
+		for _, x := range c {
+			blamed[x] = true
+		}
+	}
+	if len(explain) == 0 {
+		r.Detail = fmt.Sprintf("slow links between voters: %s; the smallest sets of voters that touch every one (%s, %d of the %d voters) are a minority, but outside each no link between voters is measured fit from both ends together, so nothing shows the network itself is sound: no host explains them: nothing is swapped",
+			listed, strings.Join(unsound, "; "), size, n)
+		return r, nil, true
+	}
+	for _, v := range voters {
+		if blamed[v.node.Name] {
+			suspects = append(suspects, v)
+		}
+	}
+	r.OK = true
+	r.Detail = fmt.Sprintf("slow links between voters: %s; the smallest sets of voters that touch every one have %d of the %d voters, a minority: %s",
+		listed, size, n, strings.Join(explain, "; "))
+	if len(unsound) > 0 {
+		r.Detail += fmt.Sprintf("; not %s, outside which no link is measured fit", strings.Join(unsound, "; "))
+	}
+	r.Detail += "; they explain the slow links: " + names(suspects)
+	return r, suspects, true
+}
+
+func linkOf(a, b string) link {
+	if a > b {
+		a, b = b, a
+	}
+	return link{a, b}
+}
+
+func joinLinks(ls []link) string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.String()
+	}
+	return strings.Join(out, ", ")
+}
+
+func joinSets(sets [][]string) string {
+	out := make([]string, len(sets))
+	for i, c := range sets {
+		out[i] = "{" + strings.Join(c, ", ") + "}"
+	}
+	return strings.Join(out, "; ")
+}
+
+// minCovers returns the size of the smallest sets of names that touch every
+// link (minimum vertex covers) and every such set, each in name order, the
+// sets in the order of their members' positions in names. Exact by brute
+// force: names holds at most maxMembers.
+func minCovers(names []string, links []link) (size int, covers [][]string) {
+	idx := map[string]int{}
+	for i, n := range names {
+		idx[n] = i
+	}
+	size = len(names) + 1
+	var masks []uint
+	for m := uint(0); m < 1<<len(names); m++ {
+		k := bits.OnesCount(m)
+		if k > size {
+			continue
+		}
+		covered := true
+		for _, l := range links {
+			if m&(1<<idx[l[0]]) == 0 && m&(1<<idx[l[1]]) == 0 {
+				covered = false
+				break
+			}
+		}
+		if !covered {
+			continue
+		}
+		if k < size {
+			size, masks = k, nil
+		}
+		masks = append(masks, m)
+	}
+	// Sets of one size in lexicographic order of their members.
+	for _, m := range masks {
+		var c []string
+		for i, n := range names {
+			if m&(1<<i) != 0 {
+				c = append(c, n)
+			}
+		}
+		covers = append(covers, c)
+	}
+	slices.SortFunc(covers, func(a, b []string) int { return slices.Compare(a, b) })
+	return size, covers
+}
+
+// fitOutside finds a link between two voters outside cover that is measured
+// fit, the evidence that the network itself is sound: the connects its two
+// ends measured of each other, taken together, hold no more samples over the
+// connect limit (or failed) than the tail rule forgives one window
+// (window - ceil(p*window)). Taken together, because a stall of the whole
+// machine that put the one sample the tail forgives in each end's window
+// (and one more in the blamed host's) puts two in the link's.
+func fitOutside(s settings.Settings, voters []*host, cover []string) (string, bool) {
+	forgiven := s.Window - quantile.Rank(s.TailPercentile, s.Window)
+	l := s.ConnectLimit()
+	count := func(from, to *host) (slow, measured int) {
+		for _, x := range from.window {
+			if c, ok := x.Connect[to.node.Name]; ok {
+				measured++
+				if c.Err != "" || !l.OK(c.Seconds) {
+					slow++
+				}
+			}
+		}
+		return slow, measured
+	}
+	for i, a := range voters {
+		if slices.Contains(cover, a.node.Name) {
+			continue
+		}
+		for _, b := range voters[i+1:] {
+			if slices.Contains(cover, b.node.Name) {
+				continue
+			}
+			s1, m1 := count(a, b)
+			s2, m2 := count(b, a)
+			if m1+m2 > 0 && s1+s2 <= forgiven {
+				return fmt.Sprintf("%s measured fit (%d of its %d connects from both ends over %s, the tail forgives %d)",
+					linkOf(a.node.Name, b.node.Name), s1+s2, m1+m2, FormatValue(l.Value, l.Unit), forgiven), true
+			}
+		}
+	}
+	return "", false
+}
+
+const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them, and the one on the most slow links is replaced (ties: an unpinned voter, which takes the same links out; then the worst margin over its limits, then the name); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned"
+
+// onMostSlowLinks is the voter to replace among those the attribution rule
+// names: the one on the most slow links. A pinned voter so chosen stops the
+// plan: the slow links stay with it whichever other voter goes.
+func onMostSlowLinks(s settings.Settings, voters, suspects []*host, d *Decision) *host {
+	type ranked struct {
+		h     *host
+		links []string
+		worst float64
+	}
+	// Two voters on as many slow links share the poor paths that make them
+	// unfit, and either taken out takes those links out: the unpinned one
+	// goes, where a margin between two readings of one link would be noise
+	// naming the pinned one.
+	pinnedLast := func(a, b ranked) int {
+		if a.h.node.Pinned == b.h.node.Pinned {
+			return 0
+		}
+		if a.h.node.Pinned {
+			return 1
+		}
+		return -1
+	}
+	var rs []ranked
+	for _, v := range suspects {
+		rs = append(rs, ranked{v, slowLinks(v.reasons), minHeadroom(v.reasons, failedMeasure)})
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), pinnedLast(a, b), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
+	})
+	leaving := rs[0]
+	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
+		fmt.Sprintf("%s is the voter on the most slow links (%d%s) of those that explain them (%s); its worst reason: %s; unfit voters: %s",
+			leaving.h.node.Name, len(leaving.links), listIn(leaving.links), names(suspects), worstOf(leaving.h.reasons), names(unfitOf(voters))))
+	r.Value, r.Unit = num(float64(len(leaving.links))), "links"
+	d.Reasons = append(d.Reasons, r)
+	if leaving.h.node.Pinned {
+		d.Reasons = append(d.Reasons, step(StepPinned, leaving.h.node.Name, pinnedBasis(s), false,
+			fmt.Sprintf("%s is pinned and on the most slow links: nothing is swapped (no other voter is swapped in its place: it is not the one on the poor paths)", leaving.h.node.Name)))
+		return nil
+	}
+	return leaving.h
+}
+
+func pinnedBasis(s settings.Settings) string {
+	return fmt.Sprintf("a voter labelled %s=true is never swapped out. On the most slow links it keeps them whichever other voter goes, so nothing is swapped; unfit by its own readings only, it is passed over for the next unfit unpinned voter", s.PinnedLabel)
+}
+
+// worstOwnReadings is the voter to replace when no link between voters is
+// slow: every unfit voter is unfit by its own readings (disk, memory, link
+// class), and the one furthest over its limits goes. A pinned voter is passed
+// over for the next unpinned one: its fault is its own and stays with it, and
+// another voter's is another's.
+func worstOwnReadings(s settings.Settings, voters []*host, d *Decision) *host {
+	unfit := unfitOf(voters)
+	if len(unfit) == 0 {
+		var unknown []string
+		for _, v := range voters {
+			if v.verdict == Unknown {
+				unknown = append(unknown, v.node.Name)
+			}
+		}
+		why := "every voter is fit: nothing to replace"
+		if len(unknown) > 0 {
+			why = fmt.Sprintf("no voter is unfit (unknown: %s): nothing to replace", strings.Join(unknown, ", "))
+		}
+		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false, why))
+		return nil
+	}
+	worst := func(h *host) float64 { return minHeadroom(h.reasons, failedMeasure) }
+	slices.SortStableFunc(unfit, func(a, b *host) int {
+		return cmp.Or(cmp.Compare(worst(a), worst(b)), cmp.Compare(a.node.Name, b.node.Name))
+	})
+	var passed []string
+	for _, v := range unfit {
+		if v.node.Pinned {
+			passed = append(passed, v.node.Name)
+			d.Reasons = append(d.Reasons, step(StepPinned, v.node.Name, pinnedBasis(s), true,
+				fmt.Sprintf("%s is pinned and unfit by its own readings only (%s): passed over for the next unfit unpinned voter", v.node.Name, worstOf(v.reasons))))
+			continue
+		}
+		why := fmt.Sprintf("%s is the unfit voter furthest over its limits, by its own readings (no link between voters is slow); its worst reason: %s; unfit voters: %s",
+			v.node.Name, worstOf(v.reasons), names(unfit))
+		if len(passed) > 0 {
+			why = fmt.Sprintf("%s is the next unfit unpinned voter after %s; its worst reason: %s; unfit voters: %s",
+				v.node.Name, strings.Join(passed, ", "), worstOf(v.reasons), names(unfit))
+		}
+		r := step(StepReplace, v.node.Name, replaceBasis, true, why)
+		r.Value, r.Unit = num(0), "links"
+		d.Reasons = append(d.Reasons, r)
+		return v
+	}
+	d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
+		fmt.Sprintf("every unfit voter is pinned (%s): nothing is swapped", strings.Join(passed, ", "))))
+	return nil
+}
+
+func unfitOf(voters []*host) []*host {
+	var out []*host
+	for _, v := range voters {
+		if v.verdict == Unfit {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// SteadyDecisions is how many consecutive decisions must name the same
+// voter to leave before the swap is published (docs/limits.md, "No
+// flapping"). The attribution rule names no host for a stall of the whole
+// machine once every host has written its slow samples; it can name one only
+// while some hosts have written their sample of a period and others not yet,
+// a state that lasts under one sample period, since every probe writes once
+// a period. Decisions come one a period; a stall that delays one decision
+// toward the next can put two inside that state, never three. A real slow
+// voter's swap, named at the first decision after its window turns it unfit
+// (within one period), is published two decisions later: within three
+// periods, inside the five allowed.
+const SteadyDecisions = 3
+
+const steadyBasis = "a swap is published only when the same voter is named to leave at 3 consecutive decisions, one per sample period: a stall of the whole machine can name a host only while some hosts have written that period's sample and others not yet, under one period, which holds at most 2 decisions; a real slow voter's swap is published at most 3 periods after its window turns it unfit"
+
+// steady is the hysteresis: it counts in mem the consecutive decisions that
+// named out (every step and gate ok) and holds the swap until they are
+// SteadyDecisions. The count stops at SteadyDecisions, so that a published
+// swap leaves the document unchanged from one decision to the next.
+func steady(prev *Status, out, in string, mem *Memory) Reason {
+	mem.Named, mem.NamedDecisions = out, 1
+	if prev != nil && prev.Memory.Named == out && prev.Memory.NamedDecisions > 0 {
+		mem.NamedDecisions = min(prev.Memory.NamedDecisions+1, SteadyDecisions)
+	}
+	r := step(StepSteady, out, steadyBasis, mem.NamedDecisions >= SteadyDecisions, "")
+	r.Value, r.Limit, r.Unit, r.Rule = num(float64(mem.NamedDecisions)), num(SteadyDecisions), "decisions", settings.AtLeast
+	if r.OK {
+		r.Detail = fmt.Sprintf("%s has been named to leave (for %s) at %d consecutive decisions: published", out, in, mem.NamedDecisions)
+	} else {
+		r.Detail = fmt.Sprintf("%s is named to leave (for %s) at %d of the %d consecutive decisions needed: held", out, in, mem.NamedDecisions, SteadyDecisions)
+	}
+	return r
+}
+
+// tally carries the counters of the memory forward: a flap is a swap
+// published at the previous decision (the same voter set) and not at this
+// one; a verdict change is a host judged at both with different verdicts.
+func tally(prev *Status, hosts []*host, d Decision, mem *Memory) {
+	if prev == nil {
+		return
+	}
+	mem.Flaps, mem.VerdictChanges = prev.Memory.Flaps, prev.Memory.VerdictChanges
+	p := prev.Decision
+	if p.Action == ActionSwap && !(d.Action == ActionSwap && d.Out == p.Out) && slices.Equal(prev.Memory.Voters, mem.Voters) {
+		mem.Flaps++
+	}
+	was := map[string]Verdict{}
+	for _, h := range prev.Hosts {
+		was[h.Name] = h.Verdict
+	}
+	for _, h := range hosts {
+		if v, ok := was[h.node.Name]; ok && v != "" && v != h.verdict {
+			mem.VerdictChanges++
+		}
+	}
 }
 
 // candidate judges standby c against the voters that would remain when out

@@ -126,10 +126,24 @@ type Decision struct {
 }
 
 // Memory is what the next decision needs from this one: the voter set and
-// when it last changed, for the cooldown.
+// when it last changed, for the cooldown; the voter a swap names to leave and
+// at how many consecutive decisions, for the hysteresis; and the running
+// counts of flaps and verdict changes.
 type Memory struct {
 	Voters          []string  `json:"voters"`
 	VotersChangedAt time.Time `json:"voters_changed_at"`
+	// Named is the voter this decision named to leave, every step and gate
+	// but the hysteresis ok; empty when none.
+	Named string `json:"named"`
+	// NamedDecisions counts the consecutive decisions, this one included,
+	// that named Named, up to SteadyDecisions; 0 when none.
+	NamedDecisions int `json:"named_decisions"`
+	// Flaps counts, over every decision carried forward, a swap published at
+	// one decision and not at the next while the voter set stayed the same.
+	Flaps int `json:"flaps"`
+	// VerdictChanges counts, over every decision carried forward, a host's
+	// verdict that differs from the one the previous decision gave it.
+	VerdictChanges int `json:"verdict_changes"`
 }
 
 // Marshal writes the status document: indented JSON, the same bytes for the
