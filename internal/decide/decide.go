@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 // Decide makes one decision. It never fails: a host whose entry cannot be
@@ -46,10 +47,7 @@ func Decide(in Input) Status {
 		if raw, ok := in.Entries[n.Name]; ok {
 			h.raw, h.hasEntry = raw, true
 			h.obs = observe(prev[n.Name], raw, now)
-			e, err := entry.Decode(raw)
-			if err == nil && e.Node != n.Name {
-				err = fmt.Errorf("the entry names node %q but is stored under %q", e.Node, n.Name)
-			}
+			e, err := decodeEntry(raw, n.Name)
 			if err != nil {
 				decodeErrs[n.Name] = err
 			} else {
@@ -79,10 +77,7 @@ func Decide(in Input) Status {
 		}
 	}
 	for _, h := range hosts {
-		h.evidence(s, now, decodeErrs[h.node.Name])
-		if h.decoded {
-			h.measure(s, voters, members)
-		}
+		h.judge(s, now, voters, members, decodeErrs[h.node.Name])
 	}
 	mirrorSlowLinks(hosts, byName)
 	for _, h := range hosts {
@@ -95,11 +90,12 @@ func Decide(in Input) Status {
 	mem := remember(in.Previous, hosts, now)
 	st := Status{
 		Schema:      Schema,
+		Form:        FormFull,
 		GeneratedAt: now,
 		DryRun:      s.DryRun,
 		Settings:    Settings{Values: s, Limits: s.Limits()},
 		Hosts:       make([]Host, 0, len(hosts)),
-		Decision:    plan(s, now, hosts, mem),
+		Decision:    planSafely(s, now, hosts, mem),
 		Memory:      mem,
 	}
 	for _, h := range hosts {
@@ -107,6 +103,61 @@ func Decide(in Input) Status {
 			Verdict: h.verdict, Samples: len(h.window), Reasons: h.reasons, Observation: h.obs})
 	}
 	return st
+}
+
+// decodeEntry reads one host's entry. A panic in the reader is that entry's
+// error: the other hosts are still judged.
+func decodeEntry(raw, node string) (e entry.Entry, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e, err = entry.Entry{}, fmt.Errorf("reading the entry panicked: %s", clip(fmt.Sprint(p)))
+		}
+	}()
+	e, err = entry.Decode(raw)
+	if err == nil && e.Node != node {
+		err = fmt.Errorf("the entry names node %q but is stored under %q", clip(e.Node), node)
+	}
+	return e, err
+}
+
+// judgeHook, when set (by tests), runs before each host is judged.
+var judgeHook func(node string)
+
+// judge judges one host. A panic while judging it makes that host unknown
+// with the panic's value as its reason, and leaves its samples out of the
+// rest of the decision; the other hosts are judged as usual.
+func (h *host) judge(s settings.Settings, now time.Time, voters []string, members map[string]string, decodeErr error) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.window, h.decoded, h.judged = nil, false, false
+			h.reasons = []Reason{unmeasured(SignalEntry, "", panicBasis,
+				"judging this host's entry panicked: "+clip(fmt.Sprint(p)), false)}
+		}
+	}()
+	if judgeHook != nil {
+		judgeHook(h.node.Name)
+	}
+	h.evidence(s, now, decodeErr)
+	if h.decoded {
+		h.measure(s, voters, members)
+	}
+}
+
+const panicBasis = "a host is judged only when judging it completes; a panic is a fault of fleet-role's, reported on the host whose entry caused it and never held against the others"
+
+// StepPlan is the decision's reason when planning itself panicked.
+const StepPlan = "plan"
+
+// planSafely plans the swap; a panic while planning is a decision of none,
+// with the panic as its reason, so that the verdicts are still published.
+func planSafely(s settings.Settings, now time.Time, hosts []*host, mem Memory) (d Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			d = Decision{Action: ActionNone, Reasons: []Reason{step(StepPlan, "", panicBasis, false,
+				"planning panicked: "+clip(fmt.Sprint(p)))}}
+		}
+	}()
+	return plan(s, now, hosts, mem)
 }
 
 // observe carries when the controller first saw this exact entry, so that

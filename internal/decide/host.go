@@ -71,7 +71,7 @@ func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
 	}
 	if decodeErr != nil {
 		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "the entry format of docs/entry.md",
-			"entry cannot be read: "+decodeErr.Error(), false))
+			"entry cannot be read: "+clip(decodeErr.Error()), false))
 		return
 	}
 	n := len(h.window)
@@ -114,7 +114,7 @@ func (h *host) measure(s settings.Settings, voters []string, members map[string]
 	for _, x := range w {
 		if len(x.Errors) > 0 {
 			failed++
-			lastErr = x.Errors[len(x.Errors)-1]
+			lastErr = clip(x.Errors[len(x.Errors)-1])
 		}
 	}
 	if failed > 0 {
@@ -125,6 +125,7 @@ func (h *host) measure(s settings.Settings, voters []string, members map[string]
 }
 
 func (h *host) link(l entry.Link) Reason {
+	l.Interface = clip(l.Interface)
 	const basis = "a default route that leaves by Wi-Fi is unfit: its retransmissions and power saving delay frames past a heartbeat"
 	switch l.Class {
 	case entry.ClassWifi:
@@ -161,7 +162,7 @@ func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 		}
 		if c.Err != "" {
 			failed++
-			lastErr = c.Err
+			lastErr = clip(c.Err)
 			values = append(values, math.Inf(1))
 			continue
 		}
@@ -199,7 +200,7 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 		}
 		if e.Err != "" {
 			failed++
-			lastErr = e.Err
+			lastErr = clip(e.Err)
 			continue
 		}
 		read++
@@ -238,12 +239,13 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 			continue
 		}
 		subject := members[id]
+		shown := clip(id)
 		if subject == "" {
-			subject = "member " + id
+			subject = "member " + shown
 		}
 		l := s.RTTLimit()
 		out = append(out, against(l, SignalPeerRTT, subject, v, fmt.Sprintf("p%s of %d round trips to %s (member %s): %s, must be %s %s",
-			pn, g.Count(), subject, id, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
+			pn, g.Count(), subject, shown, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
 	}
 	out = append(out, histReason(s.WALFsyncLimit(), SignalWALFsync, "fsyncs", wal, s.TailPercentile),
 		histReason(s.BackendCommitLimit(), SignalBackendCommit, "commits", backend, s.TailPercentile))
@@ -264,6 +266,11 @@ func histReason(l settings.Limit, signal, what string, g quantile.Histogram, p f
 func (h *host) fdatasync(s settings.Settings) Reason {
 	l := s.FdatasyncLimit()
 	f := h.entry.Fsync
+	if f != nil {
+		c := *f
+		c.Dir, c.Filesystem, c.Skipped, c.Err = clip(c.Dir), clip(c.Filesystem), clip(c.Skipped), clip(c.Err)
+		f = &c
+	}
 	switch {
 	case f == nil && s.FsyncSkipReason != "":
 		return unmeasured(SignalFdatasync, "", l.Basis, "no disk measured: "+s.FsyncSkipReason, true)
