@@ -1,0 +1,404 @@
+package decide_test
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// hostileSpec is one hand-written entry (docs/entry.md, wire format v1): a
+// full window whose every text is text, with every connect failing.
+type hostileSpec struct {
+	node   string
+	voters []string // the voters it connects to (all failing)
+	// member, when set, makes it a voter's entry: its etcd member ID and
+	// the IDs of its peers, each with a round trip every sample.
+	member string
+	peers  []string
+	text   string
+}
+
+// hostileEntry writes the entry's JSON by hand, so that what it holds does
+// not depend on entry.Encode accepting it.
+func hostileEntry(s settings.Settings, h hostileSpec) string {
+	n := s.Window
+	jstr := jsonString
+	col := func(v string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = v
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	refs := func(str int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf("[%d,%d]", i, str)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	dt := make([]string, n)
+	for i := range dt {
+		dt[i] = fmt.Sprint(int64(s.SamplePeriod / time.Millisecond))
+	}
+	dt[0] = "0"
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"v":1,"node":%s,"n":%d,"t0":"2026-11-29T11:35:00.000Z","dt_ms":[%s],"restart":[0],`, jstr(h.node), n, strings.Join(dt, ","))
+	fmt.Fprintf(&b, `"link":[{"if":%s,"class":"wifi","n":%d}],`, jstr(h.text), n)
+	var cu, cf []string
+	for _, v := range h.voters {
+		cu = append(cu, jstr(v)+":"+col("null"))
+		cf = append(cf, jstr(v)+":"+refs(0))
+	}
+	fmt.Fprintf(&b, `"connect_us":{%s},"connect_fail":{%s},`, strings.Join(cu, ","), strings.Join(cf, ","))
+	fmt.Fprintf(&b, `"mem_total_kib":[[16777216,%d]],"mem_available_kib":%s,"mem_full_stall_us":%s,`, n, col("1024"), col("900000"))
+	fmt.Fprintf(&b, `"errors":%s,"strings":[%s,%s,%s]`, refs(1), jstr(h.text), jstr("link: "+h.text), jstr("etcd: "+h.text))
+	if h.member != "" {
+		disk := make([]string, 14)
+		for i := range disk {
+			disk[i] = fmt.Sprint(1000 << i)
+		}
+		rtt := make([]string, 16)
+		for i := range rtt {
+			rtt[i] = fmt.Sprint(100 << i)
+		}
+		// Bounds in seconds, etcd v3.6's layouts.
+		bounds := func(start float64, k int) string {
+			parts := make([]string, k)
+			for i := range parts {
+				parts[i] = fmt.Sprint(start * float64(int(1)<<i))
+			}
+			return "[" + strings.Join(parts, ",") + "]"
+		}
+		var pr []string
+		for _, p := range h.peers {
+			pr = append(pr, jstr(p)+":"+col("[15,1]"))
+		}
+		errRefs := make([]string, 0, n/2)
+		for i := 0; i < n; i += 2 {
+			errRefs = append(errRefs, fmt.Sprintf("[%d,2]", i))
+		}
+		fmt.Fprintf(&b, `,"etcd":{"present":[[1,%d]],"member_id":[{"id":%s,"n":%d}],"is_leader":[[0,%d]],"is_learner":[[0,%d]],"has_leader":[[0,%d]],`,
+			n, jstr(h.member), n, n, n, n)
+		fmt.Fprintf(&b, `"connected_peers":[[0,%d]],"known_peers":[[%d,%d]],"leader_changes":[[9,%d]],`, n, len(h.peers), n, n)
+		fmt.Fprintf(&b, `"wal_fsync":%s,"backend_commit":%s,"peer_rtt":{%s},"db_size_kib":%s,"quota_bytes":[[2147483648,%d]],"err":[%s],`,
+			col("[14,9]"), col("[14,9]"), strings.Join(pr, ","), col("24576"), n, strings.Join(errRefs, ","))
+		fmt.Fprintf(&b, `"bounds":{"wal_fsync":%s,"backend_commit":%s,"peer_rtt":%s}}`, bounds(0.001, 14), bounds(0.001, 14), bounds(0.0001, 16))
+	} else {
+		fmt.Fprintf(&b, `,"fsync":{"at":"2026-11-29T11:50:00Z","dir":%s,"filesystem":%s,"measured_disk":true,"writes":9600,"p99_us":0,"max_us":0,"err":%s}`,
+			jstr(h.text), jstr(h.text), jstr(h.text))
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// jsonString quotes text as JSON does: control characters as \u escapes,
+// anything else as it is.
+func jsonString(x string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range x {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// hostileFleet is voters voters (each with every other as a peer) and
+// standbys standbys, every entry hostile with text.
+func hostileFleet(t testing.TB, voters, standbys int, text string) decide.Input {
+	s := settings.Defaults()
+	s.TargetVoters, s.MaxServers = 5, 7
+	if voters < 5 {
+		s.TargetVoters, s.MaxServers = 3, 5
+	}
+	in := decide.Input{Now: baseNow, Settings: s, Entries: map[string]string{}}
+	var vnames, ids []string
+	for i := range voters {
+		vnames = append(vnames, fmt.Sprintf("voter-%d", i))
+		ids = append(ids, fmt.Sprintf("%x", 0xa0000+i))
+	}
+	for i, v := range vnames {
+		in.Nodes = append(in.Nodes, decide.Node{Name: v, Voter: true, Eligible: true})
+		var peers []string
+		for j, id := range ids {
+			if j != i {
+				peers = append(peers, id)
+			}
+		}
+		var others []string
+		for _, o := range vnames {
+			if o != v {
+				others = append(others, o)
+			}
+		}
+		in.Entries[v] = hostileEntry(s, hostileSpec{node: v, voters: others, member: ids[i], peers: peers, text: text})
+	}
+	for i := range standbys {
+		name := fmt.Sprintf("standby-%05d", i)
+		in.Nodes = append(in.Nodes, decide.Node{Name: name, Eligible: true})
+		in.Entries[name] = hostileEntry(s, hostileSpec{node: name, voters: vnames, text: text})
+	}
+	// The entries are seen changing now, so that every host is judged and
+	// accuses the others.
+	return in
+}
+
+// escapes is text full of what a terminal acts on: a line break and a
+// forged row, an escape that clears the screen, C1 controls, DEL, bidi
+// overrides, a byte that is not UTF-8.
+const escapes = "ok\nforged-host  voter  fit  100  -\r\x1b[2J\x1b]0;title\x07\u0085\u009b31m\x7f\u202eevil\u2066\u2028\xff"
+
+// checkHostile holds what Decide must give on any input: no panic, a
+// document that fits a ConfigMap and reads back, every host listed and
+// judged, entry texts cut, and a table with nothing a terminal acts on.
+func checkHostile(t *testing.T, in decide.Input) decide.Status {
+	t.Helper()
+	st := decide.Decide(in)
+	if len(st.Hosts) != len(in.Nodes) {
+		t.Fatalf("%d hosts listed, want %d", len(st.Hosts), len(in.Nodes))
+	}
+	for _, h := range st.Hosts {
+		if h.Verdict != decide.Fit && h.Verdict != decide.Unfit && h.Verdict != decide.Unknown || len(h.Reasons) == 0 {
+			t.Fatalf("%s not judged: %+v", h.Name, h)
+		}
+		for _, r := range append(h.Reasons, st.Decision.Reasons...) {
+			if len(r.Subject) > decide.TextCap+len("member ") {
+				t.Fatalf("%s: a subject of %d bytes", h.Name, len(r.Subject))
+			}
+		}
+	}
+	b, err := st.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > decide.MaxStatusBytes || len(b) > 1<<20 {
+		t.Fatalf("status of %d bytes, over %d", len(b), decide.MaxStatusBytes)
+	}
+	back, err := decide.UnmarshalStatus(b)
+	if err != nil {
+		t.Fatalf("the status does not read back: %v", err)
+	}
+	if back.Decision.Action != st.Decision.Action || back.Decision.Out != st.Decision.Out || back.Decision.In != st.Decision.In {
+		t.Fatalf("decision read back %+v, made %+v", back.Decision, st.Decision)
+	}
+	var table bytes.Buffer
+	if err := st.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	wantPrintable(t, table.String())
+	if lines := strings.Count(table.String(), "\n"); lines != 1+len(st.Hosts)+1+len(st.Decision.Reasons) {
+		t.Fatalf("table of %d lines for %d hosts and %d decision reasons", lines, len(st.Hosts), len(st.Decision.Reasons))
+	}
+	t.Logf("%d hosts: status %d bytes, form %s, dropped %+v", len(st.Hosts), len(b), back.Form, back.Dropped)
+	return st
+}
+
+func wantPrintable(t *testing.T, s string) {
+	t.Helper()
+	if !utf8.ValidString(s) {
+		t.Fatal("the table is not UTF-8")
+	}
+	for i, r := range s {
+		if r == '\n' {
+			continue
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' {
+			t.Fatalf("the table holds %U at byte %d: %q", r, i, s[max(0, i-40):min(len(s), i+40)])
+		}
+	}
+}
+
+// One entry with a 186 KB error text, the issue's own case, on a voter and a
+// standby of a small fleet; and texts full of terminal escapes.
+func TestHostileTexts(t *testing.T) {
+	huge := strings.Repeat("x", 186<<10)
+	for name, text := range map[string]string{"huge": huge, "escapes": escapes, "huge escapes": strings.Repeat(escapes, 4000)} {
+		t.Run(name, func(t *testing.T) {
+			st := checkHostile(t, hostileFleet(t, 3, 2, text))
+			for _, h := range st.Hosts {
+				for _, r := range h.Reasons {
+					// A detail holds at most a few entry texts, each cut.
+					if len(r.Detail) > 4*decide.TextCap {
+						t.Fatalf("%s %s: detail of %d bytes", h.Name, r.Signal, len(r.Detail))
+					}
+					if len(text) > decide.TextCap && strings.Contains(r.Detail, text[:decide.TextCap]) {
+						t.Fatalf("%s %s: an uncut text", h.Name, r.Signal)
+					}
+				}
+			}
+			if len(text) > decide.TextCap && !strings.Contains(fmt.Sprint(st.Hosts), "...[cut from ") {
+				t.Fatal("no cut is marked")
+			}
+		})
+	}
+}
+
+// Worst-case fleets: seven voters, every text at its cap, every connect
+// failing and every voter accused by every standby; the document fits at
+// every size, in the form that size needs.
+func TestHostileFleetsFit(t *testing.T) {
+	atCap := strings.Repeat("e", decide.TextCap)
+	sizes := []int{0, 50, 200, 1000, 3000}
+	if testing.Short() {
+		sizes = []int{0, 200}
+	}
+	for _, standbys := range sizes {
+		t.Run(fmt.Sprint(standbys), func(t *testing.T) {
+			st := checkHostile(t, hostileFleet(t, 7, standbys, atCap))
+			b, _ := st.Marshal()
+			back, _ := decide.UnmarshalStatus(b)
+			if back.Form != decide.FormFull {
+				for _, h := range back.Hosts {
+					if h.Role == decide.RoleVoter && h.Observation == nil {
+						t.Fatalf("voter %s lost its observation in form %s", h.Name, back.Form)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A panic while judging one host makes that host unknown, naming the panic,
+// and every other host is judged as it would be without it.
+func TestPanicInOneHost(t *testing.T) {
+	in := hostileFleet(t, 3, 3, "connection refused")
+	want := decide.Decide(in)
+	long := strings.Repeat("p", 10*decide.TextCap)
+	for _, value := range []any{"boom", fmt.Errorf("wrapped: %w", fmt.Errorf("index out of range")), long, []int{1, 2}, nil} {
+		restore := decide.SetJudgeHook(func(node string) {
+			if node == "voter-1" {
+				panic(value)
+			}
+		})
+		got := checkHostile(t, in)
+		restore()
+		for i, h := range got.Hosts {
+			if h.Name != "voter-1" {
+				if !reflect.DeepEqual(h, want.Hosts[i]) {
+					t.Fatalf("%s judged otherwise beside a panic:\n%+v\nwant\n%+v", h.Name, h, want.Hosts[i])
+				}
+				continue
+			}
+			r := h.Reasons[0]
+			if h.Verdict != decide.Unknown || r.Signal != decide.SignalEntry || r.OK || !strings.Contains(r.Detail, "panicked") || len(r.Detail) > 2*decide.TextCap {
+				t.Fatalf("panicking host: %+v", h)
+			}
+			s := fmt.Sprint(value)
+			if value == nil {
+				s = "nil" // Go turns panic(nil) into a *runtime.PanicNilError
+			}
+			if len(s) <= decide.TextCap && !strings.Contains(r.Detail, s) {
+				t.Fatalf("the reason %q does not name the panic %q", r.Detail, s)
+			}
+		}
+	}
+}
+
+// The table escapes every control, format and non-UTF-8 character, and keeps
+// other text as it is.
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"alpha":             "alpha",
+		"café – ü 日本":       "café – ü 日本",
+		"a\nb\tc\r":         `a\nb\tc\r`,
+		"\x1b[2J":           `\x1b[2J`,
+		"\x00\x7f":          `\x00\x7f`,
+		"\u0085\u009b":      `\u0085\u009b`,
+		"\u202eevil\u2066":  `\u202eevil\u2066`,
+		"\u200b\ufeff":      `\u200b\ufeff`,
+		"\u2028\u2029":      `\u2028\u2029`,
+		"\xff\xfe ok":       `\xff\xfe ok`,
+		"\ufffd":            `\ufffd`,
+		"\\x1b stays ascii": `\x1b stays ascii`,
+	} {
+		if got := decide.Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Texts are cut to exactly TextCap bytes with a marker, at a character
+// boundary; a text of TextCap bytes is kept whole.
+func TestClip(t *testing.T) {
+	for _, n := range []int{decide.TextCap - 1, decide.TextCap, decide.TextCap + 1, 186 << 10} {
+		for _, unit := range []string{"x", "é", "日"} {
+			s := strings.Repeat(unit, n/len(unit)+1)[:n]
+			s = strings.ToValidUTF8(s, "")
+			got := decide.Clip(s)
+			switch {
+			case len(s) <= decide.TextCap && got != s:
+				t.Fatalf("a text of %d bytes was cut", len(s))
+			case len(s) > decide.TextCap && (len(got) > decide.TextCap || !strings.HasSuffix(got, fmt.Sprintf("...[cut from %d bytes]", len(s)))):
+				t.Fatalf("a text of %d bytes cut to %d: %q", len(s), len(got), got[max(0, len(got)-40):])
+			case !utf8.ValidString(got):
+				t.Fatalf("a cut of %q split a character", unit)
+			}
+		}
+	}
+}
+
+// BenchmarkDecideHostile measures one decision and its document on the
+// worst input built here: seven voters and 3,000 standbys, every text cut
+// from 186 KB, every connect failing. peak-heap-bytes is the most heap in
+// use, sampled, during Decide and Marshal.
+func BenchmarkDecideHostile(b *testing.B) {
+	in := hostileFleet(b, 7, 3000, strings.Repeat("x", 186<<10))
+	var size int
+	for _, raw := range in.Entries {
+		size += len(raw)
+	}
+	var peak uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		runtime.GC()
+		stop := sampleHeap(&peak)
+		st := decide.Decide(in)
+		if _, err := st.Marshal(); err != nil {
+			b.Fatal(err)
+		}
+		stop()
+	}
+	b.ReportMetric(float64(size), "entry-bytes")
+	b.ReportMetric(float64(peak), "peak-heap-bytes")
+}
+
+// sampleHeap records the most heap in use until stop is called.
+func sampleHeap(peak *uint64) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		var ms runtime.MemStats
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			*peak = max(*peak, ms.HeapInuse)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
