@@ -402,3 +402,95 @@ func sampleHeap(peak *uint64) (stop func()) {
 	}()
 	return func() { close(done); <-finished }
 }
+
+// Marshal's forms at their boundaries: a limit of exactly the full
+// document's size gives it; a byte less gives a smaller one; every limit down
+// to the bare form gives a document within it, which reads back, in forms
+// that only drop more as the limit shrinks; under the bare form, an error.
+func TestMarshalWithinForms(t *testing.T) {
+	st := decide.Decide(hostileFleet(t, 7, 60, strings.Repeat("e", decide.TextCap)))
+	full, err := st.MarshalWithin(1 << 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := st.MarshalWithin(len(full)); !bytes.Equal(b, full) {
+		t.Fatal("a limit of the full document's size did not give it")
+	}
+	b, err := st.MarshalWithin(len(full) - 1)
+	if err != nil || len(b) > len(full)-1 {
+		t.Fatalf("a byte under the full document: %d bytes, %v", len(b), err)
+	}
+	// A byte under the indented document still holds the whole decision:
+	// its repeated texts written once, and read back into every reason.
+	back, err := decide.UnmarshalStatus(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Form != decide.FormFull || len(back.Dropped) != 0 || back.Texts != nil {
+		t.Fatalf("form %s, dropped %+v", back.Form, back.Dropped)
+	}
+	if !bytes.Contains(b, []byte(`"texts"`)) || !bytes.Contains(b, []byte(`"basis_ref"`)) {
+		t.Fatal("no table of shared texts")
+	}
+	if again, _ := back.MarshalWithin(1 << 30); !bytes.Equal(again, full) {
+		t.Fatal("the document with shared texts does not read back to the full decision")
+	}
+
+	order := map[string]int{decide.FormFull: 0, decide.FormFailing: 1, decide.FormDeciding: 2, decide.FormVerdicts: 3, decide.FormSomeHosts: 4, decide.FormBare: 5}
+	seen := map[string]bool{}
+	last, bare := 0, 0
+	for limit := len(full); ; limit = limit * 9 / 10 {
+		b, err := st.MarshalWithin(limit)
+		if err != nil {
+			if bare == 0 || limit >= bare {
+				t.Fatalf("limit %d: %v", limit, err)
+			}
+			break
+		}
+		if len(b) > limit {
+			t.Fatalf("limit %d: %d bytes", limit, len(b))
+		}
+		back, err := decide.UnmarshalStatus(b)
+		if err != nil {
+			t.Fatalf("limit %d: %v", limit, err)
+		}
+		f, ok := order[back.Form]
+		if !ok || f < last {
+			t.Fatalf("limit %d: form %q after form %d", limit, back.Form, last)
+		}
+		if back.Decision.Action != st.Decision.Action || back.GeneratedAt != st.GeneratedAt {
+			t.Fatalf("limit %d: the decision was lost", limit)
+		}
+		if back.Form != decide.FormFull && len(back.Dropped) == 0 {
+			t.Fatalf("limit %d: form %s says nothing dropped", limit, back.Form)
+		}
+		if back.Form == decide.FormSomeHosts {
+			voters := 0
+			for _, h := range back.Hosts {
+				if h.Role == decide.RoleVoter {
+					voters++
+				}
+			}
+			if voters < 7 && len(back.Hosts) > voters {
+				t.Fatalf("limit %d: a standby kept before a voter: %d voters of %d hosts", limit, voters, len(back.Hosts))
+			}
+		}
+		var table bytes.Buffer
+		_ = back.WriteTable(&table)
+		if back.Form != decide.FormFull && !strings.Contains(table.String(), "form: "+back.Form) {
+			t.Fatalf("limit %d: the table does not say the form", limit)
+		}
+		last, seen[back.Form] = f, true
+		if back.Form == decide.FormBare {
+			bare = len(b)
+		}
+	}
+	for form := range order {
+		if !seen[form] {
+			t.Errorf("no limit gave form %s", form)
+		}
+	}
+	if _, err := st.MarshalWithin(100); err == nil {
+		t.Fatal("100 bytes held a status")
+	}
+}
