@@ -38,7 +38,6 @@ func Decide(in Input) Status {
 
 	var hosts []*host
 	byName := map[string]*host{}
-	decodeErrs := map[string]error{}
 	for _, n := range nodes {
 		if byName[n.Name] != nil {
 			continue // a Node name is unique; a repeat adds nothing
@@ -47,15 +46,10 @@ func Decide(in Input) Status {
 		if raw, ok := in.Entries[n.Name]; ok {
 			h.raw, h.hasEntry = raw, true
 			h.obs = observe(prev[n.Name], raw, now)
-			e, err := decodeEntry(raw, n.Name)
-			if err != nil {
-				decodeErrs[n.Name] = err
-			} else {
-				h.entry, h.decoded = e, true
-				h.window = e.Samples
-				if len(h.window) > s.Window {
-					h.window = h.window[len(h.window)-s.Window:]
-				}
+			if n.Voter {
+				// A labelled node's role depends on its entry (a learner);
+				// every other entry is read only when its host is judged.
+				h.read(s)
 			}
 		}
 		h.role = roleOf(n, latestEtcd(h.window))
@@ -77,7 +71,7 @@ func Decide(in Input) Status {
 		}
 	}
 	for _, h := range hosts {
-		h.judge(s, now, voters, members, decodeErrs[h.node.Name])
+		h.judge(s, now, voters, members)
 	}
 	mirrorSlowLinks(hosts, byName)
 	for _, h := range hosts {
@@ -100,7 +94,7 @@ func Decide(in Input) Status {
 	}
 	for _, h := range hosts {
 		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
-			Verdict: h.verdict, Samples: len(h.window), Reasons: h.reasons, Observation: h.obs})
+			Verdict: h.verdict, Samples: h.samples, Reasons: h.reasons, Observation: h.obs})
 	}
 	return st
 }
@@ -114,6 +108,7 @@ func decodeEntry(raw, node string) (e entry.Entry, err error) {
 		}
 	}()
 	e, err = entry.Decode(raw)
+	clipEntry(&e)
 	if err == nil && e.Node != node {
 		err = fmt.Errorf("the entry names node %q but is stored under %q", clip(e.Node), node)
 	}
@@ -123,21 +118,46 @@ func decodeEntry(raw, node string) (e entry.Entry, err error) {
 // judgeHook, when set (by tests), runs before each host is judged.
 var judgeHook func(node string)
 
+// read decodes the host's entry and takes its window.
+func (h *host) read(s settings.Settings) {
+	h.wasRead = true
+	e, err := decodeEntry(h.raw, h.node.Name)
+	if err != nil {
+		h.readErr = err
+		return
+	}
+	h.entry, h.decoded = e, true
+	h.window = e.Samples
+	if len(h.window) > s.Window {
+		h.window = h.window[len(h.window)-s.Window:]
+	}
+}
+
 // judge judges one host. A panic while judging it makes that host unknown
 // with the panic's value as its reason, and leaves its samples out of the
-// rest of the decision; the other hosts are judged as usual.
-func (h *host) judge(s settings.Settings, now time.Time, voters []string, members map[string]string, decodeErr error) {
+// rest of the decision; the other hosts are judged as usual. The samples of
+// a host that is not an etcd member are let go once it is judged: the plan
+// reads only its reasons, and a fleet's decoded windows would otherwise all
+// be held at once.
+func (h *host) judge(s settings.Settings, now time.Time, voters []string, members map[string]string) {
 	defer func() {
 		if p := recover(); p != nil {
 			h.window, h.decoded, h.judged = nil, false, false
 			h.reasons = []Reason{unmeasured(SignalEntry, "", panicBasis,
 				"judging this host's entry panicked: "+clip(fmt.Sprint(p)), false)}
 		}
+		h.samples = len(h.window)
+		if !h.isMember() {
+			h.window, h.entry = nil, entry.Entry{}
+		}
 	}()
 	if judgeHook != nil {
 		judgeHook(h.node.Name)
 	}
-	h.evidence(s, now, decodeErr)
+	if h.hasEntry && !h.wasRead {
+		h.read(s)
+	}
+	h.evidence(s, now, h.readErr)
 	if h.decoded {
 		h.measure(s, voters, members)
 	}
@@ -194,7 +214,13 @@ func mirrorSlowLinks(hosts []*host, byName map[string]*host) {
 			}
 			m := r
 			m.Subject = x.node.Name
-			m.Detail = "measured by " + x.node.Name + ": " + r.Detail
+			// The copy repeats the numbers, not the entry's error texts,
+			// which stay in the measuring host's own reason.
+			detail := cmp.Or(r.brief, r.Detail)
+			if r.brief != "" && r.brief != r.Detail {
+				detail += " (the latest error is in " + x.node.Name + "'s reasons)"
+			}
+			m.Detail, m.brief = "measured by "+x.node.Name+": "+detail, ""
 			if !votes(x) && votes(y) {
 				m.Value, m.Limit, m.OK = nil, nil, true
 				m.Detail += "; held against " + x.node.Name + ", which does not vote, not against this voter, whose paths to the other voters decide"

@@ -19,8 +19,14 @@ type host struct {
 	raw      string
 	hasEntry bool
 	entry    entry.Entry
-	// window is the samples judged: the entry's last Window samples.
+	// window is the samples judged: the entry's last Window samples; let go
+	// once the host is judged unless it is an etcd member. samples is its
+	// length.
 	window  []entry.Sample
+	samples int
+	// wasRead: the entry was decoded, into entry (decoded) or readErr.
+	wasRead bool
+	readErr error
 	decoded bool
 	obs     *Observation
 	reasons []Reason
@@ -173,17 +179,25 @@ func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 	}
 	v, _ := quantile.High(values, s.TailPercentile)
 	pn := settings.PercentileName(s.TailPercentile)
-	fails := ""
+	// brief is the detail without the entry's error text, for the copy of
+	// the reason on the voter's side of the link.
+	fails, briefFails := "", ""
 	if failed > 0 {
-		fails = fmt.Sprintf("; %d of %d failed, the latest: %s", failed, len(values), lastErr)
+		briefFails = fmt.Sprintf("; %d of %d failed", failed, len(values))
+		fails = briefFails + ", the latest: " + lastErr
 	}
+	var r Reason
+	var head string
 	if math.IsInf(v, 1) {
-		r := Reason{Signal: SignalConnect, Subject: voter, Limit: num(l.Value), Unit: l.Unit, Rule: l.Rule, Basis: l.Basis,
-			Detail: fmt.Sprintf("p%s of %d connects to %s's peer port: failed%s", pn, len(values), voter, fails)}
-		return r
+		head = fmt.Sprintf("p%s of %d connects to %s's peer port: failed", pn, len(values), voter)
+		r = Reason{Signal: SignalConnect, Subject: voter, Limit: num(l.Value), Unit: l.Unit, Rule: l.Rule, Basis: l.Basis}
+	} else {
+		head = fmt.Sprintf("p%s of %d connects to %s's peer port: %s, must be %s %s",
+			pn, len(values), voter, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))
+		r = against(l, SignalConnect, voter, v, "")
 	}
-	return against(l, SignalConnect, voter, v, fmt.Sprintf("p%s of %d connects to %s's peer port: %s, must be %s %s%s",
-		pn, len(values), voter, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit), fails))
+	r.Detail, r.brief = head+fails, head+briefFails
+	return r
 }
 
 // etcd judges a member's own metrics: its round trips to every peer and its
@@ -330,4 +344,41 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 	v, _ := quantile.High(values, s.TailPercentile)
 	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, must be %s %s",
 		settings.PercentileName(s.TailPercentile), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+}
+
+// clipEntry cuts every text of a decoded entry to TextCap as soon as it is
+// read, so that a decision holds no more of an entry's texts than it can
+// report, however long the entry's texts are. Link classes are compared,
+// not reported, and map keys are names the decision looks up.
+func clipEntry(e *entry.Entry) {
+	cut := map[string]string{} // one cut per distinct text: the entry refers to its texts many times
+	c := func(s string) string {
+		if len(s) <= TextCap {
+			return s
+		}
+		if x, ok := cut[s]; ok {
+			return x
+		}
+		cut[s] = clip(s)
+		return cut[s]
+	}
+	for i := range e.Samples {
+		x := &e.Samples[i]
+		x.Link.Interface = c(x.Link.Interface)
+		for k, v := range x.Connect {
+			if len(v.Err) > TextCap {
+				v.Err = c(v.Err)
+				x.Connect[k] = v
+			}
+		}
+		for j := range x.Errors {
+			x.Errors[j] = c(x.Errors[j])
+		}
+		if x.Etcd != nil {
+			x.Etcd.MemberID, x.Etcd.Err = c(x.Etcd.MemberID), c(x.Etcd.Err)
+		}
+	}
+	if f := e.Fsync; f != nil {
+		f.Dir, f.Filesystem, f.Err, f.Skipped = c(f.Dir), c(f.Filesystem), c(f.Err), c(f.Skipped)
+	}
 }

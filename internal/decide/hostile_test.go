@@ -356,29 +356,44 @@ func TestClip(t *testing.T) {
 }
 
 // BenchmarkDecideHostile measures one decision and its document on the
-// worst input built here: seven voters and 3,000 standbys, every text cut
-// from 186 KB, every connect failing. peak-heap-bytes is the most heap in
-// use, sampled, during Decide and Marshal.
+// worst inputs built here, every connect failing and every text over its cap:
+// seven voters and 3,000 standbys with 1 KiB texts, and seven voters and 100
+// standbys with the 186 KiB texts. decide-heap-bytes is the most heap
+// in use during Decide and Marshal, sampled, above the heap the input itself
+// takes (the caller's), garbage not yet collected included; status-heap-bytes
+// is what the decision holds once made (its Status).
 func BenchmarkDecideHostile(b *testing.B) {
-	in := hostileFleet(b, 7, 3000, strings.Repeat("x", 186<<10))
-	var size int
-	for _, raw := range in.Entries {
-		size += len(raw)
+	for _, c := range []struct{ standbys, text int }{{3000, 1 << 10}, {100, 186 << 10}} {
+		b.Run(fmt.Sprintf("standbys=%d/text=%d", c.standbys, c.text), func(b *testing.B) {
+			in := hostileFleet(b, 7, c.standbys, strings.Repeat("x", c.text))
+			var size int
+			for _, raw := range in.Entries {
+				size += len(raw)
+			}
+			var peak, base, held uint64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				base = ms.HeapInuse
+				stop := sampleHeap(&peak)
+				st := decide.Decide(in)
+				if _, err := st.Marshal(); err != nil {
+					b.Fatal(err)
+				}
+				stop()
+				runtime.GC()
+				runtime.ReadMemStats(&ms)
+				held = ms.HeapInuse - min(ms.HeapInuse, base)
+				runtime.KeepAlive(st)
+			}
+			b.ReportMetric(float64(held), "status-heap-bytes")
+			b.ReportMetric(float64(size), "entry-bytes")
+			b.ReportMetric(float64(peak-min(peak, base)), "decide-heap-bytes")
+		})
 	}
-	var peak uint64
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		runtime.GC()
-		stop := sampleHeap(&peak)
-		st := decide.Decide(in)
-		if _, err := st.Marshal(); err != nil {
-			b.Fatal(err)
-		}
-		stop()
-	}
-	b.ReportMetric(float64(size), "entry-bytes")
-	b.ReportMetric(float64(peak), "peak-heap-bytes")
 }
 
 // sampleHeap records the most heap in use until stop is called.
