@@ -509,3 +509,57 @@ func TestMarshalWithinForms(t *testing.T) {
 		t.Fatal("100 bytes held a status")
 	}
 }
+
+// Entries that cannot be read, whose errors quote what the entry holds: a
+// huge unknown field, a huge node name, escapes in both, bytes that are not
+// JSON. Each host is unknown with its error cut, and the others are judged.
+func TestHostileMalformedEntries(t *testing.T) {
+	in := hostileFleet(t, 3, 1, "connection refused")
+	huge := strings.Repeat("A", 186<<10) + escapes
+	bad := map[string]string{
+		"bad-field": `{"v":1,` + jsonString(huge) + `:1}`,
+		"bad-node":  `{"v":1,"node":` + jsonString(huge) + `,"n":0,"dt_ms":[],"link":[],"mem_total_kib":[],"mem_available_kib":[]}`,
+		"bad-bytes": "\x1b[2J\x00" + huge,
+		"bad-empty": "",
+		// A Node's name is Kubernetes's; one read from a file may hold anything.
+		"bad\nname\x1b[31m": `{}`,
+	}
+	for name, raw := range bad {
+		in.Nodes = append(in.Nodes, decide.Node{Name: name, Eligible: true})
+		in.Entries[name] = raw
+	}
+	st := checkHostile(t, in)
+	for _, h := range st.Hosts {
+		if _, ok := bad[h.Name]; !ok {
+			continue
+		}
+		r := h.Reasons[0]
+		if h.Verdict != decide.Unknown || r.Signal != decide.SignalEntry || r.OK || len(r.Detail) > len("entry cannot be read: ")+decide.TextCap {
+			t.Fatalf("%q: %+v", h.Name, h)
+		}
+	}
+}
+
+// FuzzDecide: whatever one voter's and one standby's entries hold, Decide
+// does not panic, and its document fits and reads back. Seeded with
+// hand-written entries; `go test -fuzz FuzzDecide ./internal/decide` explores.
+func FuzzDecide(f *testing.F) {
+	in := hostileFleet(f, 3, 1, "connection refused")
+	f.Add(in.Entries["voter-0"], in.Entries["standby-00000"])
+	f.Add(`{"v":1,"node":"voter-0","n":0,"dt_ms":[],"link":[],"mem_total_kib":[],"mem_available_kib":[]}`, escapes)
+	f.Fuzz(func(t *testing.T, voter, standby string) {
+		in := hostileFleet(t, 3, 1, "connection refused")
+		in.Entries["voter-0"], in.Entries["standby-00000"] = voter, standby
+		st := decide.Decide(in)
+		b, err := st.Marshal()
+		if err != nil || len(b) > decide.MaxStatusBytes {
+			t.Fatalf("%d bytes, %v", len(b), err)
+		}
+		if _, err := decide.UnmarshalStatus(b); err != nil {
+			t.Fatal(err)
+		}
+		var table bytes.Buffer
+		_ = st.WriteTable(&table)
+		wantPrintable(t, table.String())
+	})
+}
