@@ -83,7 +83,11 @@ func (s Status) MarshalWithin(limit int) ([]byte, error) {
 			return b, err
 		}
 	}
-	return nil, fmt.Errorf("encode status: even its bare form is over %d bytes", limit)
+	size := -1
+	if b, err := compact(bare); err == nil {
+		size = len(b) + 1
+	}
+	return nil, fmt.Errorf("encode status: its bare form (no hosts, no reasons, no memory voters) is %d bytes, over the limit of %d", size, limit)
 }
 
 // reduced is a copy of s in form, sharing its texts. The reasons' slices are

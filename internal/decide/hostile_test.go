@@ -505,8 +505,8 @@ func TestMarshalWithinForms(t *testing.T) {
 			t.Errorf("no limit gave form %s", form)
 		}
 	}
-	if _, err := st.MarshalWithin(100); err == nil {
-		t.Fatal("100 bytes held a status")
+	if _, err := st.MarshalWithin(100); err == nil || !strings.Contains(err.Error(), "over the limit of 100") {
+		t.Fatalf("100 bytes held a status, or the error does not say so: %v", err)
 	}
 }
 
