@@ -192,7 +192,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 		}
 		h := hostOf(st, "agent-3")
 		if h == nil || h.Verdict != decide.Unknown || len(h.Reasons) == 0 || h.Reasons[0].Signal != decide.SignalEntry ||
-			!strings.Contains(h.Reasons[0].Detail, "entry cannot be read") {
+			!strings.Contains(h.Reasons[0].Detail, "record cannot be read") {
 			return fmt.Errorf("agent-3 is %+v", h)
 		}
 		return nil

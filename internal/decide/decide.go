@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 // Decide makes one decision. It never fails: a host whose entry cannot be
@@ -39,30 +40,20 @@ func Decide(in Input) Status {
 
 	var hosts []*host
 	byName := map[string]*host{}
-	decodeErrs := map[string]error{}
 	for _, n := range nodes {
 		if byName[n.Name] != nil {
 			continue // a Node name is unique; a repeat adds nothing
 		}
 		h := &host{node: n}
 		if why, ok := in.Unreadable[n.Name]; ok {
-			h.hasEntry = true
-			decodeErrs[n.Name] = errors.New(why)
+			h.hasEntry, h.wasRead, h.readErr = true, true, errors.New(why)
 		} else if raw, ok := in.Entries[n.Name]; ok {
 			h.raw, h.hasEntry = raw, true
 			h.obs = observe(prev[n.Name], raw, now)
-			e, err := entry.DecodeLimited(raw, entry.LimitsFor(s.Window, s.MaxServers))
-			if err == nil && e.Node != n.Name {
-				err = fmt.Errorf("the entry names node %q but is stored under %q", e.Node, n.Name)
-			}
-			if err != nil {
-				decodeErrs[n.Name] = err
-			} else {
-				h.entry, h.decoded = e, true
-				h.window = e.Samples
-				if len(h.window) > s.Window {
-					h.window = h.window[len(h.window)-s.Window:]
-				}
+			if n.Voter {
+				// A labelled node's role depends on its entry (a learner);
+				// every other entry is read only when its host is judged.
+				h.read(s)
 			}
 		}
 		h.role = roleOf(n, latestEtcd(h.window))
@@ -84,10 +75,7 @@ func Decide(in Input) Status {
 		}
 	}
 	for _, h := range hosts {
-		h.evidence(s, now, decodeErrs[h.node.Name])
-		if h.decoded {
-			h.measure(s, voters, members)
-		}
+		h.judge(s, now, voters, members)
 	}
 	mirrorSlowLinks(hosts, byName)
 	for _, h := range hosts {
@@ -98,9 +86,10 @@ func Decide(in Input) Status {
 	}
 
 	mem := remember(in.Previous, hosts, now)
-	d := plan(s, now, hosts, in.Previous, &mem)
+	d := planSafely(s, now, hosts, in.Previous, &mem)
 	st := Status{
 		Schema:      Schema,
+		Form:        FormFull,
 		GeneratedAt: now,
 		DryRun:      s.DryRun,
 		Settings:    Settings{Values: s, Limits: s.Limits()},
@@ -111,7 +100,7 @@ func Decide(in Input) Status {
 	}
 	for _, h := range hosts {
 		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
-			Verdict: h.verdict, Samples: len(h.window), RecordBytes: len(h.raw), Reasons: h.reasons, Observation: h.obs})
+			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons, Observation: h.obs})
 	}
 	// Every record counts, a host's the decision leaves out (neither voter
 	// nor eligible any more) too: they are what fleet-role stores.
@@ -124,6 +113,87 @@ func Decide(in Input) Status {
 		}
 	}
 	return st
+}
+
+// decodeEntry reads one host's entry. A panic in the reader is that entry's
+// error: the other hosts are still judged.
+func decodeEntry(raw, node string, l entry.Limits) (e entry.Entry, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e, err = entry.Entry{}, fmt.Errorf("reading the entry panicked: %s", clip(fmt.Sprint(p)))
+		}
+	}()
+	e, err = entry.DecodeLimited(raw, l)
+	clipEntry(&e)
+	if err == nil && e.Node != node {
+		err = fmt.Errorf("the entry names node %q but is stored under %q", clip(e.Node), node)
+	}
+	return e, err
+}
+
+// judgeHook, when set (by tests), runs before each host is judged.
+var judgeHook func(node string)
+
+// read decodes the host's entry and takes its window.
+func (h *host) read(s settings.Settings) {
+	h.wasRead = true
+	e, err := decodeEntry(h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
+	if err != nil {
+		h.readErr = err
+		return
+	}
+	h.entry, h.decoded = e, true
+	h.window = e.Samples
+	if len(h.window) > s.Window {
+		h.window = h.window[len(h.window)-s.Window:]
+	}
+}
+
+// judge judges one host. A panic while judging it makes that host unknown
+// with the panic's value as its reason, and leaves its samples out of the
+// rest of the decision; the other hosts are judged as usual. The samples of
+// a host that is not an etcd member are let go once it is judged: the plan
+// reads only its reasons, and a fleet's decoded windows would otherwise all
+// be held at once.
+func (h *host) judge(s settings.Settings, now time.Time, voters []string, members map[string]string) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.window, h.decoded, h.judged = nil, false, false
+			h.reasons = []Reason{unmeasured(SignalEntry, "", panicBasis,
+				"judging this host's entry panicked: "+clip(fmt.Sprint(p)), false)}
+		}
+		h.samples = len(h.window)
+		if !h.isMember() {
+			h.window, h.entry = nil, entry.Entry{}
+		}
+	}()
+	if judgeHook != nil {
+		judgeHook(h.node.Name)
+	}
+	if h.hasEntry && !h.wasRead {
+		h.read(s)
+	}
+	h.evidence(s, now, h.readErr)
+	if h.decoded {
+		h.measure(s, voters, members)
+	}
+}
+
+const panicBasis = "a host is judged only when judging it completes; a panic is a fault of fleet-role's, reported on the host whose entry caused it and never held against the others"
+
+// StepPlan is the decision's reason when planning itself panicked.
+const StepPlan = "plan"
+
+// planSafely plans the swap; a panic while planning is a decision of none,
+// with the panic as its reason, so that the verdicts are still published.
+func planSafely(s settings.Settings, now time.Time, hosts []*host, prev *Status, mem *Memory) (d Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			d = Decision{Action: ActionNone, Reasons: []Reason{step(StepPlan, "", panicBasis, false,
+				"planning panicked: "+clip(fmt.Sprint(p)))}}
+		}
+	}()
+	return plan(s, now, hosts, prev, mem)
 }
 
 // observe carries when the controller first saw this exact entry, so that
@@ -160,7 +230,13 @@ func mirrorSlowLinks(hosts []*host, byName map[string]*host) {
 			}
 			m := r
 			m.Subject = x.node.Name
-			m.Detail = "measured by " + x.node.Name + ": " + r.Detail
+			// The copy repeats the numbers, not the entry's error texts,
+			// which stay in the measuring host's own reason.
+			detail := cmp.Or(r.brief, r.Detail)
+			if r.brief != "" && r.brief != r.Detail {
+				detail += " (the latest error is in " + x.node.Name + "'s reasons)"
+			}
+			m.Detail, m.brief = "measured by "+x.node.Name+": "+detail, ""
 			if !votes(x) && votes(y) {
 				m.Value, m.Limit, m.OK = nil, nil, true
 				m.Detail += "; held against " + x.node.Name + ", which does not vote, not against this voter, whose paths to the other voters decide"

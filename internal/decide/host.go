@@ -20,8 +20,14 @@ type host struct {
 	raw      string
 	hasEntry bool
 	entry    entry.Entry
-	// window is the samples judged: the entry's last Window samples.
+	// window is the samples judged: the entry's last Window samples; let go
+	// once the host is judged unless it is an etcd member. samples is its
+	// length.
 	window  []entry.Sample
+	samples int
+	// wasRead: the entry was decoded, into entry (decoded) or readErr.
+	wasRead bool
+	readErr error
 	decoded bool
 	obs     *Observation
 	reasons []Reason
@@ -72,7 +78,7 @@ func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
 	}
 	if decodeErr != nil {
 		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "the record and entry formats of docs/records.md and docs/entry.md",
-			"record cannot be read: "+decodeErr.Error(), false))
+			"record cannot be read: "+clip(decodeErr.Error()), false))
 		return
 	}
 	if r, ok := h.recordReason(s); ok {
@@ -104,7 +110,7 @@ func (h *host) recordReason(s settings.Settings) (Reason, bool) {
 	switch {
 	case h.entry.Refused != "":
 		return unmeasured(SignalRecord, "", basis,
-			"refused: the API server refused the probe's last write of its window: "+h.entry.Refused, false), true
+			"refused: the API server refused the probe's last write of its window: "+clip(h.entry.Refused), false), true
 	case h.entry.Shrunk > 0:
 		r := Reason{Signal: SignalRecord, Value: num(float64(len(h.raw))), Limit: num(float64(limit)), Unit: "bytes",
 			Rule: settings.AtMost, Basis: basis, OK: false, unknown: true,
@@ -139,7 +145,7 @@ func (h *host) measure(s settings.Settings, voters []string, members map[string]
 	for _, x := range w {
 		if len(x.Errors) > 0 {
 			failed++
-			lastErr = x.Errors[len(x.Errors)-1]
+			lastErr = clip(x.Errors[len(x.Errors)-1])
 		}
 	}
 	if failed > 0 {
@@ -150,6 +156,7 @@ func (h *host) measure(s settings.Settings, voters []string, members map[string]
 }
 
 func (h *host) link(l entry.Link) Reason {
+	l.Interface = clip(l.Interface)
 	const basis = "a default route that leaves by Wi-Fi is unfit: its retransmissions and power saving delay frames past a heartbeat"
 	switch l.Class {
 	case entry.ClassWifi:
@@ -186,7 +193,7 @@ func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 		}
 		if c.Err != "" {
 			failed++
-			lastErr = c.Err
+			lastErr = clip(c.Err)
 			values = append(values, math.Inf(1))
 			continue
 		}
@@ -197,17 +204,25 @@ func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 	}
 	v, _ := quantile.High(values, s.TailPercentile)
 	pn := settings.PercentileName(s.TailPercentile)
-	fails := ""
+	// brief is the detail without the entry's error text, for the copy of
+	// the reason on the voter's side of the link.
+	fails, briefFails := "", ""
 	if failed > 0 {
-		fails = fmt.Sprintf("; %d of %d failed, the latest: %s", failed, len(values), lastErr)
+		briefFails = fmt.Sprintf("; %d of %d failed", failed, len(values))
+		fails = briefFails + ", the latest: " + lastErr
 	}
+	var r Reason
+	var head string
 	if math.IsInf(v, 1) {
-		r := Reason{Signal: SignalConnect, Subject: voter, Limit: num(l.Value), Unit: l.Unit, Rule: l.Rule, Basis: l.Basis,
-			Detail: fmt.Sprintf("p%s of %d connects to %s's peer port: failed%s", pn, len(values), voter, fails)}
-		return r
+		head = fmt.Sprintf("p%s of %d connects to %s's peer port: failed", pn, len(values), voter)
+		r = Reason{Signal: SignalConnect, Subject: voter, Limit: num(l.Value), Unit: l.Unit, Rule: l.Rule, Basis: l.Basis}
+	} else {
+		head = fmt.Sprintf("p%s of %d connects to %s's peer port: %s, must be %s %s",
+			pn, len(values), voter, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))
+		r = against(l, SignalConnect, voter, v, "")
 	}
-	return against(l, SignalConnect, voter, v, fmt.Sprintf("p%s of %d connects to %s's peer port: %s, must be %s %s%s",
-		pn, len(values), voter, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit), fails))
+	r.Detail, r.brief = head+fails, head+briefFails
+	return r
 }
 
 // etcd judges a member's own metrics: its round trips to every peer and its
@@ -224,7 +239,7 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 		}
 		if e.Err != "" {
 			failed++
-			lastErr = e.Err
+			lastErr = clip(e.Err)
 			continue
 		}
 		read++
@@ -263,12 +278,13 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 			continue
 		}
 		subject := members[id]
+		shown := clip(id)
 		if subject == "" {
-			subject = "member " + id
+			subject = "member " + shown
 		}
 		l := s.RTTLimit()
 		out = append(out, against(l, SignalPeerRTT, subject, v, fmt.Sprintf("p%s of %d round trips to %s (member %s): %s, must be %s %s",
-			pn, g.Count(), subject, id, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
+			pn, g.Count(), subject, shown, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
 	}
 	out = append(out, histReason(s.WALFsyncLimit(), SignalWALFsync, "fsyncs", wal, s.TailPercentile),
 		histReason(s.BackendCommitLimit(), SignalBackendCommit, "commits", backend, s.TailPercentile))
@@ -289,6 +305,11 @@ func histReason(l settings.Limit, signal, what string, g quantile.Histogram, p f
 func (h *host) fdatasync(s settings.Settings) Reason {
 	l := s.FdatasyncLimit()
 	f := h.entry.Fsync
+	if f != nil {
+		c := *f
+		c.Dir, c.Filesystem, c.Skipped, c.Err = clip(c.Dir), clip(c.Filesystem), clip(c.Skipped), clip(c.Err)
+		f = &c
+	}
 	switch {
 	case f == nil && s.FsyncSkipReason != "":
 		return unmeasured(SignalFdatasync, "", l.Basis, "no disk measured: "+s.FsyncSkipReason, true)
@@ -348,4 +369,41 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 	v, _ := quantile.High(values, s.TailPercentile)
 	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, must be %s %s",
 		settings.PercentileName(s.TailPercentile), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+}
+
+// clipEntry cuts every text of a decoded entry to TextCap as soon as it is
+// read, so that a decision holds no more of an entry's texts than it can
+// report, however long the entry's texts are. Link classes are compared,
+// not reported, and map keys are names the decision looks up.
+func clipEntry(e *entry.Entry) {
+	cut := map[string]string{} // one cut per distinct text: the entry refers to its texts many times
+	c := func(s string) string {
+		if len(s) <= TextCap {
+			return s
+		}
+		if x, ok := cut[s]; ok {
+			return x
+		}
+		cut[s] = clip(s)
+		return cut[s]
+	}
+	for i := range e.Samples {
+		x := &e.Samples[i]
+		x.Link.Interface = c(x.Link.Interface)
+		for k, v := range x.Connect {
+			if len(v.Err) > TextCap {
+				v.Err = c(v.Err)
+				x.Connect[k] = v
+			}
+		}
+		for j := range x.Errors {
+			x.Errors[j] = c(x.Errors[j])
+		}
+		if x.Etcd != nil {
+			x.Etcd.MemberID, x.Etcd.Err = c(x.Etcd.MemberID), c(x.Etcd.Err)
+		}
+	}
+	if f := e.Fsync; f != nil {
+		f.Dir, f.Filesystem, f.Err, f.Skipped = c(f.Dir), c(f.Filesystem), c(f.Err), c(f.Skipped)
+	}
 }

@@ -3,7 +3,11 @@ package decide
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
@@ -146,4 +150,66 @@ func limitPhrase(r settings.Rule, limit float64, unit string) string {
 		return FormatValue(limit, unit)
 	}
 	return ruleWord(r) + " " + FormatValue(limit, unit)
+}
+
+// TextCap is the most bytes of any text a reason takes from a probe entry
+// (an error text, an interface name, a directory, a filesystem type, a member
+// ID, a decode error that quotes the entry): the entry is written by another
+// party, and the status must fit one ConfigMap whatever it holds. The longest
+// text the probe itself writes is a failed disk reading that quotes fio's
+// output: "fsync reading in DIR: parse fio output: ERR: " and at most 200
+// bytes of the output (internal/fsync/fio.go), about 350 bytes with the
+// default directory; 512 bytes, the next power of two, cuts no real text.
+const TextCap = 512
+
+// clip cuts an entry's text to TextCap bytes, at a character boundary, and
+// ends it with a marker that says how long it was.
+func clip(s string) string {
+	if len(s) <= TextCap {
+		return s
+	}
+	marker := fmt.Sprintf("...[cut from %d bytes]", len(s))
+	n := TextCap - len(marker)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + marker
+}
+
+// Printable escapes what a terminal would act on rather than print: C0 and
+// C1 control characters, DEL, Unicode format characters (the bidi overrides
+// and isolates U+202A-U+202E and U+2066-U+2069 among them), the line and
+// paragraph separators, and bytes that are not UTF-8. Each becomes its Go
+// escape (\n, \x1b, \u202e); every other character is kept. Text taken from an
+// entry can then never forge a line or a column of a table.
+func Printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if unsafeRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unsafeRune(r):
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029'
 }

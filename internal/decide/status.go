@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -45,7 +44,12 @@ const (
 
 // Status is the whole decision, exactly as the status document holds it.
 type Status struct {
-	Schema      string    `json:"schema"`
+	Schema string `json:"schema"`
+	// Form is which form of the document this is: FormFull, or the form
+	// Marshal reduced it to so that it fits one ConfigMap (fit.go), and
+	// Dropped what that form left out of the full decision.
+	Form        string    `json:"form"`
+	Dropped     []Dropped `json:"dropped,omitempty"`
 	GeneratedAt time.Time `json:"generated_at"`
 	DryRun      bool      `json:"dry_run"`
 	Settings    Settings  `json:"settings"`
@@ -53,6 +57,11 @@ type Status struct {
 	Decision    Decision  `json:"decision"`
 	Memory      Memory    `json:"memory"`
 	Records     Records   `json:"records"`
+	// Texts is the document's table of texts that several reasons repeat,
+	// which those reasons name by BasisRef and DetailRef. Only a document
+	// that would not fit otherwise has one; Decide and UnmarshalStatus give a
+	// Status without it, every reason holding its own texts.
+	Texts []string `json:"texts,omitempty"`
 }
 
 // Records is what the probes' records hold in all: how many, their entries'
@@ -107,13 +116,20 @@ type Reason struct {
 	Limit   *float64      `json:"limit"`
 	Unit    string        `json:"unit,omitempty"`
 	Rule    settings.Rule `json:"rule,omitempty"`
-	Basis   string        `json:"basis"`
+	Basis   string        `json:"basis,omitempty"`
 	OK      bool          `json:"ok"`
 	Detail  string        `json:"detail,omitempty"`
+	// BasisRef and DetailRef are set only in a document with Texts: the
+	// index in Texts of the basis or detail, written there once.
+	BasisRef  *int `json:"basis_ref,omitempty"`
+	DetailRef *int `json:"detail_ref,omitempty"`
 
 	// unknown marks a failed reason that means "cannot judge" rather than
 	// "unfit": it makes the verdict unknown.
 	unknown bool
+	// brief, when set, is Detail without the texts taken from the entry:
+	// what a copy of the reason on another host repeats.
+	brief string
 }
 
 // Decision is the swap that would be made, or none and why.
@@ -146,20 +162,16 @@ type Memory struct {
 	VerdictChanges int `json:"verdict_changes"`
 }
 
-// Marshal writes the status document: indented JSON, the same bytes for the
-// same status (hosts sorted, maps absent, floats in Go's shortest form).
-func (s Status) Marshal() ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		return nil, fmt.Errorf("encode status: %w", err)
-	}
-	return b.Bytes(), nil
-}
+// Marshal writes the status document: JSON, the same bytes for the same
+// status (hosts sorted, maps absent, floats in Go's shortest form), and
+// never more than MaxStatusBytes, so that the API server always takes it.
+// It is the full decision, indented, when that fits; otherwise the first
+// form of fit.go that does.
+func (s Status) Marshal() ([]byte, error) { return s.MarshalWithin(MaxStatusBytes) }
 
-// UnmarshalStatus reads a status document of this schema.
+// UnmarshalStatus reads a status document of this schema, in any form. It
+// puts the texts of a document's table back in the reasons that name them,
+// so the Status it gives holds no Texts and no references.
 func UnmarshalStatus(data []byte) (*Status, error) {
 	var s Status
 	if err := json.Unmarshal(data, &s); err != nil {
@@ -167,6 +179,12 @@ func UnmarshalStatus(data []byte) (*Status, error) {
 	}
 	if s.Schema != Schema {
 		return nil, fmt.Errorf("decode status: schema %q, this fleet-role reads %q", s.Schema, Schema)
+	}
+	if s.Form == "" {
+		s.Form = FormFull // written before documents had forms
+	}
+	if err := s.resolveTexts(); err != nil {
+		return nil, fmt.Errorf("decode status: %w", err)
 	}
 	return &s, nil
 }

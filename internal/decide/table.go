@@ -9,7 +9,10 @@ import (
 
 // WriteTable writes the status for people: one line per host (name, role,
 // verdict, samples, and the reason that decides its verdict with its value
-// and limit), then the decision and every step that holds it back.
+// and limit), then the decision and every step that holds it back. Every
+// text goes through Printable: what an entry wrote can hold terminal escapes
+// and line breaks, and must not forge a row. A reduced document (Form not
+// full) says so on its last line, with what was dropped.
 func (s Status) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tROLE\tVERDICT\tSAMPLES\tREASON")
@@ -19,7 +22,7 @@ func (s Status) WriteTable(w io.Writer) error {
 		if ok {
 			why = Summary(r)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", h.Name, h.Role, h.Verdict, h.Samples, why)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", Printable(h.Name), Printable(string(h.Role)), Printable(string(h.Verdict)), h.Samples, Printable(why))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)
@@ -31,7 +34,7 @@ func (s Status) WriteTable(w io.Writer) error {
 	d := s.Decision
 	var line string
 	if d.Action == ActionSwap {
-		line = fmt.Sprintf("decision: swap %s out, %s in (%s)", d.Out, d.In, mode)
+		line = fmt.Sprintf("decision: swap %s out, %s in (%s)", Printable(d.Out), Printable(d.In), mode)
 	} else {
 		line = fmt.Sprintf("decision: none (%s)", mode)
 	}
@@ -42,7 +45,14 @@ func (s Status) WriteTable(w io.Writer) error {
 		if !r.OK {
 			mark = "NO"
 		}
-		fmt.Fprintf(&b, "  %-3s %s: %s\n", mark, r.Signal, r.Detail)
+		fmt.Fprintf(&b, "  %-3s %s: %s\n", mark, Printable(r.Signal), Printable(r.Detail))
+	}
+	if s.Form != "" && s.Form != FormFull {
+		fmt.Fprintf(&b, "form: %s, reduced to fit one ConfigMap;", Printable(s.Form))
+		for _, x := range s.Dropped {
+			fmt.Fprintf(&b, " %d %s", x.Count, Printable(x.Part))
+		}
+		b.WriteString(" dropped\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
