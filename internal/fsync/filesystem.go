@@ -1,6 +1,10 @@
 package fsync
 
-import "fmt"
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
 
 // Filesystem is what statfs says about the directory a reading was taken in.
 type Filesystem struct {
@@ -57,4 +61,15 @@ func FilesystemOf(magic uint32) Filesystem {
 		fs.Note = fmt.Sprintf("%s keeps files in memory: fdatasync reaches no disk, so these latencies say nothing about one (FACTS.md: fdatasync on tmpfs does nothing); measure a directory on the disk etcd would use", fs.Name)
 	}
 	return fs
+}
+
+// FilesystemAt names the filesystem dir is on.
+func FilesystemAt(dir string) (Filesystem, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return Filesystem{}, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	// The magic numbers are 32-bit; Statfs_t.Type is wider or signed on
+	// some architectures.
+	return FilesystemOf(uint32(st.Type)), nil
 }

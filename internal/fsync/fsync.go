@@ -7,7 +7,9 @@
 //
 // The reading names the filesystem it was taken on: on tmpfs and other memory
 // filesystems fdatasync does nothing, and the reading says it measured no disk.
-// The file is removed afterwards, also when the context is cancelled.
+// The file is removed afterwards, also when the context is cancelled. A file
+// left by a process killed mid-reading is named FilePrefix followed by digits
+// and holds no lock; RemoveStale removes such files and nothing else.
 package fsync
 
 import (
@@ -17,6 +19,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +36,16 @@ const (
 // DefaultDir is where a reading is taken when no directory is given. The FHS
 // keeps /var/tmp across reboots, so it is on a disk where /tmp is often tmpfs.
 const DefaultDir = "/var/tmp"
+
+// FilePrefix starts the name of every file a reading writes; os.CreateTemp
+// puts decimal digits after it. RemoveStale recognises a reading's file by
+// that pattern alone, so the directory may hold anything else.
+const FilePrefix = ".fleet-role-fsync-"
+
+// maxCreateAttempts bounds the retries when RemoveStale unlinks a reading's
+// new file between its creation and its lock: each retry needs another
+// RemoveStale at that very moment, so two never happen in practice.
+const maxCreateAttempts = 3
 
 // ErrBadSize marks a size or block size that gives no whole block to write.
 var ErrBadSize = errors.New("size must hold at least one block, and both must be positive")
@@ -118,18 +131,15 @@ func Measure(ctx context.Context, opts Options) (_ Reading, err error) {
 	if err != nil {
 		return Reading{}, fmt.Errorf("fsync reading: %w", err)
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return Reading{}, fmt.Errorf("statfs %s: %w", dir, err)
+	fs, err := FilesystemAt(dir)
+	if err != nil {
+		return Reading{}, err
 	}
-	// The magic numbers are 32-bit; Statfs_t.Type is wider or signed on
-	// some architectures.
-	fs := FilesystemOf(uint32(st.Type))
 
 	start := time.Now()
-	f, err := os.CreateTemp(dir, ".fleet-role-fsync-*")
+	f, err := createLocked(dir)
 	if err != nil {
-		return Reading{}, fmt.Errorf("create file in %s: %w", dir, err)
+		return Reading{}, err
 	}
 	defer func() {
 		cerr := f.Close()
@@ -192,4 +202,120 @@ func Measure(ctx context.Context, opts Options) (_ Reading, err error) {
 		MaxSeconds:     l.Max,
 		ElapsedSeconds: elapsed.Seconds(),
 	}, nil
+}
+
+// createLocked makes the reading's file and holds an exclusive flock on it
+// for as long as it is open, which tells RemoveStale it is in use: the kernel
+// drops the lock when the process dies, so a killed reading's file is free to
+// remove and a running one's never is. RemoveStale may take the lock and
+// unlink the file in the instant between its creation and the lock; the file
+// is then made again.
+func createLocked(dir string) (*os.File, error) {
+	for attempt := 1; ; attempt++ {
+		f, err := os.CreateTemp(dir, FilePrefix+"*")
+		if err != nil {
+			return nil, fmt.Errorf("create file in %s: %w", dir, err)
+		}
+		fd := int(f.Fd())
+		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+			// A filesystem without locks: RemoveStale cannot lock the file
+			// either, and so leaves it alone.
+			return f, nil
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return nil, fmt.Errorf("stat %s: %w", f.Name(), err)
+		}
+		if st.Nlink > 0 {
+			return f, nil
+		}
+		f.Close() // RemoveStale took it before the lock
+		if attempt == maxCreateAttempts {
+			return nil, fmt.Errorf("create file in %s: removed by another process before it was locked, %d times", dir, attempt)
+		}
+	}
+}
+
+// isReadingFile says whether name is one a reading writes: FilePrefix and
+// then decimal digits only.
+func isReadingFile(name string) bool {
+	rest, ok := strings.CutPrefix(name, FilePrefix)
+	if !ok || rest == "" {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// RemoveStale removes from dir, not below it, the files a reading leaves
+// when its process is killed before it can remove them (22 MiB each, beside
+// etcd's data): regular files named FilePrefix and digits that no reading
+// holds locked. Anything else, a file in use by a running reading (another
+// probe's, or `fleet-role check fsync` run by hand) included, is left alone.
+// It returns the paths removed; errors name the file and do not stop the rest.
+func RemoveStale(dir string) (removed []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("remove stale readings: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isReadingFile(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		ok, err := removeIfUnlocked(path)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			removed = append(removed, path)
+		}
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("remove stale readings in %s: %w", dir, errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+// removeIfUnlocked unlinks path when it is a regular file and its lock can
+// be taken, holding the lock while it does so that a reading creating the
+// file sees it gone once it has the lock.
+func removeIfUnlocked(path string) (bool, error) {
+	// O_NOFOLLOW and O_NONBLOCK: a name swapped for a link or a FIFO since
+	// the directory was read is neither followed nor waited on.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil // its reading ended meanwhile
+		}
+		return false, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false, nil
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return false, nil // a reading is writing it
+		}
+		return false, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := unix.Unlink(path); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, fmt.Errorf("remove %s: %w", path, err)
+	}
+	return true, nil
 }

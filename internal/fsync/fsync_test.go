@@ -86,12 +86,8 @@ func diskDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if fs := FilesystemOf(uint32(st.Type)); fs.Memory {
-		t.Fatalf("%s is on %s, not a disk: these tests need %s on a disk", dir, fs.Name, DefaultDir)
+	if fs, err := FilesystemAt(dir); err != nil || fs.Memory {
+		t.Fatalf("%s is on %s (%v), not a disk: these tests need %s on a disk", dir, fs.Name, err, DefaultDir)
 	}
 	return dir
 }
@@ -269,5 +265,135 @@ func TestMeasureAgreesWithFio(t *testing.T) {
 	t.Logf("median native/fio p99 ratio %s of %v", strconv.FormatFloat(median, 'f', 2, 64), ratios)
 	if median < 0.5 || median > 2 {
 		t.Errorf("median native/fio p99 ratio %.2f, want within a factor of 2 (0.5 to 2)", median)
+	}
+}
+
+// writeFile makes dir/name with a few bytes.
+func writeFile(t *testing.T, dir, name string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Lstat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// A file left by a killed reading is removed; everything else in the
+// directory is left as it was: other names, a directory, a link and a FIFO
+// named like a reading's file, and the target of that link.
+func TestRemoveStaleOnlyItsOwnFiles(t *testing.T) {
+	dir := diskDir(t)
+	outside := t.TempDir()
+	stale := writeFile(t, dir, FilePrefix+"123456789")
+	stale2 := writeFile(t, dir, FilePrefix+"0")
+	var keep []string
+	for _, name := range []string{
+		FilePrefix,               // no digits
+		FilePrefix + "12a",       // not only digits
+		FilePrefix + "12.tmp",    // a suffix
+		FilePrefix[1:] + "123",   // without the leading dot
+		"x" + FilePrefix + "123", // a prefix before it
+		"etcd-member.wal",
+	} {
+		keep = append(keep, writeFile(t, dir, name))
+	}
+	sub := filepath.Join(dir, FilePrefix+"77")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	inSub := writeFile(t, sub, FilePrefix+"78")
+	target := writeFile(t, outside, "precious")
+	link := filepath.Join(dir, FilePrefix+"88")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, FilePrefix+"99")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keep = append(keep, sub, inSub, target, link, fifo)
+
+	removed, err := RemoveStale(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	if want := []string{stale2, stale}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	for _, p := range []string{stale, stale2} {
+		if exists(t, p) {
+			t.Errorf("%s is still there", p)
+		}
+	}
+	for _, p := range keep {
+		if !exists(t, p) {
+			t.Errorf("%s was removed; it is not a reading's file", p)
+		}
+	}
+	if removed, err := RemoveStale(dir); err != nil || len(removed) != 0 {
+		t.Errorf("second pass removed %v, %v; want nothing", removed, err)
+	}
+}
+
+// A reading's file in use (locked by the reading that writes it) is left
+// alone: RemoveStale run while a reading is in flight leaves it to finish.
+func TestRemoveStaleLeavesAReadingInFlight(t *testing.T) {
+	dir := diskDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const at = 50
+	var removed []string
+	var removeErr error
+	var during int
+	opts := Options{Dir: dir, SizeBytes: 2 * at * DefaultBlockBytes, afterWrite: func(n int) {
+		if n == at {
+			removed, removeErr = RemoveStale(dir)
+			entries, _ := os.ReadDir(dir)
+			during = len(entries)
+		}
+	}}
+	if _, err := Measure(ctx, opts); err != nil {
+		t.Fatalf("the reading failed after RemoveStale ran beside it: %v", err)
+	}
+	if removeErr != nil || len(removed) != 0 || during != 1 {
+		t.Errorf("RemoveStale mid-reading removed %v (%v); %d files left, want the reading's own", removed, removeErr, during)
+	}
+	assertEmpty(t, dir)
+}
+
+func TestRemoveStaleMissingDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "absent")
+	if _, err := RemoveStale(dir); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("err %v, want not-exist naming %s", err, dir)
+	}
+}
+
+// The reading's file carries the prefix RemoveStale recognises.
+func TestMeasureFileNameIsRecognised(t *testing.T) {
+	dir := diskDir(t)
+	var names []string
+	opts := Options{Dir: dir, SizeBytes: 4 * DefaultBlockBytes, afterWrite: func(n int) {
+		if n == 1 {
+			entries, _ := os.ReadDir(dir)
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+		}
+	}}
+	if _, err := Measure(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 1 || !isReadingFile(names[0]) {
+		t.Errorf("files during the reading %v, want one named %s and digits", names, FilePrefix)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"sort"
 	"sync"
@@ -218,6 +219,20 @@ func (h *Host) Fsync(ctx context.Context) entry.FsyncReading {
 	r.P99Seconds = got.P99Seconds
 	r.MaxSeconds = got.MaxSeconds
 	return r
+}
+
+// RemoveStale removes the files of disk readings killed with an earlier
+// process from FsyncDir (fsync.RemoveStale: only a reading's own unlocked
+// files). A directory that does not exist holds none.
+func (h *Host) RemoveStale() ([]string, error) {
+	if h.FsyncDir == "" {
+		return nil, nil
+	}
+	removed, err := fsync.RemoveStale(h.FsyncDir)
+	if errors.Is(err, fs.ErrNotExist) && len(removed) == 0 {
+		return nil, nil
+	}
+	return removed, err
 }
 
 // NewHost is the sampler of the host the probe runs on, with its timeouts

@@ -39,8 +39,17 @@ type Plan struct {
 type Sampler interface {
 	Sample(ctx context.Context, plan Plan) entry.Sample
 	// Fsync takes the disk reading, which lasts seconds, so the loop runs
-	// it beside the periodic samples.
+	// it beside the periodic samples. It must return soon after ctx is
+	// done, having removed what it wrote: Run waits for it on stop.
 	Fsync(ctx context.Context) entry.FsyncReading
+}
+
+// StaleRemover is a Sampler whose disk reading leaves a file behind when the
+// process is killed mid-reading (SIGKILL, a node's power). Run calls
+// RemoveStale once as it starts, before any reading of its own; Host
+// implements it.
+type StaleRemover interface {
+	RemoveStale() (removed []string, err error)
 }
 
 // Config is everything the loop needs.
@@ -89,8 +98,14 @@ type Prober struct {
 	refusal string
 
 	fsyncRunning bool
-	lastFsync    time.Time
-	lastNodes    []corev1.Node // the last list that succeeded
+	fsyncDone    chan struct{} // closed when the last reading started has returned
+	// lastFsync is when this process last started a reading, and started
+	// when it started: both carry the monotonic clock. A reading's age is
+	// never taken from a stamp in the entry, which another clock (or
+	// anyone who can write the ConfigMap) set.
+	lastFsync, started time.Time
+
+	lastNodes []corev1.Node // the last list that succeeded
 }
 
 // New checks the configuration and returns a probe ready to Run.
@@ -109,6 +124,7 @@ func New(cfg Config) (*Prober, error) {
 		log:     cfg.Log.With("node", cfg.Node),
 		entry:   entry.Entry{Node: cfg.Node},
 		restart: true,
+		started: time.Now(),
 	}, nil
 }
 
@@ -117,6 +133,7 @@ func New(cfg Config) (*Prober, error) {
 func (p *Prober) Run(ctx context.Context) error {
 	period := p.cfg.Settings.SamplePeriod
 	p.log.Info("probe started", "period", period, "window", p.cfg.Settings.Window)
+	p.removeStaleFsync()
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	for done := false; !done; {
@@ -129,6 +146,7 @@ func (p *Prober) Run(ctx context.Context) error {
 	}
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.FlushTimeout)
 	p.flush(flushCtx)
+	p.waitFsync(flushCtx)
 	cancel()
 	p.mu.Lock()
 	held, unwritten := len(p.entry.Samples), p.changes != p.written
@@ -250,7 +268,12 @@ func peerAddress(k corev1.Node, n decide.Node, port int) string {
 	return net.JoinHostPort(n.PeerAddress, strconv.Itoa(port))
 }
 
-// fsyncDue says whether a non-voter's disk reading is due: once a window.
+// fsyncDue says whether a non-voter's disk reading is due: once a window,
+// by this process's monotonic clock. A reading resumed from the entry is of
+// unknown age (its stamp is another clock's, or anyone's who can write the
+// ConfigMap, and may lie in the future): it is replaced one window after
+// this start, so that a restarting probe neither repeats the 22 MiB reading
+// beside etcd at each start nor keeps an old reading for ever.
 func (p *Prober) fsyncDue() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -258,17 +281,27 @@ func (p *Prober) fsyncDue() bool {
 		return false
 	}
 	every := time.Duration(p.cfg.Settings.Window) * p.cfg.Settings.SamplePeriod
-	return p.lastFsync.IsZero() || time.Since(p.lastFsync) >= every
+	switch {
+	case !p.lastFsync.IsZero():
+		return time.Since(p.lastFsync) >= every
+	case p.entry.Fsync == nil:
+		return true
+	default:
+		return time.Since(p.started) >= every
+	}
 }
 
 // startFsync runs the disk reading beside the samples: it takes seconds
 // (22 MiB in 2300-byte synchronous writes) and must not hold a period back.
 func (p *Prober) startFsync(ctx context.Context) {
+	done := make(chan struct{})
 	p.mu.Lock()
 	p.fsyncRunning = true
+	p.fsyncDone = done
 	p.lastFsync = time.Now()
 	p.mu.Unlock()
 	go func() {
+		defer close(done)
 		// A reading that outlives a window is worth nothing; bound it.
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.Settings.Window)*p.cfg.Settings.SamplePeriod)
 		defer cancel()
@@ -288,6 +321,41 @@ func (p *Prober) startFsync(ctx context.Context) {
 		p.entry.Fsync = &r
 		p.changes++
 	}()
+}
+
+// waitFsync waits for a disk reading in flight, which the stop has told to
+// end at its next write, so that it removes its file (22 MiB beside etcd's
+// data) before the process exits. It waits no longer than ctx, the flush's
+// bound: a disk that holds one fdatasync longer leaves the file to
+// removeStaleFsync at the next start.
+func (p *Prober) waitFsync(ctx context.Context) {
+	p.mu.Lock()
+	done := p.fsyncDone
+	p.mu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.log.Warn("disk reading still running at exit; its file is removed at the next start", "waited", p.cfg.FlushTimeout)
+	}
+}
+
+// removeStaleFsync removes what a reading killed with an earlier process
+// left behind.
+func (p *Prober) removeStaleFsync() {
+	r, ok := p.cfg.Sampler.(StaleRemover)
+	if !ok {
+		return
+	}
+	removed, err := r.RemoveStale()
+	for _, f := range removed {
+		p.log.Info("removed a disk reading's file left by an earlier start", "file", f)
+	}
+	if err != nil {
+		p.log.Warn("remove disk readings' files left by an earlier start", "err", err)
+	}
 }
 
 // resume reads the record written before this start, once, so that a
@@ -325,9 +393,6 @@ func (p *Prober) resume(ctx context.Context) {
 	p.entry.Shrunk, p.entry.Refused = 0, ""
 	for _, s := range fresh {
 		entry.Append(&p.entry, s, p.cfg.Settings.Window)
-	}
-	if old.Fsync != nil {
-		p.lastFsync = old.Fsync.At
 	}
 	p.log.Info("resumed window", "samples", len(p.entry.Samples))
 }

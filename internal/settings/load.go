@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -38,11 +39,22 @@ var retired = map[string]string{
 	"probe_configmap": "the probes keep one record per host, a ConfigMap named after its node, since fleet-role moved off the shared fleet-role-probe ConfigMap (docs/records.md)",
 }
 
+// MaxFileBytes is the largest settings file read: the file is a key of the
+// fleet-role-settings ConfigMap, which holds at most 1 MiB (FACTS.md).
+const MaxFileBytes = 1 << 20
+
 // Parse reads a settings file (YAML or JSON) over base. Every key must be a
-// known setting; durations are Go durations ("5s"). It does not validate the
-// result: call Validate once every source has been applied.
+// known setting, given once (a key given twice is refused with its line,
+// rather than the last one silently winning); durations are Go durations
+// ("5s"). It does not validate the result: call Validate once every source
+// has been applied.
 func Parse(data []byte, base Settings) (Settings, error) {
-	js, err := yaml.YAMLToJSON(data)
+	if len(data) > MaxFileBytes {
+		return base, fmt.Errorf("parse settings: %d bytes, more than the %d a ConfigMap holds", len(data), MaxFileBytes)
+	}
+	// The strict form refuses a mapping key given twice, in YAML and in
+	// JSON (which it reads as YAML), naming the key and its line.
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return base, fmt.Errorf("parse settings: %w", err)
 	}
@@ -105,7 +117,13 @@ func scalarText(v json.RawMessage) (string, error) {
 // ReadFile reads the settings file at path over base. A file that cannot be
 // read returns an error wrapping the *fs.PathError.
 func ReadFile(path string, base Settings) (Settings, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return base, fmt.Errorf("read settings file: %w", err)
+	}
+	defer f.Close()
+	// One byte over the limit is enough for Parse to refuse it.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
 		return base, fmt.Errorf("read settings file: %w", err)
 	}

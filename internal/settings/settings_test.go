@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -277,4 +278,145 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip of %q: %+v != %+v", data, back, s)
 		}
 	})
+}
+
+// Every bound at, just inside and just outside it: at and inside are valid,
+// outside is refused with the setting, the value and the rule.
+func TestBounds(t *testing.T) {
+	type S = settings.Settings
+	const gib = uint64(1 << 30)
+	long := func(n int) string { return strings.Repeat("a", n) }
+	label := func(prefix, name int) string { return long(prefix) + "/" + long(name) }
+	for _, c := range []struct {
+		name string
+		set  func(s *S)
+		want string // "" means valid
+	}{
+		{"election_timeout at 50s", func(s *S) { s.ElectionTimeout = 50 * time.Second }, ""},
+		{"election_timeout under 50s", func(s *S) { s.ElectionTimeout = 50*time.Second - time.Millisecond }, ""},
+		{"election_timeout over 50s", func(s *S) { s.ElectionTimeout = 50*time.Second + time.Nanosecond }, "election_timeout = 50.000000001s: must be at most 50s: etcd refuses a longer one"},
+
+		{"heartbeat_interval at election_timeout/5", func(s *S) { s.HeartbeatInterval = time.Second }, ""},
+		{"heartbeat_interval under election_timeout/5", func(s *S) { s.HeartbeatInterval = time.Second - time.Nanosecond }, ""},
+		{"heartbeat_interval over election_timeout/5", func(s *S) { s.HeartbeatInterval = time.Second + time.Nanosecond }, "election_timeout = 5s: must be at least 5 heartbeat intervals (5 x 1.000000001s = 5.000000005s): etcd refuses a shorter one"},
+		{"heartbeat_interval at 1ms", func(s *S) { s.HeartbeatInterval = time.Millisecond }, ""},
+		{"heartbeat_interval over 1ms", func(s *S) { s.HeartbeatInterval = time.Millisecond + time.Nanosecond }, ""},
+		{"heartbeat_interval under 1ms", func(s *S) { s.HeartbeatInterval = time.Millisecond - time.Nanosecond }, "heartbeat_interval = 999.999µs: must be at least 1ms: etcd takes it in whole milliseconds"},
+
+		{"tail_percentile at 0.5", func(s *S) { s.TailPercentile = 0.5 }, ""},
+		{"tail_percentile over 0.5", func(s *S) { s.TailPercentile = 0.5001 }, ""},
+		{"tail_percentile under 0.5", func(s *S) { s.TailPercentile = 0.4999 }, "tail_percentile = 0.4999: must be at least 0.5: a percentile below the median judges the typical value, not the tail"},
+		{"tail_percentile needing MaxWindow", func(s *S) { s.TailPercentile, s.Window = 0.99975, settings.MaxWindow }, ""},
+		{"tail_percentile needing under MaxWindow", func(s *S) { s.TailPercentile, s.Window = 0.9997, settings.MaxWindow }, ""},
+		{"tail_percentile needing over MaxWindow", func(s *S) { s.TailPercentile, s.Window = 0.99976, settings.MaxWindow },
+			"tail_percentile = 0.99976: must need no more than the most samples a window may hold (4000): the p99.976 needs 4167 (window >= 1/(1-tail_percentile))"},
+
+		{"window at MaxWindow", func(s *S) { s.Window = settings.MaxWindow }, ""},
+		{"window under MaxWindow", func(s *S) { s.Window = settings.MaxWindow - 1 }, ""},
+		{"window over MaxWindow", func(s *S) { s.Window = settings.MaxWindow + 1 }, "window = 4001: must be at most 4000: the most samples whose worst-case entry"},
+		{"window of a trillion", func(s *S) { s.Window = 1_000_000_000_000 }, "window = 1000000000000: must be at most 4000"},
+
+		{"sample_period at 1ms", func(s *S) { s.SamplePeriod = time.Millisecond }, ""},
+		{"sample_period over 1ms", func(s *S) { s.SamplePeriod = time.Millisecond + time.Nanosecond }, ""},
+		{"sample_period under 1ms", func(s *S) { s.SamplePeriod = time.Millisecond - time.Nanosecond }, "sample_period = 999.999µs: must be at least 1ms: the entry stamps samples to the millisecond"},
+		{"sample_period of 1ns", func(s *S) { s.SamplePeriod = time.Nanosecond }, "sample_period = 1ns: must be at least 1ms"},
+		{"sample_period at 5m", func(s *S) { s.SamplePeriod = 5 * time.Minute }, ""},
+		{"sample_period under 5m", func(s *S) { s.SamplePeriod = 5*time.Minute - time.Nanosecond }, ""},
+		{"sample_period over 5m", func(s *S) { s.SamplePeriod = 5*time.Minute + time.Nanosecond }, "sample_period = 5m0.000000001s: must be at most 5m0s, k3s's learnerMaxStallTime"},
+
+		{"target_voters at 7", func(s *S) { s.TargetVoters, s.MaxServers = 7, 7 }, "target_voters = 7 with max_servers = 7: must leave room for one learner"},
+		{"target_voters under 7", func(s *S) { s.TargetVoters, s.MaxServers = 5, 7 }, ""},
+		{"target_voters over 7", func(s *S) { s.TargetVoters, s.MaxServers = 8, 7 }, "target_voters = 8: must be at most 7: etcd allows no more members"},
+		{"max_servers at 7", func(s *S) { s.MaxServers = 7 }, ""},
+		{"max_servers under 7", func(s *S) { s.MaxServers = 6 }, ""},
+		{"max_servers over 7", func(s *S) { s.MaxServers = 8 }, "max_servers = 8: must be at most 7: etcd allows no more members"},
+
+		{"storage_quota_bytes at 8 GiB", func(s *S) { s.StorageQuotaBytes = 8 * gib }, ""},
+		{"storage_quota_bytes under 8 GiB", func(s *S) { s.StorageQuotaBytes = 8*gib - 1 }, ""},
+		{"storage_quota_bytes over 8 GiB", func(s *S) { s.StorageQuotaBytes = 8*gib + 1 }, "storage_quota_bytes = 8589934593: must be at most 8589934592 (8 GiB): etcd warns of a larger quota"},
+		{"storage_quota_bytes at 1", func(s *S) { s.StorageQuotaBytes = 1 }, ""},
+
+		{"learner_stall_time at 5m", func(s *S) { s.LearnerStallTime = 5 * time.Minute }, ""},
+		{"learner_stall_time under 5m", func(s *S) { s.LearnerStallTime = 5*time.Minute - time.Nanosecond }, ""},
+		{"learner_stall_time over 5m", func(s *S) { s.LearnerStallTime = 5*time.Minute + time.Nanosecond }, "learner_stall_time = 5m0.000000001s: must be at most 5m0s, k3s's learnerMaxStallTime"},
+		{"learner_stall_time at 0", func(s *S) { s.LearnerStallTime = 0 }, ""},
+
+		{"peer_port at 1", func(s *S) { s.PeerPort = 1 }, ""},
+		{"peer_port under 1", func(s *S) { s.PeerPort = 0 }, "peer_port = 0: must be a TCP port, 1 to 65535"},
+		{"peer_port at 65535", func(s *S) { s.PeerPort = 65535 }, ""},
+		{"peer_port over 65535", func(s *S) { s.PeerPort = 65536 }, "peer_port = 65536: must be a TCP port, 1 to 65535"},
+
+		{"label name at 63", func(s *S) { s.EligibleLabel = label(10, 63) }, ""},
+		{"label name over 63", func(s *S) { s.EligibleLabel = label(10, 64) }, "eligible_label = " + strconv.Quote(label(10, 64)[:64]) + "... (75 bytes): must be a valid Kubernetes label key: name part must be no more than 63 bytes"},
+		{"label prefix at 253", func(s *S) { s.PinnedLabel = label(253, 1) }, ""},
+		{"label prefix over 253", func(s *S) { s.PinnedLabel = label(254, 1) }, "pinned_label = " + strconv.Quote(long(64)) + "... (256 bytes): must be a valid Kubernetes label key: prefix part must be no more than 253 bytes"},
+		{"namespace at 63", func(s *S) { s.Namespace = long(63) }, ""},
+		{"namespace over 63", func(s *S) { s.Namespace = long(64) }, "namespace = " + long(64) + ": must be a valid namespace name: must be no more than 63 characters"},
+		{"configmap at 253", func(s *S) { s.ProbeConfigMap = long(253) }, ""},
+		{"configmap over 253", func(s *S) { s.StatusConfigMap = long(254) }, "status_configmap = " + strconv.Quote(long(64)) + "... (254 bytes): must be a valid ConfigMap name: must be no more than 253 characters"},
+
+		{"fsync_skip_reason at 1024 bytes", func(s *S) { s.FsyncSkipReason = long(settings.MaxTextBytes) }, ""},
+		{"fsync_skip_reason under 1024 bytes", func(s *S) { s.FsyncSkipReason = long(settings.MaxTextBytes - 1) }, ""},
+		{"fsync_skip_reason over 1024 bytes", func(s *S) { s.FsyncSkipReason = long(settings.MaxTextBytes + 1) },
+			"fsync_skip_reason = " + strconv.Quote(long(64)) + "... (1025 bytes): must be at most 1024 bytes: every host's entry repeats it"},
+		{"fsync_skip_reason not UTF-8", func(s *S) { s.FsyncSkipReason = "tmpfs \xff" }, `fsync_skip_reason = "tmpfs \xff": must be UTF-8 text`},
+		{"fsync_skip_reason with a newline", func(s *S) { s.FsyncSkipReason = "on tmpfs\nhere" }, ""},
+	} {
+		s := settings.Defaults()
+		c.set(&s)
+		err := s.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want valid", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error\n%v\nwant it to contain\n%s", c.name, err, c.want)
+		}
+	}
+}
+
+// A key given twice is refused, in YAML and in JSON, naming the key and its
+// line, rather than the last one silently winning.
+func TestParseRefusesDuplicateKeys(t *testing.T) {
+	for in, want := range map[string]string{
+		"window: 100\nsample_period: 15s\nwindow: 200\n":          `line 3: key "window" already set in map`,
+		`{"window": 100, "window": 1000000000000}`:                `line 1: key "window" already set in map`,
+		"{\n  \"dry_run\": true,\n  \"dry_run\": false\n}":        `line 3: key "dry_run" already set in map`,
+		"election_timeout: 5s\n\"election_timeout\": 50s\n":       `line 2: key "election_timeout" already set in map`,
+		"namespace: a\n? namespace\n: b\n":                        `key "namespace" already set in map`,
+		"window: 100\nWindow: 200\n":                              "Window: unknown setting",
+		"eligible_label: a/b\npinned_label: c/d\nwindow: 100\n\n": "",
+	} {
+		_, err := settings.Parse([]byte(in), settings.Defaults())
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("Parse(%q) = %v, want no error", in, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("Parse(%q) = %v, want an error containing %q", in, err, want)
+		}
+	}
+}
+
+// A settings file is a ConfigMap key: at most 1 MiB is read.
+func TestParseFileSize(t *testing.T) {
+	pad := func(n int) []byte {
+		b := []byte("window: 100\n")
+		return append(b, strings.Repeat("#", n-len(b))...)
+	}
+	if _, err := settings.Parse(pad(settings.MaxFileBytes), settings.Defaults()); err != nil {
+		t.Errorf("a file of exactly %d bytes: %v", settings.MaxFileBytes, err)
+	}
+	if _, err := settings.Parse(pad(settings.MaxFileBytes-1), settings.Defaults()); err != nil {
+		t.Errorf("a file of %d bytes: %v", settings.MaxFileBytes-1, err)
+	}
+	_, err := settings.Parse(pad(settings.MaxFileBytes+1), settings.Defaults())
+	if err == nil || !strings.Contains(err.Error(), "1048577 bytes, more than the 1048576 a ConfigMap holds") {
+		t.Errorf("a file of %d bytes: %v", settings.MaxFileBytes+1, err)
+	}
+	path := filepath.Join(t.TempDir(), "settings.yaml")
+	if err := os.WriteFile(path, pad(4*settings.MaxFileBytes), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := settings.ReadFile(path, settings.Defaults()); err == nil || !strings.Contains(err.Error(), "1048577 bytes, more than the 1048576") {
+		t.Errorf("ReadFile of a 4 MiB file read %v, want it refused after 1 MiB and one byte", err)
+	}
 }

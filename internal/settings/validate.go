@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -20,6 +22,42 @@ const (
 	maxMembers = 7
 	// etcd: odd member counts; three is the fewest that survive a loss.
 	minVoters = 3
+	// etcd's --heartbeat-interval and --election-timeout are whole
+	// milliseconds (k3s sets 500 and 5000): nothing shorter can be set.
+	minHeartbeat = time.Millisecond
+	// etcd warns of a storage quota above 8 GiB.
+	maxStorageQuota = 8 << 30
+	// k3s's learnerMaxStallTime, 5 minutes: the time k3s gives a learner.
+	k3sLearnerMaxStallTime = 5 * time.Minute
+)
+
+// Bounds fleet-role derives (docs/limits.md, "Settings validation").
+const (
+	// MaxWindow is the most samples a window may hold: the largest round
+	// figure whose worst realistic entry, a voter's in a cluster of 7
+	// members (etcd's most), fits one 1 MiB ConfigMap with room to spare.
+	// internal/entry's worst-case window (TestWindowFitsBudget's values:
+	// six-digit connects, failing readings, six peers' round trips) encodes
+	// to 212 bytes a sample, so 4,000 samples take 848,066 bytes of the
+	// 1,048,576; 4,946 would be the most that fit.
+	MaxWindow = 4000
+	// MinSamplePeriod is the shortest sample period: the entry stamps
+	// samples to the millisecond (dt_ms, docs/entry.md), so samples closer
+	// together could not be told apart, and the readings' timeout
+	// (ReadingTimeout, half a period at most) would be under a millisecond.
+	MinSamplePeriod = time.Millisecond
+	// MaxSamplePeriod is the longest: k3s's learnerMaxStallTime. A learner
+	// that k3s adds is promoted or removed within it, so with a longer
+	// period one could come and go between two samples, and the "no
+	// learner" gate would rest on samples older than a learner's life.
+	MaxSamplePeriod = k3sLearnerMaxStallTime
+	// MaxTextBytes bounds fsync_skip_reason: every host's entry repeats
+	// it, and a tenth of a standby's 10 KiB entry budget (docs/entry.md)
+	// is the most it may take from the samples.
+	MaxTextBytes = 1024
+	// minTailPercentile is the median: a percentile below it judges the
+	// typical value, not the tail.
+	minTailPercentile = 0.5
 )
 
 // Validate checks every rule and returns every violation joined, each naming
@@ -33,6 +71,8 @@ func (s Settings) Validate() error {
 
 	if s.HeartbeatInterval <= 0 {
 		bad("heartbeat_interval", "must be positive")
+	} else if s.HeartbeatInterval < minHeartbeat {
+		bad("heartbeat_interval", fmt.Sprintf("must be at least %v: etcd takes it in whole milliseconds", minHeartbeat))
 	} else if min := minHeartbeatsPerElection * s.HeartbeatInterval; s.ElectionTimeout < min {
 		bad("election_timeout", fmt.Sprintf("must be at least %d heartbeat intervals (%d x %v = %v): etcd refuses a shorter one",
 			minHeartbeatsPerElection, minHeartbeatsPerElection, s.HeartbeatInterval, min))
@@ -42,17 +82,32 @@ func (s Settings) Validate() error {
 	}
 
 	pOK := s.TailPercentile > 0 && s.TailPercentile < 1 && !math.IsNaN(s.TailPercentile)
-	if !pOK {
+	switch {
+	case !pOK:
 		bad("tail_percentile", "must be between 0 and 1, both excluded")
+	case s.TailPercentile < minTailPercentile:
+		bad("tail_percentile", fmt.Sprintf("must be at least %g: a percentile below the median judges the typical value, not the tail", minTailPercentile))
+	case s.MinWindow() > MaxWindow:
+		bad("tail_percentile", fmt.Sprintf("must need no more than the most samples a window may hold (%d): the p%s needs %d (window >= 1/(1-tail_percentile))",
+			MaxWindow, PercentileName(s.TailPercentile), s.MinWindow()))
+		pOK = false // the window is then refused for the percentile, not on its own
 	}
-	if s.Window < 1 {
+	switch {
+	case s.Window < 1:
 		bad("window", "must be at least 1")
-	} else if pOK && s.Window < s.MinWindow() {
+	case s.Window > MaxWindow:
+		bad("window", fmt.Sprintf("must be at most %d: the most samples whose worst-case entry (a voter's among 7 members, about 212 bytes a sample) fits a 1 MiB ConfigMap", MaxWindow))
+	case pOK && s.Window < s.MinWindow():
 		bad("window", fmt.Sprintf("must be at least %d, the fewest samples that give the p%s a sample of its own (window >= 1/(1-tail_percentile))",
 			s.MinWindow(), PercentileName(s.TailPercentile)))
 	}
-	if s.SamplePeriod <= 0 {
+	switch {
+	case s.SamplePeriod <= 0:
 		bad("sample_period", "must be positive")
+	case s.SamplePeriod < MinSamplePeriod:
+		bad("sample_period", fmt.Sprintf("must be at least %v: the entry stamps samples to the millisecond", MinSamplePeriod))
+	case s.SamplePeriod > MaxSamplePeriod:
+		bad("sample_period", fmt.Sprintf("must be at most %v, k3s's learnerMaxStallTime: a learner could otherwise come and go between two samples", MaxSamplePeriod))
 	}
 
 	if s.TargetVoters%2 == 0 {
@@ -60,6 +115,9 @@ func (s Settings) Validate() error {
 	}
 	if s.TargetVoters < minVoters {
 		bad("target_voters", fmt.Sprintf("must be at least %d: the fewest voters that survive the loss of one", minVoters))
+	}
+	if s.TargetVoters > maxMembers {
+		bad("target_voters", fmt.Sprintf("must be at most %d: etcd allows no more members", maxMembers))
 	}
 	if s.MaxServers > maxMembers {
 		bad("max_servers", fmt.Sprintf("must be at most %d: etcd allows no more members", maxMembers))
@@ -71,9 +129,13 @@ func (s Settings) Validate() error {
 
 	if s.StorageQuotaBytes == 0 {
 		bad("storage_quota_bytes", "must be positive")
+	} else if s.StorageQuotaBytes > maxStorageQuota {
+		bad("storage_quota_bytes", fmt.Sprintf("must be at most %d (%s): etcd warns of a larger quota", uint64(maxStorageQuota), FormatBytes(maxStorageQuota)))
 	}
 	if s.LearnerStallTime < 0 {
 		bad("learner_stall_time", "must not be negative")
+	} else if s.LearnerStallTime > k3sLearnerMaxStallTime {
+		bad("learner_stall_time", fmt.Sprintf("must be at most %v, k3s's learnerMaxStallTime, the figure it stands for (tests set it lower to shorten the cooldown)", k3sLearnerMaxStallTime))
 	}
 	if s.PeerPort < 1 || s.PeerPort > 65535 {
 		bad("peer_port", "must be a TCP port, 1 to 65535")
@@ -93,16 +155,30 @@ func (s Settings) Validate() error {
 	if msgs := validation.IsDNS1123Subdomain(s.StatusConfigMap); len(msgs) > 0 {
 		bad("status_configmap", "must be a valid ConfigMap name: "+strings.Join(msgs, "; "))
 	}
+	switch {
+	case len(s.FsyncSkipReason) > MaxTextBytes:
+		bad("fsync_skip_reason", fmt.Sprintf("must be at most %d bytes: every host's entry repeats it", MaxTextBytes))
+	case !utf8.ValidString(s.FsyncSkipReason):
+		bad("fsync_skip_reason", "must be UTF-8 text")
+	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("invalid settings: %w", errors.Join(errs...))
 }
 
-// quote shows empty and spaced values unambiguously.
+// quotedBytes is as much of a value as an error repeats: a value too long
+// for its setting is named by its start and its length.
+const quotedBytes = 64
+
+// quote shows empty, spaced and long values unambiguously.
 func quote(v string) string {
-	if v == "" || strings.ContainsAny(v, " \t\n\"") {
-		return fmt.Sprintf("%q", v)
+	if len(v) > quotedBytes {
+		return fmt.Sprintf("%q... (%d bytes)", v[:quotedBytes], len(v))
+	}
+	// Spaces, quotes, control characters and bytes that are not UTF-8.
+	if q := strconv.Quote(v); v == "" || strings.ContainsAny(v, " \"") || q[1:len(q)-1] != v {
+		return q
 	}
 	return v
 }

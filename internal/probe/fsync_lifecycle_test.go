@@ -1,0 +1,227 @@
+package probe_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/fsync"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/probe/probetest"
+	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// diskSampler takes the real disk reading (probe.Host's, on a real
+// directory) and fakes the rest.
+type diskSampler struct {
+	*probetest.Sampler
+	host *probe.Host
+}
+
+func (d diskSampler) RemoveStale() ([]string, error) { return d.host.RemoveStale() }
+
+func newDiskSampler(dir string) diskSampler {
+	h := &probe.Host{FsyncDir: dir}
+	return diskSampler{Sampler: &probetest.Sampler{FsyncReading: h.Fsync}, host: h}
+}
+
+// diskDir is a fresh directory under fsync.DefaultDir, which must be on a
+// disk here: a reading on tmpfs would not show what a disk reading leaves.
+func diskDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(fsync.DefaultDir, "fleet-role-probe-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if fs, err := fsync.FilesystemAt(dir); err != nil || fs.Memory {
+		t.Fatalf("%s is on %s (%v): these tests need %s on a disk", dir, fs.Name, err, fsync.DefaultDir)
+	}
+	return dir
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// eligibleAgent is a store and a Node list in memory with one eligible
+// non-voter, agent-1, whose entry holds seed when seed is not nil.
+func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kube.MemRecords, *kube.MemNodes) {
+	t.Helper()
+	store := kube.NewMemRecords(s.Namespace)
+	if seed != nil {
+		text, err := entry.Encode(*seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Put(context.Background(), record.Owner{Name: seed.Node}, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := &kube.MemNodes{}
+	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
+	return store, nodes
+}
+
+func runProbe(t *testing.T, s settings.Settings, sampler probe.Sampler, store kube.Records, nodes kube.Nodes, log *probetest.Log) *probetest.Loop {
+	t.Helper()
+	p, err := probe.New(probe.Config{Node: "agent-1", Settings: s, Records: store, Nodes: nodes, Sampler: sampler, Log: log.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return probetest.Go(t, "probe agent-1", p.Run)
+}
+
+// poll checks cond every 10 ms until it holds or the deadline passes.
+func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// SIGTERM during the disk reading: Run returns only once the reading has
+// stopped and removed its 22 MiB file. The real reading, on a real disk.
+func TestStopDuringDiskReadingLeavesNoFile(t *testing.T) {
+	s := probetest.Settings(t, 100*time.Millisecond)
+	dir := diskDir(t)
+	store, nodes := eligibleAgent(t, s, nil)
+	ds := newDiskSampler(dir)
+	log := probetest.NewLog()
+	loop := runProbe(t, s, ds, store, nodes, log)
+
+	// The first sample of a host with no reading starts one at once.
+	poll(t, time.Minute, "a disk reading's file appears in "+dir, func() bool {
+		for _, n := range dirNames(t, dir) {
+			if strings.HasPrefix(n, fsync.FilePrefix) {
+				return true
+			}
+		}
+		return false
+	})
+	loop.Stop(t)
+	if names := dirNames(t, dir); len(names) != 0 {
+		t.Errorf("after the probe stopped, %s holds %v; want nothing left", dir, names)
+	}
+	if recs := log.Records("disk reading still running at exit; its file is removed at the next start"); len(recs) != 0 {
+		t.Errorf("the stop did not wait for the reading: %v", recs)
+	}
+	if ds.Fsyncs() != 1 {
+		t.Errorf("%d readings, want the one stopped", ds.Fsyncs())
+	}
+}
+
+// A reading's file left by a killed probe is removed when the next starts;
+// files of any other name, and a reading in use, are not.
+func TestStartRemovesStaleReadingFiles(t *testing.T) {
+	s := probetest.Settings(t, 100*time.Millisecond)
+	s.FsyncSkipReason = "no reading in this test: only the start's clean-up is under test"
+	dir := diskDir(t)
+	stale := filepath.Join(dir, fsync.FilePrefix+"1234567")
+	foreign := []string{filepath.Join(dir, "member.wal"), filepath.Join(dir, fsync.FilePrefix+"notdigits"), filepath.Join(dir, "fleet-role-fsync-123")}
+	for _, p := range append([]string{stale}, foreign...) {
+		if err := os.WriteFile(p, make([]byte, 4096), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, nodes := eligibleAgent(t, s, nil)
+	log := probetest.NewLog()
+	host := &probe.Host{FsyncDir: dir, FsyncSkipReason: s.FsyncSkipReason}
+	ds := diskSampler{Sampler: &probetest.Sampler{FsyncReading: host.Fsync}, host: host}
+	loop := runProbe(t, s, ds, store, nodes, log)
+	poll(t, time.Minute, "the start's clean-up is logged", func() bool {
+		return len(log.Records("removed a disk reading's file left by an earlier start")) > 0
+	})
+	loop.Stop(t)
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale %s: %v, want it removed", stale, err)
+	}
+	for _, p := range foreign {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s, not a reading's file, was touched: %v", p, err)
+		}
+	}
+	if recs := log.Records("removed a disk reading's file left by an earlier start"); len(recs) != 1 || recs[0]["file"] != stale {
+		t.Errorf("logged %v, want the one stale file", recs)
+	}
+	// A directory that does not exist holds nothing stale.
+	if removed, err := (&probe.Host{FsyncDir: filepath.Join(dir, "absent")}).RemoveStale(); err != nil || removed != nil {
+		t.Errorf("missing dir: %v, %v", removed, err)
+	}
+}
+
+// The probe judges a reading's age by its own monotonic clock. A resumed
+// reading stamped in the future (a clock ahead, or a hostile write) does not
+// stop new readings: it is replaced one window after the start, as is any
+// resumed reading, and a host with none takes one with its first sample.
+func TestResumedReadingAgeIsTheProbes(t *testing.T) {
+	s := probetest.Settings(t, 100*time.Millisecond)
+	window := time.Duration(s.Window) * s.SamplePeriod
+	for _, tc := range []struct {
+		name string
+		age  *time.Duration // the resumed reading's age by its stamp; nil: none
+	}{
+		{"none", nil},
+		{"future", ptr(-200 * 365 * 24 * time.Hour)},
+		{"just now", ptr(time.Duration(0))},
+		{"a year ago", ptr(365 * 24 * time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var seed *entry.Entry
+			if tc.age != nil {
+				f := probetest.FitFsync(time.Now().Add(-*tc.age))
+				seed = &entry.Entry{Node: "agent-1", Fsync: &f}
+			}
+			store, nodes := eligibleAgent(t, s, seed)
+			var firstReading time.Time
+			sampler := &probetest.Sampler{}
+			sampler.FsyncReading = func(context.Context) entry.FsyncReading {
+				if firstReading.IsZero() {
+					firstReading = time.Now()
+				}
+				return probetest.FitFsync(time.Now())
+			}
+			t0 := time.Now()
+			loop := runProbe(t, s, sampler, store, nodes, probetest.NewLog())
+			poll(t, 20*window, "a disk reading is taken", func() bool { return sampler.Fsyncs() > 0 })
+			loop.Stop(t)
+			plans := sampler.Plans()
+			if tc.age == nil {
+				if !plans[0].Fsync {
+					t.Errorf("no resumed reading: the first sample's plan %+v takes none", plans[0])
+				}
+				return
+			}
+			if plans[0].Fsync {
+				t.Error("a resumed reading was replaced at once, not one window after the start")
+			}
+			if waited := firstReading.Sub(t0); waited < window {
+				t.Errorf("first reading %v after the start, want at least one window (%v)", waited, window)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
