@@ -352,7 +352,7 @@ func TestBounds(t *testing.T) {
 		{"label prefix over 253", func(s *S) { s.PinnedLabel = label(254, 1) }, "pinned_label = " + strconv.Quote(long(64)) + "... (256 bytes): must be a valid Kubernetes label key: prefix part must be no more than 253 bytes"},
 		{"namespace at 63", func(s *S) { s.Namespace = long(63) }, ""},
 		{"namespace over 63", func(s *S) { s.Namespace = long(64) }, "namespace = " + long(64) + ": must be a valid namespace name: must be no more than 63 characters"},
-		{"configmap at 253", func(s *S) { s.ProbeConfigMap = long(253) }, ""},
+		{"configmap at 253", func(s *S) { s.StatusConfigMap = long(253) }, ""},
 		{"configmap over 253", func(s *S) { s.StatusConfigMap = long(254) }, "status_configmap = " + strconv.Quote(long(64)) + "... (254 bytes): must be a valid ConfigMap name: must be no more than 253 characters"},
 
 		{"fsync_skip_reason at 1024 bytes", func(s *S) { s.FsyncSkipReason = long(settings.MaxTextBytes) }, ""},
