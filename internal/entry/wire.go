@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleet-role/fleet-role/internal/quantile"
 )
@@ -139,8 +140,23 @@ func Encode(e Entry) (string, error) {
 
 // Decode reads an entry strictly: an unknown version or field, a column of
 // the wrong length, a negative value or an index out of range is an error
-// naming the field.
+// naming the field. Its limits are the largest the settings can hold
+// (window 10,000, max_servers 7, and never more than a ConfigMap holds);
+// callers that know the settings should use DecodeLimited with LimitsFor.
 func Decode(raw string) (Entry, error) {
+	return DecodeLimited(raw, defaultLimits())
+}
+
+// DecodeLimited reads an entry as Decode does, and refuses one that
+// outgrows l, naming the field and the limit, before decoding allocates for
+// it: what decoding allocates is bounded by l, whatever the text.
+func DecodeLimited(raw string, l Limits) (Entry, error) {
+	if len(raw) > l.MaxBytes {
+		return Entry{}, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
+	}
+	if err := scanShape(raw, l); err != nil {
+		return Entry{}, fmt.Errorf("decode entry: %w", err)
+	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var in wireIn
@@ -150,11 +166,14 @@ func Decode(raw string) (Entry, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Entry{}, errors.New("decode entry: data after the entry object")
 	}
-	w, err := in.toWire()
+	if err := in.checkSizes(l); err != nil {
+		return Entry{}, fmt.Errorf("decode entry: %w", err)
+	}
+	w, err := in.toWire(l)
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
-	e, err := fromWire(w)
+	e, err := fromWire(w, l)
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
@@ -183,6 +202,7 @@ type strtab struct {
 }
 
 func (t *strtab) ref(s string) uint64 {
+	s = cutText(s)
 	if i, ok := t.idx[s]; ok {
 		return uint64(i)
 	}
@@ -214,9 +234,53 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
+// cutMark ends a text cut to MaxTextBytes.
+const cutMark = " [cut]"
+
+// cutText makes s a text the format carries: valid UTF-8 (encoding/json
+// would write each invalid byte as a 3-byte U+FFFD, and the text read back
+// would be longer) of at most MaxTextBytes, cut at a character with cutMark
+// at its end. A text already within both comes back unchanged.
+func cutText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxTextBytes {
+		return s
+	}
+	end := MaxTextBytes - len(cutMark)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + cutMark
+}
+
 func toWire(e Entry) (wire, error) {
 	if e.Node == "" {
 		return wire{}, errors.New("node: empty")
+	}
+	// What a host cannot have is refused rather than written: the entry
+	// would be refused by every reader.
+	if len(e.Node) > MaxNodeNameBytes {
+		return wire{}, fmt.Errorf("node: %d bytes, over the limit of %d (a node name is a DNS subdomain)", len(e.Node), MaxNodeNameBytes)
+	}
+	for i, s := range e.Samples {
+		if len(s.Link.Interface) > MaxInterfaceBytes {
+			return wire{}, fmt.Errorf("sample %d: interface name of %d bytes, over Linux's %d", i, len(s.Link.Interface), MaxInterfaceBytes)
+		}
+		for v := range s.Connect {
+			if len(v) > MaxNodeNameBytes {
+				return wire{}, fmt.Errorf("sample %d: voter name of %d bytes, over the limit of %d (a node name is a DNS subdomain)", i, len(v), MaxNodeNameBytes)
+			}
+		}
+		if x := s.Etcd; x != nil {
+			if len(x.MemberID) > MaxMemberIDBytes {
+				return wire{}, fmt.Errorf("sample %d: member ID of %d bytes, over the %d hex digits of a uint64", i, len(x.MemberID), MaxMemberIDBytes)
+			}
+			for id := range x.PeerRTT {
+				if len(id) > MaxMemberIDBytes {
+					return wire{}, fmt.Errorf("sample %d: peer member ID of %d bytes, over the %d hex digits of a uint64", i, len(id), MaxMemberIDBytes)
+				}
+			}
+		}
 	}
 	n := len(e.Samples)
 	w := wire{V: Version, Node: e.Node, N: n, DtMs: make([]int64, n), MemAvailKiB: make([]uint64, n)}
@@ -315,8 +379,11 @@ func toWire(e Entry) (wire, error) {
 		if f.Writes < 0 {
 			return wire{}, fmt.Errorf("fsync: writes %d is negative", f.Writes)
 		}
-		w.Fsync = &wireFsync{At: f.At.UTC().Format(time.RFC3339Nano), Dir: f.Dir, Filesystem: f.Filesystem,
-			MeasuredDisk: f.MeasuredDisk, Writes: f.Writes, P99Us: p99, MaxUs: max, Err: f.Err, Skipped: f.Skipped}
+		if len(f.Dir) > MaxPathBytes {
+			return wire{}, fmt.Errorf("fsync: dir of %d bytes, over Linux's PATH_MAX %d", len(f.Dir), MaxPathBytes)
+		}
+		w.Fsync = &wireFsync{At: f.At.UTC().Format(time.RFC3339Nano), Dir: f.Dir, Filesystem: cutText(f.Filesystem),
+			MeasuredDisk: f.MeasuredDisk, Writes: f.Writes, P99Us: p99, MaxUs: max, Err: cutText(f.Err), Skipped: cutText(f.Skipped)}
 	}
 	w.Strings = st.list
 	return w, nil
