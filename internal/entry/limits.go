@@ -221,7 +221,9 @@ func (l Limits) bytesBasis() string {
 	return fmt.Sprintf("the largest legitimate entry at window %d and max_servers %d", l.Window, l.MaxServers)
 }
 
-func (l Limits) samplesBasis() string { return fmt.Sprintf("%d x window %d", samplesPerWindow, l.Window) }
+func (l Limits) samplesBasis() string {
+	return fmt.Sprintf("%d x window %d", samplesPerWindow, l.Window)
+}
 
 // checkSizes holds what encoding/json read against l, before anything is
 // built from it: counts of runs and references against n (each covers at
