@@ -53,8 +53,8 @@ type wireEtcdIn struct {
 // l.MaxSamples and a sparse histogram longer than its buckets allow before
 // they grow past them.
 func (in *wireIn) toWire(l Limits) (wire, error) {
-	col := colLimit{max: l.MaxSamples, why: fmt.Sprintf("2 x window %d", l.Window)}
-	hist := colLimit{max: 2 * (l.MaxBounds + 1), why: fmt.Sprintf("a [bucket, count] pair for each of %d bounds and +Inf", l.MaxBounds)}
+	col := colLimit{max: l.MaxSamples, l: &l}
+	hist := colLimit{max: 2 * (l.MaxBounds + 1), l: &l, hist: true}
 	w := wire{V: in.V, Node: in.Node, N: in.N, T0: in.T0, Restart: in.Restart, Link: in.Link,
 		ConnectFail: in.ConnectFail, MemTotalKiB: in.MemTotalKiB, Errors: in.Errors, Strings: in.Strings, Fsync: in.Fsync}
 	var err error
@@ -135,10 +135,22 @@ func (c *cols) null() bool {
 	return false
 }
 
-// colLimit is the most elements one array may have, and why.
+// colLimit is the most elements one array may have: a column's samples,
+// or a sparse histogram's numbers.
 type colLimit struct {
-	max int
-	why string
+	max  int
+	l    *Limits
+	hist bool
+}
+
+func (c colLimit) why() string {
+	switch {
+	case c.l == nil:
+		return "the reader's limit"
+	case c.hist:
+		return fmt.Sprintf("a [bucket, count] pair for each of %d bounds and +Inf", c.l.MaxBounds)
+	}
+	return c.l.samplesBasis()
 }
 
 // array calls elem for each element of the array that is next, with its
@@ -154,7 +166,7 @@ func (c *cols) array(lim colLimit, elem func(k int) error) error {
 	}
 	for k := 0; ; k++ {
 		if k >= lim.max {
-			return c.errorf("more than %d values, over the limit of %d (%s)", lim.max, lim.max, lim.why)
+			return c.errorf("more than %d values, over the limit of %d (%s)", lim.max, lim.max, lim.why())
 		}
 		if err := elem(k); err != nil {
 			return err
@@ -289,16 +301,16 @@ func readOptInts(field string, raw json.RawMessage, lim colLimit) (out []*int64,
 }
 
 // readOptUintArrays reads arrays of whole numbers and nulls: the sparse
-// histograms, one a sample.
+// histograms, one a sample. The numbers share one backing array.
 func readOptUintArrays(field string, raw json.RawMessage, lim, inner colLimit) (out []*[]uint64, err error) {
 	err = read(field, raw, func(c *cols) error {
-		out = []*[]uint64{}
-		return c.array(lim, func(k int) error {
+		var vals []uint64
+		var ends []int // where each element's numbers end in vals; -1 for null
+		if err := c.array(lim, func(k int) error {
 			if c.null() {
-				out = append(out, nil)
+				ends = append(ends, -1)
 				return nil
 			}
-			vals := []uint64{}
 			err := c.array(inner, func(j int) error {
 				v, err := c.uint(j)
 				vals = append(vals, v)
@@ -307,9 +319,23 @@ func readOptUintArrays(field string, raw json.RawMessage, lim, inner colLimit) (
 			if err != nil {
 				return fmt.Errorf("element %d: %w", k, err)
 			}
-			out = append(out, &vals)
+			ends = append(ends, len(vals))
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		out = make([]*[]uint64, len(ends))
+		cols := make([][]uint64, len(ends))
+		start := 0
+		for k, end := range ends {
+			if end < 0 {
+				continue
+			}
+			cols[k] = vals[start:end:end]
+			out[k] = &cols[k]
+			start = end
+		}
+		return nil
 	})
 	return out, err
 }

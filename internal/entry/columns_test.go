@@ -6,7 +6,7 @@ import (
 )
 
 // wide lets a column in the tests below be as long as it likes.
-var wide = colLimit{max: 1 << 20, why: "test"}
+var wide = colLimit{max: 1 << 20}
 
 // The hand reader of the numeric columns takes what encoding/json would take
 // for an integer, at and past each bound, and names the field when it

@@ -52,6 +52,12 @@ const (
 	// connect_fail, mem_total_kib, mem_available_kib, mem_full_stall_us,
 	// errors, strings, etcd, fsync).
 	maxStructKeys = 16
+	// errorsPerSample bounds the errors references of one sample: the
+	// readings a sample takes besides the connects (whose failures are
+	// connect_fail) are etcd, link and memory (internal/probe
+	// Host.Sample), each failing at most once. A probe that takes another
+	// reading must raise it.
+	errorsPerSample = 3
 	// etcdLayoutBounds is the widest bucket layout etcd v3.6 uses:
 	// ExponentialBuckets(0.0001, 2, 16) for peer round trips (the disks use
 	// 14). The worst legitimate entry is built with it.
@@ -145,19 +151,22 @@ var defaultLimits = sync.OnceValue(func() Limits { return LimitsFor(maxWindowAss
 // settings, found by building and encoding it: a voter with max_servers - 1
 // peers, every sample different from the one before (no run shares a count),
 // every value at the most digits a real host gives, every histogram with all
-// of etcd's widest layout (16 bounds and +Inf) filled, a distinct error text of
-// MaxTextBytes per sample, and a disk reading whose error is as long. A
+// of etcd's widest layout (16 bounds and +Inf) filled, every reading but the
+// connects failing every sample (errorsPerSample) with a distinct error text
+// of MaxTextBytes per sample, and a disk reading whose texts are as long. A
 // per-host record can be capped at it.
 func WorstCaseBytes(window, maxServers int) int {
-	text, err := Encode(worstCase(max(window, 1), min(max(maxServers, 1), maxMembers)))
+	text, err := Encode(WorstCase(window, maxServers))
 	if err != nil {
-		panic(fmt.Sprintf("entry: the worst-case entry does not encode: %v", err)) // a bug in worstCase
+		panic(fmt.Sprintf("entry: the worst-case entry does not encode: %v", err)) // a bug in WorstCase
 	}
 	return len(text)
 }
 
-// worstCase builds the entry WorstCaseBytes measures.
-func worstCase(window, maxServers int) Entry {
+// WorstCase builds the entry WorstCaseBytes measures, for tests that need
+// the largest legitimate entry (a record at its size cap).
+func WorstCase(window, maxServers int) Entry {
+	window, maxServers = max(window, 1), min(max(maxServers, 1), maxMembers)
 	name := func(i int) string {
 		// Node names at their longest: a DNS subdomain of 253 bytes.
 		s := fmt.Sprintf("server-%d.", i)
@@ -177,6 +186,8 @@ func worstCase(window, maxServers int) Entry {
 	}
 	// A realistic error text, repeated to the cap.
 	const errText = "scrape http://127.0.0.1:2381/metrics: Get \"http://127.0.0.1:2381/metrics\": context deadline exceeded; "
+	linkText := ("link: " + strings.Repeat(errText, MaxTextBytes/len(errText)+1))[:MaxTextBytes]
+	memText := ("memory: " + strings.Repeat(errText, MaxTextBytes/len(errText)+1))[:MaxTextBytes]
 	e := Entry{Node: name(0)}
 	t := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	for i := range window {
@@ -192,7 +203,9 @@ func worstCase(window, maxServers int) Entry {
 			MemTotalBytes:       uint64(1_000_000_000+i) * 1024, // ten digits of KiB: a TiB host
 			MemAvailableBytes:   uint64(1_000_000_000+i) * 1024,
 			MemFullStallSeconds: &stall,
-			Errors:              []string{text},
+			// Every reading but the connects failing: a new text each
+			// sample, and two that repeat.
+			Errors: []string{text, linkText, memText},
 			Etcd: &EtcdSample{MemberID: id(0), IsLeader: i%2 == 0, IsLearner: i%2 == 1, HasLeader: i%2 == 0,
 				ConnectedPeers: i % maxServers, KnownPeers: (i + 1) % maxServers, LeaderChanges: uint64(i%2 + 1),
 				WALFsync: full(1_000_000 + uint64(i)), BackendCommit: full(1_000_000 + uint64(i)),
@@ -210,6 +223,8 @@ func worstCase(window, maxServers int) Entry {
 		Err: strings.Repeat("x", MaxTextBytes), Skipped: strings.Repeat("y", MaxTextBytes)}
 	return e
 }
+
+const boundsBasis = "doubling from 1 µs, the format's resolution, to past 50 s, etcd's longest election timeout; etcd uses 14 and 16"
 
 // maxTimeBytes bounds t0 and fsync.at: the longest RFC 3339 time Go writes.
 const maxTimeBytes = len(time.RFC3339Nano)
@@ -248,8 +263,8 @@ func (in *wireIn) checkSizes(l Limits) error {
 		}
 	}
 	for i, r := range in.Link {
-		if err := textLimit(fmt.Sprintf("link[%d].if", i), r.If, l.MaxInterfaceBytes, "Linux's IFNAMSIZ 16 with its NUL"); err != nil {
-			return err
+		if len(r.If) > l.MaxInterfaceBytes {
+			return textLimit(fmt.Sprintf("link[%d].if", i), r.If, l.MaxInterfaceBytes, "Linux's IFNAMSIZ 16 with its NUL")
 		}
 	}
 	for k := range in.ConnectUs {
@@ -261,17 +276,19 @@ func (in *wireIn) checkSizes(l Limits) error {
 		if err := textLimit("connect_fail: a voter name", k, l.MaxNodeNameBytes, "a node name is a DNS subdomain"); err != nil {
 			return err
 		}
-		if err := perSample(fmt.Sprintf("connect_fail[%q]", k), len(ps), n); err != nil {
-			return err
+		if len(ps) > n {
+			return perSample(fmt.Sprintf("connect_fail[%q]", k), len(ps), n)
 		}
 	}
-	if len(in.Strings) > l.MaxStrings {
-		return fmt.Errorf("strings: %d texts, over the limit of %d (a distinct text per sample of the longest entry, %s)",
-			len(in.Strings), l.MaxStrings, l.samplesBasis())
+	if len(in.Errors) > n*errorsPerSample {
+		return fmt.Errorf("errors: %d references for %d samples, over the limit of %d a sample (the readings besides connects: etcd, link, memory)",
+			len(in.Errors), n, errorsPerSample)
 	}
+	// The number of strings, of bounds and of values in any list scanShape
+	// has held already, before encoding/json built them.
 	for i, s := range in.Strings {
-		if err := textLimit(fmt.Sprintf("strings[%d]", i), s, l.MaxTextBytes, "an error text is a line for people, capped as a Kubernetes Event's note is"); err != nil {
-			return err
+		if len(s) > l.MaxTextBytes {
+			return textLimit(fmt.Sprintf("strings[%d]", i), s, l.MaxTextBytes, "an error text is a line for people, capped as a Kubernetes Event's note is")
 		}
 	}
 	if f := in.Fsync; f != nil {
@@ -314,22 +331,13 @@ func (x *wireEtcdIn) checkSizes(l Limits, n int) error {
 		}
 	}
 	for i, r := range x.MemberID {
-		if err := textLimit(fmt.Sprintf("member_id[%d].id", i), r.ID, l.MaxMemberIDBytes, "a uint64 in hex"); err != nil {
-			return err
+		if len(r.ID) > l.MaxMemberIDBytes {
+			return textLimit(fmt.Sprintf("member_id[%d].id", i), r.ID, l.MaxMemberIDBytes, "a uint64 in hex")
 		}
 	}
 	for k := range x.PeerRTT {
 		if err := textLimit("peer_rtt: a member ID", k, l.MaxMemberIDBytes, "a uint64 in hex"); err != nil {
 			return err
-		}
-	}
-	for _, b := range []struct {
-		field string
-		got   int
-	}{{"bounds.wal_fsync", len(x.Bounds.WALFsync)}, {"bounds.backend_commit", len(x.Bounds.BackendCommit)}, {"bounds.peer_rtt", len(x.Bounds.PeerRTT)}} {
-		if b.got > l.MaxBounds {
-			return fmt.Errorf("%s: %d bounds, over the limit of %d (doubling from 1 µs, the format's resolution, to past 50 s, etcd's longest election timeout; etcd uses 14 and 16)",
-				b.field, b.got, l.MaxBounds)
 		}
 	}
 	return nil

@@ -26,7 +26,7 @@ import (
 // leaves the syntax error to encoding/json, which reports it with its offset.
 func scanShape(raw string, l Limits) error {
 	s := shape{b: raw, l: l, keys: make([]string, 0, 2*maxStructKeys)}
-	err := s.value(kindStruct, 0)
+	err := s.value(kindStruct, 0, listSamples)
 	if errors.Is(err, errSyntax) {
 		return nil
 	}
@@ -48,7 +48,7 @@ type shape struct {
 	b    string
 	i    int
 	l    Limits
-	path [maxDepth + 1]string // the keys leading to the value being read
+	path [maxDepth + 1]pathKey // the keys leading to the value being read
 	keys []string             // the keys of the objects being read, innermost last
 }
 
@@ -63,17 +63,26 @@ func (s *shape) ws() {
 	}
 }
 
+// pathKey is one key on the way to a value: a field name, or a map's key.
+type pathKey struct {
+	key    string
+	mapKey bool
+}
+
 // field names the value at depth for an error: etcd.peer_rtt["a1"].
 func (s *shape) field(depth int) string {
 	var b strings.Builder
 	for _, k := range s.path[:depth] {
-		if k == "" {
-			continue
+		switch {
+		case k.key == "":
+		case k.mapKey:
+			fmt.Fprintf(&b, "[%q]", k.key)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(k.key)
 		}
-		if b.Len() > 0 && k[0] != '[' {
-			b.WriteByte('.')
-		}
-		b.WriteString(k)
 	}
 	if b.Len() == 0 {
 		return "entry"
@@ -101,9 +110,53 @@ func (s *shape) str() (string, bool, error) {
 	return "", false, errSyntax
 }
 
+// listKind says which limit an array is held to, by where it is.
+type listKind int
+
+const (
+	listSamples listKind = iota // a column, runs or references: at most a value a sample
+	listErrors                  // errors: errorsPerSample a sample
+	listStrings                 // strings: MaxStrings
+	listBounds                  // etcd.bounds.*: MaxBounds
+	listInner                   // an array in an array (a sparse histogram, a pair)
+)
+
+// most is the limit of a list.
+func (s *shape) most(k listKind) int {
+	switch k {
+	case listErrors:
+		return s.l.MaxSamples * errorsPerSample
+	case listStrings:
+		return s.l.MaxStrings
+	case listBounds:
+		return s.l.MaxBounds
+	case listInner:
+		return 2 * (s.l.MaxBounds + 1)
+	}
+	return s.l.MaxSamples
+}
+
+// tooLong is the error for a list of kind k over its limit.
+func (s *shape) tooLong(k listKind, depth int) error {
+	l, most := s.l, s.most(k)
+	what, why := "values", l.samplesBasis()
+	switch k {
+	case listErrors:
+		what, why = "references", fmt.Sprintf("%d a sample: etcd, link, memory; %s", errorsPerSample, l.samplesBasis())
+	case listStrings:
+		what, why = "texts", "a distinct text per sample of the longest entry, "+l.samplesBasis()
+	case listBounds:
+		what, why = "bounds", boundsBasis
+	case listInner:
+		why = fmt.Sprintf("a [bucket, count] pair for each of %d bounds and +Inf", l.MaxBounds)
+	}
+	return fmt.Errorf("%s: more than %d %s, over the limit of %d (%s)", s.field(depth), most, what, most, why)
+}
+
 // value reads one value at the given depth (the number of enclosing
-// containers); an object is read as the kind given.
-func (s *shape) value(kind objKind, depth int) error {
+// containers); an object is read as the kind given, an array held to the
+// limit of list.
+func (s *shape) value(kind objKind, depth int, list listKind) error {
 	s.ws()
 	if s.i >= len(s.b) {
 		return errSyntax
@@ -124,8 +177,12 @@ func (s *shape) value(kind objKind, depth int) error {
 			s.i++
 			return nil
 		}
-		for {
-			if err := s.value(kindStruct, depth+1); err != nil {
+		most := s.most(list)
+		for k := 0; ; k++ {
+			if k >= most {
+				return s.tooLong(list, depth)
+			}
+			if err := s.value(kindStruct, depth+1, listInner); err != nil {
 				return err
 			}
 			s.ws()
@@ -188,28 +245,27 @@ func (s *shape) object(kind objKind, depth int) error {
 		if err != nil {
 			return err
 		}
-		where := s.field(depth - 1)
 		if esc {
-			return fmt.Errorf("%s: key %q has escapes (field names, node names and member IDs need none)", where, key)
+			return fmt.Errorf("%s: key %q has escapes (field names, node names and member IDs need none)", s.field(depth-1), key)
 		}
 		if kind == kindStruct && !plainName(key) {
-			return fmt.Errorf("%s: key %q is not a field name of the format (lowercase letters, digits and _)", where, key)
+			return fmt.Errorf("%s: key %q is not a field name of the format (lowercase letters, digits and _)", s.field(depth-1), key)
 		}
 		for _, k := range s.keys[first:] {
 			if k == key {
-				return fmt.Errorf("%s: key %q appears twice", where, key)
+				return fmt.Errorf("%s: key %q appears twice", s.field(depth-1), key)
 			}
 		}
 		s.keys = append(s.keys, key)
 		switch n := len(s.keys) - first; {
 		case kind == kindStruct && n > maxStructKeys:
-			return fmt.Errorf("%s: %d keys or more, over the %d fields any object of the format has", where, n, maxStructKeys)
+			return fmt.Errorf("%s: %d keys or more, over the %d fields any object of the format has", s.field(depth-1), n, maxStructKeys)
 		case kind == kindConnectMap && n > s.l.MaxConnectTargets:
 			return fmt.Errorf("%s: %d voters or more, over the limit of %d (max_servers %d: a host connects to every server at most)",
-				where, n, s.l.MaxConnectTargets, s.l.MaxServers)
+				s.field(depth-1), n, s.l.MaxConnectTargets, s.l.MaxServers)
 		case kind == kindPeerMap && n > s.l.MaxPeers:
 			return fmt.Errorf("%s: %d peers or more, over the limit of %d (max_servers %d - 1: the other members)",
-				where, n, s.l.MaxPeers, s.l.MaxServers)
+				s.field(depth-1), n, s.l.MaxPeers, s.l.MaxServers)
 		}
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -220,16 +276,21 @@ func (s *shape) object(kind objKind, depth int) error {
 		switch {
 		case depth == 1 && (key == "connect_us" || key == "connect_fail"):
 			child = kindConnectMap
-		case depth == 2 && s.path[0] == "etcd" && key == "peer_rtt":
+		case depth == 2 && s.path[0].key == "etcd" && key == "peer_rtt":
 			child = kindPeerMap
 		}
-		if kind == kindStruct {
-			s.path[depth-1] = key
-		} else {
-			s.path[depth-1] = fmt.Sprintf("[%q]", key)
+		s.path[depth-1] = pathKey{key: key, mapKey: kind != kindStruct}
+		list := listSamples
+		switch {
+		case depth == 1 && key == "errors":
+			list = listErrors
+		case depth == 1 && key == "strings":
+			list = listStrings
+		case depth == 3 && s.path[1].key == "bounds":
+			list = listBounds
 		}
-		err = s.value(child, depth)
-		s.path[depth-1] = ""
+		err = s.value(child, depth, list)
+		s.path[depth-1] = pathKey{}
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -102,23 +101,43 @@ type idRun struct {
 // fixed-size arrays would silently pad or cut.
 type pair [2]uint64
 
-// UnmarshalJSON reads [a,b] by hand: runs are the most numerous values of an
-// entry, and a json.Unmarshal per pair made them most of a decision's time.
+// UnmarshalJSON reads [a,b] by hand, without allocating: runs are the most
+// numerous values of an entry, and a json.Unmarshal per pair made them most
+// of a decision's time.
 func (p *pair) UnmarshalJSON(b []byte) error {
-	rest := bytes.TrimSpace(b)
-	if len(rest) < 2 || rest[0] != '[' || rest[len(rest)-1] != ']' {
+	c := cols{field: "pair", b: b}
+	if c.peek() != '[' {
 		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
 	}
-	parts := bytes.Split(rest[1:len(rest)-1], []byte{','})
-	if len(parts) != 2 {
-		return fmt.Errorf("want a pair of two numbers, got %d", len(parts))
-	}
-	for i, part := range parts {
-		v, err := strconv.ParseUint(string(bytes.TrimSpace(part)), 10, 64)
-		if err != nil {
-			return fmt.Errorf("pair element %d: want a whole number, got %q", i, bytes.TrimSpace(part))
+	c.i++
+	for k := range p {
+		if k > 0 {
+			if c.peek() != ',' {
+				return fmt.Errorf("want a pair of two numbers, got %.40s", b)
+			}
+			c.i++
 		}
-		p[i] = v
+		c.peek()
+		start := c.i
+		neg, v, err := c.digits(k)
+		if err != nil || neg && v != 0 {
+			for c.i < len(c.b) && c.b[c.i] != ',' && c.b[c.i] != ']' {
+				c.i++
+			}
+			return fmt.Errorf("pair element %d: want a whole number, got %q", k, bytes.TrimSpace(c.b[min(start, len(c.b)):c.i]))
+		}
+		p[k] = v
+	}
+	switch c.peek() {
+	case ']':
+	case ',':
+		return fmt.Errorf("want a pair of two numbers, got %d", 2+bytes.Count(c.b[c.i:], []byte{','}))
+	default:
+		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
+	}
+	c.i++
+	if c.peek() != 0 {
+		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
 	}
 	return nil
 }
