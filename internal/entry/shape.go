@@ -49,7 +49,7 @@ type shape struct {
 	i    int
 	l    Limits
 	path [maxDepth + 1]pathKey // the keys leading to the value being read
-	keys []string             // the keys of the objects being read, innermost last
+	keys []string              // the keys of the objects being read, innermost last
 }
 
 func (s *shape) ws() {
