@@ -63,10 +63,10 @@ func FuzzStatusFromJSON(f *testing.F) {
 	})
 }
 
-// FuzzDecide: one voter's entry is any text (issue 11: one bad entry must
+// FuzzDecideHostileEntry: one voter's entry is any text (issue 11: one bad entry must
 // not take the controller down). The decision never panics, and reports
 // that host whatever its entry holds.
-func FuzzDecide(f *testing.F) {
+func FuzzDecideHostileEntry(f *testing.F) {
 	fleet := standardFleet(k3s())
 	base := fleet.input(f, nil)
 	const victim = "alpha"

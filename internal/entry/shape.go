@@ -251,6 +251,12 @@ func (s *shape) object(kind objKind, depth int) error {
 		if kind == kindStruct && !plainName(key) {
 			return fmt.Errorf("%s: key %q is not a field name of the format (lowercase letters, digits and _)", s.field(depth-1), key)
 		}
+		if kind == kindConnectMap && !NodeNameChars(key) {
+			return fmt.Errorf("%s: key %q is not a node name (a DNS subdomain: lowercase letters, digits, '-' and '.')", s.field(depth-1), key)
+		}
+		if kind == kindPeerMap && !MemberIDChars(key) {
+			return fmt.Errorf("%s: key %q is not a member ID (lowercase hex)", s.field(depth-1), key)
+		}
 		for _, k := range s.keys[first:] {
 			if k == key {
 				return fmt.Errorf("%s: key %q appears twice", s.field(depth-1), key)
@@ -305,6 +311,38 @@ func plainName(k string) bool {
 	for i := 0; i < len(k); i++ {
 		c := k[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// NodeNameChars reports whether k is made of the characters a Kubernetes
+// node name (a DNS subdomain) may have, and is not empty. The format refuses
+// voter names of any other; JSON would have to escape some (Go writes & as
+// \u0026), and a name written two ways would dodge the duplicate check.
+func NodeNameChars(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// MemberIDChars reports whether k is lowercase hex, as etcd writes member
+// IDs (FACTS.md), and not empty.
+func MemberIDChars(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'f' || c >= '0' && c <= '9') {
 			return false
 		}
 	}

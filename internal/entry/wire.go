@@ -286,8 +286,8 @@ func toWire(e Entry) (wire, error) {
 			return wire{}, fmt.Errorf("sample %d: interface name of %d bytes, over Linux's %d", i, len(s.Link.Interface), MaxInterfaceBytes)
 		}
 		for v := range s.Connect {
-			if len(v) > MaxNodeNameBytes {
-				return wire{}, fmt.Errorf("sample %d: voter name of %d bytes, over the limit of %d (a node name is a DNS subdomain)", i, len(v), MaxNodeNameBytes)
+			if len(v) > MaxNodeNameBytes || !NodeNameChars(v) {
+				return wire{}, fmt.Errorf("sample %d: voter name %.40q is not a node name (a DNS subdomain of at most %d bytes)", i, v, MaxNodeNameBytes)
 			}
 		}
 		if x := s.Etcd; x != nil {
@@ -295,8 +295,8 @@ func toWire(e Entry) (wire, error) {
 				return wire{}, fmt.Errorf("sample %d: member ID of %d bytes, over the %d hex digits of a uint64", i, len(x.MemberID), MaxMemberIDBytes)
 			}
 			for id := range x.PeerRTT {
-				if len(id) > MaxMemberIDBytes {
-					return wire{}, fmt.Errorf("sample %d: peer member ID of %d bytes, over the %d hex digits of a uint64", i, len(id), MaxMemberIDBytes)
+				if len(id) > MaxMemberIDBytes || !MemberIDChars(id) {
+					return wire{}, fmt.Errorf("sample %d: peer member ID %.40q is not a uint64 in lowercase hex", i, id)
 				}
 			}
 		}
