@@ -33,8 +33,18 @@ if [[ "$fuzztime" =~ ^([0-9]+)([smh])$ ]]; then
 	timeout="$((secs + 600))s"
 fi
 
-# `go test -list` prints a package's matching names, then "ok <package>".
-if ! listing=$(go test -list '^Fuzz' "${packages[@]}" 2>&1); then
+# Only packages with a test file declaring a fuzz target are listed, so that
+# go test need not build every package's tests; `go test -list` then names
+# the targets. It prints a package's matching names, then "ok <package>".
+candidates=()
+while IFS='|' read -r dir pkg; do
+	if grep -qs '^func Fuzz' "$dir"/*_test.go; then candidates+=("$pkg"); fi
+done < <(go list -f '{{.Dir}}|{{.ImportPath}}' "${packages[@]}")
+if [ ${#candidates[@]} -eq 0 ]; then
+	echo "no fuzz targets in ${packages[*]}" >&2
+	exit 1
+fi
+if ! listing=$(go test -list '^Fuzz' "${candidates[@]}" 2>&1); then
 	echo "$listing" >&2
 	exit 1
 fi

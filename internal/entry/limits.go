@@ -110,7 +110,11 @@ type Limits struct {
 // max_servers settings. It is cheap after the first call for a pair of
 // settings.
 func LimitsFor(window, maxServers int) Limits {
-	window, maxServers = max(window, 1), min(max(maxServers, 1), maxMembers)
+	// Each sample takes at least two bytes of dt_ms ("0,"), so no entry a
+	// ConfigMap holds has more than configMapBytes/2 samples; a larger
+	// window changes nothing, and would overflow the products below.
+	window = min(max(window, 1), configMapBytes/2)
+	maxServers = min(max(maxServers, 1), maxMembers)
 	key := [2]int{window, maxServers}
 	if l, ok := limitsCache.Load(key); ok {
 		return l.(Limits)

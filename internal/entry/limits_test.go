@@ -275,9 +275,13 @@ func TestWorstCaseIsTheByteLimit(t *testing.T) {
 		}
 		t.Logf("window 100, max_servers %d: the worst legitimate entry is %d bytes", servers, l.MaxBytes)
 	}
-	// Past a ConfigMap's 1 MiB, the ConfigMap is the limit.
+	// Past a ConfigMap's 1 MiB, the ConfigMap is the limit; a window past
+	// what a ConfigMap can hold changes nothing, and overflows nothing.
 	if l := entry.LimitsFor(10_000, 7); l.MaxBytes != 1<<20 {
 		t.Fatalf("window 10,000: MaxBytes %d, want 1 MiB", l.MaxBytes)
+	}
+	if a, b := entry.LimitsFor(1<<19, 7), entry.LimitsFor(math.MaxInt, 7); a != b || b.MaxCounts <= 0 || b.MaxSamples != 1<<20 {
+		t.Fatalf("huge windows: %+v, %+v", a, b)
 	}
 }
 
@@ -289,10 +293,17 @@ func TestWorstCaseShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := entry.DecodeLimited(text, l)
+	var e entry.Entry
+	n := allocated(func() { e, err = entry.DecodeLimited(text, l) })
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Reading the largest entry the limits take costs a small multiple of
+	// its text (about 9x here: the 1 KiB texts are most of it).
+	if n > 16*uint64(l.MaxBytes) {
+		t.Errorf("decoding the worst case allocated %d bytes, over 16 x its %d", n, l.MaxBytes)
+	}
+	t.Logf("decoding the worst case (%d bytes) allocated %d bytes", len(text), n)
 	last := e.Samples[99]
 	if len(e.Samples) != 100 || len(last.Connect) != 6 || len(last.Etcd.PeerRTT) != 6 || len(last.Etcd.WALFsync.Bounds) != 16 ||
 		len(last.Errors) != 3 || len(last.Errors[0]) != entry.MaxTextBytes || len(e.Node) != entry.MaxNodeNameBytes {

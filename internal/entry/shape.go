@@ -305,16 +305,7 @@ func (s *shape) object(kind objKind, depth int) error {
 
 // plainName reports whether k is a field name as the format writes them.
 func plainName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return every(k, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' })
 }
 
 // NodeNameChars reports whether k is made of the characters a Kubernetes
@@ -322,29 +313,21 @@ func plainName(k string) bool {
 // voter names of any other; JSON would have to escape some (Go writes & as
 // \u0026), and a name written two ways would dodge the duplicate check.
 func NodeNameChars(k string) bool {
-	if k == "" {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
+	return every(k, func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' })
 }
 
 // MemberIDChars reports whether k is lowercase hex, as etcd writes member
 // IDs (FACTS.md), and not empty.
 func MemberIDChars(k string) bool {
-	if k == "" {
-		return false
-	}
+	return every(k, func(c byte) bool { return c >= 'a' && c <= 'f' || c >= '0' && c <= '9' })
+}
+
+// every reports whether k is not empty and each of its bytes is ok.
+func every(k string, ok func(c byte) bool) bool {
 	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'f' || c >= '0' && c <= '9') {
+		if !ok(k[i]) {
 			return false
 		}
 	}
-	return true
+	return k != ""
 }
