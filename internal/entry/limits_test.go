@@ -461,6 +461,10 @@ func TestEncodeCutsLongTexts(t *testing.T) {
 		e := worstWindow("n", voterNames(3), -1, 2)
 		e.Samples[1].Errors = []string{c.text}
 		e.Fsync.Err = c.text
+		// Names and paths Linux allows but UTF-8 does not stay within
+		// their limits too.
+		e.Samples[1].Link.Interface = strings.Repeat("\xfe", entry.MaxInterfaceBytes)
+		e.Fsync.Dir = "/" + strings.Repeat("\xfe", entry.MaxPathBytes-1)
 		back, err := entry.DecodeLimited(encode(t, e), limits)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)

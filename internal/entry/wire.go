@@ -339,10 +339,14 @@ func toWire(e Entry) (wire, error) {
 		if s.Link.Class != ClassWired && s.Link.Class != ClassWifi && s.Link.Class != ClassUnknown {
 			return wire{}, fmt.Errorf("sample %d: link class %q is not wired, wifi or unknown", i, s.Link.Class)
 		}
-		if k := len(w.Link); k > 0 && w.Link[k-1].If == s.Link.Interface && w.Link[k-1].Class == s.Link.Class {
+		// Linux allows any bytes in an interface name; JSON would write each
+		// invalid one as a 3-byte U+FFFD, past IFNAMSIZ, so each run of them
+		// is written as one "?", which keeps the name within it.
+		iface := strings.ToValidUTF8(s.Link.Interface, "?")
+		if k := len(w.Link); k > 0 && w.Link[k-1].If == iface && w.Link[k-1].Class == s.Link.Class {
 			w.Link[k-1].N++
 		} else {
-			w.Link = append(w.Link, linkRun{If: s.Link.Interface, Class: s.Link.Class, N: 1})
+			w.Link = append(w.Link, linkRun{If: iface, Class: s.Link.Class, N: 1})
 		}
 		for v, c := range s.Connect {
 			if c.Err != "" {
@@ -398,10 +402,12 @@ func toWire(e Entry) (wire, error) {
 		if f.Writes < 0 {
 			return wire{}, fmt.Errorf("fsync: writes %d is negative", f.Writes)
 		}
-		if len(f.Dir) > MaxPathBytes {
-			return wire{}, fmt.Errorf("fsync: dir of %d bytes, over Linux's PATH_MAX %d", len(f.Dir), MaxPathBytes)
+		// As for interface names: a path may hold any bytes.
+		dir := strings.ToValidUTF8(f.Dir, "?")
+		if len(dir) > MaxPathBytes {
+			return wire{}, fmt.Errorf("fsync: dir of %d bytes, over Linux's PATH_MAX %d", len(dir), MaxPathBytes)
 		}
-		w.Fsync = &wireFsync{At: f.At.UTC().Format(time.RFC3339Nano), Dir: f.Dir, Filesystem: cutText(f.Filesystem),
+		w.Fsync = &wireFsync{At: f.At.UTC().Format(time.RFC3339Nano), Dir: dir, Filesystem: cutText(f.Filesystem),
 			MeasuredDisk: f.MeasuredDisk, Writes: f.Writes, P99Us: p99, MaxUs: max, Err: cutText(f.Err), Skipped: cutText(f.Skipped)}
 	}
 	w.Strings = st.list
