@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
@@ -32,6 +33,7 @@ type hostileSpec struct {
 func hostileEntry(s settings.Settings, h hostileSpec) string {
 	n := s.Window
 	jstr := jsonString
+	text := upTo(h.text, entry.MaxTextBytes)
 	col := func(v string) string {
 		parts := make([]string, n)
 		for i := range parts {
@@ -53,7 +55,7 @@ func hostileEntry(s settings.Settings, h hostileSpec) string {
 	dt[0] = "0"
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"v":1,"node":%s,"n":%d,"t0":"2026-11-29T11:35:00.000Z","dt_ms":[%s],"restart":[0],`, jstr(h.node), n, strings.Join(dt, ","))
-	fmt.Fprintf(&b, `"link":[{"if":%s,"class":"wifi","n":%d}],`, jstr(h.text), n)
+	fmt.Fprintf(&b, `"link":[{"if":%s,"class":"wifi","n":%d}],`, jstr(upTo(h.text, entry.MaxInterfaceBytes)), n)
 	var cu, cf []string
 	for _, v := range h.voters {
 		cu = append(cu, jstr(v)+":"+col("null"))
@@ -61,7 +63,7 @@ func hostileEntry(s settings.Settings, h hostileSpec) string {
 	}
 	fmt.Fprintf(&b, `"connect_us":{%s},"connect_fail":{%s},`, strings.Join(cu, ","), strings.Join(cf, ","))
 	fmt.Fprintf(&b, `"mem_total_kib":[[16777216,%d]],"mem_available_kib":%s,"mem_full_stall_us":%s,`, n, col("1024"), col("900000"))
-	fmt.Fprintf(&b, `"errors":%s,"strings":[%s,%s,%s]`, refs(1), jstr(h.text), jstr("link: "+h.text), jstr("etcd: "+h.text))
+	fmt.Fprintf(&b, `"errors":%s,"strings":[%s,%s,%s]`, refs(1), jstr(text), jstr(upTo("link: "+h.text, entry.MaxTextBytes)), jstr(upTo("etcd: "+h.text, entry.MaxTextBytes)))
 	if h.member != "" {
 		disk := make([]string, 14)
 		for i := range disk {
@@ -95,7 +97,7 @@ func hostileEntry(s settings.Settings, h hostileSpec) string {
 		fmt.Fprintf(&b, `"bounds":{"wal_fsync":%s,"backend_commit":%s,"peer_rtt":%s}}`, bounds(0.001, 14), bounds(0.001, 14), bounds(0.0001, 16))
 	} else {
 		fmt.Fprintf(&b, `,"fsync":{"at":"2026-11-29T11:50:00Z","dir":%s,"filesystem":%s,"measured_disk":true,"writes":9600,"p99_us":0,"max_us":0,"err":%s}`,
-			jstr(h.text), jstr(h.text), jstr(h.text))
+			jstr(text), jstr(text), jstr(text))
 	}
 	b.WriteString("}")
 	return b.String()
@@ -562,4 +564,19 @@ func FuzzDecide(f *testing.F) {
 		_ = st.WriteTable(&table)
 		wantPrintable(t, table.String())
 	})
+}
+
+// upTo cuts s to at most n bytes at a character boundary: the most of a
+// hostile text the entry decoder admits (entry.MaxTextBytes and the other
+// caps of internal/entry refuse a longer one outright, tested there).
+func upTo(s string, n int) string {
+	// JSON carries a byte that is not UTF-8 as U+FFFD, three bytes.
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -49,26 +49,30 @@ type wireEtcdIn struct {
 	Bounds         wireBounds                 `json:"bounds"`
 }
 
-// toWire reads the raw columns into wire.
-func (in *wireIn) toWire() (wire, error) {
+// toWire reads the raw columns into wire, refusing a column longer than
+// l.MaxSamples and a sparse histogram longer than its buckets allow before
+// they grow past them.
+func (in *wireIn) toWire(l Limits) (wire, error) {
+	col := colLimit{max: l.MaxSamples, l: &l}
+	hist := colLimit{max: 2 * (l.MaxBounds + 1), l: &l, hist: true}
 	w := wire{V: in.V, Node: in.Node, N: in.N, T0: in.T0, Restart: in.Restart, Link: in.Link,
 		ConnectFail: in.ConnectFail, MemTotalKiB: in.MemTotalKiB, Errors: in.Errors, Strings: in.Strings, Fsync: in.Fsync}
 	var err error
-	if w.DtMs, err = readInts("dt_ms", in.DtMs); err != nil {
+	if w.DtMs, err = readInts("dt_ms", in.DtMs, col); err != nil {
 		return w, err
 	}
 	if in.ConnectUs != nil {
 		w.ConnectUs = make(map[string][]*int64, len(in.ConnectUs))
 		for k, raw := range in.ConnectUs {
-			if w.ConnectUs[k], err = readOptInts(fmt.Sprintf("connect_us[%q]", k), raw); err != nil {
+			if w.ConnectUs[k], err = readOptInts(fmt.Sprintf("connect_us[%q]", k), raw, col); err != nil {
 				return w, err
 			}
 		}
 	}
-	if w.MemAvailKiB, err = readUints("mem_available_kib", in.MemAvailKiB); err != nil {
+	if w.MemAvailKiB, err = readUints("mem_available_kib", in.MemAvailKiB, col); err != nil {
 		return w, err
 	}
-	if w.MemStallUs, err = readOptInts("mem_full_stall_us", in.MemStallUs); err != nil {
+	if w.MemStallUs, err = readOptInts("mem_full_stall_us", in.MemStallUs, col); err != nil {
 		return w, err
 	}
 	if in.Etcd == nil {
@@ -78,21 +82,21 @@ func (in *wireIn) toWire() (wire, error) {
 	w.Etcd = &wireEtcd{Present: e.Present, MemberID: e.MemberID, IsLeader: e.IsLeader, IsLearner: e.IsLearner,
 		HasLeader: e.HasLeader, ConnectedPeers: e.ConnectedPeers, KnownPeers: e.KnownPeers, LeaderChanges: e.LeaderChanges,
 		QuotaBytes: e.QuotaBytes, Err: e.Err, Bounds: e.Bounds}
-	if w.Etcd.WALFsync, err = readOptUintArrays("etcd.wal_fsync", e.WALFsync); err != nil {
+	if w.Etcd.WALFsync, err = readOptUintArrays("etcd.wal_fsync", e.WALFsync, col, hist); err != nil {
 		return w, err
 	}
-	if w.Etcd.BackendCommit, err = readOptUintArrays("etcd.backend_commit", e.BackendCommit); err != nil {
+	if w.Etcd.BackendCommit, err = readOptUintArrays("etcd.backend_commit", e.BackendCommit, col, hist); err != nil {
 		return w, err
 	}
 	if e.PeerRTT != nil {
 		w.Etcd.PeerRTT = make(map[string][]*[]uint64, len(e.PeerRTT))
 		for k, raw := range e.PeerRTT {
-			if w.Etcd.PeerRTT[k], err = readOptUintArrays(fmt.Sprintf("etcd.peer_rtt[%q]", k), raw); err != nil {
+			if w.Etcd.PeerRTT[k], err = readOptUintArrays(fmt.Sprintf("etcd.peer_rtt[%q]", k), raw, col, hist); err != nil {
 				return w, err
 			}
 		}
 	}
-	if w.Etcd.DBSizeKiB, err = readUints("etcd.db_size_kib", e.DBSizeKiB); err != nil {
+	if w.Etcd.DBSizeKiB, err = readUints("etcd.db_size_kib", e.DBSizeKiB, col); err != nil {
 		return w, err
 	}
 	return w, nil
@@ -131,9 +135,27 @@ func (c *cols) null() bool {
 	return false
 }
 
+// colLimit is the most elements one array may have: a column's samples,
+// or a sparse histogram's numbers.
+type colLimit struct {
+	max  int
+	l    *Limits
+	hist bool
+}
+
+func (c colLimit) why() string {
+	switch {
+	case c.l == nil:
+		return "the reader's limit"
+	case c.hist:
+		return fmt.Sprintf("a [bucket, count] pair for each of %d bounds and +Inf", c.l.MaxBounds)
+	}
+	return c.l.samplesBasis()
+}
+
 // array calls elem for each element of the array that is next, with its
-// index.
-func (c *cols) array(elem func(k int) error) error {
+// index, refusing more than lim.max elements before reading one past it.
+func (c *cols) array(lim colLimit, elem func(k int) error) error {
 	if c.peek() != '[' {
 		return c.errorf("want an array")
 	}
@@ -143,6 +165,9 @@ func (c *cols) array(elem func(k int) error) error {
 		return nil
 	}
 	for k := 0; ; k++ {
+		if k >= lim.max {
+			return c.errorf("more than %d values, over the limit of %d (%s)", lim.max, lim.max, lim.why())
+		}
 		if err := elem(k); err != nil {
 			return err
 		}
@@ -225,10 +250,10 @@ func read(field string, raw json.RawMessage, fn func(c *cols) error) error {
 	return nil
 }
 
-func readInts(field string, raw json.RawMessage) (out []int64, err error) {
+func readInts(field string, raw json.RawMessage, lim colLimit) (out []int64, err error) {
 	err = read(field, raw, func(c *cols) error {
 		out = []int64{}
-		return c.array(func(k int) error {
+		return c.array(lim, func(k int) error {
 			v, err := c.int(k)
 			out = append(out, v)
 			return err
@@ -237,10 +262,10 @@ func readInts(field string, raw json.RawMessage) (out []int64, err error) {
 	return out, err
 }
 
-func readUints(field string, raw json.RawMessage) (out []uint64, err error) {
+func readUints(field string, raw json.RawMessage, lim colLimit) (out []uint64, err error) {
 	err = read(field, raw, func(c *cols) error {
 		out = []uint64{}
-		return c.array(func(k int) error {
+		return c.array(lim, func(k int) error {
 			v, err := c.uint(k)
 			out = append(out, v)
 			return err
@@ -250,12 +275,12 @@ func readUints(field string, raw json.RawMessage) (out []uint64, err error) {
 }
 
 // readOptInts reads integers and nulls; the integers share one backing array.
-func readOptInts(field string, raw json.RawMessage) (out []*int64, err error) {
+func readOptInts(field string, raw json.RawMessage, lim colLimit) (out []*int64, err error) {
 	err = read(field, raw, func(c *cols) error {
 		out = []*int64{}
 		var vals []int64
 		var at []int
-		if err := c.array(func(k int) error {
+		if err := c.array(lim, func(k int) error {
 			out = append(out, nil)
 			if c.null() {
 				return nil
@@ -276,27 +301,41 @@ func readOptInts(field string, raw json.RawMessage) (out []*int64, err error) {
 }
 
 // readOptUintArrays reads arrays of whole numbers and nulls: the sparse
-// histograms, one a sample.
-func readOptUintArrays(field string, raw json.RawMessage) (out []*[]uint64, err error) {
+// histograms, one a sample. The numbers share one backing array.
+func readOptUintArrays(field string, raw json.RawMessage, lim, inner colLimit) (out []*[]uint64, err error) {
 	err = read(field, raw, func(c *cols) error {
-		out = []*[]uint64{}
-		return c.array(func(k int) error {
+		var vals []uint64
+		var ends []int // where each element's numbers end in vals; -1 for null
+		if err := c.array(lim, func(k int) error {
 			if c.null() {
-				out = append(out, nil)
+				ends = append(ends, -1)
 				return nil
 			}
-			inner := []uint64{}
-			err := c.array(func(j int) error {
+			err := c.array(inner, func(j int) error {
 				v, err := c.uint(j)
-				inner = append(inner, v)
+				vals = append(vals, v)
 				return err
 			})
 			if err != nil {
 				return fmt.Errorf("element %d: %w", k, err)
 			}
-			out = append(out, &inner)
+			ends = append(ends, len(vals))
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		out = make([]*[]uint64, len(ends))
+		cols := make([][]uint64, len(ends))
+		start := 0
+		for k, end := range ends {
+			if end < 0 {
+				continue
+			}
+			cols[k] = vals[start:end:end]
+			out[k] = &cols[k]
+			start = end
+		}
+		return nil
 	})
 	return out, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -82,21 +83,34 @@ func checkBounds(field string, b []float64) error {
 	return nil
 }
 
-// histogram rebuilds a histogram from its sparse form. The bounds slice is
-// shared by every histogram of the kind: treat it as read-only.
-func histogram(column string, j int, sp *[]uint64, bounds []float64) (quantile.Histogram, error) {
+// histKind rebuilds the histograms of one kind (wal_fsync, backend_commit,
+// one peer's peer_rtt) from their sparse form. Their bounds slice is shared
+// by every histogram of the kind, and their counts are cut from one backing
+// array sized before it is allocated: treat both as read-only.
+type histKind struct {
+	column string
+	bounds []float64
+	pool   *[]uint64 // the rows not yet taken, shared by every kind
+	// total is the sum of the kind's counts over the window, which the
+	// decision adds up: it must fit 64 bits.
+	total uint64
+}
+
+// histogram rebuilds the histogram of sample j (its index among the etcd
+// samples).
+func (k *histKind) histogram(j int, sp *[]uint64) (quantile.Histogram, error) {
 	if sp == nil {
 		return quantile.Histogram{}, nil
 	}
-	h, err := sparseHistogram(sp, bounds)
+	h, err := k.sparse(*sp)
 	if err != nil {
-		return h, fmt.Errorf("%s[%d]: %w", column, j, err)
+		return h, fmt.Errorf("%s[%d]: %w", k.column, j, err)
 	}
 	return h, nil
 }
 
-func sparseHistogram(sp *[]uint64, bounds []float64) (quantile.Histogram, error) {
-	v := *sp
+func (k *histKind) sparse(v []uint64) (quantile.Histogram, error) {
+	bounds := k.bounds
 	if len(v)%2 != 0 {
 		return quantile.Histogram{}, fmt.Errorf("%d numbers, want [bucket, count] pairs", len(v))
 	}
@@ -106,7 +120,10 @@ func sparseHistogram(sp *[]uint64, bounds []float64) (quantile.Histogram, error)
 	if bounds == nil {
 		return quantile.Histogram{}, nil
 	}
-	h := quantile.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+	width := len(bounds) + 1
+	rows := *k.pool
+	h := quantile.Histogram{Bounds: bounds, Counts: rows[:width:width]}
+	*k.pool = rows[width:]
 	for j := 0; j < len(v); j += 2 {
 		b, c := v[j], v[j+1]
 		if b > uint64(len(bounds)) {
@@ -118,9 +135,28 @@ func sparseHistogram(sp *[]uint64, bounds []float64) (quantile.Histogram, error)
 		if c == 0 {
 			return quantile.Histogram{}, fmt.Errorf("bucket %d has count 0 (omit it)", b)
 		}
+		var carry uint64
+		if k.total, carry = bits.Add64(k.total, c, 0); carry != 0 {
+			return quantile.Histogram{}, fmt.Errorf("bucket %d: the counts of the window add up past 2^64-1", b)
+		}
 		h.Counts[b] = c
 	}
 	return h, nil
+}
+
+// histCounts is the number of bucket counts the histograms of a column
+// take: one row of len(bounds)+1 per histogram that is there.
+func histCounts(col []*[]uint64, bounds []float64) int {
+	if bounds == nil {
+		return 0
+	}
+	k := 0
+	for _, sp := range col {
+		if sp != nil {
+			k++
+		}
+	}
+	return k * (len(bounds) + 1)
 }
 
 // maxMicros is the longest duration the format carries, 2^53 µs (285
@@ -144,7 +180,7 @@ func nonNegative(field string, i int, us int64) error {
 	return fmt.Errorf("%s: %d µs is longer than the format carries", field, us)
 }
 
-func fromWire(w wire) (Entry, error) {
+func fromWire(w wire, l Limits) (Entry, error) {
 	if w.V != Version {
 		return Entry{}, fmt.Errorf("v: unsupported version %d (this fleet-role reads %d)", w.V, Version)
 	}
@@ -155,13 +191,21 @@ func fromWire(w wire) (Entry, error) {
 	if n < 0 {
 		return Entry{}, fmt.Errorf("n: %d is negative", n)
 	}
-	if w.Shrunk < 0 {
-		return Entry{}, fmt.Errorf("shrunk: %d is negative", w.Shrunk)
+	if n > l.MaxSamples {
+		return Entry{}, fmt.Errorf("n: %d samples, over the limit of %d (%s)", n, l.MaxSamples, l.samplesBasis())
 	}
-	e := Entry{Node: w.Node, Samples: make([]Sample, n), Shrunk: w.Shrunk, Refused: w.Refused}
+	// dt_ms is read first: n is believed once a column has its n values.
 	if err := checkLen("dt_ms", len(w.DtMs), n); err != nil {
 		return Entry{}, err
 	}
+	// A probe leaves out at most the samples it held.
+	if w.Shrunk < 0 || w.Shrunk > l.MaxSamples {
+		return Entry{}, fmt.Errorf("shrunk: %d samples, want 0 to %d (%s)", w.Shrunk, l.MaxSamples, l.samplesBasis())
+	}
+	if len(w.Refused) > MaxTextBytes {
+		return Entry{}, fmt.Errorf("refused: %d bytes, over the limit of %d", len(w.Refused), MaxTextBytes)
+	}
+	e := Entry{Node: w.Node, Samples: make([]Sample, n), Shrunk: w.Shrunk, Refused: w.Refused}
 	if n > 0 {
 		t0, err := time.Parse(time.RFC3339Nano, w.T0)
 		if err != nil {
@@ -283,7 +327,7 @@ func fromWire(w wire) (Entry, error) {
 		e.Samples[p[0]].Errors = append(e.Samples[p[0]].Errors, w.Strings[p[1]])
 	}
 	if w.Etcd != nil {
-		if err := etcdFromWire(w.Etcd, e.Samples, w.Strings); err != nil {
+		if err := etcdFromWire(w.Etcd, e.Samples, w.Strings, l); err != nil {
 			return Entry{}, fmt.Errorf("etcd.%w", err)
 		}
 	}
@@ -307,7 +351,7 @@ func fromWire(w wire) (Entry, error) {
 	return e, nil
 }
 
-func etcdFromWire(w *wireEtcd, samples []Sample, strs []string) error {
+func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error {
 	present, err := expandBool("present", w.Present, len(samples))
 	if err != nil {
 		return err
@@ -369,11 +413,34 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string) error {
 		}
 	}
 	peers := slices.Sorted(maps.Keys(w.PeerRTT))
+	if len(peers) > l.MaxPeers {
+		return fmt.Errorf("peer_rtt: %d peers, over the limit of %d (max_servers %d - 1: the other members)", len(peers), l.MaxPeers, l.MaxServers)
+	}
 	for _, id := range peers {
 		if err := checkLen(fmt.Sprintf("peer_rtt[%q]", id), len(w.PeerRTT[id]), m); err != nil {
 			return err
 		}
 	}
+	// Every bucket count is allocated at once, after its number is held
+	// against the limit: the counts of one histogram per sample and kind.
+	counts := histCounts(w.WALFsync, w.Bounds.WALFsync) + histCounts(w.BackendCommit, w.Bounds.BackendCommit)
+	for _, id := range peers {
+		counts += histCounts(w.PeerRTT[id], w.Bounds.PeerRTT)
+	}
+	if counts > l.MaxCounts {
+		return fmt.Errorf("wal_fsync/backend_commit/peer_rtt: %d bucket counts, over the limit of %d (%d samples x %d histograms x %d buckets)",
+			counts, l.MaxCounts, l.MaxSamples, 2+l.MaxPeers, l.MaxBounds+1)
+	}
+	// The kinds take their rows from one pool in turn; a row is cut only for
+	// a histogram that is there, as histCounts counted.
+	pool := make([]uint64, counts)
+	wal := histKind{column: "wal_fsync", bounds: w.Bounds.WALFsync, pool: &pool}
+	backend := histKind{column: "backend_commit", bounds: w.Bounds.BackendCommit, pool: &pool}
+	rtt := make([]histKind, len(peers))
+	for p, id := range peers {
+		rtt[p] = histKind{column: fmt.Sprintf("peer_rtt[%q]", id), bounds: w.Bounds.PeerRTT, pool: &pool}
+	}
+	var changesTotal uint64
 	for j, i := range idx {
 		if connected[j] > math.MaxInt32 || known[j] > math.MaxInt32 {
 			return fmt.Errorf("connected_peers/known_peers: sample %d out of range", i)
@@ -381,21 +448,25 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string) error {
 		if w.DBSizeKiB[j] > math.MaxUint64/1024 {
 			return fmt.Errorf("db_size_kib: sample %d too large", i)
 		}
+		var carry uint64
+		if changesTotal, carry = bits.Add64(changesTotal, changes[j], 0); carry != 0 {
+			return fmt.Errorf("leader_changes: sample %d: the window's changes add up past 2^64-1", i)
+		}
 		x := &EtcdSample{MemberID: ids[j], IsLeader: leader[j], IsLearner: learner[j], HasLeader: hasLeader[j],
 			ConnectedPeers: int(connected[j]), KnownPeers: int(known[j]), LeaderChanges: changes[j],
 			DBSizeBytes: w.DBSizeKiB[j] * 1024, QuotaBytes: quota[j]}
-		if x.WALFsync, err = histogram("wal_fsync", j, w.WALFsync[j], w.Bounds.WALFsync); err != nil {
+		if x.WALFsync, err = wal.histogram(j, w.WALFsync[j]); err != nil {
 			return err
 		}
-		if x.BackendCommit, err = histogram("backend_commit", j, w.BackendCommit[j], w.Bounds.BackendCommit); err != nil {
+		if x.BackendCommit, err = backend.histogram(j, w.BackendCommit[j]); err != nil {
 			return err
 		}
-		for _, id := range peers {
+		for p, id := range peers {
 			sp := w.PeerRTT[id][j]
 			if sp == nil {
 				continue
 			}
-			h, err := histogram(fmt.Sprintf("peer_rtt[%q]", id), j, sp, w.Bounds.PeerRTT)
+			h, err := rtt[p].histogram(j, sp)
 			if err != nil {
 				return err
 			}

@@ -362,9 +362,24 @@ func FuzzDecode(f *testing.F) {
 	f.Add(`{"v":1,"node":"n","n":1,"t0":"2026-01-01T00:00:00.000Z","dt_ms":[0],"link":[{"if":"","class":"unknown","n":1}],"mem_total_kib":[[0,1]],"mem_available_kib":[0]}`)
 	f.Add(`{"v":1}`)
 	f.Add(`[]`)
+	// Issue 11's crashers and shapes near the limits (testdata/fuzz/FuzzDecode
+	// holds more).
+	f.Add(hugeN)
+	f.Add(`{"v":1,"node":"n","n":0,"dt_ms":[],"connect_us":{"a":[],"a":[]},"etcd":{"bounds":{"wal_fsync":[1,2,3]}}}`)
+	f.Add(`{"v":1,"node":"n","n":2,"t0":"2026-01-01T00:00:00.000Z","dt_ms":[0,1],"link":[{"if":"e","class":"wired","n":2}],` +
+		`"mem_total_kib":[[1,2]],"mem_available_kib":[1,1],"etcd":{"present":[[1,2]],"member_id":[{"id":"a","n":2}],` +
+		`"is_leader":[[0,2]],"is_learner":[[0,2]],"has_leader":[[1,2]],"connected_peers":[[1,2]],"known_peers":[[1,2]],` +
+		`"leader_changes":[[9223372036854775808,2]],"wal_fsync":[[0,18446744073709551615],[1,1]],"backend_commit":[null,null],` +
+		`"db_size_kib":[1,1],"quota_bytes":[[0,2]],"bounds":{"wal_fsync":[0.001]}}}`)
 	f.Fuzz(func(t *testing.T, text string) {
+		// The default settings' limits are tighter than Decode's: what they
+		// take, Decode takes.
+		_, limitedErr := entry.DecodeLimited(text, limits)
 		e, err := entry.Decode(text)
 		if err != nil {
+			if limitedErr == nil {
+				t.Fatalf("DecodeLimited took what Decode refuses (%v)\n%s", err, text)
+			}
 			return
 		}
 		enc, err := entry.Encode(e)

@@ -8,9 +8,9 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleet-role/fleet-role/internal/quantile"
 )
@@ -105,23 +105,43 @@ type idRun struct {
 // fixed-size arrays would silently pad or cut.
 type pair [2]uint64
 
-// UnmarshalJSON reads [a,b] by hand: runs are the most numerous values of an
-// entry, and a json.Unmarshal per pair made them most of a decision's time.
+// UnmarshalJSON reads [a,b] by hand, without allocating: runs are the most
+// numerous values of an entry, and a json.Unmarshal per pair made them most
+// of a decision's time.
 func (p *pair) UnmarshalJSON(b []byte) error {
-	rest := bytes.TrimSpace(b)
-	if len(rest) < 2 || rest[0] != '[' || rest[len(rest)-1] != ']' {
+	c := cols{field: "pair", b: b}
+	if c.peek() != '[' {
 		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
 	}
-	parts := bytes.Split(rest[1:len(rest)-1], []byte{','})
-	if len(parts) != 2 {
-		return fmt.Errorf("want a pair of two numbers, got %d", len(parts))
-	}
-	for i, part := range parts {
-		v, err := strconv.ParseUint(string(bytes.TrimSpace(part)), 10, 64)
-		if err != nil {
-			return fmt.Errorf("pair element %d: want a whole number, got %q", i, bytes.TrimSpace(part))
+	c.i++
+	for k := range p {
+		if k > 0 {
+			if c.peek() != ',' {
+				return fmt.Errorf("want a pair of two numbers, got %.40s", b)
+			}
+			c.i++
 		}
-		p[i] = v
+		c.peek()
+		start := c.i
+		neg, v, err := c.digits(k)
+		if err != nil || neg && v != 0 {
+			for c.i < len(c.b) && c.b[c.i] != ',' && c.b[c.i] != ']' {
+				c.i++
+			}
+			return fmt.Errorf("pair element %d: want a whole number, got %q", k, bytes.TrimSpace(c.b[min(start, len(c.b)):c.i]))
+		}
+		p[k] = v
+	}
+	switch c.peek() {
+	case ']':
+	case ',':
+		return fmt.Errorf("want a pair of two numbers, got %d", 2+bytes.Count(c.b[c.i:], []byte{','}))
+	default:
+		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
+	}
+	c.i++
+	if c.peek() != 0 {
+		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
 	}
 	return nil
 }
@@ -143,8 +163,23 @@ func Encode(e Entry) (string, error) {
 
 // Decode reads an entry strictly: an unknown version or field, a column of
 // the wrong length, a negative value or an index out of range is an error
-// naming the field.
+// naming the field. Its limits are the largest the settings can hold
+// (window 10,000, max_servers 7, and never more than a ConfigMap holds);
+// callers that know the settings should use DecodeLimited with LimitsFor.
 func Decode(raw string) (Entry, error) {
+	return DecodeLimited(raw, defaultLimits())
+}
+
+// DecodeLimited reads an entry as Decode does, and refuses one that
+// outgrows l, naming the field and the limit, before decoding allocates for
+// it: what decoding allocates is bounded by l, whatever the text.
+func DecodeLimited(raw string, l Limits) (Entry, error) {
+	if len(raw) > l.MaxBytes {
+		return Entry{}, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
+	}
+	if err := scanShape(raw, l); err != nil {
+		return Entry{}, fmt.Errorf("decode entry: %w", err)
+	}
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var in wireIn
@@ -154,11 +189,14 @@ func Decode(raw string) (Entry, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Entry{}, errors.New("decode entry: data after the entry object")
 	}
-	w, err := in.toWire()
+	if err := in.checkSizes(l); err != nil {
+		return Entry{}, fmt.Errorf("decode entry: %w", err)
+	}
+	w, err := in.toWire(l)
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
-	e, err := fromWire(w)
+	e, err := fromWire(w, l)
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
@@ -187,6 +225,7 @@ type strtab struct {
 }
 
 func (t *strtab) ref(s string) uint64 {
+	s = cutText(s)
 	if i, ok := t.idx[s]; ok {
 		return uint64(i)
 	}
@@ -218,9 +257,53 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
+// cutMark ends a text cut to MaxTextBytes.
+const cutMark = " [cut]"
+
+// cutText makes s a text the format carries: valid UTF-8 (encoding/json
+// would write each invalid byte as a 3-byte U+FFFD, and the text read back
+// would be longer) of at most MaxTextBytes, cut at a character with cutMark
+// at its end. A text already within both comes back unchanged.
+func cutText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= MaxTextBytes {
+		return s
+	}
+	end := MaxTextBytes - len(cutMark)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + cutMark
+}
+
 func toWire(e Entry) (wire, error) {
 	if e.Node == "" {
 		return wire{}, errors.New("node: empty")
+	}
+	// What a host cannot have is refused rather than written: the entry
+	// would be refused by every reader.
+	if len(e.Node) > MaxNodeNameBytes {
+		return wire{}, fmt.Errorf("node: %d bytes, over the limit of %d (a node name is a DNS subdomain)", len(e.Node), MaxNodeNameBytes)
+	}
+	for i, s := range e.Samples {
+		if len(s.Link.Interface) > MaxInterfaceBytes {
+			return wire{}, fmt.Errorf("sample %d: interface name of %d bytes, over Linux's %d", i, len(s.Link.Interface), MaxInterfaceBytes)
+		}
+		for v := range s.Connect {
+			if len(v) > MaxNodeNameBytes || !NodeNameChars(v) {
+				return wire{}, fmt.Errorf("sample %d: voter name %.40q is not a node name (a DNS subdomain of at most %d bytes)", i, v, MaxNodeNameBytes)
+			}
+		}
+		if x := s.Etcd; x != nil {
+			if len(x.MemberID) > MaxMemberIDBytes {
+				return wire{}, fmt.Errorf("sample %d: member ID of %d bytes, over the %d hex digits of a uint64", i, len(x.MemberID), MaxMemberIDBytes)
+			}
+			for id := range x.PeerRTT {
+				if len(id) > MaxMemberIDBytes || !MemberIDChars(id) {
+					return wire{}, fmt.Errorf("sample %d: peer member ID %.40q is not a uint64 in lowercase hex", i, id)
+				}
+			}
+		}
 	}
 	n := len(e.Samples)
 	if e.Shrunk < 0 {
@@ -263,10 +346,14 @@ func toWire(e Entry) (wire, error) {
 		if s.Link.Class != ClassWired && s.Link.Class != ClassWifi && s.Link.Class != ClassUnknown {
 			return wire{}, fmt.Errorf("sample %d: link class %q is not wired, wifi or unknown", i, s.Link.Class)
 		}
-		if k := len(w.Link); k > 0 && w.Link[k-1].If == s.Link.Interface && w.Link[k-1].Class == s.Link.Class {
+		// Linux allows any bytes in an interface name; JSON would write each
+		// invalid one as a 3-byte U+FFFD, past IFNAMSIZ, so each run of them
+		// is written as one "?", which keeps the name within it.
+		iface := strings.ToValidUTF8(s.Link.Interface, "?")
+		if k := len(w.Link); k > 0 && w.Link[k-1].If == iface && w.Link[k-1].Class == s.Link.Class {
 			w.Link[k-1].N++
 		} else {
-			w.Link = append(w.Link, linkRun{If: s.Link.Interface, Class: s.Link.Class, N: 1})
+			w.Link = append(w.Link, linkRun{If: iface, Class: s.Link.Class, N: 1})
 		}
 		for v, c := range s.Connect {
 			if c.Err != "" {
@@ -322,8 +409,13 @@ func toWire(e Entry) (wire, error) {
 		if f.Writes < 0 {
 			return wire{}, fmt.Errorf("fsync: writes %d is negative", f.Writes)
 		}
-		w.Fsync = &wireFsync{At: f.At.UTC().Format(time.RFC3339Nano), Dir: f.Dir, Filesystem: f.Filesystem,
-			MeasuredDisk: f.MeasuredDisk, Writes: f.Writes, P99Us: p99, MaxUs: max, Err: f.Err, Skipped: f.Skipped}
+		// As for interface names: a path may hold any bytes.
+		dir := strings.ToValidUTF8(f.Dir, "?")
+		if len(dir) > MaxPathBytes {
+			return wire{}, fmt.Errorf("fsync: dir of %d bytes, over Linux's PATH_MAX %d", len(dir), MaxPathBytes)
+		}
+		w.Fsync = &wireFsync{At: f.At.UTC().Format(time.RFC3339Nano), Dir: dir, Filesystem: cutText(f.Filesystem),
+			MeasuredDisk: f.MeasuredDisk, Writes: f.Writes, P99Us: p99, MaxUs: max, Err: cutText(f.Err), Skipped: cutText(f.Skipped)}
 	}
 	w.Strings = st.list
 	return w, nil
