@@ -202,7 +202,7 @@ func TestScrapeHostilePages(t *testing.T) {
 				t.Errorf("error of %d bytes", len(err.Error()))
 			}
 			// The margin covers scheduling on a shared, loaded machine.
-			if took > deadline+500*time.Millisecond {
+			if took > deadline+time.Second {
 				t.Errorf("scrape took %v, deadline %v", took, deadline)
 			}
 			// The allocation counter is the whole process's: the test
@@ -225,7 +225,11 @@ func TestScrapeDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const deadline = 500 * time.Millisecond
+	// The member answers with the smallest page: what is timed is its
+	// delay, not the parse (under the race detector on a loaded machine a
+	// whole page's parse takes a good part of a second).
+	const deadline = 2 * time.Second
+	small := []byte("etcd_server_has_leader 1\n")
 	delay := make(chan time.Duration, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select { // the slow member is the case under test
@@ -233,7 +237,7 @@ func TestScrapeDeadline(t *testing.T) {
 		case <-r.Context().Done():
 			return
 		}
-		w.Write(leader)
+		w.Write(small)
 	}))
 	t.Cleanup(srv.Close)
 	for _, c := range []struct {
@@ -254,7 +258,7 @@ func TestScrapeDeadline(t *testing.T) {
 			if (err == nil) != c.ok || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
 				t.Errorf("member answering after %v, deadline %v (client timeout: %v): %v, want ok %v", c.delay, deadline, viaClient, err, c.ok)
 			}
-			if took := time.Since(began); took > deadline+500*time.Millisecond {
+			if took := time.Since(began); took > deadline+time.Second {
 				t.Errorf("scrape took %v, deadline %v", took, deadline)
 			}
 		}
