@@ -35,7 +35,11 @@ answers), and prints what the member gained in between: WAL fsync and backend
 commit counts and p99, round trip to each peer, leader changes; and what it is
 now: its ID, leader, learner, whether it sees a leader, connected and known
 peers, database size and quota. A member that restarted between the scrapes
-is counted from its restart, never as a negative change.`,
+is counted from its restart, never as a negative change.
+
+It reads the page within the probe's bounds: no redirect is followed, a page
+over 1 MiB or naming more than 6 known peers is refused, and --timeout covers
+the page's parse as well as its read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			u, err := url.Parse(metricsURL)

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleet-role/fleet-role/internal/etcdproc"
 	"github.com/fleet-role/fleet-role/internal/testenv"
@@ -100,6 +103,41 @@ func TestCheckEtcdUsage(t *testing.T) {
 	} {
 		if code, _, errOut := mainEtcd(args...); code != ExitUsage {
 			t.Errorf("%v: exit %d (%s), want 2", args, code, errOut)
+		}
+	}
+}
+
+// check etcd reads within the scrape's bounds: a redirect, a page over the
+// cap and a member that trickles its page each end in exit 1 naming why,
+// within --timeout.
+func TestCheckEtcdHostile(t *testing.T) {
+	huge := bytes.Repeat([]byte("# padding\n"), 2<<20) // 20 MiB
+	mux := http.NewServeMux()
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/metrics", http.StatusFound) })
+	mux.HandleFunc("/huge", func(w http.ResponseWriter, _ *http.Request) { w.Write(huge) })
+	mux.HandleFunc("/trickle", func(w http.ResponseWriter, r *http.Request) {
+		for r.Context().Err() == nil {
+			if _, err := w.Write([]byte("#")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(5 * time.Millisecond) // the trickle is the case under test
+		}
+	})
+	srv := httptest.NewServer(mux) // listens on 127.0.0.1
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]string{
+		"/redirect": "redirect refused",
+		"/huge":     "larger than 1048576 bytes",
+		"/trickle":  "deadline exceeded",
+	} {
+		began := time.Now()
+		code, _, errOut := mainEtcd("--metrics-url", srv.URL+path, "--interval", "10ms", "--timeout", "1s")
+		if code != ExitFail || !strings.Contains(errOut, want) {
+			t.Errorf("%s: exit %d, stderr %q; want 1 saying %q", path, code, errOut, want)
+		}
+		if took := time.Since(began); took > 3*time.Second {
+			t.Errorf("%s: took %v with --timeout 1s", path, took)
 		}
 	}
 }

@@ -6,14 +6,17 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 )
 
 // loadSettings applies the settings file, the environment and the flags: an
@@ -56,4 +59,37 @@ func serveMetrics(addr string, reg *prometheus.Registry, ready func() error, log
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// Where each component serves /metrics: the port, and the environment
+// variable the manifests fill from the downward API with the address to
+// bind. The probe runs on the host's network, where listening on every
+// interface would open the port on every address the node has; it binds the
+// node's address (status.hostIP). The controller binds its pod's
+// (status.podIP).
+const (
+	probeMetricsPort      = 9871
+	probeMetricsEnv       = "HOST_IP"
+	controllerMetricsPort = 9870
+	controllerMetricsEnv  = "POD_IP"
+)
+
+// metricsAddressFlag adds --metrics-address, defaulting to env's address and
+// port (an IPv6 address bracketed), or to every interface when env is unset.
+// The returned check refuses an env that holds no IP address while the flag
+// was left at that default.
+func metricsAddressFlag(f *pflag.FlagSet, addr *string, env string, port int, what string) (check func() error) {
+	def := ":" + strconv.Itoa(port)
+	ip, set := os.LookupEnv(env)
+	if set && ip != "" {
+		def = net.JoinHostPort(ip, strconv.Itoa(port))
+	}
+	f.StringVar(addr, "metrics-address", def, "where to serve "+what+" (default $"+env+":"+strconv.Itoa(port)+
+		" when "+env+" is set, from the downward API; else every interface; empty: nowhere)")
+	return func() error {
+		if !f.Changed("metrics-address") && set && ip != "" && net.ParseIP(ip) == nil {
+			return usageErrorf("%s %q is no IP address: set it from the downward API or pass --metrics-address", env, ip)
+		}
+		return nil
+	}
 }

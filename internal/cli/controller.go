@@ -30,7 +30,7 @@ decision succeeded within three periods).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&metricsAddr, "metrics-address", ":9870", "where to serve /metrics, /healthz and /readyz (empty: nowhere)")
+	checkAddr := metricsAddressFlag(f, &metricsAddr, controllerMetricsEnv, controllerMetricsPort, "/metrics, /healthz and /readyz")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
 	sf := settings.AddFlags(f)
 
@@ -46,6 +46,9 @@ decision succeeded within three periods).`,
 		}
 		if !s.DryRun {
 			return usageErrorf("dry_run is false in the settings: dry-run is the only mode fleet-role has")
+		}
+		if err := checkAddr(); err != nil {
+			return err
 		}
 		log := newLogger(cmd.ErrOrStderr(), "controller")
 		client, err := kube.NewClient(kubeconfig)

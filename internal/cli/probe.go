@@ -38,13 +38,16 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 	f.StringVar(&hostRoot, "host-root", "/", "where the host's /proc and /sys are mounted")
 	f.StringVar(&fsyncDir, "fsync-dir", "/var/lib/fleet-role/fsync", "directory on the disk etcd would use, for the fdatasync reading")
 	f.StringVar(&metricsURL, "metrics-url", "http://127.0.0.1:2381/metrics", "the local etcd member's metrics page (k3s serves it here)")
-	f.StringVar(&metricsAddr, "metrics-address", ":9871", "where to serve /metrics and /healthz (empty: nowhere)")
+	checkAddr := metricsAddressFlag(f, &metricsAddr, probeMetricsEnv, probeMetricsPort, "/metrics and /healthz")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
 	sf := settings.AddFlags(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		s, err := loadSettings(sf)
 		if err != nil {
+			return err
+		}
+		if err := checkAddr(); err != nil {
 			return err
 		}
 		if node == "" {

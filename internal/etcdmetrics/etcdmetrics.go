@@ -11,11 +11,13 @@ package etcdmetrics
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -73,8 +75,11 @@ var wanted = func() map[string]bool {
 // keepFamilies returns the lines of page that belong to the wanted families:
 // their samples (a histogram's _bucket, _sum and _count included) and their
 // HELP and TYPE comments. Other comments and families are dropped before the
-// text parser sees them.
+// text parser sees them, and so are the series of members no longer in the
+// cluster: etcd never deletes a removed member's series, and its
+// etcd_network_known_peers reads 0 (where the page has that gauge).
 func keepFamilies(page []byte) []byte {
+	known := knownIDs(page)
 	out := make([]byte, 0, len(page)/8)
 	for len(page) > 0 {
 		line := page
@@ -85,14 +90,78 @@ func keepFamilies(page []byte) []byte {
 		}
 		// A line that is no sample of any metric is kept, so that a page
 		// that is not the text format at all still fails to parse.
-		if wanted[familyOf(line)] || !looksLikeSample(line) {
-			out = append(out, line...)
+		fam := familyOf(line)
+		if !wanted[fam] && looksLikeSample(line) {
+			continue
+		}
+		if l, ok := peerLabels[fam]; ok && known != nil && line[0] != '#' {
+			if id := labelIn(line, l); id != "" && id != "0" && !known[id] {
+				continue
+			}
+		}
+		out = append(out, line...)
+		if len(out) > MaxKeptBytes {
+			return out // refused by the caller; reading on would only cost
 		}
 	}
 	if len(out) > 0 && out[len(out)-1] != '\n' {
 		out = append(out, '\n')
 	}
 	return out
+}
+
+// knownIDs are the Remote IDs etcd_network_known_peers holds above zero (the
+// members of the cluster, this one included), nil when the page has no
+// such series. Its lines are read without the parser: a sample line is the
+// name, the labels, and the value last.
+func knownIDs(page []byte) map[string]bool {
+	var known map[string]bool
+	prefix := []byte("\n" + metricKnownPeers + "{")
+	for rest := page; ; {
+		i := bytes.Index(rest, prefix)
+		if i < 0 {
+			return known
+		}
+		line := rest[i+1:]
+		if j := bytes.IndexByte(line, '\n'); j >= 0 {
+			line = line[:j]
+		}
+		rest = rest[i+len(prefix):]
+		if known == nil {
+			known = map[string]bool{}
+		}
+		f := bytes.Fields(line[bytes.LastIndexByte(line, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(string(f[0]), 64); err == nil && v > 0 {
+			if id := labelIn(line, "Remote"); id != "" {
+				known[id] = true
+			}
+		}
+	}
+}
+
+// labelIn is the value of label name in a sample line, "" when absent. Member
+// IDs hold no escapes; a value with one is returned as written, which no ID
+// matches.
+func labelIn(line []byte, name string) string {
+	key := []byte(name + `="`)
+	for off := 0; ; {
+		i := bytes.Index(line[off:], key)
+		if i < 0 {
+			return ""
+		}
+		i += off
+		if i > 0 && (line[i-1] == '{' || line[i-1] == ',' || line[i-1] == ' ') {
+			v := line[i+len(key):]
+			if j := bytes.IndexByte(v, '"'); j >= 0 {
+				return string(v[:j])
+			}
+			return ""
+		}
+		off = i + len(key)
+	}
 }
 
 // looksLikeSample says whether a line is a comment, blank, or starts with a
@@ -184,17 +253,88 @@ type Snapshot struct {
 	ProcessStart float64
 }
 
-// Parse reads one metrics page in the Prometheus text format. It returns
-// ErrNoData when the page has no etcd server gauges.
+// Parse reads one metrics page in the Prometheus text format, at most
+// MaxPageBytes of it. It returns ErrNoData when the page has no etcd server
+// gauges.
 func Parse(r io.Reader) (*Snapshot, error) {
 	page, err := io.ReadAll(io.LimitReader(r, MaxPageBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read metrics page: %w", err)
 	}
+	return parse(context.Background(), page)
+}
+
+// parse reads the snapshot from a page held in memory, giving up once ctx
+// is done: the page's size bounds the parse's time, and ctx is looked at
+// between its steps, so a scrape whose deadline passed returns no result.
+func parse(ctx context.Context, page []byte) (*Snapshot, error) {
 	if len(page) > MaxPageBytes {
-		return nil, fmt.Errorf("metrics page over %d bytes: not an etcd page", MaxPageBytes)
+		return nil, fmt.Errorf("metrics page larger than %d bytes (MaxPageBytes): not an etcd page", MaxPageBytes)
 	}
-	return parseText(keepFamilies(page))
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("parse metrics page: %w", context.Cause(ctx))
+	}
+	kept := keepFamilies(page)
+	if len(kept) > MaxKeptBytes {
+		return nil, fmt.Errorf("the page's etcd series the reading uses take %d bytes, more than %d (MaxKeptBytes): a member of 7 has about 17 KB of them", len(kept), MaxKeptBytes)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("parse metrics page: %w", context.Cause(ctx))
+	}
+	s, err := parseText(kept)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("parse metrics page: %w", context.Cause(ctx))
+	}
+	return s, nil
+}
+
+// boundedError keeps an error whose text quotes the page (the text parser
+// quotes the token it stopped at) from carrying a hostile page's bytes into
+// logs and the probe's entry: its text is cut at maxErrorText bytes.
+type boundedError struct{ err error }
+
+// maxErrorText is the most of an error's text kept: a line and a half of a
+// real page (its longest line is 241 bytes).
+const maxErrorText = 360
+
+func (e boundedError) Error() string { return boundText(e.err.Error()) }
+func (e boundedError) Unwrap() error { return e.err }
+
+// boundText cuts text from another party at maxErrorText bytes.
+func boundText(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:maxErrorText], len(s))
+}
+
+// quoteID quotes a label value for an error, cut to what an ID can be and
+// its length told.
+func quoteID(v string) string {
+	if len(v) <= 2*maxIDDigits {
+		return fmt.Sprintf("%q", v)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", v[:2*maxIDDigits], len(v))
+}
+
+// maxIDDigits: etcd prints a member ID, a uint64, as unpadded lowercase hex
+// (FACTS.md, "etcd metrics as they really appear").
+const maxIDDigits = 16
+
+// checkID refuses a label value that is no member ID.
+func checkID(series, label, v string) error {
+	ok := len(v) > 0 && len(v) <= maxIDDigits
+	for i := 0; ok && i < len(v); i++ {
+		c := v[i]
+		ok = c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
+	}
+	if !ok {
+		return fmt.Errorf("%s{%s=%s}: not an etcd member ID (unpadded lowercase hex of at most %d digits, FACTS.md)", series, label, quoteID(v), maxIDDigits)
+	}
+	return nil
 }
 
 // parseText parses a page in the text format and reads the snapshot from it.
@@ -202,7 +342,7 @@ func parseText(page []byte) (*Snapshot, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(page))
 	if err != nil {
-		return nil, fmt.Errorf("parse metrics page: %w", err)
+		return nil, fmt.Errorf("parse metrics page: %w", boundedError{err})
 	}
 	if fams[metricHasLeader] == nil && fams[metricServerID] == nil {
 		return nil, ErrNoData
@@ -213,6 +353,9 @@ func parseText(page []byte) (*Snapshot, error) {
 	}
 	for _, m := range metrics(fams, metricServerID) {
 		if id := label(m, "server_id"); id != "" && value(m) > 0 {
+			if err := checkID(metricServerID, "server_id", id); err != nil {
+				return nil, err
+			}
 			s.MemberID = id
 		}
 	}
@@ -232,6 +375,9 @@ func parseText(page []byte) (*Snapshot, error) {
 		if !ownPair(m, s.MemberID) {
 			continue
 		}
+		if err := checkID(metricActivePeers, "Remote", remote); err != nil {
+			return nil, err
+		}
 		if v := value(m); v > s.ActivePeers[remote] || !has(s.ActivePeers, remote) {
 			s.ActivePeers[remote] = v
 		}
@@ -242,6 +388,9 @@ func parseText(page []byte) (*Snapshot, error) {
 		// included, and 0 for a member since removed.
 		for _, m := range metrics(fams, metricKnownPeers) {
 			if id := label(m, "Remote"); id != "" && id != s.MemberID && ownPair(m, s.MemberID) && value(m) > 0 {
+				if err := checkID(metricKnownPeers, "Remote", id); err != nil {
+					return nil, err
+				}
 				known[id] = true
 			}
 		}
@@ -249,6 +398,9 @@ func parseText(page []byte) (*Snapshot, error) {
 		for name, l := range peerLabels {
 			for _, m := range metrics(fams, name) {
 				if id := label(m, l); id != "" && id != "0" && id != s.MemberID && ownPair(m, s.MemberID) {
+					if err := checkID(name, l, id); err != nil {
+						return nil, err
+					}
 					known[id] = true
 				}
 			}
@@ -258,6 +410,9 @@ func parseText(page []byte) (*Snapshot, error) {
 		s.KnownPeers = append(s.KnownPeers, id)
 	}
 	sort.Strings(s.KnownPeers)
+	if err := checkPeers(s); err != nil {
+		return nil, err
+	}
 
 	if s.WALFsync, err = histogram(fams, metricWALFsync); err != nil {
 		return nil, err
@@ -270,6 +425,9 @@ func parseText(page []byte) (*Snapshot, error) {
 		if to == "" || m.GetHistogram() == nil {
 			continue
 		}
+		if err := checkID(metricPeerRTT, "To", to); err != nil {
+			return nil, err
+		}
 		h, err := cumulative(m.GetHistogram())
 		if err != nil {
 			return nil, fmt.Errorf("%s{To=%q}: %w", metricPeerRTT, to, err)
@@ -277,6 +435,30 @@ func parseText(page []byte) (*Snapshot, error) {
 		s.PeerRTT[to] = h
 	}
 	return s, nil
+}
+
+// checkPeers refuses a page naming more peers than a member can have: more
+// known members than MaxPeers, or more connected. Series of removed members
+// stay on a page (etcd never deletes them), so the known members are those
+// etcd_network_known_peers holds above zero, and the connected ones those
+// etcd_network_active_peers does; on pages without known_peers (releases
+// before 3.6) every ID a peer series names is known, removed members
+// included, and such a page of a member that outlived more than MaxPeers
+// others is refused too.
+func checkPeers(s *Snapshot) error {
+	if n := len(s.KnownPeers); n > MaxPeers {
+		return fmt.Errorf("the page names %d known peers: an etcd cluster has at most 7 members (FACTS.md), a member at most %d peers", n, MaxPeers)
+	}
+	connected := 0
+	for _, v := range s.ActivePeers {
+		if v > 0 {
+			connected++
+		}
+	}
+	if connected > MaxPeers {
+		return fmt.Errorf("%s: %d connected peers: an etcd cluster has at most 7 members (FACTS.md), a member at most %d peers", metricActivePeers, connected, MaxPeers)
+	}
+	return nil
 }
 
 // ownPair reports a peer-pair series whose Local is this member. Members

@@ -221,10 +221,18 @@ func TestGainedAcrossRestart(t *testing.T) {
 
 func TestRemovedMemberIsNoPeer(t *testing.T) {
 	// restart-before.prom was taken after the learner was removed: its
-	// active_peers and known_peers read 0, its RTT series stays.
-	s := page(t, "restart-before.prom")
-	if _, ok := s.PeerRTT[idLearner]; !ok {
+	// active_peers and known_peers read 0, its RTT series stays on the
+	// page, and the parse leaves it out.
+	raw, err := os.ReadFile(filepath.Join("testdata", "restart-before.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte(metricPeerRTT+`_count{To="`+idLearner+`"}`)) {
 		t.Fatalf("page has no RTT series for the removed %s; the test needs one", idLearner)
+	}
+	s := page(t, "restart-before.prom")
+	if _, ok := s.PeerRTT[idLearner]; ok {
+		t.Errorf("the removed %s's RTT series was parsed", idLearner)
 	}
 	r := Gained(nil, s)
 	if r.ConnectedPeers != 2 || r.KnownPeers != 2 {
@@ -362,7 +370,13 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Parse(bytes.NewReader(b))
 		if err != nil {
+			if len(err.Error()) > 2*maxErrorText {
+				t.Fatalf("error of %d bytes", len(err.Error()))
+			}
 			return
+		}
+		if len(s.KnownPeers) > MaxPeers || len(s.MemberID) > maxIDDigits {
+			t.Fatalf("known peers %d, member ID of %d bytes", len(s.KnownPeers), len(s.MemberID))
 		}
 		for _, r := range []Reading{Gained(nil, s), Gained(s, s)} {
 			for name, g := range map[string]Gain{"wal": r.WALFsync, "commit": r.BackendCommit} {

@@ -1,5 +1,11 @@
 // Package httpserve serves a component's /metrics, /healthz and /readyz on one
 // mux, as the descheduler and node-problem-detector do.
+//
+// The probe serves on the host's network, where anything that reaches the
+// node reaches the port: every request and connection is bounded (Limits),
+// so that no client, however hostile, can grow the server past its share of
+// the pod's memory. The derivations are in docs/limits.md, "Metrics servers
+// and the etcd scrape".
 package httpserve
 
 import (
@@ -15,19 +21,89 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// electionTimeout is k3s's etcd election timeout (5000 ms, FACTS.md "etcd
+// timing"): ten times the largest round trip fit between voters (500 ms).
+// The servers' timeouts derive from it.
+const electionTimeout = 5 * time.Second
+
+// Limits bound what a client may make the server hold. Zero in a field means
+// no bound: only tests start a server with zero Limits, to measure what the
+// bounds save.
+type Limits struct {
+	// ReadTimeout bounds reading a request, headers and body, from the
+	// connection's first byte (or the end of its idle wait).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the handler and the writing of its response.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that sent no next request.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request's header block (net/http reads 4096
+	// bytes of slack beyond it).
+	MaxHeaderBytes int
+	// MaxConns caps the connections held at once; MaxConnsPerHost those
+	// from one client address. Connections over either are closed at once.
+	MaxConns, MaxConnsPerHost int
+	// MaxMetricsInFlight caps the /metrics gathers at once; more are
+	// answered 503 at once.
+	MaxMetricsInFlight int
+}
+
+// DefaultLimits are the bounds both components serve with (docs/limits.md,
+// "Metrics servers and the etcd scrape").
+var DefaultLimits = Limits{
+	// A GET has no body and a header block of a few hundred bytes: from a
+	// client on a fit link (round trip at most a tenth of the election
+	// timeout) it arrives in one or two round trips. One election timeout
+	// is five times that and more.
+	ReadTimeout: electionTimeout,
+	// The handler gathers a registry of a few dozen series in
+	// milliseconds and the response is a few KiB: two election timeouts,
+	// which is also Prometheus' default scrape_timeout (10 s), after which
+	// the scraper has gone.
+	WriteTimeout: 2 * electionTimeout,
+	// Shorter than the shortest usual scrape interval (15 s, the default
+	// sample period too), so that no scraper's connection holds a place
+	// between its scrapes; a scrape then costs one TCP handshake.
+	IdleTimeout: electionTimeout,
+	// Prometheus' request with a ServiceAccount bearer token is under
+	// 2 KiB: four times that.
+	MaxHeaderBytes: 8 << 10,
+	// What one client address needs at once: a scrape and a retry while
+	// its old connection closes (2), or the kubelet's liveness and
+	// readiness probes, which come from the node's address (2).
+	MaxConnsPerHost: 4,
+	// Sixteen client addresses at their full share. At the worst measured
+	// cost of a held connection (about 30 KiB, a full header block being
+	// read) that is under 2 MiB, against the probe's headroom of about
+	// 56 MiB (128 MiB limit, 49.2 MiB peak, 22 MiB of the fsync file's page
+	// cache).
+	MaxConns: 64,
+	// The two replicas of an HA Prometheus pair, an operator, and one spare.
+	MaxMetricsInFlight: 4,
+}
+
 // Server is a started listener; Addr is where it listens.
 type Server struct {
 	Addr string
 	srv  *http.Server
+	ln   *limitListener
 	done chan error
 }
 
-// Start listens on addr and serves until Shutdown. ready reports why the
-// component is not ready (nil when it is); /healthz answers as long as the
-// process serves at all.
+// Start listens on addr and serves until Shutdown, within DefaultLimits.
+// ready reports why the component is not ready (nil when it is); /healthz
+// answers as long as the process serves at all.
 func Start(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) (*Server, error) {
+	return StartLimits(addr, reg, ready, log, DefaultLimits)
+}
+
+// StartLimits is Start within the given limits.
+func StartLimits(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, lim Limits) (*Server, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		Registry:            reg,
+		MaxRequestsInFlight: lim.MaxMetricsInFlight,
+	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -44,11 +120,19 @@ func Start(addr string, reg *prometheus.Registry, ready func() error, log *slog.
 	}
 	s := &Server{
 		Addr: ln.Addr().String(),
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		ln:   newLimitListener(ln, lim.MaxConns, lim.MaxConnsPerHost),
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: lim.ReadTimeout,
+			ReadTimeout:       lim.ReadTimeout,
+			WriteTimeout:      lim.WriteTimeout,
+			IdleTimeout:       lim.IdleTimeout,
+			MaxHeaderBytes:    lim.MaxHeaderBytes,
+		},
 		done: make(chan error, 1),
 	}
 	go func() {
-		err := s.srv.Serve(ln)
+		err := s.srv.Serve(s.ln)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -58,6 +142,22 @@ func Start(addr string, reg *prometheus.Registry, ready func() error, log *slog.
 		s.done <- err
 	}()
 	return s, nil
+}
+
+// ConnStats counts a server's connections.
+type ConnStats struct {
+	// Open is the number held now.
+	Open int
+	// Accepted counts those taken in since the start; Refused those
+	// closed on arrival for being over MaxConns or MaxConnsPerHost.
+	Accepted, Refused uint64
+}
+
+// Conns counts the server's connections.
+func (s *Server) Conns() ConnStats {
+	s.ln.mu.Lock()
+	defer s.ln.mu.Unlock()
+	return ConnStats{Open: s.ln.open, Accepted: s.ln.accepted.Load(), Refused: s.ln.refused.Load()}
 }
 
 // Shutdown stops the server, waiting for requests in flight up to ctx.

@@ -1,0 +1,261 @@
+package httpserve
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// start serves within lim on loopback; ready is /readyz's answer.
+func start(t *testing.T, lim Limits, ready func() error) *Server {
+	t.Helper()
+	if ready == nil {
+		ready = func() error { return nil }
+	}
+	s, err := StartLimits("127.0.0.1:0", prometheus.NewRegistry(), ready, nil, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return s
+}
+
+// dialFrom connects to addr from the loopback address from (127.0.0.0/8 is
+// all loopback on Linux: each address is a client host of its own).
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s from %s: %v", addr, from, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+const getHealthz = "GET /healthz HTTP/1.1\r\nHost: fleet-role\r\n\r\n"
+
+// roundTrip sends req on c and reads one response; an error means the
+// server closed or reset the connection instead of answering.
+func roundTrip(c net.Conn, req string, within time.Duration) (*http.Response, error) {
+	_ = c.SetDeadline(time.Now().Add(within))
+	if _, err := io.WriteString(c, req); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, nil
+}
+
+// closedByServer waits for the server's end of c to close: a read that ends
+// in EOF or a reset, not in the test's own deadline.
+func closedByServer(c net.Conn, within time.Duration) error {
+	_ = c.SetReadDeadline(time.Now().Add(within))
+	_, err := c.Read(make([]byte, 1))
+	if err == nil {
+		return errors.New("the server sent data")
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return fmt.Errorf("still open after %v", within)
+	}
+	return nil
+}
+
+func TestDefaultLimitsDerivation(t *testing.T) {
+	l := DefaultLimits
+	// Each figure as docs/limits.md derives it.
+	for _, c := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"ReadTimeout (one election timeout)", l.ReadTimeout, 5 * time.Second},
+		{"WriteTimeout (two election timeouts)", l.WriteTimeout, 10 * time.Second},
+		{"IdleTimeout (one election timeout)", l.IdleTimeout, 5 * time.Second},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// The idle timeout must end an idle connection before the next scrape
+	// at the shortest usual interval (15 s) would reuse it.
+	if l.IdleTimeout >= 15*time.Second {
+		t.Errorf("IdleTimeout %v not under the 15 s scrape interval", l.IdleTimeout)
+	}
+	if l.MaxHeaderBytes != 8<<10 || l.MaxConnsPerHost != 4 || l.MaxConns != 16*l.MaxConnsPerHost || l.MaxMetricsInFlight != 4 {
+		t.Errorf("caps %+v", l)
+	}
+}
+
+// The connection caps at, just under and just over: in all and per host.
+func TestConnectionCaps(t *testing.T) {
+	lim := DefaultLimits
+	lim.MaxConns, lim.MaxConnsPerHost = 6, 3
+	s := start(t, lim, nil)
+
+	// Per host: three connections from 127.0.0.2 are served (the third
+	// is at the cap), the fourth is closed on arrival.
+	var held []net.Conn
+	for i := 1; i <= lim.MaxConnsPerHost; i++ {
+		c := dialFrom(t, "127.0.0.2", s.Addr)
+		if _, err := roundTrip(c, getHealthz, 5*time.Second); err != nil {
+			t.Fatalf("connection %d of %d from one host: %v", i, lim.MaxConnsPerHost, err)
+		}
+		held = append(held, c)
+	}
+	over := dialFrom(t, "127.0.0.2", s.Addr)
+	if resp, err := roundTrip(over, getHealthz, 5*time.Second); err == nil {
+		t.Fatalf("connection %d from one host (cap %d) answered %s", lim.MaxConnsPerHost+1, lim.MaxConnsPerHost, resp.Status)
+	}
+	// Another host still has its share.
+	for i := 1; i <= lim.MaxConns-lim.MaxConnsPerHost; i++ {
+		from := "127.0.0.3"
+		if i == lim.MaxConnsPerHost { // the last place in all, from a third host
+			from = "127.0.0.4"
+		}
+		c := dialFrom(t, from, s.Addr)
+		if _, err := roundTrip(c, getHealthz, 5*time.Second); err != nil {
+			t.Fatalf("connection %d in all (cap %d): %v", lim.MaxConnsPerHost+i, lim.MaxConns, err)
+		}
+		held = append(held, c)
+	}
+	if open := s.Conns().Open; open != lim.MaxConns {
+		t.Fatalf("%d connections open, want %d (the cap)", open, lim.MaxConns)
+	}
+	// In all: the seventh, from a host with no connection yet, is closed.
+	if resp, err := roundTrip(dialFrom(t, "127.0.0.5", s.Addr), getHealthz, 5*time.Second); err == nil {
+		t.Fatalf("connection %d in all (cap %d) answered %s", lim.MaxConns+1, lim.MaxConns, resp.Status)
+	}
+	if c := s.Conns(); c.Open != lim.MaxConns || c.Refused != 2 {
+		t.Errorf("open %d refused %d, want %d and 2", c.Open, c.Refused, lim.MaxConns)
+	}
+	// A place freed is a place given: close one of 127.0.0.2's and it
+	// connects again.
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if s.Conns().Open < lim.MaxConns {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed connection never gave its place back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := roundTrip(dialFrom(t, "127.0.0.2", s.Addr), getHealthz, 5*time.Second); err != nil {
+		t.Errorf("after one of its connections closed, 127.0.0.2: %v", err)
+	}
+}
+
+// The timeouts just under and just over. A margin of 40% either side keeps
+// the test off the edge on a shared, loaded machine.
+func TestTimeouts(t *testing.T) {
+	const d = 500 * time.Millisecond
+	under, over := d*6/10, d*14/10
+	lim := DefaultLimits
+	lim.ReadTimeout, lim.WriteTimeout, lim.IdleTimeout = d, d, d
+
+	t.Run("read", func(t *testing.T) {
+		s := start(t, lim, nil)
+		half := len(getHealthz) / 2
+		for _, c := range []struct {
+			pause  time.Duration
+			served bool
+		}{{under, true}, {over, false}} {
+			conn := dialFrom(t, "127.0.0.1", s.Addr)
+			if _, err := io.WriteString(conn, getHealthz[:half]); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(c.pause) // the slow client is the case under test
+			resp, err := roundTrip(conn, getHealthz[half:], 5*time.Second)
+			if served := err == nil && resp.StatusCode == http.StatusOK; served != c.served {
+				t.Errorf("request finished after %v (read timeout %v): served %v (%v), want %v", c.pause, d, served, err, c.served)
+			}
+		}
+	})
+
+	t.Run("idle", func(t *testing.T) {
+		s := start(t, lim, nil)
+		for _, c := range []struct {
+			pause  time.Duration
+			served bool
+		}{{under, true}, {over, false}} {
+			conn := dialFrom(t, "127.0.0.1", s.Addr)
+			if _, err := roundTrip(conn, getHealthz, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(c.pause) // the idle client is the case under test
+			_, err := roundTrip(conn, getHealthz, 5*time.Second)
+			if served := err == nil; served != c.served {
+				t.Errorf("second request after %v idle (idle timeout %v): served %v (%v), want %v", c.pause, d, served, err, c.served)
+			}
+		}
+		// The server closes an idle connection by itself, within the
+		// timeout and the margin.
+		conn := dialFrom(t, "127.0.0.1", s.Addr)
+		if _, err := roundTrip(conn, getHealthz, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := closedByServer(conn, over); err != nil {
+			t.Errorf("idle connection: %v (idle timeout %v)", err, d)
+		}
+	})
+
+	t.Run("write", func(t *testing.T) {
+		// /readyz answers after the handler's pause: a handler slower
+		// than the write timeout gets no response out.
+		pause := make(chan time.Duration, 1)
+		s := start(t, lim, func() error { time.Sleep(<-pause); return nil })
+		for _, c := range []struct {
+			pause  time.Duration
+			served bool
+		}{{under, true}, {over, false}} {
+			pause <- c.pause
+			conn := dialFrom(t, "127.0.0.1", s.Addr)
+			resp, err := roundTrip(conn, "GET /readyz HTTP/1.1\r\nHost: fleet-role\r\n\r\n", 5*time.Second)
+			if served := err == nil && resp.StatusCode == http.StatusOK; served != c.served {
+				t.Errorf("handler took %v (write timeout %v): served %v (%v), want %v", c.pause, d, served, err, c.served)
+			}
+		}
+	})
+
+	t.Run("header bytes", func(t *testing.T) {
+		s := start(t, DefaultLimits, nil)
+		// net/http reads MaxHeaderBytes and 4096 bytes of slack for the
+		// request line and header block; one byte more is refused 431.
+		limit := DefaultLimits.MaxHeaderBytes + 4096
+		request := func(n int) string {
+			head := "GET /healthz HTTP/1.1\r\nHost: fleet-role\r\nX-Pad: "
+			return head + strings.Repeat("x", n-len(head)-len("\r\n\r\n")) + "\r\n\r\n"
+		}
+		for _, c := range []struct {
+			n    int
+			want int
+		}{{limit - 1, http.StatusOK}, {limit, http.StatusOK}, {limit + 1, http.StatusRequestHeaderFieldsTooLarge}} {
+			req := request(c.n)
+			if len(req) != c.n {
+				t.Fatalf("request of %d bytes, want %d", len(req), c.n)
+			}
+			resp, err := roundTrip(dialFrom(t, "127.0.0.1", s.Addr), req, 5*time.Second)
+			if err != nil || resp.StatusCode != c.want {
+				t.Errorf("header block of %d bytes (cap %d + 4096): %v %v, want %d", c.n, DefaultLimits.MaxHeaderBytes, resp, err, c.want)
+			}
+		}
+	})
+}
