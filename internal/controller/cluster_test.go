@@ -458,7 +458,7 @@ func TestAPIServerRestart(t *testing.T) {
 	for _, n := range names {
 		probes[n].Alive(t)
 		mostDuring = max(mostDuring, len(during[n]))
-		if len(logs[n].Records("write entry failed; the window is kept and sent again next period")) == 0 {
+		if len(logs[n].Records("write record failed; the window is kept and sent again next period")) == 0 {
 			t.Errorf("%s logged no failed write during the outage", n)
 		}
 	}

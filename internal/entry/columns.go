@@ -29,6 +29,8 @@ type wireIn struct {
 	Strings     []string                   `json:"strings,omitempty"`
 	Etcd        *wireEtcdIn                `json:"etcd,omitempty"`
 	Fsync       *wireFsync                 `json:"fsync,omitempty"`
+	Shrunk      int                        `json:"shrunk,omitempty"`
+	Refused     string                     `json:"refused,omitempty"`
 }
 
 type wireEtcdIn struct {
@@ -56,7 +58,8 @@ func (in *wireIn) toWire(l Limits) (wire, error) {
 	col := colLimit{max: l.MaxSamples, l: &l}
 	hist := colLimit{max: 2 * (l.MaxBounds + 1), l: &l, hist: true}
 	w := wire{V: in.V, Node: in.Node, N: in.N, T0: in.T0, Restart: in.Restart, Link: in.Link,
-		ConnectFail: in.ConnectFail, MemTotalKiB: in.MemTotalKiB, Errors: in.Errors, Strings: in.Strings, Fsync: in.Fsync}
+		ConnectFail: in.ConnectFail, MemTotalKiB: in.MemTotalKiB, Errors: in.Errors, Strings: in.Strings, Fsync: in.Fsync,
+		Shrunk: in.Shrunk, Refused: in.Refused}
 	var err error
 	if w.DtMs, err = readInts("dt_ms", in.DtMs, col); err != nil {
 		return w, err

@@ -442,8 +442,8 @@ func (p *Prober) write(ctx context.Context) {
 // not needed to say why, and the decoder caps texts anyway.
 const refusalTextBytes = 512
 
-// refused handles a write the API server refused: it writes, once per
-// refusal, a record holding no samples and the refusal's text, which is
+// refused handles a write the API server refused: it writes, once until a
+// full write is taken again, a record holding no samples and the refusal's text, which is
 // small and plain enough to pass where the window did not (a window past
 // the policy's size cap, say). The window is kept and offered again each
 // period.
@@ -453,8 +453,10 @@ func (p *Prober) refused(ctx context.Context, err error) {
 	if len(msg) > refusalTextBytes {
 		msg = msg[:refusalTextBytes]
 	}
+	// One marker a refusal episode: the refusal's text changes with the
+	// window's size, which grows every period.
 	p.mu.Lock()
-	again := p.refusal == msg
+	again := p.refusal != ""
 	p.refusal = msg
 	p.mu.Unlock()
 	if again {
