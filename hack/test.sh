@@ -13,10 +13,12 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 step "tools"
 FLEET_ROLE_ETCD=$(hack/tools.sh etcd)
 FLEET_ROLE_KUBE_APISERVER=$(hack/tools.sh kube-apiserver)
+FLEET_ROLE_KUBE_CONTROLLER_MANAGER=$(hack/tools.sh kube-controller-manager)
 hack/tools.sh fio >/dev/null
-export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER
+export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
+echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
 echo "fio: $(command -v fio) ($(fio --version))"
 
 step "gofmt"

@@ -5,6 +5,7 @@
 #
 #   hack/tools.sh etcd            -> path of the etcd v3.6.15 server binary
 #   hack/tools.sh kube-apiserver  -> path of the kube-apiserver v1.37.2 binary
+#   hack/tools.sh kube-controller-manager -> path of kube-controller-manager v1.37.2
 #   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
@@ -35,10 +36,11 @@ case "${1:-}" in
   etcd)
     build etcd "$etcd_version" tools/etcd "-s -w"
     ;;
-  kube-apiserver)
+  kube-apiserver|kube-controller-manager)
     # Without the version variables kubectl cannot parse the server's version.
+    # Both build with the same flags, so the second reuses the first's cache.
     minor=${kube_version#v1.}; minor=${minor%%.*}
-    build kube-apiserver "$kube_version" tools/kube-apiserver \
+    build "$1" "$kube_version" "tools/$1" \
       "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
     ;;
   fio)
@@ -54,7 +56,7 @@ case "${1:-}" in
     command -v fio
     ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|fio" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|fio" >&2
     exit 2
     ;;
 esac

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/etcdproc"
@@ -504,4 +505,59 @@ func TestStopsBeingEligible(t *testing.T) {
 	if _, ok := c.Records(t)["agent-2"]; ok {
 		t.Error("agent-2 has an entry")
 	}
+}
+
+// A record is owned by its Node: with the real garbage collector running
+// (kube-controller-manager's), deleting a Node deletes its record, and
+// leaves another node's alone. The probe writes the record with its own
+// token, bound to a Pod on its node, so the owner reference it sets is the
+// one the admission policy admitted.
+func TestRecordGoesWithItsNode(t *testing.T) {
+	c := probetest.Start(t)
+	c.StartGarbageCollector(t)
+	s := probetest.Settings(t, 100*time.Millisecond)
+	c.AddNodes(t,
+		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.12.1"},
+		probetest.Node{Name: "agent-2", Eligible: true, Address: "127.0.12.2"},
+		probetest.Node{Name: "server-1", Voter: true, Address: "127.0.12.3"},
+	)
+	gone := startProbe(t, c, s, "agent-1", &probetest.Sampler{})
+	stays := startProbe(t, c, s, "agent-2", &probetest.Sampler{})
+	probetest.Eventually(t, time.Minute, func() error {
+		for _, n := range []string{"agent-1", "agent-2"} {
+			if e, ok := c.Entry(t, n); !ok || len(e.Samples) < 2 {
+				return fmt.Errorf("%s has not written two samples", n)
+			}
+		}
+		return nil
+	})
+	// The probe of the node to delete stops first, as its pod would be
+	// drained; otherwise it would make the record again.
+	gone.Stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node, err := c.Admin.CoreV1().Nodes().Get(ctx, "agent-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := c.ConfigMap(t, "agent-1")
+	if len(rec.OwnerReferences) != 1 || rec.OwnerReferences[0].UID != node.UID || rec.OwnerReferences[0].Kind != "Node" {
+		t.Fatalf("agent-1's record is owned by %+v, want Node agent-1 (uid %s)", rec.OwnerReferences, node.UID)
+	}
+	deleted := time.Now()
+	if err := c.Admin.CoreV1().Nodes().Delete(ctx, "agent-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	probetest.Eventually(t, 2*time.Minute, func() error {
+		if _, ok := c.Records(t)["agent-1"]; ok {
+			return errors.New("agent-1's record is still there")
+		}
+		return nil
+	})
+	took := time.Since(deleted)
+	stays.Alive(t)
+	if _, ok := c.Records(t)["agent-2"]; !ok {
+		t.Fatal("agent-2's record went with agent-1's Node")
+	}
+	t.Logf("the garbage collector deleted agent-1's record %.1f s after its Node; agent-2's stayed", took.Seconds())
 }

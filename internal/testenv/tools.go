@@ -31,6 +31,13 @@ func KubeAPIServer(t testing.TB) string {
 	return find(t, "FLEET_ROLE_KUBE_APISERVER", toolcache.KubeAPIServerPath(), "kube-apiserver")
 }
 
+// KubeControllerManager returns the path of the kube-controller-manager
+// binary (its garbage collector deletes a record whose Node is gone).
+func KubeControllerManager(t testing.TB) string {
+	t.Helper()
+	return find(t, "FLEET_ROLE_KUBE_CONTROLLER_MANAGER", toolcache.KubeControllerManagerPath(), "kube-controller-manager")
+}
+
 // Fio returns the path of fio.
 func Fio(t testing.TB) string {
 	if p, err := exec.LookPath("fio"); err == nil {

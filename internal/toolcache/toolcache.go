@@ -49,6 +49,12 @@ func KubeAPIServerPath() string {
 	return filepath.Join(Dir(), "bin", "kube-apiserver-"+KubeVersion)
 }
 
+// KubeControllerManagerPath is where hack/tools.sh keeps the
+// kube-controller-manager binary.
+func KubeControllerManagerPath() string {
+	return filepath.Join(Dir(), "bin", "kube-controller-manager-"+KubeVersion)
+}
+
 // ErrNoSource means the etcd binary is not built and there is no checkout of
 // fleet-role to build it from.
 var ErrNoSource = errors.New("no fleet-role checkout to build etcd from")

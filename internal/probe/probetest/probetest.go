@@ -861,3 +861,32 @@ func (c *Cluster) Records(t testing.TB) map[string]string {
 	}
 	return out
 }
+
+// StartGarbageCollector runs the real kube-controller-manager against the
+// cluster with its garbage collector alone, stopped when the test ends: the
+// only controller fleet-role's records rely on (a record is owned by its
+// Node).
+func (c *Cluster) StartGarbageCollector(t testing.TB) {
+	t.Helper()
+	kc := c.Kubeconfig(t, "")
+	logf, err := os.Create(filepath.Join(t.TempDir(), "kube-controller-manager.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.KubeControllerManager(t), "--kubeconfig="+kc,
+		"--controllers=garbage-collector", "--leader-elect=false", "--secure-port=0", "--v=1")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kube-controller-manager: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			if b, err := os.ReadFile(logf.Name()); err == nil {
+				t.Logf("kube-controller-manager log (last 3000 bytes):\n%s", b[max(0, len(b)-3000):])
+			}
+		}
+	})
+}
