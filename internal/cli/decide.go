@@ -141,24 +141,30 @@ func readJSON(flag, path string, v any) error {
 // records that cannot be read as records, as the controller does.
 func probeInput(data []byte) (entries, unreadable map[string]string, err error) {
 	var head struct {
-		Kind  string            `json:"kind"`
-		Items []json.RawMessage `json:"items"`
+		Kind string `json:"kind"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, nil, err
 	}
 	switch head.Kind {
 	case "List", "ConfigMapList":
-		records := make([]*corev1.ConfigMap, 0, len(head.Items))
-		for i, raw := range head.Items {
-			var cm corev1.ConfigMap
-			if err := json.Unmarshal(raw, &cm); err != nil {
-				return nil, nil, fmt.Errorf("item %d: %w", i, err)
+		// One pass straight into the ConfigMaps: the file is as large as
+		// the fleet's records, and is not copied item by item first.
+		var list struct {
+			Items []struct {
+				Kind string `json:"kind"`
+				corev1.ConfigMap
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(data, &list); err != nil {
+			return nil, nil, err
+		}
+		records := make([]*corev1.ConfigMap, 0, len(list.Items))
+		for i := range list.Items {
+			if k := list.Items[i].Kind; k != "" && k != "ConfigMap" {
+				return nil, nil, fmt.Errorf("item %d is a %s, want ConfigMaps", i, k)
 			}
-			if cm.Kind != "" && cm.Kind != "ConfigMap" {
-				return nil, nil, fmt.Errorf("item %d is a %s, want ConfigMaps", i, cm.Kind)
-			}
-			records = append(records, &cm)
+			records = append(records, &list.Items[i].ConfigMap)
 		}
 		entries, unreadable = controller.Entries(records)
 		return entries, unreadable, nil
