@@ -874,7 +874,7 @@ func (c *Cluster) StartGarbageCollector(t testing.TB) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(testenv.KubeControllerManager(t), "--kubeconfig="+kc,
-		"--controllers=garbage-collector", "--leader-elect=false", "--secure-port=0", "--v=1")
+		"--controllers=garbage-collector-controller", "--leader-elect=false", "--secure-port=0", "--v=1")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start kube-controller-manager: %v", err)
