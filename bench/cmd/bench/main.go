@@ -42,7 +42,7 @@ func main() {
 	flag.IntVar(&o.probeSamples, "probe-samples", 200, "probe samples per round")
 	flag.IntVar(&o.shellSamples, "shell-samples", 10, "shell-route samples per round")
 	flag.IntVar(&o.rssSamples, "rss-samples", 1000, "samples the fleet-role probe process takes before its memory is read")
-	flag.IntVar(&o.controllerLoops, "controller-loops", 100, "decisions the fleet-role controller process takes, on a full probe ConfigMap, before its memory is read")
+	flag.IntVar(&o.controllerLoops, "controller-loops", 100, "decisions the fleet-role controller process takes, over the records of a large fleet, before its memory is read")
 	flag.IntVar(&o.fsyncRuns, "fsync-runs", 5, "paired runs of the fsync reading and fio")
 	flag.StringVar(&o.fsyncDir, "fsync-dir", "/var/tmp", "directory on this machine's disk for the fsync comparison")
 	flag.IntVar(&o.decideCount, "decide-count", 5, "runs of BenchmarkDecide (go test -count)")
@@ -134,8 +134,8 @@ func run(ctx context.Context, o options) error {
 		Figure: memFigure(pc.Memory),
 		Goal:   "< 32 MiB", Met: bench.Verdict(pc.Memory.HWM < 32<<20)})
 
-	step("filling the probe ConfigMap to 1 MiB and running fleet-role controller for %d decisions", o.controllerLoops)
-	hosts, filled, err := env.FillProbeConfigMap(ctx)
+	step("adding %d standbys with records and running fleet-role controller for %d decisions", bench.FillerHosts, o.controllerLoops)
+	hosts, filled, err := env.FillRecords(ctx)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over a full probe ConfigMap (%d entries, %d bytes)", cc.Loops, hosts, filled),
+	rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over %d records (%d bytes of entries)", cc.Loops, hosts, filled),
 		Figure: memFigure(cc.Memory), Goal: "(sizes the Deployment)"})
 	env.Stop()
 
@@ -220,7 +220,7 @@ func sampleCosts(ctx context.Context, env *bench.Env, o options, step func(strin
 	if err := env.CheckProbeEntry(ctx, env.Settings.Window); err != nil {
 		return nil, nil, err
 	}
-	shellBytes, err := env.EntryBytes(ctx, env.ShellKey())
+	shellBytes, err := env.EntryBytes(ctx, env.ShellRecord())
 	if err != nil {
 		return nil, nil, err
 	}
