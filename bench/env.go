@@ -149,7 +149,17 @@ func (e *Env) ProbeToken(ctx context.Context, node string) (string, error) {
 			NodeName:           node,
 			ServiceAccountName: ProbeSA,
 			Containers:         []corev1.Container{{Name: "probe", Image: "fleet-role:bench"}},
+			// Restricted, so that the namespace's warn level has nothing
+			// to say about a Pod that never runs.
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
 		},
+	}
+	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	created, err := e.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -264,3 +274,5 @@ func (e *Env) Stop() {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -93,33 +93,45 @@ func RunComponent(ctx context.Context, binary, name, counter string, loops int, 
 
 // scrapeCounter sums the series of one metric on a Prometheus text page.
 func scrapeCounter(ctx context.Context, url, name string) (int, error) {
+	v, err := scrapeSums(ctx, url, name)
+	if err != nil {
+		return 0, err
+	}
+	return int(v[name]), nil
+}
+
+// scrapeSums fetches a Prometheus text page once and sums the series of
+// each metric named; a metric the page lacks is absent from the map.
+func scrapeSums(ctx context.Context, url string, names ...string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	total := 0.0
+	sums := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		if line == name || strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", line, err)
+		for _, name := range names {
+			if line == name || strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+				f := strings.Fields(line)
+				v, err := strconv.ParseFloat(f[len(f)-1], 64)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", url, line, err)
+				}
+				sums[name] += v
 			}
-			total += v
 		}
 	}
-	return int(total), nil
+	return sums, nil
 }
 
 // ComponentPeriod is the sample period the component runs take: the
