@@ -223,7 +223,11 @@ func (e *Env) WALPerSample(ctx context.Context, binary string, hosts, periods in
 				return err
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%s not within %s; log %s", what, within, logPath)
+				per := map[string]int{}
+				for _, ev := range events.since(revStart) {
+					per[ev.name]++
+				}
+				return fmt.Errorf("%s not within %s: writes seen since the probes started, by host: %v; the probes' log ends:\n%s", what, within, per, tail(logPath, 20))
 			}
 		}
 		return nil
@@ -376,46 +380,60 @@ func (r *recordEvents) since(from int64) []walEvent { return r.between(from, 1<<
 
 // watchRecords watches, as the admin, every write of the named records from
 // now on; each event's resource version is the etcd revision that stored it.
+// The admin's client bounds a request to 30 s, a watch included, so the
+// watch is taken up again from the last revision it delivered whenever the
+// server ends it, as an informer's reflector does.
 func (e *Env) watchRecords(ctx context.Context, names map[string]bool) (*recordEvents, func(), error) {
 	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace)
-	opts := metav1.ListOptions{LabelSelector: record.Selector}
+	opts := metav1.ListOptions{LabelSelector: record.Selector, AllowWatchBookmarks: true}
 	l, err := cms.List(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list records: %w", err)
 	}
 	opts.ResourceVersion = l.ResourceVersion
 	wctx, cancel := context.WithCancel(ctx)
-	w, err := cms.Watch(wctx, opts)
-	if err != nil {
-		cancel()
-		return nil, nil, fmt.Errorf("watch records: %w", err)
-	}
 	r := &recordEvents{}
+	fail := func(err error) {
+		r.mu.Lock()
+		r.err = err
+		r.mu.Unlock()
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
+		for wctx.Err() == nil {
+			w, err := cms.Watch(wctx, opts)
+			if err != nil {
+				if wctx.Err() == nil {
+					fail(fmt.Errorf("watch records from revision %s: %w", opts.ResourceVersion, err))
+				}
+				return
+			}
+			for ev := range w.ResultChan() {
 				if ev.Type == watch.Error {
-					r.mu.Lock()
-					r.err = fmt.Errorf("watch of the records: %v", ev.Object)
-					r.mu.Unlock()
+					fail(fmt.Errorf("watch of the records: %v", ev.Object))
+					w.Stop()
 					return
 				}
-				continue
+				cm, ok := ev.Object.(*corev1.ConfigMap)
+				if !ok {
+					continue
+				}
+				opts.ResourceVersion = cm.ResourceVersion
+				if (ev.Type != watch.Added && ev.Type != watch.Modified) || !names[cm.Name] {
+					continue
+				}
+				rv, err := strconv.ParseInt(cm.ResourceVersion, 10, 64)
+				if err != nil {
+					fail(fmt.Errorf("record %s: resource version %q: %w", cm.Name, cm.ResourceVersion, err))
+					w.Stop()
+					return
+				}
+				r.mu.Lock()
+				r.events = append(r.events, walEvent{name: cm.Name, rv: rv})
+				r.mu.Unlock()
 			}
-			cm := ev.Object.(*corev1.ConfigMap)
-			if !names[cm.Name] {
-				continue
-			}
-			rv, err := strconv.ParseInt(cm.ResourceVersion, 10, 64)
-			if err != nil {
-				continue
-			}
-			r.mu.Lock()
-			r.events = append(r.events, walEvent{name: cm.Name, rv: rv})
-			r.mu.Unlock()
+			w.Stop()
 		}
 	}()
 	return r, func() { cancel(); <-done }, nil
@@ -470,4 +488,17 @@ func StoredSize(cm *corev1.ConfigMap) (int, error) {
 		return 0, errors.New("protobuf encoding of " + cm.Name + " is empty")
 	}
 	return buf.Len(), nil
+}
+
+// tail is the last n lines of the file at path, for an error.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
 }
