@@ -53,8 +53,9 @@ func TestWALPerSample(t *testing.T) {
 	bin := buildFleetRole(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// Eight periods: enough writes (24 and 48) that the API server's own
-	// writes meanwhile (a lease every 10 s) weigh under a fortieth of one.
+	// Eight periods: enough writes (24 and 48, about 4 KB each) that the
+	// API server's own writes meanwhile (its leases, a few small objects)
+	// add under 1% to the bytes counted.
 	const periods = 8
 	small, err := e.WALPerSample(ctx, bin, 3, periods)
 	if err != nil {
