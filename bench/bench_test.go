@@ -3,27 +3,108 @@ package bench
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleet-role/fleet-role/internal/testenv"
 )
 
-// startEnv brings the fleet up for a benchmark and stops it afterwards.
-func startEnv(b *testing.B) *Env {
-	b.Helper()
+// startEnv brings the fleet up for a benchmark or test and stops it
+// afterwards.
+func startEnv(t testing.TB) *Env {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	tools := Tools{Etcd: testenv.Etcd(b), KubeAPIServer: testenv.KubeAPIServer(b), Kubectl: testenv.Kubectl(b)}
-	e, err := Start(context.Background(), root, b.TempDir(), tools)
+	tools := Tools{Etcd: testenv.Etcd(t), KubeAPIServer: testenv.KubeAPIServer(t), Kubectl: testenv.Kubectl(t)}
+	e, err := Start(context.Background(), root, t.TempDir(), tools)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	b.Cleanup(e.Stop)
+	t.Cleanup(e.Stop)
 	return e
+}
+
+// buildFleetRole builds the fleet-role binary from the checkout.
+func buildFleetRole(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fleet-role")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/fleet-role")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/fleet-role: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The etcd WAL bytes per sample written by real `fleet-role probe`
+// processes, each with a token bound to a Pod on its own Node and a record
+// of its own, through the real kube-apiserver, at 3 and at 6 hosts: the
+// bench's 10 and 50 scaled down so that every run of the tests takes the
+// same path. Doubling the hosts must leave the bytes per sample within
+// MaxWALGrowth, and a sample must cost at most MaxWALToRecord times its
+// record: with one shared ConfigMap the first doubled with the hosts.
+func TestWALPerSample(t *testing.T) {
+	e := startEnv(t)
+	bin := buildFleetRole(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// Eight periods: enough writes (24 and 48, about 4 KB each) that the
+	// API server's own writes meanwhile (its leases, a few small objects)
+	// add under 1% to the bytes counted.
+	const periods = 8
+	small, err := e.WALPerSample(ctx, bin, 3, periods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := e.WALPerSample(ctx, bin, 6, periods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []WALRun{small, large} {
+		t.Logf("%d hosts: %d writes, %d other revisions, %.0f WAL bytes per sample, record %.0f bytes stored (entry %.0f), measured over %s, run %s",
+			r.Hosts, r.Writes, r.Other, r.PerSample(), r.RecordBytes, r.EntryBytes, r.Measured.Round(time.Millisecond), r.Elapsed.Round(time.Second))
+		if r.Writes < r.Hosts*periods {
+			t.Errorf("%d hosts: %d writes counted, want at least %d", r.Hosts, r.Writes, r.Hosts*periods)
+		}
+	}
+	growth, toRecord, problems := WALVerdict(small, large)
+	t.Logf("growth %.3f (at most %.2f), WAL per sample / record %.3f (at most %.0f)", growth, MaxWALGrowth, toRecord, MaxWALToRecord)
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// The verdict's bounds, at, just under and just over each.
+func TestWALVerdict(t *testing.T) {
+	run := func(hosts int, perSample, record float64) WALRun {
+		return WALRun{Hosts: hosts, Writes: 1000, WALBytes: perSample * 1000, RecordBytes: record}
+	}
+	const small, rec = 8000.0, 6000.0
+	for _, c := range []struct {
+		name     string
+		large    WALRun
+		problems int
+	}{
+		{"flat", run(50, small, rec), 0},
+		{"growth at the bound", run(50, small*MaxWALGrowth, small*MaxWALGrowth/MaxWALToRecord), 0},
+		{"growth just over", run(50, small*MaxWALGrowth+1, rec), 1},
+		{"record ratio at the bound", run(50, small, small/MaxWALToRecord), 0},
+		{"record ratio just over", run(50, small, small/MaxWALToRecord-1), 1},
+		{"both over", run(50, 3*small, small), 2},
+	} {
+		_, _, problems := WALVerdict(run(10, small, rec), c.large)
+		if len(problems) != c.problems {
+			t.Errorf("%s: %d problems %q, want %d", c.name, len(problems), problems, c.problems)
+		}
+	}
+	if _, _, p := WALVerdict(WALRun{Hosts: 10}, run(50, small, rec)); len(p) != 1 {
+		t.Errorf("no writes at 10 hosts gave %q", p)
+	}
 }
 
 // BenchmarkProbeSample is one probe period without the fsync reading, with a

@@ -64,11 +64,10 @@ func CleanRun(ctx context.Context, etcdBinary string, windows int, log io.Writer
 	}
 	defer cluster.Stop()
 	store := kube.NewMemConfigMaps()
-	for _, name := range []string{s.ProbeConfigMap, s.StatusConfigMap} {
-		if err := store.Create(name, nil); err != nil {
-			return Clean{}, err
-		}
+	if err := store.Create(s.StatusConfigMap, nil); err != nil {
+		return Clean{}, err
 	}
+	records := kube.NewMemRecords(s.Namespace)
 	nodes := &kube.MemNodes{}
 	nodes.Set(FleetNodes(s, voters, standbys, func(i int) string { return hostPort(cluster.Members[i].PeerURL) })...)
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -89,14 +88,14 @@ func CleanRun(ctx context.Context, etcdBinary string, windows int, log io.Writer
 			}
 			defer os.RemoveAll(h.FsyncDir)
 		}
-		p, err := probe.New(probe.Config{Node: name, Settings: s, Store: store, Nodes: nodes, Sampler: h, Log: logger.With("probe", name)})
+		p, err := probe.New(probe.Config{Node: name, Settings: s, Records: records, Nodes: nodes, Sampler: h, Log: logger.With("probe", name)})
 		if err != nil {
 			return Clean{}, err
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = p.Run(pctx) }()
 	}
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Nodes: nodes, Log: logger})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: records, Nodes: nodes, Log: logger})
 	if err != nil {
 		return Clean{}, err
 	}

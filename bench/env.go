@@ -63,8 +63,11 @@ type Env struct {
 	// Node is the probe's own node: the first voter.
 	Node       string
 	MetricsURL string // its etcd member's metrics page
-	// ProbeKubeconfig acts as the probe's ServiceAccount.
+	// ProbeKubeconfig acts as the probe's ServiceAccount, with a token
+	// bound to a Pod on Node.
 	ProbeKubeconfig string
+	// AdminKubeconfig acts as the cluster's administrator.
+	AdminKubeconfig string
 	probeToken      string
 }
 
@@ -112,6 +115,7 @@ func Start(ctx context.Context, root, dir string, tools Tools) (_ *Env, err erro
 		return nil, err
 	}
 	admin := filepath.Join(dir, "admin.kubeconfig")
+	e.AdminKubeconfig = admin
 	if err := e.API.Kubeconfig(admin, ""); err != nil {
 		return nil, err
 	}
@@ -122,7 +126,7 @@ func Start(ctx context.Context, root, dir string, tools Tools) (_ *Env, err erro
 	if err := e.addNodes(ctx); err != nil {
 		return nil, err
 	}
-	if e.probeToken, err = e.API.TokenFor(ctx, e.Settings.Namespace, ProbeSA, 24*time.Hour); err != nil {
+	if e.probeToken, err = e.ProbeToken(ctx, e.Node); err != nil {
 		return nil, err
 	}
 	e.ProbeKubeconfig = filepath.Join(dir, "probe.kubeconfig")
@@ -130,6 +134,38 @@ func Start(ctx context.Context, root, dir string, tools Tools) (_ *Env, err erro
 		return nil, err
 	}
 	return e, nil
+}
+
+// ProbeToken is a token of the probe's ServiceAccount bound to a Pod on
+// node, as the kubelet issues one to the DaemonSet's pod there: the admission
+// policy of deploy/base/admission.yaml lets it write node's record and no
+// other. The Pod is created as the admin with spec.nodeName set, as the
+// DaemonSet controller would; no kubelet runs it, and the token needs none.
+func (e *Env) ProbeToken(ctx context.Context, node string) (string, error) {
+	ns := e.Settings.Namespace
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: ProbeSA + "-", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName:           node,
+			ServiceAccountName: ProbeSA,
+			Containers:         []corev1.Container{{Name: "probe", Image: "fleet-role:bench"}},
+			// Restricted, so that the namespace's warn level has nothing
+			// to say about a Pod that never runs.
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+		},
+	}
+	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	created, err := e.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("create probe pod on %s: %w", node, err)
+	}
+	return e.API.TokenForPod(ctx, ns, ProbeSA, created.Name, created.UID, 24*time.Hour)
 }
 
 // FleetNodes are the Nodes of a fleet of voters and standbys as k3s labels
@@ -170,23 +206,27 @@ func FleetNodes(s settings.Settings, voters, standbys int, peerAddr func(i int) 
 
 func (e *Env) addNodes(ctx context.Context) error {
 	nodes := FleetNodes(e.Settings, Voters, Standbys, func(i int) string { return hostPort(e.Etcd.Members[i].PeerURL) })
-	return e.createNodes(ctx, nodes)
+	_, err := e.createNodes(ctx, nodes)
+	return err
 }
 
-// createNodes creates Nodes through the API as the admin.
-func (e *Env) createNodes(ctx context.Context, nodes []corev1.Node) error {
+// createNodes creates Nodes through the API as the admin and returns them
+// as created (with their UIDs).
+func (e *Env) createNodes(ctx context.Context, nodes []corev1.Node) ([]corev1.Node, error) {
+	out := make([]corev1.Node, 0, len(nodes))
 	for _, n := range nodes {
 		created, err := e.Admin.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
 		if err != nil {
-			return fmt.Errorf("create node %s: %w", n.Name, err)
+			return nil, fmt.Errorf("create node %s: %w", n.Name, err)
 		}
 		// Addresses and conditions are status, which a kubelet reports.
 		created.Status = n.Status
-		if _, err := e.Admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("node %s status: %w", n.Name, err)
+		if created, err = e.Admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("node %s status: %w", n.Name, err)
 		}
+		out = append(out, *created)
 	}
-	return nil
+	return out, nil
 }
 
 // hostPort is the host:port of one of etcdproc's URLs (http://127.0.0.1:PORT).
@@ -216,7 +256,7 @@ func (e *Env) NewProber() (*probe.Prober, error) {
 	return probe.New(probe.Config{
 		Node:     e.Node,
 		Settings: e.Settings,
-		Store:    c.ConfigMaps(e.Settings.Namespace),
+		Records:  c.Records(e.Settings.Namespace),
 		Nodes:    c.Nodes(),
 		Sampler:  probe.NewHost(e.Settings, "/", e.MetricsURL, ""),
 	})
@@ -234,3 +274,5 @@ func (e *Env) Stop() {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
@@ -91,33 +93,45 @@ func RunComponent(ctx context.Context, binary, name, counter string, loops int, 
 
 // scrapeCounter sums the series of one metric on a Prometheus text page.
 func scrapeCounter(ctx context.Context, url, name string) (int, error) {
+	v, err := scrapeSums(ctx, url, name)
+	if err != nil {
+		return 0, err
+	}
+	return int(v[name]), nil
+}
+
+// scrapeSums fetches a Prometheus text page once and sums the series of
+// each metric named; a metric the page lacks is absent from the map.
+func scrapeSums(ctx context.Context, url string, names ...string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	total := 0.0
+	sums := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		if line == name || strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				return 0, fmt.Errorf("%s: %w", line, err)
+		for _, name := range names {
+			if line == name || strings.HasPrefix(line, name+" ") || strings.HasPrefix(line, name+"{") {
+				f := strings.Fields(line)
+				v, err := strconv.ParseFloat(f[len(f)-1], 64)
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", url, line, err)
+				}
+				sums[name] += v
 			}
-			total += v
 		}
 	}
-	return int(total), nil
+	return sums, nil
 }
 
 // ComponentPeriod is the sample period the component runs take: the
@@ -149,53 +163,78 @@ func (e *Env) RunController(ctx context.Context, binary string, n int) (Componen
 		"--kubeconfig", kc, "--"+settings.FlagName("sample_period"), ComponentPeriod.String())
 }
 
-// FillProbeConfigMap fills the probe ConfigMap to just under its 1 MiB with
-// standbys, so that the controller is measured at the most a fleet can
-// give it. Each standby's entry is the first voter's real window without
-// its etcd readings (what a standby records), under its own name, and each
-// has an eligible Node. It returns the number of entries the ConfigMap then
-// holds and their total bytes.
-func (e *Env) FillProbeConfigMap(ctx context.Context) (hosts, bytes int, err error) {
-	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace)
-	cm, err := cms.Get(ctx, e.Settings.ProbeConfigMap, metav1.GetOptions{})
+// FillerHosts is how many standbys FillRecords adds: the largest fleet
+// BenchmarkDecide measures (5, 50, 500 hosts), so that the controller's
+// memory is read at the size its decision time is known for. Records have
+// no shared 1 MiB to fill any more; a fleet's size is what sizes the
+// controller.
+const FillerHosts = 500
+
+// FillRecords gives the fleet FillerHosts more standbys, each with an
+// eligible Node and a record of its own, so that the controller is measured
+// at a large fleet. Each record is created as the admin, shaped as a probe
+// writes it (the record's labels, data.entry, an ownerReference to its
+// Node), and holds the first voter's real window without its etcd readings
+// (what a standby records) under the filler's name. The shell route's
+// ConfigMap, which is no host's record, is removed first. It returns the
+// records the namespace then holds and their entries' total bytes.
+func (e *Env) FillRecords(ctx context.Context) (hosts, bytes int, err error) {
+	if err := e.RemoveShellRecord(ctx); err != nil {
+		return 0, 0, err
+	}
+	records := kube.NewRecordsFor(e.Admin, e.Settings.Namespace)
+	raw, err := records.Get(ctx, e.Node)
 	if err != nil {
 		return 0, 0, err
 	}
-	delete(cm.Data, e.ShellKey())
-	own, err := entry.Decode(cm.Data[e.Node])
+	own, err := entry.Decode(raw)
 	if err != nil {
 		return 0, 0, fmt.Errorf("entry of %s: %w", e.Node, err)
 	}
 	for i := range own.Samples {
 		own.Samples[i].Etcd = nil
 	}
-	total := 0
-	for k, v := range cm.Data {
-		total += len(k) + len(v)
-	}
-	var nodes []corev1.Node
-	for i := 0; ; i++ {
+	nodes := make([]corev1.Node, FillerHosts)
+	for i := range nodes {
 		name := fmt.Sprintf("filler-%04d.fleet.example.internal", i)
-		own.Node = name
-		text, err := entry.Encode(own)
-		if err != nil {
-			return 0, 0, err
-		}
-		if total+len(name)+len(text) > ConfigMapLimit {
-			break
-		}
-		total += len(name) + len(text)
-		cm.Data[name] = text
-		nodes = append(nodes, FleetNodes(e.Settings, 0, 1, nil)[0])
-		nodes[len(nodes)-1].Name = name
-		nodes[len(nodes)-1].Labels["kubernetes.io/hostname"] = name
-		nodes[len(nodes)-1].Labels[e.Settings.PinnedLabel] = "false"
+		nodes[i] = FleetNodes(e.Settings, 0, 1, nil)[0]
+		nodes[i].Name = name
+		nodes[i].Labels["kubernetes.io/hostname"] = name
+		nodes[i].Labels[e.Settings.PinnedLabel] = "false"
 	}
-	if err := e.createNodes(ctx, nodes); err != nil {
+	created, err := e.createNodes(ctx, nodes)
+	if err != nil {
 		return 0, 0, err
 	}
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		return 0, 0, fmt.Errorf("fill configmap %s: %w", e.Settings.ProbeConfigMap, err)
+	texts := make([]string, len(created))
+	for i, n := range created {
+		own.Node = n.Name
+		if texts[i], err = entry.Encode(own); err != nil {
+			return 0, 0, err
+		}
 	}
-	return len(cm.Data), total, nil
+	if err := e.createRecords(ctx, created, texts); err != nil {
+		return 0, 0, err
+	}
+	l, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+	if err != nil {
+		return 0, 0, fmt.Errorf("list records: %w", err)
+	}
+	for _, cm := range l.Items {
+		bytes += len(cm.Data[record.DataKey])
+	}
+	return len(l.Items), bytes, nil
+}
+
+// createRecords creates, as the admin, the record of each node holding the
+// entry of the same index, shaped as the probe writes it.
+func (e *Env) createRecords(ctx context.Context, nodes []corev1.Node, texts []string) error {
+	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace)
+	for i, n := range nodes {
+		obj := record.Object(e.Settings.Namespace, record.Owner{Name: n.Name, UID: n.UID}, texts[i])
+		if _, err := cms.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create record %s: %w", obj.Name, err)
+		}
+	}
+	return nil
 }

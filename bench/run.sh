@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Measures fleet-role on this machine and prints one table (bench/cmd/bench):
 # a probe sample beside the shell route, the probe's and the controller's
-# memory, the fsync reading beside fio, one decision at 5/50/500 hosts, the
-# ConfigMap footprint, and the demo's detection time. Builds or installs
-# what it runs against first (etcd and kube-apiserver with hack/tools.sh,
-# fio, jq and curl with apt-get), as hack/test.sh does.
+# memory, the etcd WAL bytes per sample of real probe processes on per-host
+# records at 10 and 50 hosts, the fsync reading beside fio, one decision at
+# 5/50/500 hosts, the entry footprint, and the demo's detection time. Builds
+# or installs what it runs against first (etcd and kube-apiserver with
+# hack/tools.sh, fio, jq and curl with apt-get), as hack/test.sh does.
 #
 #   bench/run.sh                      # about 20 minutes on 2 cores
 #   bench/run.sh -clean-windows 10    # adds the clean run: ten 50 s windows
 #   bench/run.sh -write docs/performance.md   # also updates the docs page
+#   bench/run.sh -only-wal            # the etcd WAL measurement alone, about 2 minutes
 #
 # Any flag of bench/cmd/bench passes through (go run ./bench/cmd/bench -h).
 set -euo pipefail

@@ -14,10 +14,13 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/record"
 )
 
 // Cost is what one sample took, averaged over a batch.
@@ -59,17 +62,13 @@ func ProbeSamples(ctx context.Context, p *probe.Prober, n int) Cost {
 	}
 }
 
-// CheckProbeEntry reads the entry the probe wrote and checks that its last
+// CheckProbeEntry reads the record the probe wrote and checks that its last
 // sample has every reading: a sample that failed would be cheap for the
 // wrong reason.
 func (e *Env) CheckProbeEntry(ctx context.Context, want int) error {
-	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Get(ctx, e.Settings.ProbeConfigMap, metav1.GetOptions{})
+	raw, err := kube.NewRecordsFor(e.Admin, e.Settings.Namespace).Get(ctx, e.Node)
 	if err != nil {
 		return err
-	}
-	raw, ok := cm.Data[e.Node]
-	if !ok {
-		return fmt.Errorf("configmap %s has no entry for %s", e.Settings.ProbeConfigMap, e.Node)
 	}
 	got, err := entry.Decode(raw)
 	if err != nil {
@@ -90,20 +89,40 @@ func (e *Env) CheckProbeEntry(ctx context.Context, want int) error {
 	return nil
 }
 
-// EntryBytes is the size of the probe's entry as the ConfigMap holds it.
-func (e *Env) EntryBytes(ctx context.Context, key string) (int, error) {
-	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Get(ctx, e.Settings.ProbeConfigMap, metav1.GetOptions{})
+// EntryBytes is the size of the entry a ConfigMap of the namespace holds
+// in data.entry: a probe's record (named after its node) or the shell
+// route's (ShellRecord).
+func (e *Env) EntryBytes(ctx context.Context, name string) (int, error) {
+	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return 0, err
 	}
-	return len(cm.Data[key]), nil
+	return len(cm.Data[record.DataKey]), nil
 }
 
 //go:embed shell_route.sh
 var shellRoute []byte
 
-// ShellKey is the key the shell route writes, beside the probe's own.
-func (e *Env) ShellKey() string { return "shell-" + e.Node }
+// ShellRecord is the ConfigMap the shell route writes: record-shaped (the
+// record's labels, one data key entry) and named shell-<node>, beside the
+// probe's own record. The shell route acts as the admin: the admission
+// policy lets the probe's ServiceAccount write only the record named after
+// its node, and a second Node and Pod for the shell alone would change the
+// Node list both routes read. The credential changes nothing the comparison
+// counts, which is the client's CPU; the ConfigMap carries no owner, so the
+// shell route's writes are as large as the probe's but for its one
+// ownerReference. It is not a probe record of any Node: RemoveShellRecord
+// takes it away before the controller runs.
+func (e *Env) ShellRecord() string { return "shell-" + e.Node }
+
+// RemoveShellRecord deletes the shell route's ConfigMap.
+func (e *Env) RemoveShellRecord(ctx context.Context) error {
+	err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Delete(ctx, e.ShellRecord(), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s: %w", e.ShellRecord(), err)
+	}
+	return nil
+}
 
 // ShellSamples takes n samples the shell way and returns the cost of one:
 // the CPU is that of the shell and every process it ran (wait4's rusage of
@@ -117,9 +136,16 @@ func (e *Env) ShellSamples(ctx context.Context, n int) (Cost, error) {
 	if err := os.WriteFile(script, shellRoute, 0o755); err != nil {
 		return Cost{}, err
 	}
+	// The record exists before the first sample, as a probe's does after
+	// its first write: the route's every sample is a get and a patch.
+	cm := record.Object(e.Settings.Namespace, record.Owner{}, "")
+	cm.Name, cm.Data = e.ShellRecord(), nil
+	if _, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return Cost{}, fmt.Errorf("create %s: %w", e.ShellRecord(), err)
+	}
 	env := append(os.Environ(),
-		"KUBECONFIG="+e.ProbeKubeconfig, "NS="+e.Settings.Namespace, "CM="+e.Settings.ProbeConfigMap,
-		"NODE="+e.Node, "KEY="+e.ShellKey(), "METRICS="+e.MetricsURL,
+		"KUBECONFIG="+e.AdminKubeconfig, "NS="+e.Settings.Namespace, "CM="+e.ShellRecord(),
+		"NODE="+e.Node, "METRICS="+e.MetricsURL,
 		"WINDOW="+strconv.Itoa(e.Settings.Window), "WORK="+work,
 		"PATH="+filepath.Dir(e.Tools.Kubectl)+":"+os.Getenv("PATH"))
 	var cpu time.Duration

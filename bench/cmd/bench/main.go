@@ -15,6 +15,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +35,9 @@ type options struct {
 	detectionRuns, cleanWindows        int
 	write                              string
 	onlyClean                          bool
+	walHosts                           string
+	walPeriods                         int
+	onlyWAL                            bool
 	log                                string
 }
 
@@ -42,13 +47,16 @@ func main() {
 	flag.IntVar(&o.probeSamples, "probe-samples", 200, "probe samples per round")
 	flag.IntVar(&o.shellSamples, "shell-samples", 10, "shell-route samples per round")
 	flag.IntVar(&o.rssSamples, "rss-samples", 1000, "samples the fleet-role probe process takes before its memory is read")
-	flag.IntVar(&o.controllerLoops, "controller-loops", 100, "decisions the fleet-role controller process takes, on a full probe ConfigMap, before its memory is read")
+	flag.IntVar(&o.controllerLoops, "controller-loops", 100, "decisions the fleet-role controller process takes, over the records of a large fleet, before its memory is read")
 	flag.IntVar(&o.fsyncRuns, "fsync-runs", 5, "paired runs of the fsync reading and fio")
 	flag.StringVar(&o.fsyncDir, "fsync-dir", "/var/tmp", "directory on this machine's disk for the fsync comparison")
 	flag.IntVar(&o.decideCount, "decide-count", 5, "runs of BenchmarkDecide (go test -count)")
 	flag.IntVar(&o.detectionRuns, "detection-runs", 3, "demo runs with the slow fault (0: skip)")
 	flag.IntVar(&o.cleanWindows, "clean-windows", 0, "windows of the clean run (0: skip; the long part, 50 s a window)")
 	flag.BoolVar(&o.onlyClean, "only-clean", false, "run the clean run alone (with -clean-windows), to repeat it")
+	flag.StringVar(&o.walHosts, "wal-hosts", "10,50", "recording hosts of the etcd WAL measurement, fewer then more (empty: skip)")
+	flag.IntVar(&o.walPeriods, "wal-periods", 30, "periods (of 1 s) the WAL measurement counts, once every window is full")
+	flag.BoolVar(&o.onlyWAL, "only-wal", false, "run the etcd WAL measurement alone")
 	flag.StringVar(&o.write, "write", "", "replace the figures section of this file (docs/performance.md)")
 	flag.StringVar(&o.log, "log", filepath.Join(os.TempDir(), "fleet-role-bench.log"), "progress and the demo's output")
 	flag.Parse()
@@ -109,6 +117,15 @@ func run(ctx context.Context, o options) error {
 		return nil
 	}
 
+	if o.onlyWAL {
+		rows, notes, err := walRows(ctx, root, tmp, binary, tools, o, step)
+		if err != nil {
+			return err
+		}
+		fmt.Println(report(rows, notes, o, time.Since(started)))
+		return nil
+	}
+
 	step("starting %d etcd members, kube-apiserver, deploy/fleet-role.yaml and %d Nodes", bench.Voters, bench.Voters+bench.Standbys)
 	env, err := bench.Start(ctx, root, filepath.Join(tmp, "env"), tools)
 	if err != nil {
@@ -134,8 +151,8 @@ func run(ctx context.Context, o options) error {
 		Figure: memFigure(pc.Memory),
 		Goal:   "< 32 MiB", Met: bench.Verdict(pc.Memory.HWM < 32<<20)})
 
-	step("filling the probe ConfigMap to 1 MiB and running fleet-role controller for %d decisions", o.controllerLoops)
-	hosts, filled, err := env.FillProbeConfigMap(ctx)
+	step("adding %d standbys with records and running fleet-role controller for %d decisions", bench.FillerHosts, o.controllerLoops)
+	hosts, filled, err := env.FillRecords(ctx)
 	if err != nil {
 		return err
 	}
@@ -143,9 +160,15 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over a full probe ConfigMap (%d entries, %d bytes)", cc.Loops, hosts, filled),
+	rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over %d records (%d bytes of entries)", cc.Loops, hosts, filled),
 		Figure: memFigure(cc.Memory), Goal: "(sizes the Deployment)"})
 	env.Stop()
+
+	r, n, err = walRows(ctx, root, tmp, binary, tools, o, step)
+	if err != nil {
+		return err
+	}
+	rows, notes = append(rows, r...), append(notes, n...)
 
 	r, err = fsyncRows(ctx, fio, o, step)
 	if err != nil {
@@ -220,7 +243,7 @@ func sampleCosts(ctx context.Context, env *bench.Env, o options, step func(strin
 	if err := env.CheckProbeEntry(ctx, env.Settings.Window); err != nil {
 		return nil, nil, err
 	}
-	shellBytes, err := env.EntryBytes(ctx, env.ShellKey())
+	shellBytes, err := env.EntryBytes(ctx, env.ShellRecord())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -238,6 +261,68 @@ func sampleCosts(ctx context.Context, env *bench.Env, o options, step func(strin
 	notes := []string{fmt.Sprintf("Samples: %d rounds of %d probe samples and %d shell-route samples, alternating which goes first; the probe's window full (%d samples, entry %d bytes) and the shell route's (%d bytes) too, so each sample writes a full window.",
 		o.rounds, o.probeSamples, o.shellSamples, env.Settings.Window, mustBytes(env.EntryBytes(ctx, env.Node)), shellBytes)}
 	return rows, notes, nil
+}
+
+// walRows measures the etcd WAL bytes per sample at each of -wal-hosts in
+// a fleet of its own (the ten Nodes Start makes and the recording hosts), so
+// that neither the filler hosts of the controller's run nor the probe
+// measured alone weigh on it, and holds the fewest and the most hosts to
+// the bounds.
+func walRows(ctx context.Context, root, tmp, binary string, tools bench.Tools, o options, step func(string, ...any)) ([]bench.Row, []string, error) {
+	if o.walHosts == "" {
+		return nil, []string{"The etcd WAL measurement was not part of this run."}, nil
+	}
+	var counts []int
+	for _, f := range strings.Split(o.walHosts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, nil, fmt.Errorf("-wal-hosts %q: %q is not a count of hosts", o.walHosts, f)
+		}
+		counts = append(counts, n)
+	}
+	if len(counts) < 2 || !slices.IsSorted(counts) {
+		return nil, nil, fmt.Errorf("-wal-hosts %q: give at least two counts, fewest first", o.walHosts)
+	}
+	step("starting a fleet for the etcd WAL measurement")
+	env, err := bench.Start(ctx, root, filepath.Join(tmp, "wal"), tools)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer env.Stop()
+	var rows []bench.Row
+	var runs []bench.WALRun
+	for _, hosts := range counts {
+		step("etcd WAL: %d fleet-role probe processes at a %s period, %d periods once every window is full", hosts, bench.WALPeriod, o.walPeriods)
+		r, err := env.WALPerSample(ctx, binary, hosts, o.walPeriods)
+		if err != nil {
+			return nil, nil, err
+		}
+		step("etcd WAL: %d hosts: %.0f bytes per sample (%d writes, %d other revisions) in %s", hosts, r.PerSample(), r.Writes, r.Other, r.Elapsed.Round(time.Second))
+		runs = append(runs, r)
+		rows = append(rows, bench.Row{
+			Measure: fmt.Sprintf("etcd WAL bytes per sample, %d recording hosts (per-host records, `fleet-role probe` processes)", hosts),
+			Figure: fmt.Sprintf("%.0f bytes (%d writes in %s; record %.0f bytes as stored, entry %.0f)",
+				r.PerSample(), r.Writes, r.Measured.Round(100*time.Millisecond), r.RecordBytes, r.EntryBytes),
+		})
+	}
+	small, large := runs[0], runs[len(runs)-1]
+	growth, toRecord, _ := bench.WALVerdict(small, large)
+	rows = append(rows,
+		bench.Row{Measure: fmt.Sprintf("etcd WAL bytes per sample, %d / %d hosts", large.Hosts, small.Hosts),
+			Figure: fmt.Sprintf("%.3f", growth), Goal: fmt.Sprintf("<= %.2f", bench.MaxWALGrowth), Met: bench.Verdict(growth <= bench.MaxWALGrowth)},
+		bench.Row{Measure: fmt.Sprintf("etcd WAL bytes per sample / record size, %d hosts", large.Hosts),
+			Figure: fmt.Sprintf("%.3f (%.0f / %.0f bytes)", toRecord, large.PerSample(), large.RecordBytes), Goal: fmt.Sprintf("<= %.0f", bench.MaxWALToRecord), Met: bench.Verdict(toRecord <= bench.MaxWALToRecord)})
+	notes := []string{fmt.Sprintf("etcd WAL: each recording host a standby with an eligible Node, a token bound to a Pod on it and a record seeded with a full realistic window (window %d), so every write is a full window's; %s period; measured over %d periods once each probe had written twice; WAL bytes the mean of the three members' etcd_disk_wal_write_bytes_total; writes counted by revision from a watch of the records; the runs took %s.",
+		env.Settings.Window, bench.WALPeriod, o.walPeriods, walElapsed(runs))}
+	return rows, notes, nil
+}
+
+func walElapsed(runs []bench.WALRun) string {
+	s := make([]string, len(runs))
+	for i, r := range runs {
+		s[i] = fmt.Sprintf("%s at %d hosts", r.Elapsed.Round(time.Second), r.Hosts)
+	}
+	return strings.Join(s, ", ")
 }
 
 func fsyncRows(ctx context.Context, fio string, o options, step func(string, ...any)) ([]bench.Row, error) {
