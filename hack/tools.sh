@@ -5,6 +5,7 @@
 #
 #   hack/tools.sh etcd            -> path of the etcd v3.6.15 server binary
 #   hack/tools.sh kube-apiserver  -> path of the kube-apiserver v1.37.2 binary
+#   hack/tools.sh kube-controller-manager -> path of the kube-controller-manager v1.37.2 binary
 #   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
@@ -41,6 +42,14 @@ case "${1:-}" in
     build kube-apiserver "$kube_version" tools/kube-apiserver \
       "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
     ;;
+  kube-controller-manager)
+    # deploy's tests run its admission policy status controller alone (the
+    # policy's type checking); same flags as kube-apiserver, so the two
+    # builds share their cache.
+    minor=${kube_version#v1.}; minor=${minor%%.*}
+    build kube-controller-manager "$kube_version" tools/kube-controller-manager \
+      "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+    ;;
   fio)
     if ! command -v fio >/dev/null 2>&1; then
       echo "installing fio with apt-get" >&2
@@ -54,7 +63,7 @@ case "${1:-}" in
     command -v fio
     ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|fio" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|fio" >&2
     exit 2
     ;;
 esac
