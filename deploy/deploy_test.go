@@ -461,6 +461,25 @@ func TestOnAPIServer(t *testing.T) {
 		t.Logf("kubectl apply --server-side -f deploy/fleet-role.yaml:\n%s", out)
 		return out
 	}
+	// On a cluster without the namespace yet, a server-side dry run cannot
+	// create it first, so the namespaced objects are refused for that alone;
+	// the cluster-scoped ones (the admission policy's expressions compiled)
+	// pass. The dry run of the whole file must succeed once it is installed.
+	out, err := run("apply", "--dry-run=server", "-f", rendered)
+	t.Logf("kubectl apply --dry-run=server before the install (%v):\n%s", err, out)
+	passed := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasSuffix(line, " created (server dry run)"):
+			passed++
+		case line == `Error from server (NotFound): error when creating "fleet-role.yaml": namespaces "`+ns+`" not found`:
+		default:
+			t.Errorf("kubectl apply --dry-run=server before the install: %q is neither a pass nor the missing namespace", line)
+		}
+	}
+	if passed != 5 {
+		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 5 cluster-scoped ones", passed)
+	}
 	checkWarnings(t, apply())
 	if out, err := run("apply", "--server-side", "--dry-run=server", "-f", rendered); err != nil {
 		t.Errorf("kubectl apply --server-side --dry-run=server on the installed cluster: %v\n%s", err, out)
@@ -635,6 +654,29 @@ func checkTypeChecking(t *testing.T, ctx context.Context, admin kubernetes.Inter
 	})
 	for _, w := range p.Status.TypeChecking.ExpressionWarnings {
 		t.Errorf("policy %s: type checking warns on %s: %s", policyName, w.FieldRef, w.Warning)
+	}
+	// The check can fail: a policy (bound to nothing) whose expression adds
+	// a number to a ConfigMap's string is warned about.
+	bad := p.DeepCopy()
+	bad.ObjectMeta = metav1.ObjectMeta{Name: "fleet-role-test-ill-typed"}
+	bad.Status = admissionregistrationv1.ValidatingAdmissionPolicyStatus{}
+	bad.Spec.Validations = []admissionregistrationv1.Validation{{Expression: "object.data.entry + 1 > 0"}}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	probetest.Eventually(t, time.Minute, func() error {
+		got, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, bad.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Status.TypeChecking == nil || len(got.Status.TypeChecking.ExpressionWarnings) == 0 {
+			return fmt.Errorf("the ill-typed policy %s has no type-checking warning yet: %+v", bad.Name, got.Status.TypeChecking)
+		}
+		t.Logf("the ill-typed control policy is warned about, as it must be: %s", got.Status.TypeChecking.ExpressionWarnings[0].Warning)
+		return nil
+	})
+	if err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, bad.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range p.Status.Conditions {
 		t.Logf("policy %s condition %s=%s %s %s", policyName, c.Type, c.Status, c.Reason, c.Message)
@@ -837,12 +879,12 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		}
 		return string(b)
 	}
-	// check runs fn as a step of the test (a read or a state the table
-	// depends on), failing at once when it does not hold.
+	// check is a step of the test that is no write (a read, or the state
+	// the table depends on): its error fails the row as "failed: ...".
 	check := func(what string, fn func() error) func() error {
 		return func() error {
 			if err := fn(); err != nil {
-				t.Fatalf("%s: %v", what, err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			return nil
 		}
@@ -1007,7 +1049,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	refused := 0
 	for i, a := range attempts {
 		err := a.do()
-		got := outcome(err)
+		got := generated.ReplaceAllString(outcome(err), "${1}<generated>")
 		fmt.Fprintf(&log, "%2d  %-30s  %-90s  %s\n", i+1, a.who, a.what, got)
 		fmt.Fprintf(&md, "| %s | %s | %s |\n", a.who, mdEscape(a.what), mdEscape(got))
 		if a.want == "" {
@@ -1037,6 +1079,10 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	t.Logf("what each part tried on the real API server (%d requests, %d refused as they must be):\n%s", len(attempts), refused, log.String())
 	return md.String()
 }
+
+// generated matches a name the API server generated from generateName
+// (five random characters), so that the table is the same every run.
+var generated = regexp.MustCompile(`(not ` + node1 + `)[a-z0-9]{5}$`)
 
 // outcome is what the API server answered, for the table: "admitted", or
 // the status code and the message that matters (the policy's own, after the
@@ -1191,7 +1237,9 @@ func TestImageBinary(t *testing.T) {
 	if err := yaml.Unmarshal(d["DaemonSet/fleet-role-probe"], &ds); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []corev1.Container{dep.Spec.Template.Spec.Containers[0], ds.Spec.Template.Spec.Containers[0]} {
+	containers := []corev1.Container{dep.Spec.Template.Spec.Containers[0], ds.Spec.Template.Spec.Containers[0]}
+	containers = append(containers, ds.Spec.Template.Spec.InitContainers...)
+	for _, c := range containers {
 		out, err := exec.Command(bin, "help", c.Args[0]).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "fleet-role "+c.Args[0]) {
 			t.Errorf("fleet-role help %s: %v\n%s", c.Args[0], err, out)
@@ -1204,7 +1252,7 @@ func TestImageBinary(t *testing.T) {
 	// parses every flag before it looks at --help, so an unknown or
 	// malformed flag fails (exit 2) and a good set prints the help (exit 0)
 	// without reading the settings file or reaching a cluster.
-	for _, c := range []corev1.Container{dep.Spec.Template.Spec.Containers[0], ds.Spec.Template.Spec.Containers[0]} {
+	for _, c := range containers {
 		args := append(append([]string(nil), c.Args...), "--help")
 		if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 			t.Errorf("fleet-role %s: the container's args do not parse: %v\n%s", strings.Join(c.Args, " "), err, out)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
-# or installs what the tests need (etcd and kube-apiserver from the Go module
-# proxy, cached; fio from Debian), then checks formatting, vets, and runs the
-# unit, fuzz-seed, race and real-component tests.
+# or installs what the tests need (etcd, kube-apiserver and
+# kube-controller-manager from the Go module proxy, cached; fio from Debian),
+# then checks formatting, vets, and runs the unit, fuzz-seed, race and
+# real-component tests.
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -13,10 +14,12 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 step "tools"
 FLEET_ROLE_ETCD=$(hack/tools.sh etcd)
 FLEET_ROLE_KUBE_APISERVER=$(hack/tools.sh kube-apiserver)
+FLEET_ROLE_KUBE_CONTROLLER_MANAGER=$(hack/tools.sh kube-controller-manager)
 hack/tools.sh fio >/dev/null
-export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER
+export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
+echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
 echo "fio: $(command -v fio) ($(fio --version))"
 
 step "gofmt"
