@@ -1,8 +1,12 @@
 // Package deploy holds fleet-role's manifests (a kustomize base and the file
 // rendered from it) and the Dockerfile's tests. These tests hold the rendered
-// file to the base, apply it to a real kube-apiserver, check the RBAC it
-// grants with kubectl auth can-i and with each ServiceAccount's own token,
-// and build the binary as the Dockerfile does.
+// file to the base and the pods to their hardening, apply it to a real
+// kube-apiserver (with kube-controller-manager's admission policy status
+// controller type-checking the policy), check the RBAC it grants with kubectl
+// auth can-i and with each ServiceAccount's own token, make every request
+// the admission policy must refuse or admit with tokens bound to Pods on
+// Nodes, and build the binary as the Dockerfile does. The can-i and
+// admission tables are docs/records.md's "What each part may do".
 package deploy
 
 import (
@@ -1049,7 +1053,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	refused := 0
 	for i, a := range attempts {
 		err := a.do()
-		got := generated.ReplaceAllString(outcome(err), "${1}<generated>")
+		got := generated.ReplaceAllString(outcome(err), "${1}xxxxx (a generated name)")
 		fmt.Fprintf(&log, "%2d  %-30s  %-90s  %s\n", i+1, a.who, a.what, got)
 		fmt.Fprintf(&md, "| %s | %s | %s |\n", a.who, mdEscape(a.what), mdEscape(got))
 		if a.want == "" {
