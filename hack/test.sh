@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
-# or installs what the tests need (etcd and kube-apiserver from the Go module
-# proxy, cached; fio from Debian), then checks formatting, vets, and runs the
-# unit, fuzz-seed, race and real-component tests.
+# or installs what the tests need (etcd, kube-apiserver and
+# kube-controller-manager from the Go module proxy, cached; fio from Debian),
+# then checks formatting, vets, and runs the unit, fuzz-seed, race and
+# real-component tests.
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"

@@ -57,17 +57,33 @@ container has that one capability). Exit 1 when it cannot, 2 for bad flags.`,
 	return cmd
 }
 
-// parseOwner reads UID:GID, two non-negative whole numbers.
+// maxOwnerID is the largest user or group ID chown can set: IDs are 32-bit
+// (uid_t, gid_t), and the all-ones value 4294967295 is (uid_t)-1, which
+// chown(2) reads as "leave unchanged". A larger figure would be truncated to
+// 32 bits by the system call (4294967296 becomes 0, root), so it is refused
+// rather than passed on.
+const maxOwnerID = 1<<32 - 2
+
+// parseOwner reads UID:GID, two whole numbers from 0 to maxOwnerID.
 func parseOwner(s string) (uid, gid int, err error) {
 	u, g, ok := strings.Cut(s, ":")
 	if !ok {
 		return 0, 0, fmt.Errorf("want UID:GID")
 	}
-	if uid, err = strconv.Atoi(u); err != nil || uid < 0 {
-		return 0, 0, fmt.Errorf("UID %q: want a non-negative whole number", u)
+	if uid, err = parseID(u); err != nil {
+		return 0, 0, fmt.Errorf("UID %q: %w", u, err)
 	}
-	if gid, err = strconv.Atoi(g); err != nil || gid < 0 {
-		return 0, 0, fmt.Errorf("GID %q: want a non-negative whole number", g)
+	if gid, err = parseID(g); err != nil {
+		return 0, 0, fmt.Errorf("GID %q: %w", g, err)
 	}
 	return uid, gid, nil
+}
+
+// parseID reads one user or group ID: decimal digits, 0 to maxOwnerID.
+func parseID(s string) (int, error) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > maxOwnerID {
+		return 0, fmt.Errorf("want a whole number from 0 to %d (IDs are 32-bit; %d means \"unchanged\" to chown)", uint64(maxOwnerID), uint64(maxOwnerID)+1)
+	}
+	return int(n), nil
 }
