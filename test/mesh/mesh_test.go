@@ -475,7 +475,8 @@ type fleetFigures struct {
 }
 
 // wholeFleet puts the same delay on every host's links at once: a fault no
-// single host explains. While it lasts no decision may name a swap; with
+// single host explains. While it lasts no decision may publish a swap (with
+// the hysteresis of h-attrib, one named and held is reported, not failed); with
 // checkAttribution, within 5 periods a decision must say so (an attribution
 // reason not ok); once it is removed every host must be fit again.
 func (m *mesh) wholeFleet(t *testing.T) fleetFigures {
@@ -489,9 +490,18 @@ func (m *mesh) wholeFleet(t *testing.T) fleetFigures {
 	stopWatch := m.watchDecisions(t, delayed, func(st *decide.Status) {
 		f.decisions++
 		f.connect.add(st, func(string) bool { return true })
+		// A swap published is the failure. One named and held by the
+		// hysteresis is reported: while the fault reaches the hosts'
+		// windows one link at a time, the slow links seen so far may
+		// point at one host for a decision or two, which is what the
+		// hysteresis is there to absorb.
 		if out, in, published, ok := namedSwap(st); ok {
 			x := showSwap(out, in, published)
-			t.Errorf("%s: the decision named %s while every host is delayed alike", st.GeneratedAt.Format("15:04:05.000"), x)
+			if published {
+				t.Errorf("%s: the decision published %s while every host is delayed alike", st.GeneratedAt.Format("15:04:05.000"), x)
+			} else {
+				t.Logf("%s: the decision named %s while every host is delayed alike", st.GeneratedAt.Format("15:04:05.000"), x)
+			}
 			f.swaps = append(f.swaps, x)
 		}
 		if r := decisionReason(st, signalAttribution, ""); f.attribution == "" && r != nil && !r.OK {
