@@ -967,7 +967,7 @@ func (f figures) log(t *testing.T, s settings.Settings) {
 		}
 		b.WriteString("\n")
 	} else {
-		b.WriteString("  whole fleet: did not run\n")
+		b.WriteString("  whole fleet: did not complete\n")
 	}
 	fmt.Fprintf(&b, "  whole scenario %.0f s\n", f.total.Seconds())
 	t.Log(b.String())
@@ -975,7 +975,7 @@ func (f figures) log(t *testing.T, s settings.Settings) {
 
 func (v variantFigures) log(b *strings.Builder, name, pn string) {
 	if !v.ran {
-		fmt.Fprintf(b, "  %s: did not run\n", name)
+		fmt.Fprintf(b, "  %s: did not complete\n", name)
 		return
 	}
 	fmt.Fprintf(b, "  %s (etcd's leader %s): delay %v each way on %s -> swap %s -> %s named after %.1f s = %.1f periods, published after %.1f s\n",
