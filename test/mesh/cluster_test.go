@@ -26,6 +26,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/etcdproc"
 	"github.com/fleet-role/fleet-role/internal/netlab"
+	"github.com/fleet-role/fleet-role/internal/probe/probetest"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/testenv"
 )
@@ -83,10 +84,16 @@ type mesh struct {
 	kubectlBin string
 	audit      string // the API server's audit log
 
-	probes     map[string]*proc
-	controller *proc
+	// probeTokens are the probes' tokens, each bound to a Pod on its host's
+	// node (prepareProbes).
+	probeTokens map[string]string
+	probes      map[string]*proc
+	controller  *proc
 	// controllerURL serves the controller's /readyz.
 	controllerURL string
+	// observe, when set, sees every status waitFor reads, for what must
+	// hold at every decision of a phase rather than at its end.
+	observe func(*decide.Status)
 }
 
 func repoRoot(t *testing.T) string {
@@ -205,8 +212,9 @@ func startMesh(t *testing.T) *mesh {
 	}
 
 	// The manifests, applied as an operator would: the namespace, the
-	// ServiceAccounts and their RBAC, and the three ConfigMaps. (The
-	// Deployment and DaemonSet are stored too; no kubelet runs them.)
+	// ServiceAccounts, their RBAC and the probes' admission policy, and the
+	// status and settings ConfigMaps. (The Deployment and DaemonSet are
+	// stored too; no kubelet runs them.)
 	m.kubectl(t, ctx, "apply", "--server-side", "-f", filepath.Join(repoRoot(t), "deploy", "fleet-role.yaml"))
 
 	m.registerNodes(t, ctx)
@@ -366,16 +374,21 @@ func (m *mesh) registerNodes(t *testing.T, ctx context.Context) {
 	}
 }
 
-// token issues a ServiceAccount's token and writes a kubeconfig holding it,
-// with the API server at the lab's root address.
+// saKubeconfig issues a ServiceAccount's token and writes a kubeconfig
+// holding it, with the API server at the lab's root address.
 func (m *mesh) saKubeconfig(t *testing.T, ctx context.Context, sa string) string {
 	t.Helper()
 	tok, err := m.api.TokenFor(ctx, m.settings.Namespace, sa, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(m.dir, sa+".kubeconfig")
-	if err := m.api.Kubeconfig(path, tok); err != nil {
+	return m.writeKubeconfig(t, sa, tok)
+}
+
+func (m *mesh) writeKubeconfig(t *testing.T, name, token string) string {
+	t.Helper()
+	path := filepath.Join(m.dir, name+".kubeconfig")
+	if err := m.api.Kubeconfig(path, token); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -383,18 +396,33 @@ func (m *mesh) saKubeconfig(t *testing.T, ctx context.Context, sa string) string
 
 // ServiceAccounts of deploy/fleet-role.yaml.
 const (
-	probeSA      = "fleet-role-probe"
-	controllerSA = "fleet-role"
+	probeSA      = probetest.ProbeSA
+	controllerSA = probetest.ControllerSA
 )
 
+// prepareProbes gives every host's probe the credential the kubelet would
+// give the DaemonSet's pod there: the admin creates a Pod of the probe's
+// ServiceAccount with spec.nodeName set to the host's node (no kubelet runs
+// it), and a token bound to that Pod carries the node in the user's extra,
+// by which the admission policy holds the probe to that node's record. It
+// runs before the snapshot: the Pods are the scenario's, not fleet-role's.
+func (m *mesh) prepareProbes(t *testing.T) {
+	t.Helper()
+	c := &probetest.Cluster{Server: m.api, Admin: m.admin, Namespace: m.settings.Namespace}
+	m.probeTokens = map[string]string{}
+	for _, h := range hosts {
+		m.probeTokens[h] = c.ProbeToken(t, h)
+	}
+}
+
 // startComponents runs a probe inside every host's namespace, as the
-// DaemonSet would with the host's network, and the controller in the root
-// namespace beside the API server, each with its own ServiceAccount's token.
+// DaemonSet would with the host's network and a token bound to a Pod on the
+// host's node, and the controller in the root namespace beside the API
+// server with its ServiceAccount's token.
 func (m *mesh) startComponents(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	probeKC := m.saKubeconfig(t, ctx, probeSA)
 	controllerKC := m.saKubeconfig(t, ctx, controllerSA)
 	fsyncRoot := filepath.Join(m.dir, "tmpfs", "fsync")
 
@@ -403,8 +431,12 @@ func (m *mesh) startComponents(t *testing.T) {
 		if err := os.MkdirAll(fsyncDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		tok, ok := m.probeTokens[h.Name]
+		if !ok {
+			t.Fatalf("no probe token for %s: prepareProbes first", h.Name)
+		}
 		cmd := h.Command(context.Background(), m.bin, "probe",
-			"--kubeconfig", probeKC,
+			"--kubeconfig", m.writeKubeconfig(t, "probe-"+h.Name, tok),
 			"--settings", m.settingsPath,
 			"--node", h.Name,
 			"--host-root", "/",
@@ -491,7 +523,7 @@ func (m *mesh) stopComponents(t *testing.T) {
 // starts the cluster alone and leads it when the others join; members
 // started at once elect any of them. Which member leads changes what a slow
 // voter costs: every write of the cluster waits for the leader's round trips,
-// the probes' patches of their shared ConfigMap included (see the README's
+// the probes' writes of their records included (see the README's
 // mesh scenario section).
 func (m *mesh) moveLeader(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
