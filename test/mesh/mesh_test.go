@@ -49,23 +49,19 @@ const holdDecisions = 3
 
 // checkAttribution turns on the assertion that, within 5 periods of the
 // whole-fleet fault, the decision carries an "attribution" reason that is not
-// ok (no single host explains the slow links). The attribution step is on
-// branch h-attrib (internal/decide/plan.go, StepAttribution); set this to true
-// once main's decision core has it. Until then the whole-fleet phase asserts
-// only that no swap is named while the fault lasts and that every host is fit
-// again after it.
-const checkAttribution = false
+// ok (no single host explains the slow links).
+const checkAttribution = true
 
-// signalAttribution is decide.StepAttribution, spelt out until main has it.
-const signalAttribution = "attribution"
+// signalAttribution is the attribution step of the decision core.
+const signalAttribution = decide.StepAttribution
 
-// signalSteady is decide.StepSteady of branch h-attrib, spelt out until main
-// has it: the decision core publishes a swap only once three consecutive
-// decisions have named it, and until then names it in a steady reason on the
-// leaving voter ("named to leave (for S) at N of the 3 consecutive decisions
-// needed: held"). The scenario times the naming, so that its bounds hold
-// with and without the hysteresis, and reports the publishing beside it.
-const signalSteady = "steady"
+// signalSteady is the hysteresis step: the decision core publishes a swap
+// only once three consecutive decisions have named it, and until then names
+// it in a steady reason on the leaving voter ("named to leave (for S) at N of
+// the 3 consecutive decisions needed: held"). The scenario times the naming,
+// so that its bounds hold with and without the hysteresis, and reports the
+// publishing beside it.
+const signalSteady = decide.StepSteady
 
 // namedSwap is the swap a decision names: published (action swap), or
 // named and held by the hysteresis. ok is false when it names none.
