@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"unicode"
 
@@ -131,21 +131,51 @@ func TestDecideOnHostileRecords(t *testing.T) {
 }
 
 // runMeasured runs the binary to its end and returns its standard output
-// and its peak resident memory (the kernel's maxrss, in bytes).
+// and its peak resident memory in bytes, measured by the small maxrss
+// program (testdata/maxrss) so that this test's own memory, which a child
+// inherits at exec into its peak, does not count.
 func runMeasured(t *testing.T, bin string, args ...string) ([]byte, int64) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(maxrssBinary(t), append([]string{bin}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("fleet-role %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		t.Fatal("no rusage")
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	var peak int64
+	if _, err := fmt.Sscanf(lines[len(lines)-1], "maxrss %d", &peak); err != nil {
+		t.Fatalf("no peak reported: %q", stderr.String())
 	}
-	return stdout.Bytes(), ru.Maxrss << 10
+	return stdout.Bytes(), peak
 }
+
+// maxrssBinary builds testdata/maxrss once per test binary.
+func maxrssBinary(t *testing.T) string {
+	t.Helper()
+	maxrssOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fleet-role-maxrss-")
+		if err != nil {
+			maxrssErr = err
+			return
+		}
+		maxrssPath = filepath.Join(dir, "maxrss")
+		out, err := exec.Command("go", "build", "-o", maxrssPath, "./testdata/maxrss").CombinedOutput()
+		if err != nil {
+			maxrssErr = fmt.Errorf("go build ./testdata/maxrss: %v\n%s", err, out)
+		}
+	})
+	if maxrssErr != nil {
+		t.Fatal(maxrssErr)
+	}
+	return maxrssPath
+}
+
+var (
+	maxrssOnce sync.Once
+	maxrssPath string
+	maxrssErr  error
+)
 
 func readJSONFile(t *testing.T, path string, v any) {
 	t.Helper()
