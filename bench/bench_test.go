@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -232,54 +231,6 @@ func TestWriteSection(t *testing.T) {
 	if err := WriteSection(path, "x"); err == nil || !strings.Contains(err.Error(), "no bench markers") {
 		t.Fatalf("err %v", err)
 	}
-}
-
-// The clean run with its whole-fleet stalls, at CI size: two windows at a
-// half-second period (the demo's window of 50, so 25 s a window), each with a
-// stall of three periods of every etcd member and probe. No swap may be
-// published and none may flap (issue 12; docs/limits.md, "No flapping").
-func TestCleanRunWithStalls(t *testing.T) {
-	etcd := testenv.Etcd(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var log strings.Builder
-	c, err := CleanRun(ctx, etcd, CleanConfig{Windows: 2, Period: 500 * time.Millisecond, StallPeriods: 3}, &lockedBuilder{b: &log})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	t.Logf("%d decisions, %d stalls of %s to %s, %d swaps, %d flaps (memory %d), %d verdict changes (memory %d), %d decisions naming a voter, longest run %d",
-		c.Decisions, c.Stalls, c.ShortestStall, c.LongestStall, c.Swaps, c.Flaps, c.MemoryFlaps, c.VerdictChanges, c.MemoryVerdictChanges, c.NamedDecisions, c.LongestNamed)
-	for _, ch := range c.Changes {
-		t.Log(ch)
-	}
-	if c.Stalls != 2 {
-		t.Errorf("%d stalls injected, want 2 (one a window)", c.Stalls)
-	}
-	if c.ShortestStall < 3*500*time.Millisecond {
-		t.Errorf("shortest stall %s, want at least three periods (1.5s)", c.ShortestStall)
-	}
-	if c.Swaps != 0 || c.SwapDecisions != 0 {
-		t.Errorf("%d swaps published (%d decisions), want 0", c.Swaps, c.SwapDecisions)
-	}
-	if c.Flaps != 0 || c.MemoryFlaps != 0 {
-		t.Errorf("flaps: %d counted, %d in the status memory; want 0", c.Flaps, c.MemoryFlaps)
-	}
-	if c.MemoryVerdictChanges != c.VerdictChanges {
-		t.Errorf("the status memory's verdict_changes rose by %d, the run counted %d", c.MemoryVerdictChanges, c.VerdictChanges)
-	}
-}
-
-// lockedBuilder lets the probes' and the controller's logs share one
-// builder.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  *strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
 }
 
 // The gate holds every waiter while shut, lets them all on when released,
