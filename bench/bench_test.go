@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,5 +230,42 @@ func TestWriteSection(t *testing.T) {
 	}
 	if err := WriteSection(path, "x"); err == nil || !strings.Contains(err.Error(), "no bench markers") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// The gate holds every waiter while shut, lets them all on when released,
+// and gives a waiter up when its context ends.
+func TestGate(t *testing.T) {
+	g := newGate()
+	if err := g.wait(context.Background()); err != nil {
+		t.Fatalf("open gate: %v", err)
+	}
+	g.shut()
+	g.shut() // shutting twice is one shut
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { done <- g.wait(context.Background()) }()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("shut gate, context cancelled: %v, want context.Canceled", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a waiter passed the shut gate (%v)", err)
+	default:
+	}
+	g.release()
+	g.release() // releasing twice is one release
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter was still held 10s after the gate opened")
+		}
 	}
 }

@@ -8,7 +8,8 @@
 # hack/tools.sh, fio, jq and curl with apt-get), as hack/test.sh does.
 #
 #   bench/run.sh                      # about 20 minutes on 2 cores
-#   bench/run.sh -clean-windows 10    # adds the clean run: ten 50 s windows
+#   bench/run.sh -clean-windows 10    # adds the clean run: ten 50 s windows, each with a
+#                                     # three-period stall of every etcd member and probe
 #   bench/run.sh -write docs/performance.md   # also updates the docs page
 #   bench/run.sh -only-wal            # the etcd WAL measurement alone, about 2 minutes
 #
