@@ -44,7 +44,6 @@ import (
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/testenv"
-	"github.com/fleet-role/fleet-role/internal/toolcache"
 )
 
 const (
@@ -583,62 +582,13 @@ func checkWarnings(t *testing.T, out string) {
 	t.Logf("Pod Security (warn: restricted), the probe's alone: %s", warnings[0])
 }
 
-// kubeControllerManager is the path of the kube-controller-manager binary
-// hack/tools.sh builds: from FLEET_ROLE_KUBE_CONTROLLER_MANAGER, else the
-// tool cache. A missing binary fails the test; it never skips.
-func kubeControllerManager(t *testing.T) string {
-	t.Helper()
-	p := os.Getenv("FLEET_ROLE_KUBE_CONTROLLER_MANAGER")
-	if p == "" {
-		p = filepath.Join(toolcache.Dir(), "bin", "kube-controller-manager-"+toolcache.KubeVersion)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("kube-controller-manager is not built (%v): run hack/tools.sh kube-controller-manager, or set FLEET_ROLE_KUBE_CONTROLLER_MANAGER", err)
-	}
-	return p
-}
-
 // startPolicyStatusController runs the real kube-controller-manager with one
 // controller, the admission policy status controller: it type-checks each
 // ValidatingAdmissionPolicy against the API server's schemas and writes
 // status.typeChecking, as it does in a cluster. Stopped when the test ends.
 func startPolicyStatusController(t *testing.T, kubeconfig string) {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "kube-controller-manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(kubeControllerManager(t),
-		"--kubeconfig="+kubeconfig,
-		"--controllers=validatingadmissionpolicy-status-controller",
-		"--leader-elect=false",
-		"--secure-port=0",
-		"--v=2")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start kube-controller-manager: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logFile.Close()
-		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
-				if len(b) > 4000 {
-					b = b[len(b)-4000:]
-				}
-				t.Logf("kube-controller-manager log (tail):\n%s", b)
-			}
-		}
-	})
+	probetest.StartControllerManager(t, kubeconfig, "validatingadmissionpolicy-status-controller")
 }
 
 // checkTypeChecking waits for the API server to type-check the admission

@@ -863,29 +863,44 @@ func (c *Cluster) Records(t testing.TB) map[string]string {
 }
 
 // StartGarbageCollector runs the real kube-controller-manager against the
-// cluster with its garbage collector alone, stopped when the test ends: the
-// only controller fleet-role's records rely on (a record is owned by its
-// Node).
+// cluster with its garbage collector alone: the only controller fleet-role's
+// records rely on (a record is owned by its Node).
 func (c *Cluster) StartGarbageCollector(t testing.TB) {
 	t.Helper()
-	kc := c.Kubeconfig(t, "")
-	logf, err := os.Create(filepath.Join(t.TempDir(), "kube-controller-manager.log"))
+	StartControllerManager(t, c.Kubeconfig(t, ""), "garbage-collector-controller")
+}
+
+// StartControllerManager runs the real kube-controller-manager with the
+// admin kubeconfig kc and only the named controllers, serving nothing and
+// electing no leader, and stops it when the test ends (its log's tail
+// printed if the test failed).
+func StartControllerManager(t testing.TB, kc string, controllers ...string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "kube-controller-manager.log")
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(testenv.KubeControllerManager(t), "--kubeconfig="+kc,
-		"--controllers=garbage-collector-controller", "--leader-elect=false", "--secure-port=0", "--v=1")
+		"--controllers="+strings.Join(controllers, ","), "--leader-elect=false", "--secure-port=0", "--v=2")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start kube-controller-manager: %v", err)
 	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 		logf.Close()
 		if t.Failed() {
-			if b, err := os.ReadFile(logf.Name()); err == nil {
-				t.Logf("kube-controller-manager log (last 3000 bytes):\n%s", b[max(0, len(b)-3000):])
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("kube-controller-manager log (tail):\n%s", b[max(0, len(b)-4000):])
 			}
 		}
 	})
