@@ -413,8 +413,8 @@ func (f *fleet) startStore(ctx context.Context) error {
 			return err
 		}
 		f.store = mem
-		f.records = kube.NewMemRecords(f.set.Namespace)
-		f.recordSource = f.records.(*kube.MemRecords)
+		records := kube.NewMemRecords(f.set.Namespace)
+		f.records, f.recordSource = records, records
 		return nil
 	}
 	client, err := kube.NewClient(f.opt.Kubeconfig)

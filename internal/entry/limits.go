@@ -20,9 +20,9 @@ const (
 	// size"); settings.Validate refuses a larger max_servers.
 	maxMembers = 7
 	// maxWindowAssumed is the largest window Decode, which has no settings,
-	// assumes. settings.Validate sets no upper bound on window today; a
-	// window of 10,000 samples at the shortest sensible period is hours of
-	// samples per host, and the limits below scale with it.
+	// assumes: above settings.MaxWindow (4,000), which settings.Validate
+	// enforces, so that Decode reads every entry a valid setting allows;
+	// the byte cap stays a ConfigMap's 1 MiB either way.
 	maxWindowAssumed = 10_000
 	// samplesPerWindow: an entry may hold twice the window. Lowering the
 	// window (at most halving it) during a rollout leaves entries written at

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -168,12 +167,11 @@ type MemRecords struct {
 	mu        sync.Mutex
 	namespace string
 	maps      map[string]*corev1.ConfigMap
-	now       func() time.Time
 }
 
 // NewMemRecords returns an empty store for namespace.
 func NewMemRecords(namespace string) *MemRecords {
-	return &MemRecords{namespace: namespace, maps: map[string]*corev1.ConfigMap{}, now: time.Now}
+	return &MemRecords{namespace: namespace, maps: map[string]*corev1.ConfigMap{}}
 }
 
 // Get implements Records.
