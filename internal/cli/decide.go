@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -166,7 +165,7 @@ func probeInput(data []byte) (entries, unreadable map[string]string, err error) 
 			}
 			records = append(records, &list.Items[i].ConfigMap)
 		}
-		entries, unreadable = controller.Entries(records)
+		entries, unreadable = record.ReadAll(records)
 		return entries, unreadable, nil
 	case "ConfigMap", "":
 		var cm corev1.ConfigMap
@@ -174,7 +173,7 @@ func probeInput(data []byte) (entries, unreadable map[string]string, err error) 
 			return nil, nil, err
 		}
 		if record.IsRecord(&cm) {
-			entries, unreadable = controller.Entries([]*corev1.ConfigMap{&cm})
+			entries, unreadable = record.ReadAll([]*corev1.ConfigMap{&cm})
 			return entries, unreadable, nil
 		}
 		// The shared ConfigMap of installs before records: node name to

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
@@ -110,7 +108,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, unreadable := Entries(records)
+	entries, unreadable := record.ReadAll(records)
 	kubeNodes, err := c.cfg.Nodes.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
@@ -152,24 +150,6 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	}
 	c.previous = &st
 	return &st, nil
-}
-
-// Entries reads the records: node name to entry text, and node name to why
-// for the records that cannot be read as records.
-func Entries(records []*corev1.ConfigMap) (entries, unreadable map[string]string) {
-	entries, unreadable = map[string]string{}, map[string]string{}
-	for _, cm := range records {
-		node, text, err := record.Read(cm)
-		switch {
-		case errors.Is(err, record.ErrNotRecord):
-			continue
-		case err != nil:
-			unreadable[node] = err.Error()
-		default:
-			entries[node] = text
-		}
-	}
-	return entries, unreadable
 }
 
 // loadPrevious reads the status written before this start, once, so that the

@@ -133,6 +133,25 @@ func Read(cm *corev1.ConfigMap) (node, entry string, err error) {
 	return node, text, nil
 }
 
+// ReadAll reads records as the controller and `fleet-role decide` do: node
+// name to entry text, and node name to why for the records that cannot be
+// read as records. A ConfigMap that is no record is passed over.
+func ReadAll(records []*corev1.ConfigMap) (entries, unreadable map[string]string) {
+	entries, unreadable = map[string]string{}, map[string]string{}
+	for _, cm := range records {
+		node, text, err := Read(cm)
+		switch {
+		case errors.Is(err, ErrNotRecord):
+			continue
+		case err != nil:
+			unreadable[node] = err.Error()
+		default:
+			entries[node] = text
+		}
+	}
+	return entries, unreadable
+}
+
 // CapBytes is the largest entry a record holds at these settings: the size of
 // the largest legitimate entry (entry.LimitsFor), which is also the most any
 // reader decodes. The probe shrinks a window that would pass it (Fit) rather

@@ -98,3 +98,19 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
+
+// ReadAll keeps the records' entries, names the malformed ones with why,
+// and passes over a ConfigMap that is no record (the status, the settings).
+func TestReadAll(t *testing.T) {
+	good := record.Object("fleet-role", record.Owner{Name: "node-a", UID: "u"}, "{}")
+	bad := record.Object("fleet-role", record.Owner{Name: "node-b", UID: "u"}, "{}")
+	bad.Data["extra"] = ""
+	status := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fleet-role-status"}, Data: map[string]string{"status.json": "{}"}}
+	entries, unreadable := record.ReadAll([]*corev1.ConfigMap{good, bad, status})
+	if len(entries) != 1 || entries["node-a"] != "{}" {
+		t.Errorf("entries %v", entries)
+	}
+	if len(unreadable) != 1 || !strings.Contains(unreadable["node-b"], "2 data keys") {
+		t.Errorf("unreadable %v", unreadable)
+	}
+}
