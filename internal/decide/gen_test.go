@@ -68,6 +68,10 @@ type gFleet struct {
 	hosts []*gHost
 	// slow adds latency, seconds one way, to the path between two hosts.
 	slow map[[2]string]float64
+	// rttOnly adds time, seconds one way, to etcd's round trip between two
+	// voters but not to their connects: etcd's own state rather than the
+	// path (a slow leader raises it between two followers).
+	rttOnly map[[2]string]float64
 }
 
 func pairOf(a, b string) [2]string {
@@ -178,7 +182,7 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 				}
 				// etcd feeds the round-trip histogram about twice every 30 s:
 				// about one observation per 15 s sample.
-				rt := 2*f.oneWay(h.name, m.name) + rng.Float64()*0.0004
+				rt := 2*(f.oneWay(h.name, m.name)+f.rttOnly[pairOf(h.name, m.name)]) + rng.Float64()*0.0004
 				obs := map[int]uint64{}
 				if i%2 == 1 || rng.IntN(2) == 0 {
 					obs[bucket(rttBounds, rt)] = 1
@@ -305,23 +309,34 @@ func settled(f *gFleet, ago time.Duration) *decide.Status {
 		Memory:   decide.Memory{Voters: voters, VotersChangedAt: f.now.Add(-ago)}}
 }
 
-// decideSteady makes decide.SteadyDecisions decisions in a row on the same
-// inputs, each with the one before as its previous status, as the controller
-// does one per period, and returns the last: a swap that stays named is then
-// published.
+// decideSteady decides as the controller does once per period while every
+// probe keeps writing: the decision, then, while a swap is named and held,
+// the next one a period on with every record changed (the previous status's
+// observations are left out, so each record reads as changed at the new
+// decision). It returns the last: a swap that stays named is then published,
+// at the second decision.
 func decideSteady(in decide.Input) decide.Status {
-	var st decide.Status
-	for range decide.SteadyDecisions {
-		st = decide.Decide(in)
+	st := decide.Decide(in)
+	for range 3 {
+		if st.Memory.Named == "" || st.Decision.Action == decide.ActionSwap {
+			break
+		}
 		prev := st
+		prev.Hosts = slices.Clone(st.Hosts)
+		for i := range prev.Hosts {
+			prev.Hosts[i].Observation = nil
+		}
 		in.Previous = &prev
+		in.Now = in.Now.Add(in.Settings.SamplePeriod)
+		st = decide.Decide(in)
 	}
 	return st
 }
 
-// namedBefore marks prev as the last of decide.SteadyDecisions-1 decisions
-// that named out to leave, so that one more publishes the swap.
+// namedBefore marks prev, a period before the decision, as a decision that
+// named out to leave, so that the next one, every record having changed
+// since, publishes the swap.
 func namedBefore(prev *decide.Status, out string) *decide.Status {
-	prev.Memory.Named, prev.Memory.NamedDecisions = out, decide.SteadyDecisions-1
+	prev.Memory.Named, prev.Memory.NamedDecisions, prev.Memory.NamedSince = out, 1, prev.GeneratedAt
 	return prev
 }

@@ -110,7 +110,7 @@ func decideSwap(s settings.Settings, now time.Time, hosts []*host, prev *Status,
 			return d
 		}
 	}
-	r = steady(prev, out, in, mem)
+	r = steady(prev, now, voters, out, in, mem)
 	d.Reasons = append(d.Reasons, r)
 	if r.OK {
 		d.Action, d.Out, d.In = ActionSwap, out, in
@@ -238,7 +238,7 @@ func fleetWide(hosts []*host) (rs []Reason, shared bool) {
 // sets of voters.
 const maxMembers = 7
 
-const attributionBasis = "slow links no single host explains are a fault of the network or of the whole machine, not of a host (TiKV PD acts only when one store is slow): among the voters, the smallest sets of voters that touch every slow link (each a minimum vertex cover) explain them only when they are a minority of the voters and some link between two voters outside the set is measured fit, no more of the connects from both its ends together over the limit than the tail forgives one window (the network itself is sound); the voters of every such set are the ones that may be replaced"
+const attributionBasis = "slow links no single host explains are a fault of the network or of the whole machine, not of a host (TiKV PD acts only when one store is slow). The slow links are those either end measured over the limit by connect, which times the path alone; by etcd's peer round trip only when no connect between voters is slow, since etcd's round trip also times both members' etcd (a slow leader raised it between two healthy followers past the limit, their connects fit: docs/limits.md). Among the voters, the smallest sets of voters that touch every slow link (each a minimum vertex cover) explain them only when they are a minority of the voters and some link between two voters outside the set is measured fit, no more of the connects from both its ends together over the limit than the tail forgives one window (the network itself is sound); the voters of every such set are the ones that may be replaced"
 
 // link is a path between two voters, its ends in name order.
 type link [2]string
@@ -256,13 +256,11 @@ func attribute(s settings.Settings, voters []*host) (r Reason, suspects []*host,
 		byName[v.node.Name] = v
 		vnames = append(vnames, v.node.Name)
 	}
-	set := map[link]bool{}
-	for _, v := range voters {
-		for _, x := range slowLinks(v.reasons) {
-			if byName[x] != nil {
-				set[linkOf(v.node.Name, x)] = true
-			}
-		}
+	// The connects decide where any is slow; etcd's own round trips only
+	// where none is (attributionBasis).
+	set, by := slowVoterLinks(voters, byName, SignalConnect), SignalConnect
+	if len(set) == 0 {
+		set, by = slowVoterLinks(voters, byName, SignalPeerRTT), SignalPeerRTT
 	}
 	if len(set) == 0 {
 		return step(StepAttribution, "", attributionBasis, true, "no link between voters is slow: a voter is unfit by its own readings only"), nil, false
@@ -270,17 +268,20 @@ func attribute(s settings.Settings, voters []*host) (r Reason, suspects []*host,
 	links := slices.SortedFunc(maps.Keys(set), func(a, b link) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	n := len(vnames)
 	minority := (n - 1) / 2
-	listed := joinLinks(links)
+	listed := "by " + by + ": " + joinLinks(links)
+	if by == SignalPeerRTT {
+		listed = "by peer_rtt (no connect between voters is slow): " + joinLinks(links)
+	}
 	if n > maxMembers {
 		r := step(StepAttribution, "", attributionBasis, false,
-			fmt.Sprintf("slow links between voters: %s; %d voters, more than etcd's %d members: not attributed, nothing is swapped", listed, n, maxMembers))
+			fmt.Sprintf("slow links between voters %s; %d voters, more than etcd's %d members: not attributed, nothing is swapped", listed, n, maxMembers))
 		return r, nil, true
 	}
 	size, covers := minCovers(vnames, links)
 	r = step(StepAttribution, "", attributionBasis, false, "")
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(size)), num(float64(minority)), "hosts", settings.AtMost
 	if size > minority {
-		r.Detail = fmt.Sprintf("slow links between voters: %s; the smallest set of voters that touches every one has %d of the %d voters (%s), not a minority: no host explains them, the fault is the network's or the whole machine's: nothing is swapped",
+		r.Detail = fmt.Sprintf("slow links between voters %s; the smallest set of voters that touches every one has %d of the %d voters (%s), not a minority: no host explains them, the fault is the network's or the whole machine's: nothing is swapped",
 			listed, size, n, joinSets(covers))
 		return r, nil, true
 	}
@@ -299,7 +300,7 @@ func attribute(s settings.Settings, voters []*host) (r Reason, suspects []*host,
 		}
 	}
 	if len(explain) == 0 {
-		r.Detail = fmt.Sprintf("slow links between voters: %s; the smallest sets of voters that touch every one (%s, %d of the %d voters) are a minority, but outside each no link between voters is measured fit from both ends together, so nothing shows the network itself is sound: no host explains them: nothing is swapped",
+		r.Detail = fmt.Sprintf("slow links between voters %s; the smallest sets of voters that touch every one (%s, %d of the %d voters) are a minority, but outside each no link between voters is measured fit from both ends together, so nothing shows the network itself is sound: no host explains them: nothing is swapped",
 			listed, strings.Join(unsound, "; "), size, n)
 		return r, nil, true
 	}
@@ -309,13 +310,27 @@ func attribute(s settings.Settings, voters []*host) (r Reason, suspects []*host,
 		}
 	}
 	r.OK = true
-	r.Detail = fmt.Sprintf("slow links between voters: %s; the smallest sets of voters that touch every one have %d of the %d voters, a minority: %s",
+	r.Detail = fmt.Sprintf("slow links between voters %s; the smallest sets of voters that touch every one have %d of the %d voters, a minority: %s",
 		listed, size, n, strings.Join(explain, "; "))
 	if len(unsound) > 0 {
 		r.Detail += fmt.Sprintf("; not %s, outside which no link is measured fit", strings.Join(unsound, "; "))
 	}
 	r.Detail += "; they explain the slow links: " + names(suspects)
 	return r, suspects, true
+}
+
+// slowVoterLinks is the links between voters that either end measured over
+// its limit by signal.
+func slowVoterLinks(voters []*host, byName map[string]*host, signal string) map[link]bool {
+	set := map[link]bool{}
+	for _, v := range voters {
+		for _, r := range v.reasons {
+			if r.Signal == signal && !r.OK && byName[r.Subject] != nil {
+				set[linkOf(v.node.Name, r.Subject)] = true
+			}
+		}
+	}
+	return set
 }
 
 func linkOf(a, b string) link {
@@ -534,36 +549,50 @@ func unfitOf(voters []*host) []*host {
 	return out
 }
 
-// SteadyDecisions is how many consecutive decisions must name the same
-// voter to leave before the swap is published (docs/limits.md, "No
-// flapping"). The attribution rule names no host for a stall of the whole
-// machine once every host has written its slow samples; it can name one only
-// while some hosts have written their sample of a period and others not yet,
-// a state that lasts under one sample period, since every probe writes once
-// a period. Decisions come one a period; a stall that delays one decision
-// toward the next can put two inside that state, never three. A real slow
-// voter's swap, named at the first decision after its window turns it unfit
-// (within one period), is published two decisions later: within three
-// periods, inside the five allowed.
-const SteadyDecisions = 3
+// The hysteresis (docs/limits.md, "No flapping"). The attribution rule
+// names no host for a stall of the whole machine once every host has written
+// the samples the stall slowed; it can name one only while some hosts have
+// written their sample of a period and others not yet. So a swap is
+// published only at a decision at which every voter's record has changed
+// since the first of the consecutive decisions that named the same voter:
+// every voter has written at least one sample since, and that state is over.
+// The test is the controller's own observation of each record (its digest
+// changing, stamped with the decision's time), never the probes' clocks,
+// which may disagree with each other. A real slow voter's swap, named at the
+// first decision after its window turns it unfit, is published at the next
+// decision at which every voter has written again: one sample period later,
+// two when a voter's write straddles a decision.
+const steadyBasis = "a swap is published only at a decision at which every voter's record has changed since the first of the consecutive decisions that named the same voter to leave: a stall of the whole machine can name a host only while some hosts have written that period's sample and others not yet, which ends once every voter has written again; the records' changes are the controller's own observations, not the probes' clocks"
 
-const steadyBasis = "a swap is published only when the same voter is named to leave at 3 consecutive decisions, one per sample period: a stall of the whole machine can name a host only while some hosts have written that period's sample and others not yet, under one period, which holds at most 2 decisions; a real slow voter's swap is published at most 3 periods after its window turns it unfit"
-
-// steady is the hysteresis: it counts in mem the consecutive decisions that
-// named out (every step and gate ok) and holds the swap until they are
-// SteadyDecisions. The count stops at SteadyDecisions, so that a published
-// swap leaves the document unchanged from one decision to the next.
-func steady(prev *Status, out, in string, mem *Memory) Reason {
-	mem.Named, mem.NamedDecisions = out, 1
-	if prev != nil && prev.Memory.Named == out && prev.Memory.NamedDecisions > 0 {
-		mem.NamedDecisions = min(prev.Memory.NamedDecisions+1, SteadyDecisions)
+// steady is the hysteresis: it carries in mem the voter named to leave and
+// the time of the first of the consecutive decisions that named it, and
+// holds the swap until every voter's record has been seen changing after
+// that time.
+func steady(prev *Status, now time.Time, voters []*host, out, in string, mem *Memory) Reason {
+	mem.Named, mem.NamedSince, mem.NamedDecisions = out, now, 1
+	if p := prev; p != nil && p.Memory.Named == out && p.Memory.NamedDecisions > 0 && !p.Memory.NamedSince.IsZero() && !p.Memory.NamedSince.After(now) {
+		mem.NamedSince, mem.NamedDecisions = p.Memory.NamedSince, p.Memory.NamedDecisions+1
 	}
-	r := step(StepSteady, out, steadyBasis, mem.NamedDecisions >= SteadyDecisions, "")
-	r.Value, r.Limit, r.Unit, r.Rule = num(float64(mem.NamedDecisions)), num(SteadyDecisions), "decisions", settings.AtLeast
+	var waiting []string
+	written := 0
+	for _, v := range voters {
+		if v.obs != nil && v.obs.ChangedAt.After(mem.NamedSince) {
+			written++
+		} else {
+			waiting = append(waiting, v.node.Name)
+		}
+	}
+	r := step(StepSteady, out, steadyBasis, len(waiting) == 0, "")
+	r.Value, r.Limit, r.Unit, r.Rule = num(float64(written)), num(float64(len(voters))), "voters", settings.AtLeast
+	times := "decisions"
+	if mem.NamedDecisions == 1 {
+		times = "decision"
+	}
+	since := fmt.Sprintf("%s has been named to leave (for %s) since %s, at %d %s in a row", out, in, mem.NamedSince.Format(time.RFC3339), mem.NamedDecisions, times)
 	if r.OK {
-		r.Detail = fmt.Sprintf("%s has been named to leave (for %s) at %d consecutive decisions: published", out, in, mem.NamedDecisions)
+		r.Detail = since + "; every voter's record has changed since: published"
 	} else {
-		r.Detail = fmt.Sprintf("%s is named to leave (for %s) at %d of the %d consecutive decisions needed: held", out, in, mem.NamedDecisions, SteadyDecisions)
+		r.Detail = fmt.Sprintf("%s; the records of %s have not changed since: held until every voter has written again", since, strings.Join(waiting, ", "))
 	}
 	return r
 }

@@ -152,8 +152,12 @@ type Memory struct {
 	// but the hysteresis ok; empty when none.
 	Named string `json:"named"`
 	// NamedDecisions counts the consecutive decisions, this one included,
-	// that named Named, up to SteadyDecisions; 0 when none.
+	// that named Named; 0 when none.
 	NamedDecisions int `json:"named_decisions"`
+	// NamedSince is the time of the first of those decisions; the swap is
+	// published once every voter's record has been seen changing after it.
+	// Zero when none.
+	NamedSince time.Time `json:"named_since,omitzero"`
 	// Flaps counts, over every decision carried forward, a swap published at
 	// one decision and not at the next while the voter set stayed the same.
 	Flaps int `json:"flaps"`

@@ -102,10 +102,10 @@ func (m *mesh) checkRBAC(t *testing.T) {
 		// to ask.
 		var exit *exec.ExitError
 		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1 && answer == "no") {
-			t.Fatalf("kubectl auth can-i %s %s --as %s: %v: %s", q.verb, q.resource, as, err, out)
+			fatalf(t, "kubectl auth can-i %s %s --as %s: %v: %s", q.verb, q.resource, as, err, out)
 		}
 		if got := answer == "yes"; got != q.want {
-			t.Errorf("%s can %s %s in %s: %q, want %v", q.sa, q.verb, q.resource, ns, answer, q.want)
+			errorf(t, "%s can %s %s in %s: %q, want %v", q.sa, q.verb, q.resource, ns, answer, q.want)
 		}
 	}
 }
@@ -119,7 +119,7 @@ func (m *mesh) checkRecords(t *testing.T) {
 	defer cancel()
 	l, err := m.admin.CoreV1().ConfigMaps(m.settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	var got []string
 	for i := range l.Items {
@@ -127,25 +127,25 @@ func (m *mesh) checkRecords(t *testing.T) {
 		got = append(got, cm.Name)
 		node, _, err := record.Read(cm)
 		if err != nil {
-			t.Errorf("record %s: %v", cm.Name, err)
+			errorf(t, "record %s: %v", cm.Name, err)
 			continue
 		}
 		n, err := m.admin.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
-			t.Errorf("record %s: its Node: %v", cm.Name, err)
+			errorf(t, "record %s: its Node: %v", cm.Name, err)
 			continue
 		}
 		want := []metav1.OwnerReference{record.Owner{Name: n.Name, UID: n.UID}.OwnerReference()}
 		if !reflect.DeepEqual(cm.OwnerReferences, want) {
-			t.Errorf("record %s: ownerReferences %+v, want %+v", cm.Name, cm.OwnerReferences, want)
+			errorf(t, "record %s: ownerReferences %+v, want %+v", cm.Name, cm.OwnerReferences, want)
 		}
 		if !reflect.DeepEqual(cm.Labels, record.Labels()) {
-			t.Errorf("record %s: labels %v, want %v", cm.Name, cm.Labels, record.Labels())
+			errorf(t, "record %s: labels %v, want %v", cm.Name, cm.Labels, record.Labels())
 		}
 	}
 	slices.Sort(got)
 	if want := slices.Sorted(slices.Values(hosts)); !slices.Equal(got, want) {
-		t.Errorf("records %v, want one per host %v", got, want)
+		errorf(t, "records %v, want one per host %v", got, want)
 	} else {
 		t.Logf("records %s: each named after its node, labelled %s, owned by its Node", strings.Join(got, ", "), record.Selector)
 	}
@@ -170,7 +170,7 @@ func (m *mesh) checkAdmission(t *testing.T) {
 	cfg.UserAgent = admissionCheckAgent
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	ns, status := m.settings.Namespace, m.settings.StatusConfigMap
 	cms := cs.CoreV1().ConfigMaps(ns)
@@ -178,7 +178,7 @@ func (m *mesh) checkAdmission(t *testing.T) {
 	recordOf := func(name string) *corev1.ConfigMap {
 		n, err := m.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 		return record.Object(ns, record.Owner{Name: n.Name, UID: n.UID}, "mesh admission check")
 	}
@@ -208,13 +208,13 @@ func (m *mesh) checkAdmission(t *testing.T) {
 		err := a.do()
 		switch {
 		case a.allowed && err != nil:
-			t.Errorf("the probe on %s could not %s: %v", node, a.what, err)
+			errorf(t, "the probe on %s could not %s: %v", node, a.what, err)
 		case a.allowed:
 			t.Logf("the probe on %s may %s (dry run)", node, a.what)
 		case err == nil:
-			t.Errorf("the admission policy let the probe on %s %s", node, a.what)
+			errorf(t, "the admission policy let the probe on %s %s", node, a.what)
 		case !apierrors.IsForbidden(err):
-			t.Errorf("the probe on %s asked to %s: %v, want Forbidden by the admission policy", node, a.what, err)
+			errorf(t, "the probe on %s asked to %s: %v, want Forbidden by the admission policy", node, a.what, err)
 		default:
 			t.Logf("the probe on %s may not %s: %v", node, a.what, err)
 		}
@@ -249,12 +249,12 @@ func (m *mesh) snapshot(t *testing.T) snapshot {
 	defer cancel()
 	cli, err := m.etcd.Client()
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	var s snapshot
 	ml, err := cli.MemberList(ctx)
 	if err != nil {
-		t.Fatalf("etcd member list: %v", err)
+		fatalf(t, "etcd member list: %v", err)
 	}
 	for _, x := range ml.Members {
 		s.members = append(s.members, member{x.ID, x.Name, slices.Sorted(slices.Values(x.PeerURLs)), x.IsLearner})
@@ -263,7 +263,7 @@ func (m *mesh) snapshot(t *testing.T) snapshot {
 
 	nodes, err := m.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	s.nodes = map[string]nodeView{}
 	for _, n := range nodes.Items {
@@ -272,7 +272,7 @@ func (m *mesh) snapshot(t *testing.T) snapshot {
 
 	resp, err := cli.Get(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		t.Fatalf("etcd keys: %v", err)
+		fatalf(t, "etcd keys: %v", err)
 	}
 	s.keys = map[string]int64{}
 	for _, kv := range resp.Kvs {
@@ -293,15 +293,15 @@ var housekeeping = []string{"/registry/leases/kube-system/", "/registry/peerserv
 func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	t.Helper()
 	if !reflect.DeepEqual(before.members, after.members) {
-		t.Errorf("the etcd member list changed:\nbefore %+v\nafter  %+v", before.members, after.members)
+		errorf(t, "the etcd member list changed:\nbefore %+v\nafter  %+v", before.members, after.members)
 	} else {
 		t.Logf("etcd member list unchanged: %+v", after.members)
 	}
 	if len(before.nodes) != len(hosts) {
-		t.Errorf("%d nodes before, want %d", len(before.nodes), len(hosts))
+		errorf(t, "%d nodes before, want %d", len(before.nodes), len(hosts))
 	}
 	if !reflect.DeepEqual(before.nodes, after.nodes) {
-		t.Errorf("the Nodes changed:\nbefore %+v\nafter  %+v", before.nodes, after.nodes)
+		errorf(t, "the Nodes changed:\nbefore %+v\nafter  %+v", before.nodes, after.nodes)
 	} else {
 		t.Logf("%d Nodes unchanged (labels, annotations, taints, resourceVersion)", len(after.nodes))
 	}
@@ -335,11 +335,11 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	}
 	slices.Sort(changed)
 	if len(changed) > 0 {
-		t.Errorf("objects other than fleet-role's status and records changed in the cluster:\n  %s", strings.Join(changed, "\n  "))
+		errorf(t, "objects other than fleet-role's status and records changed in the cluster:\n  %s", strings.Join(changed, "\n  "))
 	}
 	for k, written := range ours {
 		if !written {
-			t.Errorf("%s was never written", k)
+			errorf(t, "%s was never written", k)
 		}
 	}
 	t.Logf("of %d objects stored, written during the scenario: fleet-role's %d ConfigMaps (%s and the records %s), and the API server's own %s",
@@ -409,7 +409,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 	t.Helper()
 	f, err := os.Open(m.audit)
 	if err != nil {
-		t.Fatalf("audit log: %v", err)
+		fatalf(t, "audit log: %v", err)
 	}
 	defer f.Close()
 	ns := m.settings.Namespace
@@ -422,14 +422,14 @@ func (m *mesh) checkAudit(t *testing.T) {
 	for sc.Scan() {
 		var e auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit log line: %v", err)
+			fatalf(t, "audit log line: %v", err)
 		}
 		w, ok := m.writerOf(e)
 		if !ok || e.Stage != "ResponseComplete" || e.UserAgent == admissionCheckAgent {
 			continue
 		}
 		if w.cm == "" {
-			t.Errorf("%s made a request: %s", w.who, e.Verb)
+			errorf(t, "%s made a request: %s", w.who, e.Verb)
 			continue
 		}
 		requests[w.who]++
@@ -451,7 +451,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 		case code == 404 && own && strings.HasPrefix(w.who, "probe ") && (e.Verb == "get" || e.Verb == "patch"):
 			notFound[w.who]++
 		case code >= 400 && code < 500:
-			t.Errorf("%s: the API server refused %s (%d)", w.who, what, code)
+			errorf(t, "%s: the API server refused %s (%d)", w.who, what, code)
 		case code >= 500:
 			serverErrors[w.who]++
 		}
@@ -459,7 +459,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 			continue
 		}
 		if !own || !slices.Contains(w.verbs, e.Verb) {
-			t.Errorf("%s wrote something other than a %s of ConfigMap %s/%s: %s", w.who, strings.Join(w.verbs, " or "), ns, w.cm, what)
+			errorf(t, "%s wrote something other than a %s of ConfigMap %s/%s: %s", w.who, strings.Join(w.verbs, " or "), ns, w.cm, what)
 			continue
 		}
 		if code < 400 {
@@ -467,7 +467,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatalf("audit log: %v", err)
+		fatalf(t, "audit log: %v", err)
 	}
 	want := map[string]writer{}
 	for _, h := range hosts {
@@ -476,12 +476,12 @@ func (m *mesh) checkAudit(t *testing.T) {
 	want["controller"] = writer{"controller", m.settings.StatusConfigMap, []string{"patch"}}
 	for who := range requests {
 		if _, ok := want[who]; !ok {
-			t.Errorf("%s, not a host of the scenario, made %d requests", who, requests[who])
+			errorf(t, "%s, not a host of the scenario, made %d requests", who, requests[who])
 		}
 	}
 	for _, w := range slices.Sorted(maps.Keys(want)) {
 		if writes[w] == 0 {
-			t.Errorf("%s never wrote ConfigMap %s/%s", w, ns, want[w].cm)
+			errorf(t, "%s never wrote ConfigMap %s/%s", w, ns, want[w].cm)
 		}
 		t.Logf("%s: %d requests (%d failed in the API server, %d found no record yet), %d writes, every one a %s of ConfigMap %s/%s",
 			w, requests[w], serverErrors[w], notFound[w], writes[w], strings.Join(want[w].verbs, " or "), ns, want[w].cm)

@@ -100,10 +100,10 @@ func repoRoot(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("the mesh scenario runs from test/mesh of the checkout: %v", err)
+		fatalf(t, "the mesh scenario runs from test/mesh of the checkout: %v", err)
 	}
 	return root
 }
@@ -126,29 +126,29 @@ func startMesh(t *testing.T) *mesh {
 	build := exec.CommandContext(ctx, "go", append(args, "./cmd/fleet-role")...)
 	build.Dir = repoRoot(t)
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/fleet-role: %v\n%s", err, out)
+		fatalf(t, "go build ./cmd/fleet-role: %v\n%s", err, out)
 	}
 
 	m.settingsPath = filepath.Join(m.dir, "settings.yaml")
 	if err := os.WriteFile(m.settingsPath, []byte(settingsYAML), 0o644); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	s, err := settings.ReadFile(m.settingsPath, settings.Defaults())
 	if err == nil {
 		err = s.Validate()
 	}
 	if err != nil {
-		t.Fatalf("the scenario's settings: %v", err)
+		fatalf(t, "the scenario's settings: %v", err)
 	}
 	m.settings = s
 
 	lab, err := netlab.New(ctx, netlab.Config{Prefix: "mesh", Hosts: hosts, ConnectRoot: true})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	t.Cleanup(func() {
 		if err := lab.Close(); err != nil {
-			t.Errorf("close the lab: %v", err)
+			errorf(t, "close the lab: %v", err)
 		}
 	})
 	m.lab = lab
@@ -157,7 +157,7 @@ func startMesh(t *testing.T) *mesh {
 	mem := mountTmpfs(t, filepath.Join(m.dir, "tmpfs"))
 	etcdLog, err := os.Create(filepath.Join(m.dir, "etcd.log"))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	t.Cleanup(func() { etcdLog.Close() })
 	cl, err := etcdproc.Start(ctx, etcdproc.Config{
@@ -175,7 +175,7 @@ func startMesh(t *testing.T) *mesh {
 		StartTimeout: startTimeout,
 	})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	t.Cleanup(cl.Stop)
 	m.etcd = cl
@@ -184,7 +184,7 @@ func startMesh(t *testing.T) *mesh {
 	m.audit = filepath.Join(m.dir, "apiserver", "audit.log")
 	policy := filepath.Join(m.dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	began := time.Now()
 	api, err := apiserver.Start(ctx, apiserver.Config{
@@ -197,18 +197,18 @@ func startMesh(t *testing.T) *mesh {
 		ExtraArgs:   []string{"--audit-policy-file=" + policy, "--audit-log-path=" + m.audit},
 	})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	t.Cleanup(api.Stop)
 	m.api = api
 	t.Logf("kube-apiserver ready at %s in %.1f s", api.URL, time.Since(began).Seconds())
 	m.adminKC = filepath.Join(m.dir, "admin.kubeconfig")
 	if err := api.Kubeconfig(m.adminKC, ""); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	m.admin, err = kubernetes.NewForConfig(api.AdminConfig())
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 
 	// The manifests, applied as an operator would: the namespace, the
@@ -258,14 +258,14 @@ func withLoopbackMetrics(args []string) []string {
 func mountTmpfs(t *testing.T, dir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=2g,mode=0755"); err != nil {
-		t.Fatalf("mount tmpfs on %s: %v", dir, err)
+		fatalf(t, "mount tmpfs on %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
 		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
+			errorf(t, "unmount %s: %v", dir, err)
 		}
 	})
 	return dir
@@ -275,7 +275,7 @@ func (m *mesh) kubectl(t *testing.T, ctx context.Context, args ...string) string
 	t.Helper()
 	out, err := exec.CommandContext(ctx, m.kubectlBin, append([]string{"--kubeconfig", m.adminKC}, args...)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		fatalf(t, "kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
@@ -287,21 +287,21 @@ func (m *mesh) renderedLabels(t *testing.T, ctx context.Context, eligible, pinne
 	out, err := exec.CommandContext(ctx, m.bin, "render", "k3s-config",
 		"--eligible="+strconv.FormatBool(eligible), "--pinned="+strconv.FormatBool(pinned)).Output()
 	if err != nil {
-		t.Fatalf("fleet-role render k3s-config: %v", err)
+		fatalf(t, "fleet-role render k3s-config: %v", err)
 	}
 	var dropIn map[string][]string
 	if err := yaml.Unmarshal(out, &dropIn); err != nil {
-		t.Fatalf("parse the rendered drop-in: %v\n%s", err, out)
+		fatalf(t, "parse the rendered drop-in: %v\n%s", err, out)
 	}
 	entries := dropIn["node-label+"]
 	if len(entries) == 0 {
-		t.Fatalf("the rendered drop-in has no node-label+ entries:\n%s", out)
+		fatalf(t, "the rendered drop-in has no node-label+ entries:\n%s", out)
 	}
 	labels := map[string]string{}
 	for _, e := range entries {
 		k, v, ok := strings.Cut(e, "=")
 		if !ok {
-			t.Fatalf("rendered node label %q is not key=value", e)
+			fatalf(t, "rendered node label %q is not key=value", e)
 		}
 		labels[k] = v
 	}
@@ -348,27 +348,27 @@ func (m *mesh) registerNodes(t *testing.T, ctx context.Context) {
 			ObjectMeta: metav1.ObjectMeta{Name: h.Name, Labels: labels, Annotations: annotations},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			t.Fatalf("register node %s: %v", h.Name, err)
+			fatalf(t, "register node %s: %v", h.Name, err)
 		}
 		// Status is its own subresource, as the kubelet writes it.
 		n.Status = status
 		if _, err := m.admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("node %s status: %v", h.Name, err)
+			fatalf(t, "node %s status: %v", h.Name, err)
 		}
 	}
 	got, err := m.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	nodes := decide.NodesFromKube(got.Items, m.settings)
 	if len(nodes) != len(hosts) {
-		t.Fatalf("%d nodes registered, want %d", len(nodes), len(hosts))
+		fatalf(t, "%d nodes registered, want %d", len(nodes), len(hosts))
 	}
 	for _, n := range nodes {
 		h := m.lab.Host(n.Name)
 		wantVoter := n.Name != standby
 		if n.Voter != wantVoter || !n.Eligible || n.Pinned != (n.Name == pinnedHost) || n.PeerAddress != h.Addr.String() {
-			t.Fatalf("node %s reads %+v: want voter %v, eligible, pinned %v, peer address %s",
+			fatalf(t, "node %s reads %+v: want voter %v, eligible, pinned %v, peer address %s",
 				n.Name, n, wantVoter, n.Name == pinnedHost, h.Addr)
 		}
 	}
@@ -380,7 +380,7 @@ func (m *mesh) saKubeconfig(t *testing.T, ctx context.Context, sa string) string
 	t.Helper()
 	tok, err := m.api.TokenFor(ctx, m.settings.Namespace, sa, time.Hour)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return m.writeKubeconfig(t, sa, tok)
 }
@@ -389,7 +389,7 @@ func (m *mesh) writeKubeconfig(t *testing.T, name, token string) string {
 	t.Helper()
 	path := filepath.Join(m.dir, name+".kubeconfig")
 	if err := m.api.Kubeconfig(path, token); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return path
 }
@@ -429,11 +429,11 @@ func (m *mesh) startComponents(t *testing.T) {
 	for _, h := range m.lab.Hosts {
 		fsyncDir := filepath.Join(fsyncRoot, h.Name)
 		if err := os.MkdirAll(fsyncDir, 0o755); err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 		tok, ok := m.probeTokens[h.Name]
 		if !ok {
-			t.Fatalf("no probe token for %s: prepareProbes first", h.Name)
+			fatalf(t, "no probe token for %s: prepareProbes first", h.Name)
 		}
 		cmd := h.Command(context.Background(), m.bin, "probe",
 			"--kubeconfig", m.writeKubeconfig(t, "probe-"+h.Name, tok),
@@ -509,12 +509,12 @@ func (m *mesh) stopComponents(t *testing.T) {
 	t.Helper()
 	for _, p := range m.components() {
 		if gone, err := p.exited(); gone {
-			t.Errorf("%s had exited before the end (%v):\n%s", p.name, err, tail(p.log, 20))
+			errorf(t, "%s had exited before the end (%v):\n%s", p.name, err, tail(p.log, 20))
 			continue
 		}
 		p.stop()
 		if _, err := p.exited(); err != nil {
-			t.Errorf("%s after SIGTERM: %v\n%s", p.name, err, tail(p.log, 20))
+			errorf(t, "%s after SIGTERM: %v\n%s", p.name, err, tail(p.log, 20))
 		}
 	}
 }
@@ -536,7 +536,7 @@ func (m *mesh) moveLeader(t *testing.T, ctx context.Context, name string) {
 	for {
 		leader, err := m.etcd.Leader(ctx)
 		if err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 		if leader == to {
 			t.Logf("etcd's leader is %s", name)
@@ -544,18 +544,18 @@ func (m *mesh) moveLeader(t *testing.T, ctx context.Context, name string) {
 		}
 		id, err := strconv.ParseUint(to.MemberID(), 16, 64)
 		if err != nil {
-			t.Fatalf("member ID of %s: %v", name, err)
+			fatalf(t, "member ID of %s: %v", name, err)
 		}
 		// Only the leader takes a transfer request.
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{leader.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 		_, err = cli.MoveLeader(ctx, id)
 		cli.Close()
 		if err != nil {
 			if ctx.Err() != nil {
-				t.Fatalf("move etcd's leadership from %s to %s: %v", leader.Name, name, err)
+				fatalf(t, "move etcd's leadership from %s to %s: %v", leader.Name, name, err)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

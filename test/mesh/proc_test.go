@@ -36,7 +36,7 @@ func startProc(t *testing.T, name string, cmd *exec.Cmd, logPath string) *proc {
 	t.Helper()
 	f, err := os.Create(logPath)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if cmd.SysProcAttr == nil {
@@ -46,7 +46,7 @@ func startProc(t *testing.T, name string, cmd *exec.Cmd, logPath string) *proc {
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		t.Fatalf("start %s: %v", name, err)
+		fatalf(t, "start %s: %v", name, err)
 	}
 	p := &proc{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {

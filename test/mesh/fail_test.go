@@ -1,0 +1,73 @@
+package mesh
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// failures keeps every failure message of the scenario so that the end of
+// its log says them again: the scenario logs a line a decision for minutes,
+// and CI shows only the tail of the output, where the failures would
+// otherwise be far above.
+var failures struct {
+	sync.Mutex
+	msgs []string
+}
+
+func noteFailure(t testing.TB, msg string) {
+	failures.Lock()
+	defer failures.Unlock()
+	failures.msgs = append(failures.msgs, t.Name()+": "+msg)
+}
+
+func errorf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	noteFailure(t, msg)
+	t.Error(msg)
+}
+
+func errorv(t testing.TB, args ...any) {
+	t.Helper()
+	msg := fmt.Sprint(args...)
+	noteFailure(t, msg)
+	t.Error(msg)
+}
+
+func fatalf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	noteFailure(t, msg)
+	t.Fatal(msg)
+}
+
+func fatal(t testing.TB, args ...any) {
+	t.Helper()
+	msg := fmt.Sprint(args...)
+	noteFailure(t, msg)
+	t.Fatal(msg)
+}
+
+// repeatFailures, registered first, runs last of the scenario's cleanups and
+// logs every failure again, each cut to its first lines.
+func repeatFailures(t *testing.T) {
+	t.Cleanup(func() {
+		failures.Lock()
+		defer failures.Unlock()
+		if len(failures.msgs) == 0 {
+			return
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d failures, again:", len(failures.msgs))
+		for _, m := range failures.msgs {
+			lines := strings.Split(m, "\n")
+			if len(lines) > 12 {
+				lines = append(lines[:12], fmt.Sprintf("... (%d more lines above)", len(lines)-12))
+			}
+			b.WriteString("\n  " + strings.Join(lines, "\n    "))
+		}
+		t.Log(b.String())
+	})
+}
