@@ -43,6 +43,7 @@ type Controller struct {
 	loaded      bool
 	lastWritten []byte    // the last document written, without its timestamp
 	lastWriteAt time.Time // when it was written
+	lastOutcome string    // its decision and verdicts (outcome)
 
 	mu          sync.Mutex
 	lastSuccess time.Time
@@ -66,9 +67,19 @@ func New(cfg Config) (*Controller, error) {
 	return &Controller{cfg: cfg, log: cfg.Log}, nil
 }
 
-// Run decides every sample period until ctx is cancelled.
+// DecisionsPerPeriod is how often the controller decides per sample period.
+// Twice, so that a record written just after a decision is judged half a
+// period later rather than a whole one: the hysteresis publishes a swap at
+// the first decision after every voter has written again (docs/limits.md,
+// "No flapping"), and each probe writes at its own phase. Writes of the
+// status stay at most one a period unless the decision or a verdict changed
+// (tick).
+const DecisionsPerPeriod = 2
+
+// Run decides DecisionsPerPeriod times a sample period until ctx is
+// cancelled.
 func (c *Controller) Run(ctx context.Context) error {
-	interval := c.cfg.Settings.SamplePeriod
+	interval := c.cfg.Settings.SamplePeriod / DecisionsPerPeriod
 	c.log.Info("controller started", "interval", interval, "dry_run", true)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
@@ -133,10 +144,17 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Write when the decision changed, and at least once a window so that a
-	// reader can tell the controller is alive.
+	// Write when the document changed, and at least once a window so that
+	// a reader can tell the controller is alive. A change of figures alone
+	// waits until most of a period has passed since the last write (three
+	// quarters, so that a late tick does not skip a whole one), keeping the
+	// status's writes to the etcd it judges at one a period at most; a
+	// changed decision or verdict is written at once.
 	window := time.Duration(s.Window) * s.SamplePeriod
-	if string(comparable) != string(c.lastWritten) || now.Sub(c.lastWriteAt) >= window {
+	outcome := outcomeOf(&st)
+	changed := string(comparable) != string(c.lastWritten)
+	due := now.Sub(c.lastWriteAt) >= s.SamplePeriod*3/4 || outcome != c.lastOutcome
+	if (changed && due) || now.Sub(c.lastWriteAt) >= window {
 		text := string(doc)
 		if err := c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text); err != nil {
 			// The decision stands for the next round even when it could not
@@ -146,10 +164,22 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		}
 		c.lastWritten = comparable
 		c.lastWriteAt = now
+		c.lastOutcome = outcome
 		c.cfg.Metrics.written()
 	}
 	c.previous = &st
 	return &st, nil
+}
+
+// outcomeOf is what a reader acts on: the decision and every host's
+// verdict.
+func outcomeOf(st *decide.Status) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %s", st.Decision.Action, st.Decision.Out, st.Decision.In)
+	for _, h := range st.Hosts {
+		fmt.Fprintf(&b, "; %s %s", h.Name, h.Verdict)
+	}
+	return b.String()
 }
 
 // loadPrevious reads the status written before this start, once, so that the

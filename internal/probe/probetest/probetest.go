@@ -240,30 +240,36 @@ type Node struct {
 	PeerAddress string
 }
 
+// Object is the Node as k3s and the labels would write it.
+func (n Node) Object() *corev1.Node {
+	s := settings.Defaults()
+	k := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name: n.Name,
+		Labels: map[string]string{
+			"kubernetes.io/hostname": n.Name,
+			s.EligibleLabel:          strconv.FormatBool(n.Eligible),
+			s.PinnedLabel:            strconv.FormatBool(n.Pinned),
+		},
+		Annotations: map[string]string{},
+	}}
+	if n.Voter {
+		k.Labels[decide.EtcdRoleLabel] = "true"
+		k.Labels["node-role.kubernetes.io/control-plane"] = "true"
+		k.Annotations["etcd.k3s.cattle.io/node-name"] = n.Name + "-1a2b3c4d"
+		k.Annotations[decide.NodeAddressAnnotation] = n.Address
+	}
+	if n.PeerAddress != "" {
+		k.Annotations[probe.PeerAddressAnnotation] = n.PeerAddress
+	}
+	k.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.Address}, {Type: corev1.NodeHostName, Address: n.Name}}
+	return k
+}
+
 // AddNodes creates the Nodes through the API as the admin.
 func (c *Cluster) AddNodes(t testing.TB, nodes ...Node) {
 	t.Helper()
-	s := settings.Defaults()
 	for _, n := range nodes {
-		k := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name: n.Name,
-			Labels: map[string]string{
-				"kubernetes.io/hostname": n.Name,
-				s.EligibleLabel:          strconv.FormatBool(n.Eligible),
-				s.PinnedLabel:            strconv.FormatBool(n.Pinned),
-			},
-			Annotations: map[string]string{},
-		}}
-		if n.Voter {
-			k.Labels[decide.EtcdRoleLabel] = "true"
-			k.Labels["node-role.kubernetes.io/control-plane"] = "true"
-			k.Annotations["etcd.k3s.cattle.io/node-name"] = n.Name + "-1a2b3c4d"
-			k.Annotations[decide.NodeAddressAnnotation] = n.Address
-		}
-		if n.PeerAddress != "" {
-			k.Annotations[probe.PeerAddressAnnotation] = n.PeerAddress
-		}
-		k.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.Address}, {Type: corev1.NodeHostName, Address: n.Name}}
+		k := n.Object()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		created, err := c.Admin.CoreV1().Nodes().Create(ctx, k, metav1.CreateOptions{})
 		if err == nil {
