@@ -73,8 +73,8 @@ type CleanConfig struct {
 
 // CleanRun runs the demo's fleet (three etcd members, each its own process,
 // two standbys, the demo's settings: a 1 s period and a window of 50) with no
-// fault. Once every host is fit with a full window, it decides once a period
-// for cfg.Windows windows and counts the swaps published, the flaps, the
+// fault. Once every host is fit with a full window, it decides as the
+// controller does (controller.DecisionsPerPeriod a period) for cfg.Windows windows and counts the swaps published, the flaps, the
 // voters named and the verdicts that changed; with cfg.StallPeriods it stalls
 // the whole fleet once a window. Unlike the demo, the peer paths have no
 // proxy in them: a clean fleet's members talk directly.
@@ -141,8 +141,10 @@ func CleanRun(ctx context.Context, etcdBinary string, cfg CleanConfig, log io.Wr
 		return Clean{}, err
 	}
 
-	tick := time.NewTicker(s.SamplePeriod)
+	// The controller's own cadence (controller.Run).
+	tick := time.NewTicker(s.SamplePeriod / controller.DecisionsPerPeriod)
 	defer tick.Stop()
+	perWindow := s.Window * controller.DecisionsPerPeriod
 	baseline := time.Now().Add(3 * time.Duration(s.Window) * s.SamplePeriod)
 	var (
 		c      = Clean{Windows: windows, StallPeriods: cfg.StallPeriods, MembersOnly: cfg.MembersOnly}
@@ -212,7 +214,7 @@ func CleanRun(ctx context.Context, etcdBinary string, cfg CleanConfig, log io.Wr
 		}
 		// The stall starts after the middle decision of each window: the
 		// run's first decisions and its last are stall-free.
-		if cfg.StallPeriods > 0 && resumeC == nil && c.Decisions%s.Window == s.Window/2 {
+		if cfg.StallPeriods > 0 && resumeC == nil && c.Decisions%perWindow == perWindow/2 {
 			if err := stall.stop(); err != nil {
 				return c, fmt.Errorf("clean run: stop the fleet for stall %d: %w", c.Stalls+1, err)
 			}
