@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -183,7 +184,7 @@ func orDash(s string) string {
 // connect counts as over the limit: it sorts above every time.
 func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 	l := s.ConnectLimit()
-	var values []float64
+	values := make([]float64, 0, len(w))
 	failed := 0
 	var lastErr string
 	for _, x := range w {
@@ -202,7 +203,9 @@ func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 	if len(values) == 0 {
 		return unmeasured(SignalConnect, voter, l.Basis, "no connect to this voter's peer port in the window: reported, not held against the host", true)
 	}
-	v, _ := quantile.High(values, s.TailPercentile)
+	// The column is this reason's own: sorted once, in place.
+	slices.Sort(values)
+	v, _ := quantile.HighSorted(values, s.TailPercentile)
 	pn := settings.PercentileName(s.TailPercentile)
 	// brief is the detail without the entry's error text, for the copy of
 	// the reason on the voter's side of the link.
@@ -330,7 +333,7 @@ func (h *host) fdatasync(s settings.Settings) Reason {
 // memory judges the low tail of available memory against the storage quota
 // etcd reports for a member, else the setting.
 func (h *host) memory(s settings.Settings) Reason {
-	var values []float64
+	values := make([]float64, 0, len(h.window))
 	for _, x := range h.window {
 		if x.MemTotalBytes > 0 {
 			values = append(values, float64(x.MemAvailableBytes))
@@ -349,7 +352,8 @@ func (h *host) memory(s settings.Settings) Reason {
 	if len(values) == 0 {
 		return unmeasured(SignalMemory, "", l.Basis, "memory could not be read in any sample of the window", false)
 	}
-	v, _ := quantile.Low(values, s.TailPercentile)
+	slices.Sort(values)
+	v, _ := quantile.LowSorted(values, s.TailPercentile)
 	return against(l, SignalMemory, "", v, fmt.Sprintf("low tail (rank %d of %d from the top) of available memory: %s, must be %s %s",
 		quantile.Rank(s.TailPercentile, len(values)), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }
@@ -357,7 +361,7 @@ func (h *host) memory(s settings.Settings) Reason {
 // stallReason judges the memory full-stall time gained per sample period.
 func stallReason(s settings.Settings, w []entry.Sample) Reason {
 	l := s.StallLimit()
-	var values []float64
+	values := make([]float64, 0, len(w))
 	for _, x := range w {
 		if x.MemFullStallSeconds != nil {
 			values = append(values, *x.MemFullStallSeconds)
@@ -366,7 +370,8 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 	if len(values) == 0 {
 		return unmeasured(SignalStall, "", l.Basis, "no memory pressure (PSI) figures on this host: reported, not held against it", true)
 	}
-	v, _ := quantile.High(values, s.TailPercentile)
+	slices.Sort(values)
+	v, _ := quantile.HighSorted(values, s.TailPercentile)
 	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, must be %s %s",
 		settings.PercentileName(s.TailPercentile), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }

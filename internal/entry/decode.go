@@ -251,30 +251,31 @@ func fromWire(w wire, l Limits) (Entry, error) {
 	if k != n {
 		return Entry{}, fmt.Errorf("link: runs cover %d samples, want %d", k, n)
 	}
+	// Each sample's map is made once, for every voter it may hold.
+	voters := len(w.ConnectUs)
 	for _, v := range slices.Sorted(maps.Keys(w.ConnectUs)) {
 		col := w.ConnectUs[v]
-		field := fmt.Sprintf("connect_us[%q]", v)
 		if v == "" {
-			return Entry{}, fmt.Errorf("%s: empty voter name", field)
+			return Entry{}, fmt.Errorf("%s: empty voter name", fieldKey("connect_us", v))
 		}
-		if err := checkLen(field, len(col), n); err != nil {
-			return Entry{}, err
+		if len(col) != n {
+			return Entry{}, checkLen(fieldKey("connect_us", v), len(col), n)
 		}
 		for i, us := range col {
 			if us == nil {
 				continue
 			}
-			if err := nonNegative(field, i, *us); err != nil {
-				return Entry{}, err
+			if *us < 0 || *us > maxMicros {
+				return Entry{}, nonNegative(fieldKey("connect_us", v), i, *us)
 			}
 			if e.Samples[i].Connect == nil {
-				e.Samples[i].Connect = map[string]Connect{}
+				e.Samples[i].Connect = make(map[string]Connect, voters)
 			}
 			e.Samples[i].Connect[v] = Connect{Seconds: seconds(*us)}
 		}
 	}
 	for _, v := range slices.Sorted(maps.Keys(w.ConnectFail)) {
-		field := fmt.Sprintf("connect_fail[%q]", v)
+		field := fieldKey("connect_fail", v)
 		col, ok := w.ConnectUs[v]
 		if !ok {
 			return Entry{}, fmt.Errorf("%s: voter has no connect_us column", field)
@@ -288,7 +289,7 @@ func fromWire(w wire, l Limits) (Entry, error) {
 				return Entry{}, fmt.Errorf("%s: sample %d has both a time and a failure", field, p[0])
 			}
 			if e.Samples[p[0]].Connect == nil {
-				e.Samples[p[0]].Connect = map[string]Connect{}
+				e.Samples[p[0]].Connect = make(map[string]Connect, voters)
 			}
 			e.Samples[p[0]].Connect[v] = Connect{Err: w.Strings[p[1]]}
 		}

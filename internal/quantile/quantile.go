@@ -10,7 +10,7 @@ package quantile
 import (
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 )
 
 // rankEpsilon keeps p*n from landing one rank high through floating point
@@ -34,27 +34,36 @@ func Rank(p float64, n int) int {
 // value at rank ceil(p*n) in ascending order). It does not modify values.
 // ok is false when values is empty.
 func High(values []float64, p float64) (v float64, ok bool) {
-	if len(values) == 0 {
+	return HighSorted(sortedCopy(values), p)
+}
+
+// HighSorted is High of values already in ascending order, read in place:
+// a caller that asks several questions of one column sorts it once.
+func HighSorted(sorted []float64, p float64) (v float64, ok bool) {
+	if len(sorted) == 0 {
 		return 0, false
 	}
-	s := sortedCopy(values)
-	return s[Rank(p, len(s))-1], true
+	return sorted[Rank(p, len(sorted))-1], true
 }
 
 // Low returns the mirror of High for a signal whose bad tail is low (free
 // memory): the value at rank n-ceil(p*n)+1 in ascending order, so that it
 // forgives as many outliers at the bottom as High does at the top.
 func Low(values []float64, p float64) (v float64, ok bool) {
-	if len(values) == 0 {
+	return LowSorted(sortedCopy(values), p)
+}
+
+// LowSorted is Low of values already in ascending order, read in place.
+func LowSorted(sorted []float64, p float64) (v float64, ok bool) {
+	if len(sorted) == 0 {
 		return 0, false
 	}
-	s := sortedCopy(values)
-	return s[len(s)-Rank(p, len(s))], true
+	return sorted[len(sorted)-Rank(p, len(sorted))], true
 }
 
 func sortedCopy(values []float64) []float64 {
 	s := append([]float64(nil), values...)
-	sort.Float64s(s)
+	slices.Sort(s)
 	return s
 }
 

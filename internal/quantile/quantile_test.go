@@ -2,6 +2,7 @@ package quantile
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -97,5 +98,24 @@ func TestHistogramAdd(t *testing.T) {
 	}
 	if err := (Histogram{Bounds: []float64{2, 1}, Counts: []uint64{0, 0, 0}}).Validate(); err == nil {
 		t.Fatal("descending bounds validated")
+	}
+}
+
+// The sorted forms read the same ranks as High and Low, in place, at the
+// edges of the tail too (one value; an outlier just inside and outside it).
+func TestSortedFormsAgree(t *testing.T) {
+	for _, values := range [][]float64{{5}, {3, 1, 2}, {9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, nil} {
+		for _, p := range []float64{0.5, 0.9, 0.95, 0.99, 1} {
+			h, hok := High(values, p)
+			l, lok := Low(values, p)
+			s := slices.Clone(values)
+			slices.Sort(s)
+			before := slices.Clone(s)
+			hs, hsok := HighSorted(s, p)
+			ls, lsok := LowSorted(s, p)
+			if h != hs || hok != hsok || l != ls || lok != lsok || !slices.Equal(s, before) {
+				t.Fatalf("%v at p%v: High %v %v, HighSorted %v %v; Low %v %v, LowSorted %v %v", values, p, h, hok, hs, hsok, l, lok, ls, lsok)
+			}
+		}
 	}
 }
