@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -24,8 +23,10 @@ type host struct {
 	// window is the samples judged: the entry's last Window samples; let go
 	// once the host is judged unless it is an etcd member. samples is its
 	// length.
-	window  []entry.Sample
-	samples int
+	window []entry.Sample
+	// connects is the window's connects by voter, aligned with window.
+	connects map[string]*entry.Connects
+	samples  int
 	// wasRead: the entry was decoded, into entry (decoded) or readErr.
 	wasRead bool
 	readErr error
@@ -40,8 +41,16 @@ type host struct {
 
 // Digest identifies an entry's raw text in the status's observations.
 func Digest(raw string) string {
-	sum := sha256.Sum256([]byte(raw))
-	return hex.EncodeToString(sum[:])
+	// Through a buffer on the stack: []byte(raw) would copy every entry
+	// each decision.
+	h := sha256.New()
+	var buf [4096]byte
+	for len(raw) > 0 {
+		n := copy(buf[:], raw)
+		h.Write(buf[:n])
+		raw = raw[n:]
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func roleOf(n Node, latest *entry.EtcdSample) Role {
@@ -132,7 +141,7 @@ func (h *host) measure(s settings.Settings, voters []string, members map[string]
 	h.reasons = append(h.reasons, h.link(last.Link))
 	for _, v := range voters {
 		if v != h.node.Name {
-			h.reasons = append(h.reasons, connectReason(s, w, v))
+			h.reasons = append(h.reasons, connectReason(s, h.connects[v], v))
 		}
 	}
 	if h.isMember() {
@@ -182,16 +191,19 @@ func orDash(s string) string {
 
 // connectReason judges the connects to voter over the window. A failed
 // connect counts as over the limit: it sorts above every time.
-func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
+func connectReason(s settings.Settings, col *entry.Connects, voter string) Reason {
 	l := s.ConnectLimit()
-	values := make([]float64, 0, len(w))
+	if col == nil {
+		col = &entry.Connects{}
+	}
+	values := make([]float64, 0, len(col.At))
 	failed := 0
 	var lastErr string
-	for _, x := range w {
-		c, ok := x.Connect[voter]
-		if !ok {
+	for i, at := range col.At {
+		if !at {
 			continue
 		}
+		c := col.Connect[i]
 		if c.Err != "" {
 			failed++
 			lastErr = clip(c.Err)
@@ -203,9 +215,8 @@ func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 	if len(values) == 0 {
 		return unmeasured(SignalConnect, voter, l.Basis, "no connect to this voter's peer port in the window: reported, not held against the host", true)
 	}
-	// The column is this reason's own: sorted once, in place.
-	slices.Sort(values)
-	v, _ := quantile.HighSorted(values, s.TailPercentile)
+	// One question of this column: its tail is selected, not sorted.
+	v, _ := quantile.High(values, s.TailPercentile)
 	pn := settings.PercentileName(s.TailPercentile)
 	// brief is the detail without the entry's error text, for the copy of
 	// the reason on the voter's side of the link.
@@ -352,8 +363,7 @@ func (h *host) memory(s settings.Settings) Reason {
 	if len(values) == 0 {
 		return unmeasured(SignalMemory, "", l.Basis, "memory could not be read in any sample of the window", false)
 	}
-	slices.Sort(values)
-	v, _ := quantile.LowSorted(values, s.TailPercentile)
+	v, _ := quantile.Low(values, s.TailPercentile)
 	return against(l, SignalMemory, "", v, fmt.Sprintf("low tail (rank %d of %d from the top) of available memory: %s, must be %s %s",
 		quantile.Rank(s.TailPercentile, len(values)), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }
@@ -370,8 +380,7 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 	if len(values) == 0 {
 		return unmeasured(SignalStall, "", l.Basis, "no memory pressure (PSI) figures on this host: reported, not held against it", true)
 	}
-	slices.Sort(values)
-	v, _ := quantile.HighSorted(values, s.TailPercentile)
+	v, _ := quantile.High(values, s.TailPercentile)
 	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, must be %s %s",
 		settings.PercentileName(s.TailPercentile), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }
@@ -380,7 +389,7 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 // read, so that a decision holds no more of an entry's texts than it can
 // report, however long the entry's texts are. Link classes are compared,
 // not reported, and map keys are names the decision looks up.
-func clipEntry(e *entry.Entry) {
+func clipEntry(e *entry.Entry, connects map[string]*entry.Connects) {
 	cut := map[string]string{} // one cut per distinct text: the entry refers to its texts many times
 	c := func(s string) string {
 		if len(s) <= TextCap {
@@ -391,6 +400,13 @@ func clipEntry(e *entry.Entry) {
 		}
 		cut[s] = clip(s)
 		return cut[s]
+	}
+	for _, col := range connects {
+		for i := range col.Connect {
+			if len(col.Connect[i].Err) > TextCap {
+				col.Connect[i].Err = c(col.Connect[i].Err)
+			}
+		}
 	}
 	for i := range e.Samples {
 		x := &e.Samples[i]

@@ -146,3 +146,27 @@ func FuzzReadersAgree(f *testing.F) {
 		agree(t, text, limits)
 	})
 }
+
+// DecodeByVoter refuses what DecodeLimited refuses, and its entry with the
+// maps filled from its columns is DecodeLimited's.
+func TestDecodeByVoterIsDecodeLimited(t *testing.T) {
+	for _, text := range seedTexts(t) {
+		want, werr := entry.DecodeLimited(text, limits)
+		got, cols, err := entry.DecodeByVoter(text, limits)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("DecodeByVoter %v, DecodeLimited %v\n%.2000s", err, werr, text)
+		}
+		if err != nil {
+			continue
+		}
+		for _, s := range got.Samples {
+			if s.Connect != nil {
+				t.Fatal("DecodeByVoter made a sample's Connect map")
+			}
+		}
+		entry.FillConnects(got.Samples, cols)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("DecodeByVoter and FillConnects\n%+v\nDecodeLimited\n%+v", got, want)
+		}
+	}
+}

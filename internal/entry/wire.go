@@ -131,21 +131,35 @@ func Decode(raw string) (Entry, error) {
 // outgrows l, naming the field and the limit, before decoding allocates for
 // it: what decoding allocates is bounded by l, whatever the text.
 func DecodeLimited(raw string, l Limits) (Entry, error) {
+	e, _, err := decode(raw, l, false)
+	return e, err
+}
+
+// DecodeByVoter reads an entry as DecodeLimited does, and refuses what it
+// refuses, but leaves every sample's Connect map nil and returns the
+// connects by voter instead, one column each: a reader that judges the
+// connects voter by voter (the decision, every recording host each
+// period) needs no map per sample. FillConnects makes the maps.
+func DecodeByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
+	return decode(raw, l, true)
+}
+
+func decode(raw string, l Limits, byVoter bool) (Entry, map[string]*Connects, error) {
 	if len(raw) > l.MaxBytes {
-		return Entry{}, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
+		return Entry{}, nil, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
 	}
 	w, err := decodeWire(raw, l)
+	if err == nil {
+		err = w.checkSizes(l)
+	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("decode entry: %w", err)
+		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}
-	if err := w.checkSizes(l); err != nil {
-		return Entry{}, fmt.Errorf("decode entry: %w", err)
-	}
-	e, err := fromWire(w, l)
+	e, cols, err := fromWireBy(w, l, byVoter)
 	if err != nil {
-		return Entry{}, fmt.Errorf("decode entry: %w", err)
+		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}
-	return e, nil
+	return e, cols, nil
 }
 
 // micros turns seconds into whole microseconds, refusing what the format
