@@ -7,6 +7,7 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,8 +42,8 @@ type Controller struct {
 
 	previous    *decide.Status // the last decision, in memory; read from the ConfigMap once at start
 	loaded      bool
-	lastWritten []byte    // the last document written, without its timestamp
-	lastWriteAt time.Time // when it was written
+	lastWritten [sha256.Size]byte // the digest of the last document written, without its timestamp: the document itself is a ConfigMap's worth at a large fleet
+	lastWriteAt time.Time         // when it was written
 
 	mu          sync.Mutex
 	lastSuccess time.Time
@@ -136,7 +137,8 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	// Write when the decision changed, and at least once a window so that a
 	// reader can tell the controller is alive.
 	window := time.Duration(s.Window) * s.SamplePeriod
-	if string(comparable) != string(c.lastWritten) || now.Sub(c.lastWriteAt) >= window {
+	digest := sha256.Sum256(comparable)
+	if digest != c.lastWritten || c.lastWriteAt.IsZero() || now.Sub(c.lastWriteAt) >= window {
 		text := string(doc)
 		if err := c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text); err != nil {
 			// The decision stands for the next round even when it could not
@@ -144,7 +146,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 			c.previous = &st
 			return &st, fmt.Errorf("write configmap %s: %w", s.StatusConfigMap, err)
 		}
-		c.lastWritten = comparable
+		c.lastWritten = digest
 		c.lastWriteAt = now
 		c.cfg.Metrics.written()
 	}

@@ -2,6 +2,7 @@ package decide_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -149,5 +150,33 @@ func TestStatusFitsConfigMap(t *testing.T) {
 	t.Logf("status of 148 hosts: %d bytes", len(b))
 	if len(b) > 1<<20 {
 		t.Fatalf("status of 148 hosts: %d bytes, over 1 MiB", len(b))
+	}
+}
+
+// The indented size is counted as json.Indent writes it, so that Marshal
+// may skip building an indented document that does not fit: on every
+// shape JSON has (empty and nested containers, escapes and brackets inside
+// strings) and on a large fleet's status, whole and with its texts shared.
+func TestIndentedLenIsIndent(t *testing.T) {
+	docs := []string{`{}`, `[]`, `{"a":[]}`, `{"a":{}}`, `[[],[{}],{"b":[1,2,{"c":null}]}]`, `"x"`, `1`,
+		`{"s":"a\"b\\c{[,:]}","t":["\u00e9\\\"",true,false]}`, `{"a":{"b":{"c":{"d":[0]}}}}`}
+	f := bigFleet(148)
+	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+	for _, form := range []int{0, 1} {
+		b, err := st.MarshalWithin(1 << 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, b); err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, c.String())
+		st.Hosts = st.Hosts[:len(st.Hosts)/(form+2)]
+	}
+	for _, d := range docs {
+		if got, want := decide.IndentedLen([]byte(d)), len(decide.Indent([]byte(d))); got != want {
+			t.Fatalf("indentedLen %d, indent writes %d bytes: %.200s", got, want, d)
+		}
 	}
 }

@@ -43,6 +43,7 @@ type options struct {
 	onlyController                     bool
 	onlyDecide                         bool
 	controllerBinaries                 string
+	controllerEnv                      string
 	log                                string
 }
 
@@ -67,6 +68,7 @@ func main() {
 	flag.StringVar(&o.walHosts, "wal-hosts", "10,50", "recording hosts of the etcd WAL measurement, fewer then more (empty: skip)")
 	flag.IntVar(&o.walPeriods, "wal-periods", 30, "periods (of 1 s) the WAL measurement counts, once every window is full")
 	flag.BoolVar(&o.onlyWAL, "only-wal", false, "run the etcd WAL measurement alone")
+	flag.StringVar(&o.controllerEnv, "controller-env", "", "with -only-controller: comma-separated NAME=VALUE settings added to the controller's environment (GOMEMLIMIT=48MiB, say)")
 	flag.BoolVar(&o.onlyDecide, "only-decide", false, "run BenchmarkDecide alone (-decide-count times)")
 	flag.BoolVar(&o.onlyController, "only-controller", false, "run the controller's resident memory alone, over the large fleet's records")
 	flag.StringVar(&o.controllerBinaries, "controller-binaries", "", "with -only-controller: comma-separated fleet-role binaries to measure in turn (another build, for a before and after) besides the one built from the checkout")
@@ -576,13 +578,20 @@ func controllerRows(ctx context.Context, env *bench.Env, binary string, o option
 	var rows []bench.Row
 	for i, b := range binaries {
 		step("fleet-role controller (%s) for %d decisions", b, o.controllerLoops)
-		cc, err := env.RunController(ctx, b, o.controllerLoops)
+		var extra []string
+		if o.onlyController && o.controllerEnv != "" {
+			extra = strings.Split(o.controllerEnv, ",")
+		}
+		cc, err := env.RunController(ctx, b, o.controllerLoops, extra...)
 		if err != nil {
 			return nil, err
 		}
 		what := "`fleet-role controller`"
 		if i > 0 {
 			what = "`" + b + " controller`"
+		}
+		if len(extra) > 0 {
+			what += " with " + strings.Join(extra, " ")
 		}
 		// The largest fleet BenchmarkDecide measures, with a record each:
 		// records have no shared limit, so the fleet's size is what sizes
