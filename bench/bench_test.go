@@ -158,7 +158,7 @@ func TestMedian(t *testing.T) {
 
 func TestParseDecideBench(t *testing.T) {
 	out := []byte(`goos: linux
-BenchmarkDecide/hosts=5-2         	     213	   5470123 ns/op	     51200 entry-bytes/op	 2030592 B/op	   25362 allocs/op
+BenchmarkDecide/hosts=5-2         	     213	   5470123 ns/op	   4100000 cpu-ns/op	     51200 entry-bytes/op	 2030592 B/op	   25362 allocs/op
 BenchmarkDecide/hosts=50          	      68	  17500456 ns/op	    254976 entry-bytes/op	 7827456 B/op	   81953 allocs/op
 PASS
 `)
@@ -166,7 +166,7 @@ PASS
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != 2 || runs[0] != (DecideRun{Hosts: 5, NsPerOp: 5470123, AllocsPerOp: 25362, BytesPerOp: 2030592, EntryBytes: 51200}) || runs[1].Hosts != 50 {
+	if len(runs) != 2 || runs[0] != (DecideRun{Hosts: 5, NsPerOp: 5470123, CPUNsPerOp: 4100000, AllocsPerOp: 25362, BytesPerOp: 2030592, EntryBytes: 51200}) || runs[1].Hosts != 50 {
 		t.Fatalf("parsed %+v", runs)
 	}
 	if _, err := ParseDecideBench([]byte("FAIL\n")); err == nil {

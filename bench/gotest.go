@@ -13,8 +13,12 @@ import (
 
 // DecideRun is one line of BenchmarkDecide's output.
 type DecideRun struct {
-	Hosts       int
-	NsPerOp     float64
+	Hosts   int
+	NsPerOp float64
+	// CPUNsPerOp is the benchmark process's CPU time (user+sys, the
+	// collector's included) per decision: the decision's own work, which
+	// on a machine busy with other work the wall time overstates.
+	CPUNsPerOp  float64
 	AllocsPerOp float64
 	BytesPerOp  float64
 	EntryBytes  float64 // the entries one decision reads
@@ -56,6 +60,8 @@ func ParseDecideBench(out []byte) ([]DecideRun, error) {
 			switch f[i+1] {
 			case "ns/op":
 				r.NsPerOp = v
+			case "cpu-ns/op":
+				r.CPUNsPerOp = v
 			case "allocs/op":
 				r.AllocsPerOp = v
 			case "B/op":

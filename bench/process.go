@@ -148,8 +148,9 @@ func (e *Env) RunProbe(ctx context.Context, binary string, n int) (Component, er
 		"--fsync-dir", e.Dir, "--"+settings.FlagName("sample_period"), ComponentPeriod.String())
 }
 
-// RunController runs `fleet-role controller` for n decisions.
-func (e *Env) RunController(ctx context.Context, binary string, n int) (Component, error) {
+// RunController runs `fleet-role controller` for n decisions, with env
+// added to its environment.
+func (e *Env) RunController(ctx context.Context, binary string, n int, env ...string) (Component, error) {
 	tok, err := e.API.TokenFor(ctx, e.Settings.Namespace, ControllerSA, 24*time.Hour)
 	if err != nil {
 		return Component{}, err
@@ -159,7 +160,7 @@ func (e *Env) RunController(ctx context.Context, binary string, n int) (Componen
 		return Component{}, err
 	}
 	return RunComponent(ctx, binary, "controller", "fleet_role_decisions_total", n,
-		time.Duration(n)*ComponentPeriod*3+time.Minute, []string{"FLEET_ROLE_DRY_RUN=true"},
+		time.Duration(n)*ComponentPeriod*3+time.Minute, append([]string{"FLEET_ROLE_DRY_RUN=true"}, env...),
 		"--kubeconfig", kc, "--"+settings.FlagName("sample_period"), ComponentPeriod.String())
 }
 

@@ -7,6 +7,7 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,9 +42,9 @@ type Controller struct {
 
 	previous    *decide.Status // the last decision, in memory; read from the ConfigMap once at start
 	loaded      bool
-	lastWritten []byte    // the last document written, without its timestamp
-	lastWriteAt time.Time // when it was written
-	lastOutcome string    // its decision and verdicts (outcome)
+	lastWritten [sha256.Size]byte // the digest of the last document written, without its timestamp: the document itself is a ConfigMap's worth at a large fleet
+	lastWriteAt time.Time         // when it was written
+	lastOutcome string            // its decision and verdicts (outcomeOf)
 
 	mu          sync.Mutex
 	lastSuccess time.Time
@@ -152,7 +153,8 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	// changed decision or verdict is written at once.
 	window := time.Duration(s.Window) * s.SamplePeriod
 	outcome := outcomeOf(&st)
-	changed := string(comparable) != string(c.lastWritten)
+	digest := sha256.Sum256(comparable)
+	changed := digest != c.lastWritten || c.lastWriteAt.IsZero()
 	due := now.Sub(c.lastWriteAt) >= s.SamplePeriod*3/4 || outcome != c.lastOutcome
 	if (changed && due) || now.Sub(c.lastWriteAt) >= window {
 		text := string(doc)
@@ -162,7 +164,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 			c.previous = &st
 			return &st, fmt.Errorf("write configmap %s: %w", s.StatusConfigMap, err)
 		}
-		c.lastWritten = comparable
+		c.lastWritten = digest
 		c.lastWriteAt = now
 		c.lastOutcome = outcome
 		c.cfg.Metrics.written()

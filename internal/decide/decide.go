@@ -117,18 +117,20 @@ func Decide(in Input) Status {
 
 // decodeEntry reads one host's entry. A panic in the reader is that entry's
 // error: the other hosts are still judged.
-func decodeEntry(raw, node string, l entry.Limits) (e entry.Entry, err error) {
+func decodeEntry(raw, node string, l entry.Limits) (e entry.Entry, connects map[string]*entry.Connects, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			e, err = entry.Entry{}, fmt.Errorf("reading the entry panicked: %s", clip(fmt.Sprint(p)))
+			e, connects, err = entry.Entry{}, nil, fmt.Errorf("reading the entry panicked: %s", clip(fmt.Sprint(p)))
 		}
 	}()
-	e, err = entry.DecodeLimited(raw, l)
-	clipEntry(&e)
+	// By voter: the connects are judged voter by voter, and a map per
+	// sample was most of what reading an entry allocated.
+	e, connects, err = entry.DecodeByVoter(raw, l)
+	clipEntry(&e, connects)
 	if err == nil && e.Node != node {
 		err = fmt.Errorf("the entry names node %q but is stored under %q", clip(e.Node), node)
 	}
-	return e, err
+	return e, connects, err
 }
 
 // judgeHook, when set (by tests), runs before each host is judged.
@@ -137,15 +139,23 @@ var judgeHook func(node string)
 // read decodes the host's entry and takes its window.
 func (h *host) read(s settings.Settings) {
 	h.wasRead = true
-	e, err := decodeEntry(h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
+	e, connects, err := decodeEntry(h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
 	if err != nil {
 		h.readErr = err
 		return
 	}
 	h.entry, h.decoded = e, true
-	h.window = e.Samples
-	if len(h.window) > s.Window {
-		h.window = h.window[len(h.window)-s.Window:]
+	h.window, h.connects = e.Samples, connects
+	if from := len(h.window) - s.Window; from > 0 {
+		h.window = h.window[from:]
+		for v, c := range connects {
+			h.connects[v] = c.Slice(from)
+		}
+	}
+	if h.node.Voter {
+		// An etcd member's window outlives its judging (the plan reads
+		// its samples' connects); every other host's is let go.
+		entry.FillConnects(h.window, h.connects)
 	}
 }
 
@@ -158,13 +168,13 @@ func (h *host) read(s settings.Settings) {
 func (h *host) judge(s settings.Settings, now time.Time, voters []string, members map[string]string) {
 	defer func() {
 		if p := recover(); p != nil {
-			h.window, h.decoded, h.judged = nil, false, false
+			h.window, h.connects, h.decoded, h.judged = nil, nil, false, false
 			h.reasons = []Reason{unmeasured(SignalEntry, "", panicBasis,
 				"judging this host's entry panicked: "+clip(fmt.Sprint(p)), false)}
 		}
 		h.samples = len(h.window)
 		if !h.isMember() {
-			h.window, h.entry = nil, entry.Entry{}
+			h.window, h.connects, h.entry = nil, nil, entry.Entry{}
 		}
 	}()
 	if judgeHook != nil {

@@ -10,3 +10,9 @@ func SetJudgeHook(f func(node string)) (restore func()) {
 
 // Clip is clip, for tests.
 var Clip = clip
+
+// IndentedLen and Indent are indentedLen and indent, for tests.
+var (
+	IndentedLen = indentedLen
+	Indent      = indent
+)

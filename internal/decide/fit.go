@@ -205,21 +205,71 @@ func (s Status) fit(limit int) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if plain != nil {
-		if b := indent(plain); len(b) <= limit {
-			return b, true, nil
-		}
+	// Indented only when that fits: a large fleet's document does not, and
+	// building it to find out was a document and a half of garbage.
+	if plain != nil && indentedLen(plain) <= limit {
+		return indent(plain), true, nil
 	}
 	s.share()
 	shared, err := compactWithin(s, limit)
 	if err != nil || shared == nil {
 		return nil, false, err
 	}
-	if b := indent(shared); len(b) <= limit {
-		return b, true, nil
+	if indentedLen(shared) <= limit {
+		return indent(shared), true, nil
 	}
 	b := append(shared, '\n')
 	return b, len(b) <= limit, nil
+}
+
+// indentedLen is len(indent(compact)) without building it: json.Indent's
+// rules (a new line and two spaces a level after an opening bracket that is
+// not closed at once, after each comma and before each closing bracket; a
+// space after each colon) counted over compact JSON, which has no space
+// outside its strings.
+func indentedLen(compact []byte) int {
+	n, depth, open, inString := 0, 0, false, false
+	for i := 0; i < len(compact); i++ {
+		c := compact[i]
+		if inString {
+			n++
+			if c == '\\' {
+				i++
+				n++
+			} else if c == '"' {
+				inString = false
+			}
+			continue
+		}
+		if open && c != '}' && c != ']' {
+			open = false
+			depth++
+			n += 1 + 2*depth
+		}
+		switch c {
+		case '"':
+			inString = true
+			n++
+		case '{', '[':
+			open = true
+			n++
+		case ',':
+			n += 2 + 2*depth
+		case ':':
+			n += 2
+		case '}', ']':
+			if open {
+				open = false
+			} else {
+				depth--
+				n += 1 + 2*depth
+			}
+			n++
+		default:
+			n++
+		}
+	}
+	return n + 1 // indent's final newline
 }
 
 func indent(compact []byte) []byte {

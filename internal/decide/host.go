@@ -23,8 +23,10 @@ type host struct {
 	// window is the samples judged: the entry's last Window samples; let go
 	// once the host is judged unless it is an etcd member. samples is its
 	// length.
-	window  []entry.Sample
-	samples int
+	window []entry.Sample
+	// connects is the window's connects by voter, aligned with window.
+	connects map[string]*entry.Connects
+	samples  int
 	// wasRead: the entry was decoded, into entry (decoded) or readErr.
 	wasRead bool
 	readErr error
@@ -39,8 +41,16 @@ type host struct {
 
 // Digest identifies an entry's raw text in the status's observations.
 func Digest(raw string) string {
-	sum := sha256.Sum256([]byte(raw))
-	return hex.EncodeToString(sum[:])
+	// Through a buffer on the stack: []byte(raw) would copy every entry
+	// each decision.
+	h := sha256.New()
+	var buf [4096]byte
+	for len(raw) > 0 {
+		n := copy(buf[:], raw)
+		h.Write(buf[:n])
+		raw = raw[n:]
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func roleOf(n Node, latest *entry.EtcdSample) Role {
@@ -131,7 +141,7 @@ func (h *host) measure(s settings.Settings, voters []string, members map[string]
 	h.reasons = append(h.reasons, h.link(last.Link))
 	for _, v := range voters {
 		if v != h.node.Name {
-			h.reasons = append(h.reasons, connectReason(s, w, v))
+			h.reasons = append(h.reasons, connectReason(s, h.connects[v], v))
 		}
 	}
 	if h.isMember() {
@@ -181,16 +191,19 @@ func orDash(s string) string {
 
 // connectReason judges the connects to voter over the window. A failed
 // connect counts as over the limit: it sorts above every time.
-func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
+func connectReason(s settings.Settings, col *entry.Connects, voter string) Reason {
 	l := s.ConnectLimit()
-	var values []float64
+	if col == nil {
+		col = &entry.Connects{}
+	}
+	values := make([]float64, 0, len(col.At))
 	failed := 0
 	var lastErr string
-	for _, x := range w {
-		c, ok := x.Connect[voter]
-		if !ok {
+	for i, at := range col.At {
+		if !at {
 			continue
 		}
+		c := col.Connect[i]
 		if c.Err != "" {
 			failed++
 			lastErr = clip(c.Err)
@@ -202,6 +215,7 @@ func connectReason(s settings.Settings, w []entry.Sample, voter string) Reason {
 	if len(values) == 0 {
 		return unmeasured(SignalConnect, voter, l.Basis, "no connect to this voter's peer port in the window: reported, not held against the host", true)
 	}
+	// One question of this column: its tail is selected, not sorted.
 	v, _ := quantile.High(values, s.TailPercentile)
 	pn := settings.PercentileName(s.TailPercentile)
 	// brief is the detail without the entry's error text, for the copy of
@@ -330,7 +344,7 @@ func (h *host) fdatasync(s settings.Settings) Reason {
 // memory judges the low tail of available memory against the storage quota
 // etcd reports for a member, else the setting.
 func (h *host) memory(s settings.Settings) Reason {
-	var values []float64
+	values := make([]float64, 0, len(h.window))
 	for _, x := range h.window {
 		if x.MemTotalBytes > 0 {
 			values = append(values, float64(x.MemAvailableBytes))
@@ -357,7 +371,7 @@ func (h *host) memory(s settings.Settings) Reason {
 // stallReason judges the memory full-stall time gained per sample period.
 func stallReason(s settings.Settings, w []entry.Sample) Reason {
 	l := s.StallLimit()
-	var values []float64
+	values := make([]float64, 0, len(w))
 	for _, x := range w {
 		if x.MemFullStallSeconds != nil {
 			values = append(values, *x.MemFullStallSeconds)
@@ -375,7 +389,7 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 // read, so that a decision holds no more of an entry's texts than it can
 // report, however long the entry's texts are. Link classes are compared,
 // not reported, and map keys are names the decision looks up.
-func clipEntry(e *entry.Entry) {
+func clipEntry(e *entry.Entry, connects map[string]*entry.Connects) {
 	cut := map[string]string{} // one cut per distinct text: the entry refers to its texts many times
 	c := func(s string) string {
 		if len(s) <= TextCap {
@@ -386,6 +400,13 @@ func clipEntry(e *entry.Entry) {
 		}
 		cut[s] = clip(s)
 		return cut[s]
+	}
+	for _, col := range connects {
+		for i := range col.Connect {
+			if len(col.Connect[i].Err) > TextCap {
+				col.Connect[i].Err = c(col.Connect[i].Err)
+			}
+		}
 	}
 	for i := range e.Samples {
 		x := &e.Samples[i]

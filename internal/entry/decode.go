@@ -181,67 +181,75 @@ func nonNegative(field string, i int, us int64) error {
 }
 
 func fromWire(w wire, l Limits) (Entry, error) {
+	e, _, err := fromWireBy(w, l, false)
+	return e, err
+}
+
+// fromWireBy builds the entry from its wire form; byVoter leaves the
+// samples' Connect maps nil and returns the connects by voter instead.
+func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Connects, err error) {
 	if w.V != Version {
-		return Entry{}, fmt.Errorf("v: unsupported version %d (this fleet-role reads %d)", w.V, Version)
+		return Entry{}, nil, fmt.Errorf("v: unsupported version %d (this fleet-role reads %d)", w.V, Version)
 	}
 	if w.Node == "" {
-		return Entry{}, fmt.Errorf("node: empty")
+		return Entry{}, nil, fmt.Errorf("node: empty")
 	}
 	n := w.N
 	if n < 0 {
-		return Entry{}, fmt.Errorf("n: %d is negative", n)
+		return Entry{}, nil, fmt.Errorf("n: %d is negative", n)
 	}
 	if n > l.MaxSamples {
-		return Entry{}, fmt.Errorf("n: %d samples, over the limit of %d (%s)", n, l.MaxSamples, l.samplesBasis())
+		return Entry{}, nil, fmt.Errorf("n: %d samples, over the limit of %d (%s)", n, l.MaxSamples, l.samplesBasis())
 	}
 	// dt_ms is read first: n is believed once a column has its n values.
 	if err := checkLen("dt_ms", len(w.DtMs), n); err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
 	// A probe leaves out at most the samples it held.
 	if w.Shrunk < 0 || w.Shrunk > l.MaxSamples {
-		return Entry{}, fmt.Errorf("shrunk: %d samples, want 0 to %d (%s)", w.Shrunk, l.MaxSamples, l.samplesBasis())
+		return Entry{}, nil, fmt.Errorf("shrunk: %d samples, want 0 to %d (%s)", w.Shrunk, l.MaxSamples, l.samplesBasis())
 	}
 	if len(w.Refused) > MaxTextBytes {
-		return Entry{}, fmt.Errorf("refused: %d bytes, over the limit of %d", len(w.Refused), MaxTextBytes)
+		return Entry{}, nil, fmt.Errorf("refused: %d bytes, over the limit of %d", len(w.Refused), MaxTextBytes)
 	}
-	e := Entry{Node: w.Node, Samples: make([]Sample, n), Shrunk: w.Shrunk, Refused: w.Refused}
+	e = Entry{Node: w.Node, Samples: make([]Sample, n), Shrunk: w.Shrunk, Refused: w.Refused}
 	if n > 0 {
-		t0, err := time.Parse(time.RFC3339Nano, w.T0)
+		var t0 time.Time
+		t0, err = time.Parse(time.RFC3339Nano, w.T0)
 		if err != nil {
-			return Entry{}, fmt.Errorf("t0: %w", err)
+			return Entry{}, nil, fmt.Errorf("t0: %w", err)
 		}
 		if w.DtMs[0] != 0 {
-			return Entry{}, fmt.Errorf("dt_ms: first value %d, want 0", w.DtMs[0])
+			return Entry{}, nil, fmt.Errorf("dt_ms: first value %d, want 0", w.DtMs[0])
 		}
 		ms := t0.UnixMilli()
 		for i := range e.Samples {
 			if w.DtMs[i] > maxStepMs || w.DtMs[i] < -maxStepMs {
-				return Entry{}, fmt.Errorf("dt_ms[%d]: step of %d ms out of range", i, w.DtMs[i])
+				return Entry{}, nil, fmt.Errorf("dt_ms[%d]: step of %d ms out of range", i, w.DtMs[i])
 			}
 			ms += w.DtMs[i]
 			at := time.UnixMilli(ms).UTC()
 			if y := at.Year(); y < 1 || y > 9999 {
-				return Entry{}, fmt.Errorf("dt_ms[%d]: sample time %v out of range", i, at)
+				return Entry{}, nil, fmt.Errorf("dt_ms[%d]: sample time %v out of range", i, at)
 			}
 			e.Samples[i].At = at
 		}
 	} else if w.T0 != "" {
-		return Entry{}, fmt.Errorf("t0: set on an entry with no samples")
+		return Entry{}, nil, fmt.Errorf("t0: set on an entry with no samples")
 	}
 	for i, r := range w.Restart {
 		if r < 0 || r >= n || i > 0 && r <= w.Restart[i-1] {
-			return Entry{}, fmt.Errorf("restart: index %d out of range or not ascending", r)
+			return Entry{}, nil, fmt.Errorf("restart: index %d out of range or not ascending", r)
 		}
 		e.Samples[r].Restart = true
 	}
 	k := 0
 	for i, r := range w.Link {
 		if r.Class != ClassWired && r.Class != ClassWifi && r.Class != ClassUnknown {
-			return Entry{}, fmt.Errorf("link: run %d class %q is not wired, wifi or unknown", i, r.Class)
+			return Entry{}, nil, fmt.Errorf("link: run %d class %q is not wired, wifi or unknown", i, r.Class)
 		}
 		if r.N <= 0 || r.N > n-k {
-			return Entry{}, fmt.Errorf("link: run %d count %d does not fit %d samples", i, r.N, n)
+			return Entry{}, nil, fmt.Errorf("link: run %d count %d does not fit %d samples", i, r.N, n)
 		}
 		for range r.N {
 			e.Samples[k].Link = Link{Interface: r.If, Class: r.Class}
@@ -249,106 +257,124 @@ func fromWire(w wire, l Limits) (Entry, error) {
 		}
 	}
 	if k != n {
-		return Entry{}, fmt.Errorf("link: runs cover %d samples, want %d", k, n)
+		return Entry{}, nil, fmt.Errorf("link: runs cover %d samples, want %d", k, n)
+	}
+	// Each sample's map is made once, for every voter it may hold; by
+	// voter, a column of each instead.
+	voters := len(w.ConnectUs)
+	if byVoter {
+		cols = make(map[string]*Connects, voters)
+	}
+	put := func(v string, c *Connects, i int, cn Connect) {
+		if c != nil {
+			c.At[i], c.Connect[i] = true, cn
+			return
+		}
+		if e.Samples[i].Connect == nil {
+			e.Samples[i].Connect = make(map[string]Connect, voters)
+		}
+		e.Samples[i].Connect[v] = cn
 	}
 	for _, v := range slices.Sorted(maps.Keys(w.ConnectUs)) {
 		col := w.ConnectUs[v]
-		field := fmt.Sprintf("connect_us[%q]", v)
 		if v == "" {
-			return Entry{}, fmt.Errorf("%s: empty voter name", field)
+			return Entry{}, nil, fmt.Errorf("%s: empty voter name", fieldKey("connect_us", v))
 		}
-		if err := checkLen(field, len(col), n); err != nil {
-			return Entry{}, err
+		if len(col) != n {
+			return Entry{}, nil, checkLen(fieldKey("connect_us", v), len(col), n)
+		}
+		var c *Connects
+		if byVoter {
+			c = &Connects{At: make([]bool, n), Connect: make([]Connect, n)}
+			cols[v] = c
 		}
 		for i, us := range col {
 			if us == nil {
 				continue
 			}
-			if err := nonNegative(field, i, *us); err != nil {
-				return Entry{}, err
+			if *us < 0 || *us > maxMicros {
+				return Entry{}, nil, nonNegative(fieldKey("connect_us", v), i, *us)
 			}
-			if e.Samples[i].Connect == nil {
-				e.Samples[i].Connect = map[string]Connect{}
-			}
-			e.Samples[i].Connect[v] = Connect{Seconds: seconds(*us)}
+			put(v, c, i, Connect{Seconds: seconds(*us)})
 		}
 	}
 	for _, v := range slices.Sorted(maps.Keys(w.ConnectFail)) {
-		field := fmt.Sprintf("connect_fail[%q]", v)
+		field := fieldKey("connect_fail", v)
 		col, ok := w.ConnectUs[v]
 		if !ok {
-			return Entry{}, fmt.Errorf("%s: voter has no connect_us column", field)
+			return Entry{}, nil, fmt.Errorf("%s: voter has no connect_us column", field)
 		}
 		ps := w.ConnectFail[v]
 		if err := refs(field, ps, n, w.Strings, true); err != nil {
-			return Entry{}, err
+			return Entry{}, nil, err
 		}
 		for _, p := range ps {
 			if col[p[0]] != nil {
-				return Entry{}, fmt.Errorf("%s: sample %d has both a time and a failure", field, p[0])
+				return Entry{}, nil, fmt.Errorf("%s: sample %d has both a time and a failure", field, p[0])
 			}
-			if e.Samples[p[0]].Connect == nil {
-				e.Samples[p[0]].Connect = map[string]Connect{}
-			}
-			e.Samples[p[0]].Connect[v] = Connect{Err: w.Strings[p[1]]}
+			put(v, cols[v], int(p[0]), Connect{Err: w.Strings[p[1]]})
 		}
 	}
 	total, err := expand("mem_total_kib", w.MemTotalKiB, n)
 	if err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
 	if err := checkLen("mem_available_kib", len(w.MemAvailKiB), n); err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
 	if w.MemStallUs != nil {
 		if err := checkLen("mem_full_stall_us", len(w.MemStallUs), n); err != nil {
-			return Entry{}, err
+			return Entry{}, nil, err
 		}
 	}
+	var stalls []float64
 	for i := range e.Samples {
 		s := &e.Samples[i]
 		if total[i] > math.MaxUint64/1024 || w.MemAvailKiB[i] > math.MaxUint64/1024 {
-			return Entry{}, fmt.Errorf("mem_total_kib/mem_available_kib: sample %d too large", i)
+			return Entry{}, nil, fmt.Errorf("mem_total_kib/mem_available_kib: sample %d too large", i)
 		}
 		s.MemTotalBytes, s.MemAvailableBytes = total[i]*1024, w.MemAvailKiB[i]*1024
 		if w.MemStallUs != nil && w.MemStallUs[i] != nil {
 			us := *w.MemStallUs[i]
 			if err := nonNegative("mem_full_stall_us", i, us); err != nil {
-				return Entry{}, err
+				return Entry{}, nil, err
 			}
-			sec := seconds(us)
-			s.MemFullStallSeconds = &sec
+			if stalls == nil {
+				stalls = make([]float64, n) // one backing array, not one a sample
+			}
+			stalls[i] = seconds(us)
+			s.MemFullStallSeconds = &stalls[i]
 		}
 	}
 	if err := refs("errors", w.Errors, n, w.Strings, false); err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
 	for _, p := range w.Errors {
 		e.Samples[p[0]].Errors = append(e.Samples[p[0]].Errors, w.Strings[p[1]])
 	}
 	if w.Etcd != nil {
 		if err := etcdFromWire(w.Etcd, e.Samples, w.Strings, l); err != nil {
-			return Entry{}, fmt.Errorf("etcd.%w", err)
+			return Entry{}, nil, fmt.Errorf("etcd.%w", err)
 		}
 	}
 	if f := w.Fsync; f != nil {
 		at, err := time.Parse(time.RFC3339Nano, f.At)
 		if err != nil {
-			return Entry{}, fmt.Errorf("fsync.at: %w", err)
+			return Entry{}, nil, fmt.Errorf("fsync.at: %w", err)
 		}
 		if f.Writes < 0 {
-			return Entry{}, fmt.Errorf("fsync.writes: %d is negative", f.Writes)
+			return Entry{}, nil, fmt.Errorf("fsync.writes: %d is negative", f.Writes)
 		}
 		if err := nonNegative("fsync.p99_us", -1, f.P99Us); err != nil {
-			return Entry{}, err
+			return Entry{}, nil, err
 		}
 		if err := nonNegative("fsync.max_us", -1, f.MaxUs); err != nil {
-			return Entry{}, err
+			return Entry{}, nil, err
 		}
 		e.Fsync = &FsyncReading{At: at.UTC(), Dir: f.Dir, Filesystem: f.Filesystem, MeasuredDisk: f.MeasuredDisk,
 			Writes: f.Writes, P99Seconds: seconds(f.P99Us), MaxSeconds: seconds(f.MaxUs), Err: f.Err, Skipped: f.Skipped}
 	}
-	return e, nil
+	return e, cols, nil
 }
 
 func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error {
@@ -441,6 +467,7 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error 
 		rtt[p] = histKind{column: fmt.Sprintf("peer_rtt[%q]", id), bounds: w.Bounds.PeerRTT, pool: &pool}
 	}
 	var changesTotal uint64
+	xs := make([]EtcdSample, m) // one backing array, not one a sample
 	for j, i := range idx {
 		if connected[j] > math.MaxInt32 || known[j] > math.MaxInt32 {
 			return fmt.Errorf("connected_peers/known_peers: sample %d out of range", i)
@@ -452,7 +479,8 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error 
 		if changesTotal, carry = bits.Add64(changesTotal, changes[j], 0); carry != 0 {
 			return fmt.Errorf("leader_changes: sample %d: the window's changes add up past 2^64-1", i)
 		}
-		x := &EtcdSample{MemberID: ids[j], IsLeader: leader[j], IsLearner: learner[j], HasLeader: hasLeader[j],
+		x := &xs[j]
+		*x = EtcdSample{MemberID: ids[j], IsLeader: leader[j], IsLearner: learner[j], HasLeader: hasLeader[j],
 			ConnectedPeers: int(connected[j]), KnownPeers: int(known[j]), LeaderChanges: changes[j],
 			DBSizeBytes: w.DBSizeKiB[j] * 1024, QuotaBytes: quota[j]}
 		if x.WALFsync, err = wal.histogram(j, w.WALFsync[j]); err != nil {

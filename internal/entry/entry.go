@@ -72,6 +72,37 @@ type Sample struct {
 	Errors []string
 }
 
+// Connects is one voter's connects over an entry's samples, oldest first,
+// as the format stores them: At[i] says whether sample i has a connect to
+// the voter (timed or failed), Connect[i] what it is. DecodeByVoter gives
+// them instead of a map per sample.
+type Connects struct {
+	At      []bool
+	Connect []Connect
+}
+
+// Slice is the connects of samples from to the end.
+func (c *Connects) Slice(from int) *Connects {
+	return &Connects{At: c.At[from:], Connect: c.Connect[from:]}
+}
+
+// FillConnects fills each sample's Connect map from the connects by voter
+// of the same samples: an entry DecodeByVoter read is then the one
+// DecodeLimited reads.
+func FillConnects(samples []Sample, byVoter map[string]*Connects) {
+	for v, c := range byVoter {
+		for i := range samples {
+			if !c.At[i] {
+				continue
+			}
+			if samples[i].Connect == nil {
+				samples[i].Connect = make(map[string]Connect, len(byVoter))
+			}
+			samples[i].Connect[v] = c.Connect[i]
+		}
+	}
+}
+
 // EtcdSample is what a voter's etcd metrics gained or read in one period.
 type EtcdSample struct {
 	MemberID                       string

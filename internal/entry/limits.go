@@ -244,10 +244,10 @@ func (l Limits) samplesBasis() string {
 	return fmt.Sprintf("%d x window %d", samplesPerWindow, l.Window)
 }
 
-// checkSizes holds what encoding/json read against l, before anything is
+// checkSizes holds what the reader read against l, before anything is
 // built from it: counts of runs and references against n (each covers at
 // least one sample), n against the window, strings against their limits.
-func (in *wireIn) checkSizes(l Limits) error {
+func (in *wire) checkSizes(l Limits) error {
 	n := max(in.N, 0)
 	if in.N > l.MaxSamples {
 		return fmt.Errorf("n: %d samples, over the limit of %d (%s)", in.N, l.MaxSamples, l.samplesBasis())
@@ -288,8 +288,8 @@ func (in *wireIn) checkSizes(l Limits) error {
 		return fmt.Errorf("errors: %d references for %d samples, over the limit of %d a sample (the readings besides connects: etcd, link, memory)",
 			len(in.Errors), n, errorsPerSample)
 	}
-	// The number of strings, of bounds and of values in any list scanShape
-	// has held already, before encoding/json built them.
+	// The number of strings, of bounds and of values in any list the reader
+	// has held already, as it read them.
 	for i, s := range in.Strings {
 		if len(s) > l.MaxTextBytes {
 			return textLimit(fmt.Sprintf("strings[%d]", i), s, l.MaxTextBytes, "an error text is a line for people, capped as a Kubernetes Event's note is")
@@ -320,7 +320,7 @@ func (in *wireIn) checkSizes(l Limits) error {
 	return nil
 }
 
-func (x *wireEtcdIn) checkSizes(l Limits, n int) error {
+func (x *wireEtcd) checkSizes(l Limits, n int) error {
 	for _, c := range []struct {
 		field string
 		got   int

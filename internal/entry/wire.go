@@ -1,11 +1,9 @@
 package entry
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"strings"
@@ -105,47 +103,6 @@ type idRun struct {
 // fixed-size arrays would silently pad or cut.
 type pair [2]uint64
 
-// UnmarshalJSON reads [a,b] by hand, without allocating: runs are the most
-// numerous values of an entry, and a json.Unmarshal per pair made them most
-// of a decision's time.
-func (p *pair) UnmarshalJSON(b []byte) error {
-	c := cols{field: "pair", b: b}
-	if c.peek() != '[' {
-		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
-	}
-	c.i++
-	for k := range p {
-		if k > 0 {
-			if c.peek() != ',' {
-				return fmt.Errorf("want a pair of two numbers, got %.40s", b)
-			}
-			c.i++
-		}
-		c.peek()
-		start := c.i
-		neg, v, err := c.digits(k)
-		if err != nil || neg && v != 0 {
-			for c.i < len(c.b) && c.b[c.i] != ',' && c.b[c.i] != ']' {
-				c.i++
-			}
-			return fmt.Errorf("pair element %d: want a whole number, got %q", k, bytes.TrimSpace(c.b[min(start, len(c.b)):c.i]))
-		}
-		p[k] = v
-	}
-	switch c.peek() {
-	case ']':
-	case ',':
-		return fmt.Errorf("want a pair of two numbers, got %d", 2+bytes.Count(c.b[c.i:], []byte{','}))
-	default:
-		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
-	}
-	c.i++
-	if c.peek() != 0 {
-		return fmt.Errorf("want a pair of two numbers, got %.40s", b)
-	}
-	return nil
-}
-
 // Encode writes e in the wire format, the text of its ConfigMap key. It
 // refuses values the format cannot carry: negative, NaN or infinite seconds,
 // histograms with other bounds than the entry's first of their kind.
@@ -174,33 +131,35 @@ func Decode(raw string) (Entry, error) {
 // outgrows l, naming the field and the limit, before decoding allocates for
 // it: what decoding allocates is bounded by l, whatever the text.
 func DecodeLimited(raw string, l Limits) (Entry, error) {
+	e, _, err := decode(raw, l, false)
+	return e, err
+}
+
+// DecodeByVoter reads an entry as DecodeLimited does, and refuses what it
+// refuses, but leaves every sample's Connect map nil and returns the
+// connects by voter instead, one column each: a reader that judges the
+// connects voter by voter (the decision, every recording host each
+// period) needs no map per sample. FillConnects makes the maps.
+func DecodeByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
+	return decode(raw, l, true)
+}
+
+func decode(raw string, l Limits, byVoter bool) (Entry, map[string]*Connects, error) {
 	if len(raw) > l.MaxBytes {
-		return Entry{}, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
+		return Entry{}, nil, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
 	}
-	if err := scanShape(raw, l); err != nil {
-		return Entry{}, fmt.Errorf("decode entry: %w", err)
+	w, err := decodeWire(raw, l)
+	if err == nil {
+		err = w.checkSizes(l)
 	}
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var in wireIn
-	if err := dec.Decode(&in); err != nil {
-		return Entry{}, fmt.Errorf("decode entry: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Entry{}, errors.New("decode entry: data after the entry object")
-	}
-	if err := in.checkSizes(l); err != nil {
-		return Entry{}, fmt.Errorf("decode entry: %w", err)
-	}
-	w, err := in.toWire(l)
 	if err != nil {
-		return Entry{}, fmt.Errorf("decode entry: %w", err)
+		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}
-	e, err := fromWire(w, l)
+	e, cols, err := fromWireBy(w, l, byVoter)
 	if err != nil {
-		return Entry{}, fmt.Errorf("decode entry: %w", err)
+		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}
-	return e, nil
+	return e, cols, nil
 }
 
 // micros turns seconds into whole microseconds, refusing what the format

@@ -2,6 +2,8 @@ package quantile
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -97,5 +99,38 @@ func TestHistogramAdd(t *testing.T) {
 	}
 	if err := (Histogram{Bounds: []float64{2, 1}, Counts: []uint64{0, 0, 0}}).Validate(); err == nil {
 		t.Fatal("descending bounds validated")
+	}
+}
+
+// High and Low (selected in one pass for a shallow tail, sorted otherwise)
+// read the rank of the sorted column, and so do the sorted forms, in place:
+// at the edges of the tail too (one value, an outlier just inside and
+// outside it, the deepest rank selected and one past it).
+func TestSortedFormsAgree(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	cases := [][]float64{{5}, {3, 1, 2}, {9, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, nil, {math.Inf(1), 1, math.Inf(1)}}
+	for _, n := range []int{16, 17, 100, 1000} {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(rnd.IntN(50)) // repeats, as real columns have
+		}
+		cases = append(cases, v)
+	}
+	for _, values := range cases {
+		for _, p := range []float64{0, 0.5, 0.8, 0.84, 0.85, 0.9, 0.95, 0.98, 0.99, 0.999, 1} {
+			s := slices.Clone(values)
+			slices.Sort(s)
+			before := slices.Clone(values)
+			h, hok := High(values, p)
+			l, lok := Low(values, p)
+			hs, hsok := HighSorted(s, p)
+			ls, lsok := LowSorted(s, p)
+			if h != hs || hok != hsok || l != ls || lok != lsok || !slices.Equal(values, before) {
+				t.Fatalf("%d values at p%v: High %v %v, HighSorted %v %v; Low %v %v, LowSorted %v %v", len(values), p, h, hok, hs, hsok, l, lok, ls, lsok)
+			}
+			if len(s) > 0 && (hs != s[Rank(p, len(s))-1] || ls != s[len(s)-Rank(p, len(s))]) {
+				t.Fatalf("%d values at p%v: the sorted forms read %v and %v", len(values), p, hs, ls)
+			}
+		}
 	}
 }

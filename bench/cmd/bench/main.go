@@ -40,6 +40,10 @@ type options struct {
 	walHosts                           string
 	walPeriods                         int
 	onlyWAL                            bool
+	onlyController                     bool
+	onlyDecide                         bool
+	controllerBinaries                 string
+	controllerEnv                      string
 	log                                string
 }
 
@@ -64,6 +68,10 @@ func main() {
 	flag.StringVar(&o.walHosts, "wal-hosts", "10,50", "recording hosts of the etcd WAL measurement, fewer then more (empty: skip)")
 	flag.IntVar(&o.walPeriods, "wal-periods", 30, "periods (of 1 s) the WAL measurement counts, once every window is full")
 	flag.BoolVar(&o.onlyWAL, "only-wal", false, "run the etcd WAL measurement alone")
+	flag.StringVar(&o.controllerEnv, "controller-env", "", "with -only-controller: comma-separated NAME=VALUE settings added to the controller's environment (GOMEMLIMIT=48MiB, say)")
+	flag.BoolVar(&o.onlyDecide, "only-decide", false, "run BenchmarkDecide alone (-decide-count times)")
+	flag.BoolVar(&o.onlyController, "only-controller", false, "run the controller's resident memory alone, over the large fleet's records")
+	flag.StringVar(&o.controllerBinaries, "controller-binaries", "", "with -only-controller: comma-separated fleet-role binaries to measure in turn (another build, for a before and after) besides the one built from the checkout")
 	flag.StringVar(&o.write, "write", "", "replace the figures section of this file (docs/performance.md)")
 	flag.StringVar(&o.log, "log", filepath.Join(os.TempDir(), "fleet-role-bench.log"), "progress and the demo's output")
 	flag.Parse()
@@ -124,6 +132,16 @@ func run(ctx context.Context, o options) error {
 		return nil
 	}
 
+	if o.onlyDecide {
+		step("BenchmarkDecide x %d", o.decideCount)
+		rows, err := decideRows(ctx, root, o.decideCount)
+		if err != nil {
+			return err
+		}
+		fmt.Println(report(rows, nil, o, time.Since(started)))
+		return nil
+	}
+
 	if o.onlyWAL {
 		rows, notes, err := walRows(ctx, root, tmp, binary, tools, o, step)
 		if err != nil {
@@ -139,6 +157,20 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer env.Stop()
+	if o.onlyController {
+		p, err := env.NewProber()
+		if err != nil {
+			return err
+		}
+		step("a full window of probe samples, the record the standbys' are copied from")
+		bench.ProbeSamples(ctx, p, env.Settings.Window)
+		rows, err := controllerRows(ctx, env, binary, o, step)
+		if err != nil {
+			return err
+		}
+		fmt.Println(report(rows, nil, o, time.Since(started)))
+		return nil
+	}
 	r, n, err := sampleCosts(ctx, env, o, step)
 	if err != nil {
 		return err
@@ -158,17 +190,11 @@ func run(ctx context.Context, o options) error {
 		Figure: memFigure(pc.Memory),
 		Goal:   "< 32 MiB", Met: bench.Verdict(pc.Memory.HWM < 32<<20)})
 
-	step("adding %d standbys with records and running fleet-role controller for %d decisions", bench.FillerHosts, o.controllerLoops)
-	hosts, filled, err := env.FillRecords(ctx)
+	r, err = controllerRows(ctx, env, binary, o, step)
 	if err != nil {
 		return err
 	}
-	cc, err := env.RunController(ctx, binary, o.controllerLoops)
-	if err != nil {
-		return err
-	}
-	rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over %d records (%d bytes of entries)", cc.Loops, hosts, filled),
-		Figure: memFigure(cc.Memory), Goal: "(sizes the Deployment)"})
+	rows = append(rows, r...)
 	env.Stop()
 
 	r, n, err = walRows(ctx, root, tmp, binary, tools, o, step)
@@ -360,31 +386,41 @@ func decideRows(ctx context.Context, root string, count int) ([]bench.Row, error
 		return nil, err
 	}
 	med := map[int]bench.DecideRun{}
+	cpuRuns := map[int][]float64{}
 	for _, hosts := range []int{5, 50, 500} {
-		var ns, al, by, eb []float64
+		var ns, cpu, al, by, eb []float64
 		for _, r := range runs {
 			if r.Hosts == hosts {
-				ns, al, by, eb = append(ns, r.NsPerOp), append(al, r.AllocsPerOp), append(by, r.BytesPerOp), append(eb, r.EntryBytes)
+				ns, cpu = append(ns, r.NsPerOp), append(cpu, r.CPUNsPerOp)
+				al, by, eb = append(al, r.AllocsPerOp), append(by, r.BytesPerOp), append(eb, r.EntryBytes)
 			}
 		}
 		if len(ns) == 0 {
 			return nil, fmt.Errorf("BenchmarkDecide gave no run at %d hosts", hosts)
 		}
-		med[hosts] = bench.DecideRun{Hosts: hosts, NsPerOp: bench.Median(ns), AllocsPerOp: bench.Median(al), BytesPerOp: bench.Median(by), EntryBytes: bench.Median(eb)}
+		med[hosts] = bench.DecideRun{Hosts: hosts, NsPerOp: bench.Median(ns), CPUNsPerOp: bench.Median(cpu),
+			AllocsPerOp: bench.Median(al), BytesPerOp: bench.Median(by), EntryBytes: bench.Median(eb)}
+		for _, c := range cpu {
+			cpuRuns[hosts] = append(cpuRuns[hosts], c/1e6)
+		}
 	}
 	var rows []bench.Row
 	for _, hosts := range []int{5, 50, 500} {
 		r := med[hosts]
-		row := bench.Row{Measure: fmt.Sprintf("one decision, %d hosts (5 voters, window 100)", hosts),
-			Figure: fmt.Sprintf("%s, %.0f allocs, %.0f KiB allocated (entries %.0f KiB)", ms(r.NsPerOp/1e9), r.AllocsPerOp, r.BytesPerOp/1024, r.EntryBytes/1024)}
+		row := bench.Row{Measure: fmt.Sprintf("one decision, %d hosts (5 voters, window 100): CPU (wall)", hosts),
+			Figure: fmt.Sprintf("%s (%s), %.0f allocs, %.0f KiB allocated (entries %.0f KiB)", ms(r.CPUNsPerOp/1e9), ms(r.NsPerOp/1e9), r.AllocsPerOp, r.BytesPerOp/1024, r.EntryBytes/1024)}
 		if hosts == 50 {
-			row.Goal, row.Met = "< 5 ms", bench.Verdict(r.NsPerOp < 5e6)
+			// Judged on the CPU time: the decision's work, which on an idle
+			// core is its wall time too; on a machine busy with other work
+			// the wall time also counts the waits for a core.
+			row.Figure += "; CPU runs " + ratios(cpuRuns[hosts]) + " ms"
+			row.Goal, row.Met = "< 5 ms", bench.Verdict(r.CPUNsPerOp < 5e6)
 		}
 		rows = append(rows, row)
 	}
 	// Five voters throughout, so hosts x voters grows as hosts does.
-	g1, g2 := med[50].NsPerOp/med[5].NsPerOp, med[500].NsPerOp/med[50].NsPerOp
-	rows = append(rows, bench.Row{Measure: "decision growth (time ratio; hosts x voters grows 10x each step)",
+	g1, g2 := med[50].CPUNsPerOp/med[5].CPUNsPerOp, med[500].CPUNsPerOp/med[50].CPUNsPerOp
+	rows = append(rows, bench.Row{Measure: "decision growth (CPU time ratio; hosts x voters grows 10x each step)",
 		Figure: fmt.Sprintf("5->50: %.1fx, 50->500: %.1fx; allocs %.1fx, %.1fx", g1, g2, med[50].AllocsPerOp/med[5].AllocsPerOp, med[500].AllocsPerOp/med[50].AllocsPerOp),
 		Goal:   "<= 10x a step (linear)", Met: bench.Verdict(g1 <= 10 && g2 <= 10)})
 	return rows, nil
@@ -523,6 +559,47 @@ func ms(sec float64) string {
 	default:
 		return fmt.Sprintf("%.1f µs", sec*1e6)
 	}
+}
+
+// controllerRows gives the fleet FillerHosts standbys with records and
+// reads the resident memory of `fleet-role controller`, as its own process,
+// after o.controllerLoops decisions over them: of binary, and then of each
+// of o.controllerBinaries (-only-controller), beside it.
+func controllerRows(ctx context.Context, env *bench.Env, binary string, o options, step func(string, ...any)) ([]bench.Row, error) {
+	step("adding %d standbys with records", bench.FillerHosts)
+	hosts, filled, err := env.FillRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	binaries := []string{binary}
+	if o.onlyController && o.controllerBinaries != "" {
+		binaries = append(binaries, strings.Split(o.controllerBinaries, ",")...)
+	}
+	var rows []bench.Row
+	for i, b := range binaries {
+		step("fleet-role controller (%s) for %d decisions", b, o.controllerLoops)
+		var extra []string
+		if o.onlyController && o.controllerEnv != "" {
+			extra = strings.Split(o.controllerEnv, ",")
+		}
+		cc, err := env.RunController(ctx, b, o.controllerLoops, extra...)
+		if err != nil {
+			return nil, err
+		}
+		what := "`fleet-role controller`"
+		if i > 0 {
+			what = "`" + b + " controller`"
+		}
+		if len(extra) > 0 {
+			what += " with " + strings.Join(extra, " ")
+		}
+		// The largest fleet BenchmarkDecide measures, with a record each:
+		// records have no shared limit, so the fleet's size is what sizes
+		// the controller (docs/performance.md).
+		rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over %d records (%d bytes of entries; %s, own process)", cc.Loops, hosts, filled, what),
+			Figure: memFigure(cc.Memory), Goal: "< 64 MiB", Met: bench.Verdict(cc.Memory.HWM < 64<<20)})
+	}
+	return rows, nil
 }
 
 func memFigure(m bench.Memory) string {

@@ -1,0 +1,91 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/controller"
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/probe/probetest"
+	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// largeFleet is three voters and standbys standbys, every one with a Node
+// labelled as k3s labels it and a record holding a realistic full window,
+// in memory: the controller's inputs at the bench's largest fleet without
+// an API server, so that what a decision period allocates and keeps is the
+// controller's own.
+func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
+	s := settings.Defaults()
+	s.DryRun = true
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	voters := []string{"voter-0", "voter-1", "voter-2"}
+	records := kube.NewMemRecords(s.Namespace)
+	var nodes []corev1.Node
+	for i := range len(voters) + standbys {
+		name, self := fmt.Sprintf("standby-%04d.fleet.example.internal", i-len(voters)), -1
+		if i < len(voters) {
+			name, self = voters[i], i
+		}
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"kubernetes.io/hostname": name, s.EligibleLabel: "true", s.PinnedLabel: "false"}}}
+		if self >= 0 {
+			n.Labels[decide.EtcdRoleLabel] = "true"
+			n.Status.Conditions = []corev1.NodeCondition{{Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner"}}
+		}
+		nodes = append(nodes, n)
+		e := probetest.RealisticEntry(name, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))
+		text, err := entry.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := records.Put(context.Background(), record.Owner{Name: name}, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem := &kube.MemNodes{}
+	mem.Set(nodes...)
+	store := kube.NewMemConfigMaps()
+	if err := store.Create(s.StatusConfigMap, map[string]string{}); err != nil {
+		t.Fatal(err)
+	}
+	return controller.Config{Settings: s, Store: store, Records: records, Nodes: mem, Now: func() time.Time { return now }}, now
+}
+
+// BenchmarkTick is one decision period of the controller over the bench's
+// largest fleet (500 standbys' records and three voters'), in memory: what
+// it allocates, and the heap it keeps between periods (live-heap-bytes,
+// after a collection), which with the allocations of a period sets its
+// peak resident memory.
+func BenchmarkTick(b *testing.B) {
+	cfg, _ := largeFleet(b, 500)
+	c, err := controller.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Tick(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Tick(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	b.ReportMetric(float64(m.HeapAlloc), "live-heap-bytes")
+}
