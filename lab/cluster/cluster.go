@@ -118,13 +118,10 @@ type Cluster struct {
 // logf logs to the test.
 func (c *Cluster) logf(format string, args ...any) { c.t.Logf(format, args...) }
 
-// Start brings the cluster up and returns once the node is Ready. Every
-// part is stopped, and the host put back as it was, in t.Cleanup: pods are
-// deleted and drained by the kubelet first, then the kubelet, containerd
-// and the control plane stop, then whatever is left (containers, mounts,
-// cgroups, chains, links, directories, kernel settings) is removed. A
-// leftover that cannot be removed fails the test.
-func Start(t testing.TB, cfg Config) *Cluster {
+// CheckHost fails the test unless it runs as root with containerd, runc,
+// ctr, iptables and the CNI plugins installed (hack/tools.sh containerd):
+// a missing tool fails, never skips.
+func CheckHost(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatalf("a cluster with a kubelet needs root (CI runs as root)")
@@ -137,6 +134,17 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		t.Fatalf("the CNI plugins are not in /usr/lib/cni: run hack/tools.sh containerd: %v", err)
 	}
+}
+
+// Start brings the cluster up and returns once the node is Ready. Every
+// part is stopped, and the host put back as it was, in t.Cleanup: pods are
+// deleted and drained by the kubelet first, then the kubelet, containerd
+// and the control plane stop, then whatever is left (containers, mounts,
+// cgroups, chains, links, directories, kernel settings) is removed. A
+// leftover that cannot be removed fails the test.
+func Start(t testing.TB, cfg Config) *Cluster {
+	t.Helper()
+	CheckHost(t)
 	if _, err := os.Stat(filepath.Join("/sys/class/net", nodeLink)); err == nil {
 		t.Fatalf("the interface %s exists: another run of this cluster is going on, or one was killed (ip link delete %s)", nodeLink, nodeLink)
 	}
@@ -592,9 +600,6 @@ func (c *Cluster) cleanHost() {
 	}
 	errs = append(errs, removeChains(c.logf)...)
 	errs = append(errs, c.host.restore(c.logf)...)
-	if _, err := os.Stat("/run/containerd/s"); err == nil {
-		c.logf("note: /run/containerd/s held before; left as it is")
-	}
 	errs = append(errs, c.leftovers()...)
 	for _, err := range errs {
 		c.t.Errorf("host cleanup: %v", err)

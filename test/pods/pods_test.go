@@ -127,6 +127,21 @@ func TestPods(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
+	// The tools first, so that a missing one fails before any build.
+	cfg := cluster.Config{
+		Dir:               filepath.Join(s.dir, "cluster"),
+		Node:              node,
+		Etcd:              testenv.Etcd(t),
+		APIServer:         testenv.KubeAPIServer(t),
+		ControllerManager: testenv.KubeControllerManager(t),
+		Scheduler:         testenv.KubeScheduler(t),
+		Kubelet:           testenv.Kubelet(t),
+		PauseImage:        pauseTag,
+	}
+	testenv.Kubectl(t)
+	testenv.Fio(t)
+	cluster.CheckHost(t)
+
 	// The images, from the checkout.
 	t0 := time.Now()
 	frTar, pauseTar := filepath.Join(s.dir, "fleet-role.tar"), filepath.Join(s.dir, "pause.tar")
@@ -145,18 +160,9 @@ func TestPods(t *testing.T) {
 	t.Logf("images built from the checkout in %.1f s", time.Since(t0).Seconds())
 
 	t0 = time.Now()
-	s.c = cluster.Start(t, cluster.Config{
-		Dir:               filepath.Join(s.dir, "cluster"),
-		Node:              node,
-		NodeLabels:        s.renderedLabels(t, ctx),
-		Etcd:              testenv.Etcd(t),
-		APIServer:         testenv.KubeAPIServer(t),
-		ControllerManager: testenv.KubeControllerManager(t),
-		Scheduler:         testenv.KubeScheduler(t),
-		Kubelet:           testenv.Kubelet(t),
-		PauseImage:        pauseTag,
-		Images:            []string{frTar, pauseTar},
-	})
+	cfg.NodeLabels = s.renderedLabels(t, ctx)
+	cfg.Images = []string{frTar, pauseTar}
+	s.c = cluster.Start(t, cfg)
 	t.Logf("cluster up, node %s Ready, in %.1f s", node, time.Since(t0).Seconds())
 	s.labelAsK3s(t, ctx)
 
