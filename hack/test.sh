@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
-# or installs what the tests need (etcd, kube-apiserver and
-# kube-controller-manager from the Go module proxy, cached; fio from Debian),
+# or installs what the tests need (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and the kubelet from the Go module
+# proxy, cached; fio, containerd, runc and the CNI plugins from Debian),
 # then checks formatting, vets, and runs the unit, fuzz-seed, race and
 # real-component tests.
 set -euo pipefail
@@ -16,6 +17,13 @@ FLEET_ROLE_ETCD=$(hack/tools.sh etcd)
 FLEET_ROLE_KUBE_APISERVER=$(hack/tools.sh kube-apiserver)
 FLEET_ROLE_KUBE_CONTROLLER_MANAGER=$(hack/tools.sh kube-controller-manager)
 hack/tools.sh fio >/dev/null
+# test/pods runs the manifests as real pods: a kubelet and kube-scheduler
+# (built like kube-apiserver), and containerd, runc and the CNI plugins
+# (from Debian).
+FLEET_ROLE_KUBELET=$(hack/tools.sh kubelet)
+FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
+hack/tools.sh containerd
+export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER
 export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
@@ -33,8 +41,8 @@ go vet ./...
 # for a connect at etcd's own timing), so they run alone and without the race
 # detector, whose slowdown on two cores would itself push a loopback connect
 # past the limit. Every package they drive is raced in its own tests.
-e2e="./internal/demo ./test/mesh" # each run below on its own
-e2e_pattern='/internal/demo$|/test/mesh$'
+e2e="./internal/demo ./test/mesh ./test/pods" # each run below on its own
+e2e_pattern='/internal/demo$|/test/mesh$|/test/pods$'
 
 step "go test -race (every package but the end-to-end scenarios)"
 go test -race -count=1 -timeout 45m "$@" $(go list ./... | grep -Ev "$e2e_pattern")
@@ -45,3 +53,7 @@ go test -count=1 -p 1 -timeout 30m "$@" ./internal/demo
 # figures (periods from the delay to the swap with the slow voter a follower
 # and etcd's leader, the whole-fleet fault, the recoveries), not only "ok".
 go test -count=1 -p 1 -v -timeout 30m "$@" ./test/mesh
+# The pods scenario: the manifests as real pods from the image built from
+# this checkout, on a one-node cluster with a kubelet and containerd (root);
+# verbose, so that the log shows the host's readings in and out of the pod.
+go test -count=1 -p 1 -v -timeout 30m "$@" ./test/pods

@@ -6,6 +6,10 @@
 #   hack/tools.sh etcd            -> path of the etcd v3.6.15 server binary
 #   hack/tools.sh kube-apiserver  -> path of the kube-apiserver v1.37.2 binary
 #   hack/tools.sh kube-controller-manager -> path of kube-controller-manager v1.37.2
+#   hack/tools.sh kubelet         -> path of the kubelet v1.37.2 binary
+#   hack/tools.sh kube-scheduler  -> path of the kube-scheduler v1.37.2 binary
+#   hack/tools.sh containerd      -> installs containerd, runc and the CNI plugins
+#                                    from Debian when absent; prints what it installed
 #   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
@@ -32,13 +36,35 @@ build() { # name version dir [ldflags]
   echo "$out"
 }
 
+# containerd, runc and the CNI plugins (bridge, host-local, portmap in
+# /usr/lib/cni) are what test/pods runs pods with. Debian packages them all;
+# crun is not used: it refuses this kind of host's hybrid cgroups.
+containerd_tools() {
+  local missing=() pkg
+  command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+  command -v runc >/dev/null 2>&1 || missing+=(runc)
+  [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]} with apt-get" >&2
+    if [ "$(id -u)" != 0 ]; then echo "${missing[*]} missing and installing needs root: apt-get install -y ${missing[*]}" >&2; exit 1; fi
+    local log; log=$(mktemp)
+    if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}") >"$log" 2>&1; then
+      cat "$log" >&2; rm -f "$log"; echo "apt-get install ${missing[*]} failed" >&2; exit 1
+    fi
+    rm -f "$log"
+  fi
+  for pkg in containerd runc containernetworking-plugins; do
+    echo "$pkg $(dpkg-query -W -f '${Version}' "$pkg" 2>/dev/null || echo '(not from Debian)')"
+  done
+}
+
 case "${1:-}" in
   etcd)
     build etcd "$etcd_version" tools/etcd "-s -w"
     ;;
-  kube-apiserver|kube-controller-manager)
+  kube-apiserver|kube-controller-manager|kubelet|kube-scheduler)
     # Without the version variables kubectl cannot parse the server's version.
-    # Both build with the same flags, so the second reuses the first's cache.
+    # All build with the same flags, so each reuses the others' build cache.
     minor=${kube_version#v1.}; minor=${minor%%.*}
     build "$1" "$kube_version" "tools/$1" \
       "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
@@ -55,8 +81,11 @@ case "${1:-}" in
     fi
     command -v fio
     ;;
+  containerd)
+    containerd_tools
+    ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|fio" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio" >&2
     exit 2
     ;;
 esac

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -45,11 +46,19 @@ container has that one capability). Exit 1 when it cannot, 2 for bad flags.`,
 		if !fi.IsDir() {
 			return fmt.Errorf("%s is not a directory (%s)", dir, fi.Mode().Type())
 		}
+		// The mode first, while root still owns the directory: changing the
+		// mode of a directory another user owns needs CAP_FOWNER, which the
+		// init container does not have (only CHOWN). Run for real in
+		// test/pods, chown-then-chmod failed there with EPERM and the probe
+		// pod never started. On a later start the directory is the probe's
+		// and already 0700, so the mode is left alone.
+		if fi.Mode().Perm() != 0o700 {
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return fmt.Errorf("chmod %s 0700 (owner %d; changing another owner's mode needs CAP_FOWNER): %w", dir, fi.Sys().(*syscall.Stat_t).Uid, err)
+			}
+		}
 		if err := os.Lchown(dir, uid, gid); err != nil {
 			return fmt.Errorf("give %s to %d:%d: %w", dir, uid, gid, err)
-		}
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("chmod %s 0700: %w", dir, err)
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: owner %d:%d, mode 0700\n", dir, uid, gid)
 		return nil

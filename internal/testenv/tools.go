@@ -38,6 +38,18 @@ func KubeControllerManager(t testing.TB) string {
 	return find(t, "FLEET_ROLE_KUBE_CONTROLLER_MANAGER", toolcache.KubeControllerManagerPath(), "kube-controller-manager")
 }
 
+// Kubelet returns the path of the kubelet binary (test/pods).
+func Kubelet(t testing.TB) string {
+	t.Helper()
+	return find(t, "FLEET_ROLE_KUBELET", toolcache.KubeletPath(), "kubelet")
+}
+
+// KubeScheduler returns the path of the kube-scheduler binary (test/pods).
+func KubeScheduler(t testing.TB) string {
+	t.Helper()
+	return find(t, "FLEET_ROLE_KUBE_SCHEDULER", toolcache.KubeSchedulerPath(), "kube-scheduler")
+}
+
 // Fio returns the path of fio.
 func Fio(t testing.TB) string {
 	if p, err := exec.LookPath("fio"); err == nil {

@@ -55,6 +55,14 @@ func KubeControllerManagerPath() string {
 	return filepath.Join(Dir(), "bin", "kube-controller-manager-"+KubeVersion)
 }
 
+// KubeletPath is where hack/tools.sh keeps the kubelet binary.
+func KubeletPath() string { return filepath.Join(Dir(), "bin", "kubelet-"+KubeVersion) }
+
+// KubeSchedulerPath is where hack/tools.sh keeps the kube-scheduler binary.
+func KubeSchedulerPath() string {
+	return filepath.Join(Dir(), "bin", "kube-scheduler-"+KubeVersion)
+}
+
 // ErrNoSource means the etcd binary is not built and there is no checkout of
 // fleet-role to build it from.
 var ErrNoSource = errors.New("no fleet-role checkout to build etcd from")
