@@ -116,3 +116,22 @@ func assertGone(t *testing.T, res *Result) {
 		t.Errorf("data directory %s still exists (stat: %v)", res.DataDir, err)
 	}
 }
+
+// The demo's own command maps a bad flag to a usage error (exit 2) that
+// names it, before anything is started.
+func TestMainRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fault", "flood"}, `fleet-role-demo: --fault "flood"`},
+		{[]string{"--period", "0s"}, "--period 0s"},
+		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"extra"}, `unknown command "extra"`},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(tc.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("Main(%q) = %d, stderr %q; want 2 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}

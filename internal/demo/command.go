@@ -1,24 +1,35 @@
-package cli
+package demo
 
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleet-role/fleet-role/internal/demo"
+	"github.com/fleet-role/fleet-role/internal/cli"
 )
 
-// newDemoCommand runs the whole pipeline on this machine.
-func newDemoCommand() *cobra.Command {
-	opt := demo.Defaults()
+// Main runs the demo's command line (cmd/fleet-role-demo) and returns the
+// process's exit code: 0 when the demo showed what it set out to, 1 when it
+// could not (the machine too slow for its limits, a phase that timed out),
+// 2 for a usage error.
+func Main(args []string, stdout, stderr io.Writer) int {
+	return cli.Execute(NewCommand(), args, stdout, stderr)
+}
+
+// NewCommand is the demo's command. It lives apart from fleet-role's own
+// commands so that the product binary links nothing that starts etcd or
+// builds tools.
+func NewCommand() *cobra.Command {
+	opt := Defaults()
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "demo",
-		Short: "Run the whole pipeline on this machine: real etcd members, a fault, and the swap it would make",
+		Use:   "fleet-role-demo",
+		Short: "Run the whole fleet-role pipeline on this machine: real etcd members, a fault, and the swap it would make",
 		Long: `Starts a small fleet on loopback: three etcd v3.6.15 members, each its own
 process behind etcd's own proxy, and two standby hosts, with etcd's own timing
 (heartbeat 100 ms, election timeout 1000 ms). The real probe and controller
@@ -42,7 +53,7 @@ Ctrl-C stops every process it started and removes its data unless --keep.`,
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := opt.Validate(); err != nil {
-			return usageError(err)
+			return cli.UsageError(err)
 		}
 		progress := cmd.OutOrStdout()
 		if asJSON {
@@ -52,7 +63,7 @@ Ctrl-C stops every process it started and removes its data unless --keep.`,
 		opt.Live = isTerminal(progress)
 		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer cancel()
-		res, err := demo.Run(ctx, opt)
+		res, err := Run(ctx, opt)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/fleet-role/fleet-role/"
+
+// banned are the packages the product binary may not link, each with
+// everything under it: the bench and test harness (real etcd, the API
+// server, network namespaces, the tool builder that runs go build, the
+// demo), where it is now and where it moves (lab/), and the libraries only
+// the harness needs.
+var banned = []string{
+	module + "internal/etcdproc",
+	module + "internal/apiserver",
+	module + "internal/netlab",
+	module + "internal/toolcache",
+	module + "internal/testenv",
+	module + "internal/probe/probetest",
+	module + "internal/probetest",
+	module + "internal/demo",
+	module + "lab",
+	module + "bench",
+	module + "test",
+	"go.etcd.io/etcd/client", // etcd's client, which brings gRPC
+	"go.etcd.io/etcd/pkg",    // etcd's proxy
+	"go.etcd.io/etcd/server",
+	"google.golang.org/grpc",
+	"go.uber.org/zap",
+}
+
+// harnessIn lists the packages of deps that banned names.
+func harnessIn(deps []string) []string {
+	var found []string
+	for _, d := range deps {
+		for _, b := range banned {
+			if d == b || strings.HasPrefix(d, b+"/") {
+				found = append(found, d)
+				break
+			}
+		}
+	}
+	return found
+}
+
+// The product binary holds the product only. The list is the real one go
+// list gives for the command.
+func TestProductBinaryLinksNoHarness(t *testing.T) {
+	deps := goListDeps(t, "./cmd/fleet-role")
+	// The list must be this command's, not an empty or failed one.
+	for _, want := range []string{"internal/probe", "internal/controller", "internal/decide", "internal/cli", "internal/kube"} {
+		if !slices.Contains(deps, module+want) {
+			t.Fatalf("go list -deps ./cmd/fleet-role lacks %s%s: not the product's list (%d packages)", module, want, len(deps))
+		}
+	}
+	if found := harnessIn(deps); len(found) > 0 {
+		t.Errorf("./cmd/fleet-role links %d packages of the harness or its libraries, none allowed:\n%s", len(found), strings.Join(found, "\n"))
+	}
+}
+
+// The demo's command links the harness, and the check above finds it there:
+// proof that the check can fail on a real list.
+func TestDemoBinaryLinksTheHarness(t *testing.T) {
+	found := harnessIn(goListDeps(t, "./cmd/fleet-role-demo"))
+	for _, want := range []string{module + "internal/demo", module + "internal/etcdproc", module + "internal/toolcache",
+		"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3/proxy", "google.golang.org/grpc", "go.uber.org/zap"} {
+		if !slices.Contains(found, want) {
+			t.Errorf("harnessIn(go list -deps ./cmd/fleet-role-demo) lacks %s; found %d: %s", want, len(found), strings.Join(found, " "))
+		}
+	}
+}
+
+func goListDeps(t *testing.T, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", pkg)
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, stderr)
+	}
+	return strings.Fields(string(out))
+}
