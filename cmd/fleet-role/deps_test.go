@@ -47,6 +47,21 @@ func harnessIn(deps []string) []string {
 	return found
 }
 
+// clientGoGroups lists the packages of deps that are client-go's whole
+// clientset, its informer factory, or a typed client of a group other than
+// core/v1, the one group fleet-role calls.
+func clientGoGroups(deps []string) []string {
+	var found []string
+	for _, d := range deps {
+		typed, isTyped := strings.CutPrefix(d, "k8s.io/client-go/kubernetes/typed/")
+		if d == "k8s.io/client-go/kubernetes" || strings.HasPrefix(d, "k8s.io/client-go/informers") ||
+			isTyped && typed != "core/v1" {
+			found = append(found, d)
+		}
+	}
+	return found
+}
+
 // The product binary holds the product only. The list is the real one go
 // list gives for the command.
 func TestProductBinaryLinksNoHarness(t *testing.T) {
@@ -60,6 +75,9 @@ func TestProductBinaryLinksNoHarness(t *testing.T) {
 	if found := harnessIn(deps); len(found) > 0 {
 		t.Errorf("./cmd/fleet-role links %d packages of the harness or its libraries, none allowed:\n%s", len(found), strings.Join(found, "\n"))
 	}
+	if found := clientGoGroups(deps); len(found) > 0 {
+		t.Errorf("./cmd/fleet-role links %d of client-go's clientset, informer factory or typed clients beyond core/v1:\n%s", len(found), strings.Join(found, "\n"))
+	}
 }
 
 // The demo's command links the harness, and the check above finds it there:
@@ -71,6 +89,20 @@ func TestDemoBinaryLinksTheHarness(t *testing.T) {
 		if !slices.Contains(found, want) {
 			t.Errorf("harnessIn(go list -deps ./cmd/fleet-role-demo) lacks %s; found %d: %s", want, len(found), strings.Join(found, " "))
 		}
+	}
+}
+
+// clientGoGroups finds the whole clientset where it is linked: the API
+// server harness links it.
+func TestClientGoGroupsFindsTheClientset(t *testing.T) {
+	found := clientGoGroups(goListDeps(t, "./internal/apiserver"))
+	for _, want := range []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/kubernetes/typed/apps/v1"} {
+		if !slices.Contains(found, want) {
+			t.Errorf("clientGoGroups(go list -deps ./internal/apiserver) lacks %s; found %d", want, len(found))
+		}
+	}
+	if slices.Contains(found, "k8s.io/client-go/kubernetes/typed/core/v1") {
+		t.Errorf("clientGoGroups counts typed core/v1, which the product may link")
 	}
 }
 
