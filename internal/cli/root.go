@@ -76,6 +76,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // Execute runs root with args and returns the process's exit code, with the
 // exit codes above; an error is printed on stderr after root's name.
 func Execute(root *cobra.Command, args []string, stdout, stderr io.Writer) int {
+	// Errors are printed once, below, without the usage text.
+	root.SilenceUsage, root.SilenceErrors = true, true
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -49,7 +49,7 @@ Ctrl-C stops every process it started and removes its data unless --keep.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opt.Fault, "fault", opt.Fault, "the fault to put on a voter: slow (delay its peer traffic), pause (SIGSTOP it and its probe) or none")
-	f.DurationVar(&opt.Delay, "delay", opt.Delay, "with --fault=slow, the delay added to the voter's peer traffic in each direction (default a quarter of the election timeout)")
+	f.DurationVar(&opt.Delay, "delay", opt.Delay, "with --fault=slow, the delay added to the voter's peer traffic in each direction; unless given, a quarter of --election-timeout")
 	f.DurationVar(&opt.Period, "period", opt.Period, "the sample period")
 	f.DurationVar(&opt.ElectionTimeout, "election-timeout", opt.ElectionTimeout, "the members' election timeout (the heartbeat a tenth of it); every limit scales with it, so a busy machine that cannot hold etcd's own 1s can run with a longer one")
 	f.BoolVar(&opt.Keep, "keep", false, "keep the data directory (etcd data, the demo's log)")
@@ -70,7 +70,9 @@ Ctrl-C stops every process it started and removes its data unless --keep.`,
 		}
 		opt.Out = progress
 		opt.Live = isTerminal(progress)
-		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		// SIGPIPE too: progress piped into a reader that stops (head)
+		// would otherwise kill the demo before it stops its members.
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGPIPE)
 		defer cancel()
 		res, err := Run(ctx, opt)
 		if err != nil {
