@@ -47,15 +47,17 @@ func harnessIn(deps []string) []string {
 	return found
 }
 
-// clientGoGroups lists the packages of deps that are client-go's whole
-// clientset, its informer factory, or a typed client of a group other than
-// core/v1, the one group fleet-role calls.
-func clientGoGroups(deps []string) []string {
+// apiGroupsIn lists the packages of deps that bring API groups fleet-role
+// never calls: anything of client-go's clientset (its scheme registers
+// every group's types at start-up, its typed clients included), its
+// informer factory, and the types of any group but core/v1.
+func apiGroupsIn(deps []string) []string {
 	var found []string
 	for _, d := range deps {
-		typed, isTyped := strings.CutPrefix(d, "k8s.io/client-go/kubernetes/typed/")
-		if d == "k8s.io/client-go/kubernetes" || strings.HasPrefix(d, "k8s.io/client-go/informers") ||
-			isTyped && typed != "core/v1" {
+		group, isAPI := strings.CutPrefix(d, "k8s.io/api/")
+		if d == "k8s.io/client-go/kubernetes" || strings.HasPrefix(d, "k8s.io/client-go/kubernetes/") ||
+			d == "k8s.io/client-go/informers" || strings.HasPrefix(d, "k8s.io/client-go/informers/") ||
+			isAPI && group != "core/v1" {
 			found = append(found, d)
 		}
 	}
@@ -75,8 +77,8 @@ func TestProductBinaryLinksNoHarness(t *testing.T) {
 	if found := harnessIn(deps); len(found) > 0 {
 		t.Errorf("./cmd/fleet-role links %d packages of the harness or its libraries, none allowed:\n%s", len(found), strings.Join(found, "\n"))
 	}
-	if found := clientGoGroups(deps); len(found) > 0 {
-		t.Errorf("./cmd/fleet-role links %d of client-go's clientset, informer factory or typed clients beyond core/v1:\n%s", len(found), strings.Join(found, "\n"))
+	if found := apiGroupsIn(deps); len(found) > 0 {
+		t.Errorf("./cmd/fleet-role links %d packages of client-go's clientset or informer factory, or of API groups but core/v1:\n%s", len(found), strings.Join(found, "\n"))
 	}
 }
 
@@ -92,17 +94,18 @@ func TestDemoBinaryLinksTheHarness(t *testing.T) {
 	}
 }
 
-// clientGoGroups finds the whole clientset where it is linked: the API
-// server harness links it.
-func TestClientGoGroupsFindsTheClientset(t *testing.T) {
-	found := clientGoGroups(goListDeps(t, "./internal/apiserver"))
-	for _, want := range []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/kubernetes/typed/apps/v1"} {
+// apiGroupsIn finds the clientset where it is linked: the API server
+// harness links it.
+func TestAPIGroupsInFindsTheClientset(t *testing.T) {
+	found := apiGroupsIn(goListDeps(t, "./internal/apiserver"))
+	for _, want := range []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/kubernetes/scheme",
+		"k8s.io/client-go/kubernetes/typed/core/v1", "k8s.io/api/apps/v1"} {
 		if !slices.Contains(found, want) {
-			t.Errorf("clientGoGroups(go list -deps ./internal/apiserver) lacks %s; found %d", want, len(found))
+			t.Errorf("apiGroupsIn(go list -deps ./internal/apiserver) lacks %s; found %d", want, len(found))
 		}
 	}
-	if slices.Contains(found, "k8s.io/client-go/kubernetes/typed/core/v1") {
-		t.Errorf("clientGoGroups counts typed core/v1, which the product may link")
+	if slices.Contains(found, "k8s.io/api/core/v1") {
+		t.Errorf("apiGroupsIn counts k8s.io/api/core/v1, which the product calls")
 	}
 }
 

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -46,23 +45,24 @@ type RecordSource interface {
 
 // Records returns the probe records of namespace.
 func (c *Client) Records(namespace string) Records {
-	return NewRecordsFor(c, namespace)
+	return NewRecordsFor(c.ConfigMapClient(namespace), namespace)
 }
 
-// NewRecordsFor returns the probe records of namespace through cs: a
-// Client, or a whole clientset where a test or the bench holds one.
-func NewRecordsFor(cs CoreGetter, namespace string) Records {
-	return &clientRecords{c: cs.CoreV1(), ns: namespace}
+// NewRecordsFor returns the probe records of namespace through cms, the
+// ConfigMap client of that namespace: a Client's, or a whole clientset's
+// where a test or the bench holds one.
+func NewRecordsFor(cms ConfigMapClient, namespace string) Records {
+	return &clientRecords{c: cms, ns: namespace}
 }
 
 type clientRecords struct {
-	c  corev1client.CoreV1Interface
+	c  ConfigMapClient
 	ns string
 }
 
 func (r *clientRecords) Get(ctx context.Context, node string) (string, error) {
 	name := record.Name(node)
-	cm, err := r.c.ConfigMaps(r.ns).Get(ctx, name, metav1.GetOptions{})
+	cm, err := r.c.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("get record %s/%s: %w", r.ns, name, classify(err))
 	}
@@ -80,7 +80,7 @@ func (r *clientRecords) Put(ctx context.Context, owner record.Owner, entry strin
 		return err
 	}
 	obj := record.Object(r.ns, owner, entry)
-	_, err = r.c.ConfigMaps(r.ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+	_, err = r.c.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		// Made between the patch and the create (a probe restarted while
 		// its previous pod was still writing): patch what is there.
@@ -97,7 +97,7 @@ func (r *clientRecords) patch(ctx context.Context, name, entry string) error {
 	if err != nil {
 		return fmt.Errorf("patch record %s/%s: %w", r.ns, name, err)
 	}
-	_, err = r.c.ConfigMaps(r.ns).Patch(ctx, name, types.MergePatchType, body,
+	_, err = r.c.Patch(ctx, name, types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: fieldManager})
 	if err != nil {
 		return fmt.Errorf("patch record %s/%s: %w", r.ns, name, classify(err))
@@ -107,7 +107,7 @@ func (r *clientRecords) patch(ctx context.Context, name, entry string) error {
 
 func (r *clientRecords) Delete(ctx context.Context, node string) error {
 	name := record.Name(node)
-	err := r.c.ConfigMaps(r.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	err := r.c.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete record %s/%s: %w", r.ns, name, classify(err))
 	}
@@ -124,22 +124,22 @@ type RecordInformer struct {
 }
 
 // NewRecordInformer makes the informer; Start runs it. It is built on the
-// typed core/v1 client alone, as client-go's generated ConfigMap informer
-// is, without the informer factory, which links every API group's.
+// core/v1 client alone, as client-go's generated ConfigMap informer is,
+// without the informer factory, which links every API group's.
 func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
-	cms := c.core.ConfigMaps(namespace)
+	cms := c.ConfigMapClient(namespace)
 	selected := func(o metav1.ListOptions) metav1.ListOptions {
 		o.LabelSelector = record.Selector
 		return o
 	}
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return cms.List(ctx, selected(o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return cms.Watch(ctx, selected(o))
 		},
-	}, c.core)
+	}
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
