@@ -2,8 +2,11 @@ package fsync
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -90,10 +93,53 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// nativeChildEnv, set to a directory, makes the test binary take one native
+// reading there, print it as JSON and exit: the comparison's native side,
+// run as its own process as fio is, so that neither reads with the
+// advantage of a fresh process's standing with the CPU scheduler nor the
+// cost of sharing one with the test's own runtime.
+const nativeChildEnv = "FLEET_ROLE_FSYNC_NATIVE_CHILD_DIR"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(nativeChildEnv); dir != "" {
+		r, err := Measure(context.Background(), Options{Dir: dir})
+		if err == nil {
+			err = json.NewEncoder(os.Stdout).Encode(r)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// measureInChild takes one native reading in dir in a child process.
+func measureInChild(t *testing.T, dir string) Reading {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), nativeChildEnv+"="+dir)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("native reading in a child process: %v\n%s", err, stderr)
+	}
+	var r Reading
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("native reading in a child process: %v: %q", err, out)
+	}
+	return r
+}
+
 // TestMeasureAgreesWithFio holds the native reading to fio's on the same
-// directory of this machine's disk: pairs of runs, interleaved and each pair
-// in turn order swapped so that neither always runs on a disk the other has
-// just loaded or left idle, judged by the median of their p99 ratios.
+// directory of this machine's disk: pairs of runs, each its own process,
+// interleaved and each pair in turn order swapped so that neither always
+// runs on a disk the other has just loaded or left idle, judged by the
+// median of their p99 ratios.
 func TestMeasureAgreesWithFio(t *testing.T) {
 	fio := testenv.Fio(t)
 	dir := diskDir(t)
@@ -103,13 +149,7 @@ func TestMeasureAgreesWithFio(t *testing.T) {
 		i := len(ratios)
 		var native Reading
 		var fioR FioReading
-		runNative := func() {
-			r, err := Measure(context.Background(), Options{Dir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			native = r
-		}
+		runNative := func() { native = measureInChild(t, dir) }
 		runFio := func() {
 			r, err := RunFio(context.Background(), fio, dir)
 			if err != nil {
