@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # fleet-role's one image: the controller (Deployment) and the probe
 # (DaemonSet) are the same static binary, started by command name. It holds
-# no fio and no shell: the fsync reading is native Go.
+# no fio and no shell: the fsync reading is native Go. It builds ./cmd/fleet-role
+# only: the demo (cmd/fleet-role-demo) and the bench are not in the image.
 #
 #   docker build -t ghcr.io/fleet-role/fleet-role:latest .
 #

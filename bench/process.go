@@ -183,7 +183,7 @@ func (e *Env) FillRecords(ctx context.Context) (hosts, bytes int, err error) {
 	if err := e.RemoveShellRecord(ctx); err != nil {
 		return 0, 0, err
 	}
-	records := kube.NewRecordsFor(e.Admin, e.Settings.Namespace)
+	records := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace), e.Settings.Namespace)
 	raw, err := records.Get(ctx, e.Node)
 	if err != nil {
 		return 0, 0, err

@@ -66,7 +66,7 @@ func ProbeSamples(ctx context.Context, p *probe.Prober, n int) Cost {
 // sample has every reading: a sample that failed would be cheap for the
 // wrong reason.
 func (e *Env) CheckProbeEntry(ctx context.Context, want int) error {
-	raw, err := kube.NewRecordsFor(e.Admin, e.Settings.Namespace).Get(ctx, e.Node)
+	raw, err := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace), e.Settings.Namespace).Get(ctx, e.Node)
 	if err != nil {
 		return err
 	}

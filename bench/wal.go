@@ -135,7 +135,7 @@ func (e *Env) WALPerSample(ctx context.Context, binary string, hosts, periods in
 	// next reading falls due a window later, after the measurement, so the
 	// entries keep a real reading's size throughout.
 	t0 := time.Now().Add(-time.Duration(s.Window) * s.SamplePeriod).UTC()
-	admin := kube.NewRecordsFor(e.Admin, s.Namespace)
+	admin := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(s.Namespace), s.Namespace)
 	names := map[string]bool{}
 	for _, n := range nodes {
 		en := probetest.RealisticEntry(n.Name, voters, -1, s.Window, s.SamplePeriod, t0)

@@ -806,18 +806,18 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	}
 	create := func(cl *kube.Client, cm *corev1.ConfigMap) func() error {
 		return func() error {
-			_, err := cl.Clientset.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+			_, err := cl.ConfigMapClient(ns).Create(ctx, cm, metav1.CreateOptions{})
 			return err
 		}
 	}
 	patch := func(cl *kube.Client, name, body string) func() error {
 		return func() error {
-			_, err := cl.Clientset.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+			_, err := cl.ConfigMapClient(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 			return err
 		}
 	}
 	del := func(cl *kube.Client, name string) func() error {
-		return func() error { return cl.Clientset.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}) }
+		return func() error { return cl.ConfigMapClient(ns).Delete(ctx, name, metav1.DeleteOptions{}) }
 	}
 	put := func(cl *kube.Client, n, entry string) func() error {
 		return func() error { return cl.Records(ns).Put(ctx, owner(n), entry) }
@@ -927,11 +927,11 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		{P1, "adds binaryData to its record", patch(p1, node1, `{"binaryData":{"b":"AQ=="}}`), msgData, 0},
 		{P1, "makes its record immutable", patch(p1, node1, `{"immutable":true}`), msgData, 0},
 		{P1, "replaces its record (update, PUT)", func() error {
-			cm, err := p1.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, node1, metav1.GetOptions{})
+			cm, err := p1.ConfigMapClient(ns).Get(ctx, node1, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("probe reads its record: %v", err)
 			}
-			_, err = p1.Clientset.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+			_, err = kubernetes.NewForConfigOrDie(p1.Config()).CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 			return err
 		}, msgRBAC + "update resource \"configmaps\"", 0},
 
@@ -959,15 +959,18 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 
 		// A ConfigMap named after a node that is no record: its probe can
 		// neither write, relabel nor delete it.
-		{A, "creates ConfigMap " + node3 + " without the record label", create(&kube.Client{Clientset: admin}, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: node3, Namespace: ns}, Data: map[string]string{"x": "y"}}), "", 0},
+		{A, "creates ConfigMap " + node3 + " without the record label", func() error {
+			_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: node3, Namespace: ns}, Data: map[string]string{"x": "y"}}, metav1.CreateOptions{})
+			return err
+		}, "", 0},
 		{P3, "writes its record (Records.Put) over ConfigMap " + node3, put(p3, node3, e1), msgNotRecord + "; the ConfigMap " + node3 + " is not one", 0},
 		{P3, "labels ConfigMap " + node3 + " as its record", patch(p3, node3, `{"metadata":{"labels":{"fleet-role.io/record":"probe","app.kubernetes.io/part-of":"fleet-role"}}}`), msgNotRecord, 0},
 		{P3, "deletes ConfigMap " + node3, del(p3, node3), msgNotRecord, 0},
 
 		// The controller reads the records and writes none of them.
 		{C, "lists the records (" + record.Selector + ")", check("controller lists the records", func() error {
-			l, err := ctrl.Clientset.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+			l, err := ctrl.ConfigMapClient(ns).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
 			if err != nil {
 				return err
 			}

@@ -43,11 +43,15 @@ go vet ./...
 # past the limit. Every package they drive is raced in its own tests.
 e2e="./internal/demo ./test/mesh ./test/pods" # each run below on its own
 e2e_pattern='/internal/demo$|/test/mesh$|/test/pods$'
+# The fsync reading's comparison with fio judges this disk's latencies the
+# same way, so it too runs alone, after the raced packages, not beside them.
+timed_tests='^TestMeasureAgreesWithFio$'
 
-step "go test -race (every package but the end-to-end scenarios)"
-go test -race -count=1 -timeout 45m "$@" $(go list ./... | grep -Ev "$e2e_pattern")
+step "go test -race (every package but the end-to-end scenarios and $timed_tests)"
+go test -race -count=1 -timeout 45m -skip "$timed_tests" "$@" $(go list ./... | grep -Ev "$e2e_pattern")
 
-step "end-to-end scenarios, one at a time: $e2e"
+step "timing-judging tests, one at a time: $timed_tests, $e2e"
+go test -count=1 -p 1 -v -run "$timed_tests" -timeout 30m "$@" ./internal/fsync
 go test -count=1 -p 1 -timeout 30m "$@" ./internal/demo
 # The mesh scenario runs verbose, so that the log shows each variant's
 # figures (periods from the delay to the swap with the slow voter a follower

@@ -33,6 +33,10 @@ func usageErrorf(format string, a ...any) error {
 	return &exitError{code: ExitUsage, err: fmt.Errorf(format, a...)}
 }
 
+// UsageError marks err as a usage or settings error: exit 2. Commands built
+// outside this package (the demo's) use it with Execute.
+func UsageError(err error) error { return usageError(err) }
+
 // usageError marks err as a usage or settings error: exit 2.
 func usageError(err error) error {
 	if err == nil {
@@ -58,7 +62,6 @@ make none. It runs in dry-run: it changes nothing in the cluster.`,
 		newDecideCommand(),
 		newProbeCommand(),
 		newControllerCommand(),
-		newDemoCommand(),
 		newRenderCommand(),
 		newPrepareFsyncDirCommand(),
 	)
@@ -67,7 +70,14 @@ make none. It runs in dry-run: it changes nothing in the cluster.`,
 
 // Main runs the command line and returns the process's exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	root := NewRootCommand()
+	return Execute(NewRootCommand(), args, stdout, stderr)
+}
+
+// Execute runs root with args and returns the process's exit code, with the
+// exit codes above; an error is printed on stderr after root's name.
+func Execute(root *cobra.Command, args []string, stdout, stderr io.Writer) int {
+	// Errors are printed once, below, without the usage text.
+	root.SilenceUsage, root.SilenceErrors = true, true
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -78,12 +88,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "fleet-role: %v\n", err)
+	fmt.Fprintf(stderr, "%s: %v\n", root.Name(), err)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	if cmd == root || isUsage(err) {
+	if cmd == root && !root.Runnable() || isUsage(err) {
 		return ExitUsage
 	}
 	return ExitFail

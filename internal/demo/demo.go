@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,7 +59,10 @@ type Options struct {
 	Fault  string
 	Delay  time.Duration // added each way to the slowed voter's peer traffic
 	Period time.Duration // sample period
-	Keep   bool          // keep the data directory
+	// ElectionTimeout is the members' and the settings' election timeout,
+	// the heartbeat a tenth of it; every limit scales with it.
+	ElectionTimeout time.Duration
+	Keep            bool // keep the data directory
 	// Kubeconfig, when set, keeps the ConfigMaps on that API server (in
 	// namespace Namespace) instead of in process. The demo's hosts are its
 	// own: it never reads or writes the cluster's Nodes.
@@ -75,13 +79,24 @@ type Options struct {
 // Defaults are the demo's flag defaults.
 func Defaults() Options {
 	return Options{
-		Fault:        FaultSlow,
-		Delay:        250 * time.Millisecond,
-		Period:       time.Second,
-		Namespace:    "fleet-role-demo",
-		PhaseTimeout: 3 * time.Minute,
+		Fault:           FaultSlow,
+		Delay:           DelayFor(etcdElectionTimeout),
+		Period:          time.Second,
+		ElectionTimeout: etcdElectionTimeout,
+		Namespace:       "fleet-role-demo",
+		PhaseTimeout:    3 * time.Minute,
 	}
 }
+
+// etcd's own election timeout (FACTS.md, "etcd timing"), the demo's default
+// so that it is quick.
+const etcdElectionTimeout = time.Second
+
+// DelayFor is the slow fault's default delay at an election timeout: a
+// quarter of it each way, so that a round trip through the slowed voter
+// carries half the election timeout, five times the round-trip limit (a
+// tenth of it), far enough past it that no reading noise hides it.
+func DelayFor(electionTimeout time.Duration) time.Duration { return electionTimeout / 4 }
 
 // Result is what a finished demo reports.
 type Result struct {
@@ -100,9 +115,15 @@ type Result struct {
 // k3s's (learnerMaxStallTime) and these members are plain etcd, which adds no
 // learner, so the cooldown is one window from the start.
 func Settings(period time.Duration) settings.Settings {
+	return SettingsFor(period, etcdElectionTimeout)
+}
+
+// SettingsFor are the demo's settings at another election timeout, the
+// heartbeat a tenth of it, as in etcd's timing and in k3s's.
+func SettingsFor(period, electionTimeout time.Duration) settings.Settings {
 	s := settings.Defaults()
-	s.ElectionTimeout = time.Second
-	s.HeartbeatInterval = 100 * time.Millisecond
+	s.ElectionTimeout = electionTimeout
+	s.HeartbeatInterval = electionTimeout / 10
 	s.SamplePeriod = period
 	// 0.98 with a window of 50 (= 1/(1-0.98)): etcd feeds its peer
 	// round-trip histogram about twice every 30 s, so a 50 s window always
@@ -131,11 +152,22 @@ func (o Options) Validate() error {
 	if o.PhaseTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("phase timeout %s: must be above zero", o.PhaseTimeout))
 	}
-	s := Settings(o.Period)
+	s := o.settings()
 	if err := s.Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("--election-timeout %s: %w", o.ElectionTimeout, err))
+	} else if rtt := s.RTTLimit().Duration(); o.Fault == FaultSlow && o.Delay > 0 && 2*o.Delay <= rtt {
+		errs = append(errs, fmt.Errorf("--delay %s: a round trip through the slowed voter gains 2 x %s = %s, within the round-trip limit %s (election timeout %s / 10): the fault would show nothing; give more than %s",
+			o.Delay, o.Delay, 2*o.Delay, rtt, o.ElectionTimeout, rtt/2))
 	}
 	return errors.Join(errs...)
+}
+
+func (o Options) settings() settings.Settings {
+	s := SettingsFor(o.Period, o.ElectionTimeout)
+	if o.Namespace != "" {
+		s.Namespace = o.Namespace
+	}
+	return s
 }
 
 // host is one of the demo's hosts and what runs for it.
@@ -182,12 +214,21 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 	if out == nil {
 		out = io.Discard
 	}
+	set := opt.settings()
+	m, err := MeasureMachine(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	pf := Judge(set, m)
+	if !pf.OK {
+		return nil, fmt.Errorf("%w:\n%s", ErrMachineTooSlow, strings.TrimSuffix(pf.Report(), "\n"))
+	}
+	io.WriteString(out, pf.Report())
 	binary, err := toolcache.Etcd(ctx, out)
 	if err != nil {
 		return nil, err
 	}
-	f := &fleet{opt: opt, set: Settings(opt.Period), proxyLog: zap.NewNop()}
-	f.set.Namespace = opt.Namespace
+	f := &fleet{opt: opt, set: set, proxyLog: zap.NewNop()}
 	if err := f.makeDir(); err != nil {
 		return nil, err
 	}
@@ -222,6 +263,9 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 	phase(out, "baseline: every host samples once a %s until each has a full window of %d and is fit", f.set.SamplePeriod, f.set.Window)
 	st, err := f.until(ctx, ui, res, func(st *decide.Status) bool { return allFit(st, f.set.Window) })
 	if err != nil {
+		if st != nil {
+			return res, fmt.Errorf("baseline: %w; held by:\n%s", err, heldBy(st, f.set.Window))
+		}
 		return res, fmt.Errorf("baseline: %w", err)
 	}
 	ui.table(st)
@@ -255,6 +299,9 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 	}
 	st, err = f.until(ctx, ui, res, want)
 	if err != nil {
+		if st != nil {
+			return res, fmt.Errorf("fault: %w; the last decision: %s", err, decisionLine(st.Decision))
+		}
 		return res, fmt.Errorf("fault: %w", err)
 	}
 	res.Detected = int(time.Since(faultAt)/f.set.SamplePeriod) + 1
@@ -566,6 +613,36 @@ func allFit(st *decide.Status, window int) bool {
 		}
 	}
 	return st.Decision.Action == decide.ActionNone
+}
+
+// heldBy names each host that kept the baseline from being reached, and
+// why: a window not yet full, or a verdict other than fit with its deciding
+// reason; or, when every host is fit, the decision that was not none.
+func heldBy(st *decide.Status, window int) string {
+	var lines []string
+	for _, h := range st.Hosts {
+		var why []string
+		if h.Samples < window {
+			why = append(why, fmt.Sprintf("%d of %d samples", h.Samples, window))
+		}
+		if h.Verdict != decide.Fit {
+			w := string(h.Verdict)
+			if r, ok := decide.DecidingReason(h); ok {
+				w += ": " + decide.Summary(r)
+			}
+			why = append(why, w)
+		}
+		if len(why) > 0 {
+			lines = append(lines, fmt.Sprintf("  %s (%s): %s", h.Name, h.Role, strings.Join(why, "; ")))
+		}
+	}
+	if len(st.Hosts) == 0 {
+		lines = append(lines, "  no host has reported")
+	}
+	if len(lines) == 0 && st.Decision.Action != decide.ActionNone {
+		lines = append(lines, "  every host is fit, but the decision is "+decisionLine(st.Decision))
+	}
+	return strings.Join(lines, "\n")
 }
 
 func verdictOf(st *decide.Status, name string) decide.Verdict {

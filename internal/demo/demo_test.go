@@ -86,6 +86,11 @@ func TestOptionsRefused(t *testing.T) {
 		{"fault", func(o *Options) { o.Fault = "flood" }, `--fault "flood"`},
 		{"delay", func(o *Options) { o.Delay = 0 }, "--delay 0s"},
 		{"period", func(o *Options) { o.Period = -time.Second }, "--period -1s"},
+		// At 1 s the round-trip limit is 100 ms: a delay of 50 ms each way
+		// makes a round trip exactly at it, which is fit.
+		{"delay at the round-trip limit", func(o *Options) { o.Delay = 50 * time.Millisecond }, "--delay 50ms: a round trip through the slowed voter gains 2 x 50ms = 100ms, within the round-trip limit 100ms"},
+		{"delay under the round-trip limit", func(o *Options) { o.Delay = 50*time.Millisecond - time.Nanosecond }, "within the round-trip limit 100ms"},
+		{"election timeout", func(o *Options) { o.ElectionTimeout = 51 * time.Second }, "--election-timeout 51s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := Defaults()
@@ -98,6 +103,17 @@ func TestOptionsRefused(t *testing.T) {
 	}
 	if err := Defaults().Validate(); err != nil {
 		t.Fatalf("defaults refused: %v", err)
+	}
+	o := Defaults()
+	o.Delay = 50*time.Millisecond + time.Nanosecond
+	if err := o.Validate(); err != nil {
+		t.Fatalf("a delay just over half the round-trip limit refused: %v", err)
+	}
+	o = Defaults()
+	o.ElectionTimeout = 2600 * time.Millisecond
+	o.Delay = DelayFor(o.ElectionTimeout)
+	if err := o.Validate(); err != nil || o.settings().HeartbeatInterval != 260*time.Millisecond {
+		t.Fatalf("election timeout 2.6s: %v, heartbeat %s; want accepted with a heartbeat of 260ms", err, o.settings().HeartbeatInterval)
 	}
 }
 
@@ -114,5 +130,24 @@ func assertGone(t *testing.T, res *Result) {
 	}
 	if _, err := os.Stat(res.DataDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("data directory %s still exists (stat: %v)", res.DataDir, err)
+	}
+}
+
+// The demo's own command maps a bad flag to a usage error (exit 2) that
+// names it, before anything is started.
+func TestMainRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fault", "flood"}, `fleet-role-demo: --fault "flood"`},
+		{[]string{"--period", "0s"}, "--period 0s"},
+		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"extra"}, `unknown command "extra"`},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(tc.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("Main(%q) = %d, stderr %q; want 2 and %q", tc.args, code, errb.String(), tc.want)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,51 +219,6 @@ func TestMeasureMissingDir(t *testing.T) {
 	_, err := Measure(context.Background(), Options{Dir: dir})
 	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), dir) {
 		t.Errorf("err %v, want not-exist naming %s", err, dir)
-	}
-}
-
-// fioP99 runs the recipe in FACTS.md in dir and returns fio's p99 fdatasync
-// latency in seconds and the number of fdatasyncs it timed.
-func fioP99(t *testing.T, fio, dir string) (p99 float64, n int) {
-	t.Helper()
-	r, err := RunFio(context.Background(), fio, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.P99Seconds, r.Syncs
-}
-
-// TestMeasureAgreesWithFio holds the native reading to fio's on the same
-// directory of this machine's disk: the median of three paired runs' p99
-// ratios within a factor of 2.
-func TestMeasureAgreesWithFio(t *testing.T) {
-	fio := testenv.Fio(t)
-	dir := diskDir(t)
-	var ratios []float64
-	for run := 1; run <= 3; run++ {
-		t0 := time.Now()
-		r, err := Measure(context.Background(), Options{Dir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nativeWall := time.Since(t0)
-		t0 = time.Now()
-		fioP, fioN := fioP99(t, fio, dir)
-		fioWall := time.Since(t0)
-		if fioN != r.Writes {
-			t.Errorf("run %d: fio timed %d fdatasyncs, the native reading %d: they did not write the same", run, fioN, r.Writes)
-		}
-		ratio := r.P99Seconds / fioP
-		ratios = append(ratios, ratio)
-		t.Logf("run %d on %s (%s): native p99 %.3f ms (p50 %.3f ms, max %.3f ms, %d writes, wall %.2f s); fio p99 %.3f ms (wall %.2f s); native/fio %.2f",
-			run, dir, r.Filesystem, r.P99Seconds*1e3, r.P50Seconds*1e3, r.MaxSeconds*1e3, r.Writes, nativeWall.Seconds(), fioP*1e3, fioWall.Seconds(), ratio)
-		assertEmpty(t, dir)
-	}
-	slices.Sort(ratios)
-	median := ratios[1]
-	t.Logf("median native/fio p99 ratio %s of %v", strconv.FormatFloat(median, 'f', 2, 64), ratios)
-	if median < 0.5 || median > 2 {
-		t.Errorf("median native/fio p99 ratio %.2f, want within a factor of 2 (0.5 to 2)", median)
 	}
 }
 

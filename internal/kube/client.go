@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -29,9 +28,22 @@ const (
 	clientUserAgent = "fleet-role"
 )
 
-// Client is the client-go implementation of ConfigMaps and Nodes.
+// Client is the client-go implementation of ConfigMaps, Nodes and Records,
+// on the core/v1 client of core.go.
 type Client struct {
-	Clientset kubernetes.Interface
+	cfg *rest.Config
+	rc  rest.Interface
+}
+
+// Config is the configuration the client was made with (its rate, timeout
+// and user agent set), for a test or the bench that needs a client of its
+// own with the same identity.
+func (c *Client) Config() *rest.Config { return rest.CopyConfig(c.cfg) }
+
+// ConfigMapClient is the ConfigMap client of namespace, for what this
+// package does not wrap.
+func (c *Client) ConfigMapClient(namespace string) ConfigMapClient {
+	return configMapClient(c.rc, namespace)
 }
 
 // NewClient connects with the kubeconfig at kubeconfigPath, or with the
@@ -67,28 +79,28 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = clientUserAgent
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	rc, err := newCoreREST(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
-	return &Client{Clientset: cs}, nil
+	return &Client{cfg: cfg, rc: rc}, nil
 }
 
 // ConfigMaps returns the ConfigMaps of namespace.
 func (c *Client) ConfigMaps(namespace string) ConfigMaps {
-	return &clientConfigMaps{c: c.Clientset, ns: namespace}
+	return &clientConfigMaps{c: configMapClient(c.rc, namespace), ns: namespace}
 }
 
 // Nodes returns the cluster's Nodes.
-func (c *Client) Nodes() Nodes { return clientNodes{c: c.Clientset} }
+func (c *Client) Nodes() Nodes { return clientNodes{c: nodeClient(c.rc)} }
 
 type clientConfigMaps struct {
-	c  kubernetes.Interface
+	c  ConfigMapClient
 	ns string
 }
 
 func (m *clientConfigMaps) Get(ctx context.Context, name string) (map[string]string, error) {
-	cm, err := m.c.CoreV1().ConfigMaps(m.ns).Get(ctx, name, metav1.GetOptions{})
+	cm, err := m.c.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get configmap %s/%s: %w", m.ns, name, classify(err))
 	}
@@ -104,7 +116,7 @@ func (m *clientConfigMaps) PatchKey(ctx context.Context, name, key string, value
 	if err != nil {
 		return fmt.Errorf("patch configmap %s/%s key %s: %w", m.ns, name, key, err)
 	}
-	_, err = m.c.CoreV1().ConfigMaps(m.ns).Patch(ctx, name, types.MergePatchType, body,
+	_, err = m.c.Patch(ctx, name, types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: fieldManager})
 	if err != nil {
 		return fmt.Errorf("patch configmap %s/%s key %s: %w", m.ns, name, key, classify(err))
@@ -146,14 +158,14 @@ func isFieldTooLong(err error) bool {
 	return false
 }
 
-type clientNodes struct{ c kubernetes.Interface }
+type clientNodes struct{ c nodeLister }
 
 func (n clientNodes) List(ctx context.Context) ([]corev1.Node, error) {
 	// ResourceVersion "0" is served from the API server's watch cache, as a
 	// kubelet's informers are: a list right after a write otherwise waits
 	// for the cache to catch up (94 ms against 1.2 ms, measured) and reads
 	// etcd once per probe per period. Labels a period old are fine here.
-	l, err := n.c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	l, err := n.c.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

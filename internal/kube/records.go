@@ -12,9 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -45,22 +45,24 @@ type RecordSource interface {
 
 // Records returns the probe records of namespace.
 func (c *Client) Records(namespace string) Records {
-	return NewRecordsFor(c.Clientset, namespace)
+	return NewRecordsFor(c.ConfigMapClient(namespace), namespace)
 }
 
-// NewRecordsFor returns the probe records of namespace through cs.
-func NewRecordsFor(cs kubernetes.Interface, namespace string) Records {
-	return &clientRecords{c: cs, ns: namespace}
+// NewRecordsFor returns the probe records of namespace through cms, the
+// ConfigMap client of that namespace: a Client's, or a whole clientset's
+// where a test or the bench holds one.
+func NewRecordsFor(cms ConfigMapClient, namespace string) Records {
+	return &clientRecords{c: cms, ns: namespace}
 }
 
 type clientRecords struct {
-	c  kubernetes.Interface
+	c  ConfigMapClient
 	ns string
 }
 
 func (r *clientRecords) Get(ctx context.Context, node string) (string, error) {
 	name := record.Name(node)
-	cm, err := r.c.CoreV1().ConfigMaps(r.ns).Get(ctx, name, metav1.GetOptions{})
+	cm, err := r.c.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("get record %s/%s: %w", r.ns, name, classify(err))
 	}
@@ -78,7 +80,7 @@ func (r *clientRecords) Put(ctx context.Context, owner record.Owner, entry strin
 		return err
 	}
 	obj := record.Object(r.ns, owner, entry)
-	_, err = r.c.CoreV1().ConfigMaps(r.ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+	_, err = r.c.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		// Made between the patch and the create (a probe restarted while
 		// its previous pod was still writing): patch what is there.
@@ -95,7 +97,7 @@ func (r *clientRecords) patch(ctx context.Context, name, entry string) error {
 	if err != nil {
 		return fmt.Errorf("patch record %s/%s: %w", r.ns, name, err)
 	}
-	_, err = r.c.CoreV1().ConfigMaps(r.ns).Patch(ctx, name, types.MergePatchType, body,
+	_, err = r.c.Patch(ctx, name, types.MergePatchType, body,
 		metav1.PatchOptions{FieldManager: fieldManager})
 	if err != nil {
 		return fmt.Errorf("patch record %s/%s: %w", r.ns, name, classify(err))
@@ -105,7 +107,7 @@ func (r *clientRecords) patch(ctx context.Context, name, entry string) error {
 
 func (r *clientRecords) Delete(ctx context.Context, node string) error {
 	name := record.Name(node)
-	err := r.c.CoreV1().ConfigMaps(r.ns).Delete(ctx, name, metav1.DeleteOptions{})
+	err := r.c.Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete record %s/%s: %w", r.ns, name, classify(err))
 	}
@@ -119,20 +121,33 @@ func (r *clientRecords) Delete(ctx context.Context, node string) error {
 type RecordInformer struct {
 	informer cache.SharedIndexInformer
 	lister   listersv1.ConfigMapNamespaceLister
-	factory  informers.SharedInformerFactory
 }
 
-// NewRecordInformer makes the informer; Start runs it.
+// NewRecordInformer makes the informer; Start runs it. It is built on the
+// core/v1 client alone, as client-go's generated ConfigMap informer is,
+// without the informer factory, which links every API group's.
 func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
-	f := informers.NewSharedInformerFactoryWithOptions(c.Clientset, 0,
-		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = record.Selector }))
-	inf := f.Core().V1().ConfigMaps()
-	return &RecordInformer{informer: inf.Informer(), lister: inf.Lister().ConfigMaps(namespace), factory: f}
+	cms := c.ConfigMapClient(namespace)
+	selected := func(o metav1.ListOptions) metav1.ListOptions {
+		o.LabelSelector = record.Selector
+		return o
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return cms.List(ctx, selected(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cms.Watch(ctx, selected(o))
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
+		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+	})
+	return &RecordInformer{informer: inf, lister: listersv1.NewConfigMapLister(inf.GetIndexer()).ConfigMaps(namespace)}
 }
 
 // Start runs the informer until ctx is done.
-func (i *RecordInformer) Start(ctx context.Context) { i.factory.Start(ctx.Done()) }
+func (i *RecordInformer) Start(ctx context.Context) { go i.informer.RunWithContext(ctx) }
 
 // List implements RecordSource. Until the informer's first list has
 // arrived it returns an error rather than an empty fleet, so that a

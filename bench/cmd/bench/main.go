@@ -44,6 +44,8 @@ type options struct {
 	onlyDecide                         bool
 	controllerBinaries                 string
 	controllerEnv                      string
+	onlyMemory                         bool
+	binary                             string
 	log                                string
 }
 
@@ -72,6 +74,8 @@ func main() {
 	flag.BoolVar(&o.onlyDecide, "only-decide", false, "run BenchmarkDecide alone (-decide-count times)")
 	flag.BoolVar(&o.onlyController, "only-controller", false, "run the controller's resident memory alone, over the large fleet's records")
 	flag.StringVar(&o.controllerBinaries, "controller-binaries", "", "with -only-controller: comma-separated fleet-role binaries to measure in turn (another build, for a before and after) besides the one built from the checkout")
+	flag.BoolVar(&o.onlyMemory, "only-memory", false, "run the probe's and the controller's resident memory alone")
+	flag.StringVar(&o.binary, "binary", "", "measure this fleet-role binary instead of building ./cmd/fleet-role as the image does (to set two builds side by side)")
 	flag.StringVar(&o.write, "write", "", "replace the figures section of this file (docs/performance.md)")
 	flag.StringVar(&o.log, "log", filepath.Join(os.TempDir(), "fleet-role-bench.log"), "progress and the demo's output")
 	flag.Parse()
@@ -111,12 +115,12 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(tmp)
 
-	step("building fleet-role")
-	binary := filepath.Join(tmp, "fleet-role")
-	build := exec.CommandContext(ctx, "go", "build", "-o", binary, "./cmd/fleet-role")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, out)
+	binary := o.binary
+	if binary == "" {
+		step("building fleet-role as the image does (Dockerfile)")
+		if binary, err = buildImageBinary(ctx, root, tmp); err != nil {
+			return err
+		}
 	}
 
 	var rows []bench.Row
@@ -171,26 +175,21 @@ func run(ctx context.Context, o options) error {
 		fmt.Println(report(rows, nil, o, time.Since(started)))
 		return nil
 	}
+	if o.onlyMemory {
+		rows, _, err := memoryRows(ctx, env, binary, o, step)
+		if err != nil {
+			return err
+		}
+		fmt.Println(report(rows, nil, o, time.Since(started)))
+		return nil
+	}
 	r, n, err := sampleCosts(ctx, env, o, step)
 	if err != nil {
 		return err
 	}
 	rows, notes = append(rows, r...), append(notes, n...)
 
-	step("fleet-role probe process: %d samples at %s", o.rssSamples, bench.ComponentPeriod)
-	pc, err := env.RunProbe(ctx, binary, o.rssSamples)
-	if err != nil {
-		return err
-	}
-	liveBytes, err := env.EntryBytes(ctx, env.Node)
-	if err != nil {
-		return err
-	}
-	rows = append(rows, bench.Row{Measure: "probe resident memory after " + fmt.Sprint(pc.Loops) + " samples (`fleet-role probe`, own process)",
-		Figure: memFigure(pc.Memory),
-		Goal:   "< 32 MiB", Met: bench.Verdict(pc.Memory.HWM < 32<<20)})
-
-	r, err = controllerRows(ctx, env, binary, o, step)
+	r, liveBytes, err := memoryRows(ctx, env, binary, o, step)
 	if err != nil {
 		return err
 	}
@@ -238,6 +237,44 @@ func run(ctx context.Context, o options) error {
 		step("wrote %s", o.write)
 	}
 	return nil
+}
+
+// buildImageBinary builds ./cmd/fleet-role into dir with the Dockerfile's
+// flags (static, trimmed, stripped), so that the memory measured is the
+// image's binary's: an unstripped build maps more of itself.
+func buildImageBinary(ctx context.Context, root, dir string) (string, error) {
+	binary := filepath.Join(dir, "fleet-role")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", binary, "./cmd/fleet-role")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return binary, nil
+}
+
+// memoryRows runs the probe and then the controller as their own processes
+// and reads their resident memory; it also returns the bytes of the probe's
+// live record.
+func memoryRows(ctx context.Context, env *bench.Env, binary string, o options, step func(string, ...any)) ([]bench.Row, int, error) {
+	step("fleet-role probe process: %d samples at %s", o.rssSamples, bench.ComponentPeriod)
+	pc, err := env.RunProbe(ctx, binary, o.rssSamples)
+	if err != nil {
+		return nil, 0, err
+	}
+	liveBytes, err := env.EntryBytes(ctx, env.Node)
+	if err != nil {
+		return nil, 0, err
+	}
+	rows := []bench.Row{{Measure: "probe resident memory after " + fmt.Sprint(pc.Loops) + " samples (`fleet-role probe`, own process)",
+		Figure: memFigure(pc.Memory),
+		Goal:   "< 32 MiB", Met: bench.Verdict(pc.Memory.HWM < 32<<20)}}
+
+	r, err := controllerRows(ctx, env, binary, o, step)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(rows, r...), liveBytes, nil
 }
 
 func sampleCosts(ctx context.Context, env *bench.Env, o options, step func(string, ...any)) ([]bench.Row, []string, error) {

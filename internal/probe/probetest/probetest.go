@@ -332,7 +332,7 @@ func (c *Cluster) PatchData(ctx context.Context, name, key string, value *string
 // WriteRecord writes node's record as the admin (kubectl apply of a
 // hand-made record): a record's labels and the entry text, no owner.
 func (c *Cluster) WriteRecord(ctx context.Context, node, text string) error {
-	return kube.NewRecordsFor(c.Admin, c.Namespace).Put(ctx, record.Owner{Name: node}, text)
+	return kube.NewRecordsFor(c.Admin.CoreV1().ConfigMaps(c.Namespace), c.Namespace).Put(ctx, record.Owner{Name: node}, text)
 }
 
 // RecordSource starts an informer over the records with cl's credentials,
