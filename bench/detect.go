@@ -13,10 +13,10 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
-	"github.com/fleet-role/fleet-role/internal/demo"
-	"github.com/fleet-role/fleet-role/internal/etcdproc"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/lab/demo"
+	"github.com/fleet-role/fleet-role/lab/etcdproc"
 )
 
 // Detection runs the demo with its slow fault and returns the periods from

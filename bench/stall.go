@@ -7,10 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/etcdproc"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/lab/etcdproc"
 )
 
 // gate stops the in-process probes as SIGSTOP stops a process: while it is

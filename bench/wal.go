@@ -21,9 +21,9 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
-	"github.com/fleet-role/fleet-role/internal/probe/probetest"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 // The bounds the "Done when" sets on what one sample costs the etcd

@@ -38,12 +38,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleet-role/fleet-role/internal/apiserver/apiservertest"
 	"github.com/fleet-role/fleet-role/internal/kube"
-	"github.com/fleet-role/fleet-role/internal/probe/probetest"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/internal/testenv"
+	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
+	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 const (

@@ -41,8 +41,8 @@ go vet ./...
 # for a connect at etcd's own timing), so they run alone and without the race
 # detector, whose slowdown on two cores would itself push a loopback connect
 # past the limit. Every package they drive is raced in its own tests.
-e2e="./internal/demo ./test/mesh ./test/pods" # each run below on its own
-e2e_pattern='/internal/demo$|/test/mesh$|/test/pods$'
+e2e="./lab/demo ./test/mesh ./test/pods" # each run below on its own
+e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$'
 # The fsync reading's comparison with fio judges this disk's latencies the
 # same way, so it too runs alone, after the raced packages, not beside them.
 timed_tests='^TestMeasureAgreesWithFio$'
@@ -52,7 +52,7 @@ go test -race -count=1 -timeout 45m -skip "$timed_tests" "$@" $(go list ./... | 
 
 step "timing-judging tests, one at a time: $timed_tests, $e2e"
 go test -count=1 -p 1 -v -run "$timed_tests" -timeout 30m "$@" ./internal/fsync
-go test -count=1 -p 1 -timeout 30m "$@" ./internal/demo
+go test -count=1 -p 1 -timeout 30m "$@" ./lab/demo
 # The mesh scenario runs verbose, so that the log shows each variant's
 # figures (periods from the delay to the swap with the slow voter a follower
 # and etcd's leader, the whole-fleet fault, the recoveries), not only "ok".

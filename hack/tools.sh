@@ -26,7 +26,7 @@ build() { # name version dir [ldflags]
   local name=$1 version=$2 dir=$3 ldflags=${4:-}
   local out="$cache/bin/$name-$version"
   # One build at a time per tool: a second caller waits and then finds it built.
-  exec 9>"$cache/bin/.$name.lock"  # internal/toolcache takes the same lock
+  exec 9>"$cache/bin/.$name.lock"  # lab/toolcache takes the same lock
   flock 9
   if [ ! -x "$out" ]; then
     echo "building $name $version (cached in $out; the first build takes minutes)" >&2

@@ -15,14 +15,14 @@ const module = "github.com/fleet-role/fleet-role/"
 // demo), where it is now and where it moves (lab/), and the libraries only
 // the harness needs.
 var banned = []string{
-	module + "internal/etcdproc",
-	module + "internal/apiserver",
-	module + "internal/netlab",
-	module + "internal/toolcache",
-	module + "internal/testenv",
-	module + "internal/probe/probetest",
+	module + "lab/etcdproc",
+	module + "lab/apiserver",
+	module + "lab/netlab",
+	module + "lab/toolcache",
+	module + "lab/testenv",
+	module + "lab/probetest",
 	module + "internal/probetest",
-	module + "internal/demo",
+	module + "lab/demo",
 	module + "lab",
 	module + "bench",
 	module + "test",
@@ -86,7 +86,7 @@ func TestProductBinaryLinksNoHarness(t *testing.T) {
 // proof that the check can fail on a real list.
 func TestDemoBinaryLinksTheHarness(t *testing.T) {
 	found := harnessIn(goListDeps(t, "./cmd/fleet-role-demo"))
-	for _, want := range []string{module + "internal/demo", module + "internal/etcdproc", module + "internal/toolcache",
+	for _, want := range []string{module + "lab/demo", module + "lab/etcdproc", module + "lab/toolcache",
 		"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3/proxy", "google.golang.org/grpc", "go.uber.org/zap"} {
 		if !slices.Contains(found, want) {
 			t.Errorf("harnessIn(go list -deps ./cmd/fleet-role-demo) lacks %s; found %d: %s", want, len(found), strings.Join(found, " "))
@@ -97,11 +97,11 @@ func TestDemoBinaryLinksTheHarness(t *testing.T) {
 // apiGroupsIn finds the clientset where it is linked: the API server
 // harness links it.
 func TestAPIGroupsInFindsTheClientset(t *testing.T) {
-	found := apiGroupsIn(goListDeps(t, "./internal/apiserver"))
+	found := apiGroupsIn(goListDeps(t, "./lab/apiserver"))
 	for _, want := range []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/kubernetes/scheme",
 		"k8s.io/client-go/kubernetes/typed/core/v1", "k8s.io/api/apps/v1"} {
 		if !slices.Contains(found, want) {
-			t.Errorf("apiGroupsIn(go list -deps ./internal/apiserver) lacks %s; found %d", want, len(found))
+			t.Errorf("apiGroupsIn(go list -deps ./lab/apiserver) lacks %s; found %d", want, len(found))
 		}
 	}
 	if slices.Contains(found, "k8s.io/api/core/v1") {

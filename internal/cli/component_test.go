@@ -26,10 +26,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/apiserver"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/probe/probetest"
+	"github.com/fleet-role/fleet-role/lab/apiserver"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 // buildBinary builds cmd/fleet-role as the image does (static, CGO off).

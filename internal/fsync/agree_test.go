@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet-role/fleet-role/internal/testenv"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // The comparison of the native reading with fio, which judges real

@@ -18,9 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fleet-role/fleet-role/internal/apiserver"
-	"github.com/fleet-role/fleet-role/internal/apiserver/apiservertest"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/lab/apiserver"
+	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
 )
 
 const ns = "kube-test"

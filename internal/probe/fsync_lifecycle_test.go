@@ -15,9 +15,9 @@ import (
 	"github.com/fleet-role/fleet-role/internal/fsync"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
-	"github.com/fleet-role/fleet-role/internal/probe/probetest"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 // diskSampler takes the real disk reading (probe.Host's, on a real

@@ -43,8 +43,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fleet-role/fleet-role/internal/apiserver"
-	"github.com/fleet-role/fleet-role/internal/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/apiserver"
+	"github.com/fleet-role/fleet-role/lab/etcdproc"
 )
 
 // The cluster's addresses. They are from the shared address space of RFC
@@ -89,7 +89,7 @@ type Config struct {
 	// NodeLabels are given to the kubelet with --node-labels, as k3s passes
 	// the node-label entries of its configuration.
 	NodeLabels map[string]string
-	// The binaries (internal/testenv finds them).
+	// The binaries (lab/testenv finds them).
 	Etcd, APIServer, ControllerManager, Scheduler, Kubelet string
 	// PauseImage is the tag of the sandbox image among Images.
 	PauseImage string

@@ -22,13 +22,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleet-role/fleet-role/internal/apiserver"
 	"github.com/fleet-role/fleet-role/internal/decide"
-	"github.com/fleet-role/fleet-role/internal/etcdproc"
-	"github.com/fleet-role/fleet-role/internal/netlab"
-	"github.com/fleet-role/fleet-role/internal/probe/probetest"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/internal/testenv"
+	"github.com/fleet-role/fleet-role/lab/apiserver"
+	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/netlab"
+	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // The hosts: three k3s servers, each with an etcd member, and one agent.

@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleet-role/fleet-role/internal/fsync"
-	"github.com/fleet-role/fleet-role/internal/testenv"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // readmeRow is one row of the README's "Check a real host by hand" table.

@@ -28,9 +28,9 @@ import (
 	"github.com/fleet-role/fleet-role/internal/link"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/internal/testenv"
 	"github.com/fleet-role/fleet-role/lab/cluster"
 	"github.com/fleet-role/fleet-role/lab/image"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 const (

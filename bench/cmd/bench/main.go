@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/bench"
-	"github.com/fleet-role/fleet-role/internal/demo"
-	"github.com/fleet-role/fleet-role/internal/toolcache"
+	"github.com/fleet-role/fleet-role/lab/demo"
+	"github.com/fleet-role/fleet-role/lab/toolcache"
 )
 
 type options struct {

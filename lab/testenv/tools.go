@@ -10,7 +10,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/fleet-role/fleet-role/internal/toolcache"
+	"github.com/fleet-role/fleet-role/lab/toolcache"
 )
 
 // Versions of the components, matching hack/tools.sh.

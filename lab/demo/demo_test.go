@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
-	"github.com/fleet-role/fleet-role/internal/testenv"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // The demo end to end, as the README's first command runs it: real etcd

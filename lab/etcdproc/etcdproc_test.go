@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/testenv"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // start starts a cluster for a test and stops it when the test ends.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/apiserver"
-	"github.com/fleet-role/fleet-role/internal/etcdproc"
-	"github.com/fleet-role/fleet-role/internal/testenv"
+	"github.com/fleet-role/fleet-role/lab/apiserver"
+	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // startTimeout bounds etcd's and the API server's start together: about 5 s

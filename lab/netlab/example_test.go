@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/netlab"
+	"github.com/fleet-role/fleet-role/lab/netlab"
 )
 
 // Three etcd members, each in its own host with k3s's timing and its metrics
