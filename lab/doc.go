@@ -1,7 +1,8 @@
 // Package lab is the room of the bench, the tests and the demo: what starts
 // real etcd members (etcdproc), a kube-apiserver (apiserver), a one-node
 // cluster with a kubelet and containerd (cluster) and hosts in network
-// namespaces with delays (netlab); what builds the tools and the image
+// namespaces with delays (netlab), and runs their processes (proc); what
+// builds the tools and the image
 // (toolcache, image); and what drives the product's code from tests
 // (testenv, probetest) and from the demo (demo, run by cmd/fleet-role-demo).
 // No product package imports it outside its tests.

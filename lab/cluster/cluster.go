@@ -45,6 +45,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/lab/apiserver"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/proc"
 )
 
 // The cluster's addresses. They are from the shared address space of RFC
@@ -112,7 +113,7 @@ type Cluster struct {
 	cfg   Config
 	t     testing.TB
 	host  *hostState
-	procs map[string]*proc
+	procs map[string]*proc.Proc
 }
 
 // logf logs to the test.
@@ -160,7 +161,7 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Node: cfg.Node, cfg: cfg, t: t, host: host, procs: map[string]*proc{}}
+	c := &Cluster{Node: cfg.Node, cfg: cfg, t: t, host: host, procs: map[string]*proc.Proc{}}
 	t.Cleanup(c.cleanHost) // registered first: runs after every process stopped
 	ctx, cancel := context.WithTimeout(context.Background(), 3*startTimeout)
 	defer cancel()
@@ -307,20 +308,20 @@ func (c *Cluster) startControlPlane(t testing.TB) {
 
 // start runs a component and stops it in t.Cleanup, printing its log's
 // tail when the test failed.
-func (c *Cluster) start(t testing.TB, name string, cmd *exec.Cmd) *proc {
+func (c *Cluster) start(t testing.TB, name string, cmd *exec.Cmd) *proc.Proc {
 	t.Helper()
-	p, err := startProc(name, cmd, filepath.Join(c.cfg.Dir, name+".log"))
+	p, err := proc.Start(name, cmd, filepath.Join(c.cfg.Dir, name+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.procs[name] = p
 	t.Cleanup(func() {
-		if gone, err := p.exited(); gone {
-			t.Errorf("%s had exited before the end: %v\n%s", name, err, p.tail(30))
+		if gone, err := p.Exited(); gone {
+			t.Errorf("%s had exited before the end: %v\n%s", name, err, p.Tail(30))
 		}
-		p.stop(stopGrace)
+		p.Stop(stopGrace)
 		if t.Failed() {
-			t.Logf("%s log (tail):\n%s", name, p.tail(40))
+			t.Logf("%s log (tail):\n%s", name, p.Tail(40))
 		}
 	})
 	return p
@@ -407,8 +408,8 @@ func (c *Cluster) startContainerd(t testing.TB, ctx context.Context) {
 	}
 	p := c.start(t, "containerd", exec.Command("containerd", "--config", confPath))
 	if err := WaitFor(ctx, "containerd's socket", func() error {
-		if gone, err := p.exited(); gone {
-			return fmt.Errorf("containerd exited: %v\n%s", err, p.tail(20))
+		if gone, err := p.Exited(); gone {
+			return fmt.Errorf("containerd exited: %v\n%s", err, p.Tail(20))
 		}
 		_, err := c.ctr("version")
 		return err
@@ -506,8 +507,8 @@ func (c *Cluster) startKubelet(t testing.TB, ctx context.Context) {
 	p := c.start(t, "kubelet", exec.Command(c.cfg.Kubelet, args...))
 	t.Cleanup(c.drain)
 	if err := WaitFor(ctx, "node "+c.cfg.Node+" Ready", func() error {
-		if gone, err := p.exited(); gone {
-			return fmt.Errorf("the kubelet exited: %v\n%s", err, p.tail(30))
+		if gone, err := p.Exited(); gone {
+			return fmt.Errorf("the kubelet exited: %v\n%s", err, p.Tail(30))
 		}
 		n, err := c.Admin.CoreV1().Nodes().Get(ctx, c.cfg.Node, metav1.GetOptions{})
 		if err != nil {
@@ -656,8 +657,8 @@ func (c *Cluster) leftovers() []error {
 func (c *Cluster) ExitedComponents() []string {
 	var out []string
 	for name, p := range c.procs {
-		if gone, err := p.exited(); gone {
-			out = append(out, fmt.Sprintf("%s exited (%v):\n%s", name, err, p.tail(20)))
+		if gone, err := p.Exited(); gone {
+			out = append(out, fmt.Sprintf("%s exited (%v):\n%s", name, err, p.Tail(20)))
 		}
 	}
 	sort.Strings(out)

@@ -28,6 +28,7 @@ import (
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
 	"github.com/fleet-role/fleet-role/lab/netlab"
 	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/proc"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
@@ -87,8 +88,8 @@ type mesh struct {
 	// probeTokens are the probes' tokens, each bound to a Pod on its host's
 	// node (prepareProbes).
 	probeTokens map[string]string
-	probes      map[string]*proc
-	controller  *proc
+	probes      map[string]*proc.Proc
+	controller  *proc.Proc
 	// controllerURL serves the controller's /readyz.
 	controllerURL string
 	// observe, when set, sees every status waitFor reads, for what must
@@ -114,7 +115,7 @@ func repoRoot(t *testing.T) string {
 func startMesh(t *testing.T) *mesh {
 	t.Helper()
 	etcdBin, kasBin := testenv.Etcd(t), testenv.KubeAPIServer(t)
-	m := &mesh{dir: t.TempDir(), kubectlBin: testenv.Kubectl(t), probes: map[string]*proc{}}
+	m := &mesh{dir: t.TempDir(), kubectlBin: testenv.Kubectl(t), probes: map[string]*proc.Proc{}}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 
@@ -457,7 +458,7 @@ func (m *mesh) startComponents(t *testing.T) {
 // readyz asks the controller's /readyz, whose address its log names.
 func (m *mesh) readyz(ctx context.Context) error {
 	if m.controllerURL == "" {
-		b, err := os.ReadFile(m.controller.log)
+		b, err := os.ReadFile(m.controller.Log)
 		if err != nil {
 			return err
 		}
@@ -490,8 +491,8 @@ func (m *mesh) readyz(ctx context.Context) error {
 }
 
 // components lists every fleet-role process, for liveness checks and logs.
-func (m *mesh) components() []*proc {
-	var ps []*proc
+func (m *mesh) components() []*proc.Proc {
+	var ps []*proc.Proc
 	for _, h := range hosts {
 		if p := m.probes[h]; p != nil {
 			ps = append(ps, p)
@@ -508,13 +509,13 @@ func (m *mesh) components() []*proc {
 func (m *mesh) stopComponents(t *testing.T) {
 	t.Helper()
 	for _, p := range m.components() {
-		if gone, err := p.exited(); gone {
-			errorf(t, "%s had exited before the end (%v):\n%s", p.name, err, tail(p.log, 20))
+		if gone, err := p.Exited(); gone {
+			errorf(t, "%s had exited before the end (%v):\n%s", p.Name, err, tail(p.Log, 20))
 			continue
 		}
-		p.stop()
-		if _, err := p.exited(); err != nil {
-			errorf(t, "%s after SIGTERM: %v\n%s", p.name, err, tail(p.log, 20))
+		p.Stop(stopGrace)
+		if _, err := p.Exited(); err != nil {
+			errorf(t, "%s after SIGTERM: %v\n%s", p.Name, err, tail(p.Log, 20))
 		}
 	}
 }

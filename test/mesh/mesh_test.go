@@ -650,8 +650,8 @@ func (m *mesh) waitFor(t *testing.T, what string, timeout time.Duration, cond fu
 	var why error
 	for {
 		for _, p := range m.components() {
-			if gone, err := p.exited(); gone {
-				fatalf(t, "waiting for %s: %s exited (%v):\n%s", what, p.name, err, tail(p.log, 30))
+			if gone, err := p.Exited(); gone {
+				fatalf(t, "waiting for %s: %s exited (%v):\n%s", what, p.Name, err, tail(p.Log, 30))
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -678,7 +678,7 @@ func (m *mesh) waitFor(t *testing.T, what string, timeout time.Duration, cond fu
 				_ = last.WriteTable(&b)
 			}
 			for _, p := range m.components() {
-				fmt.Fprintf(&b, "\n-- %s:\n%s\n", p.name, tail(p.log, 8))
+				fmt.Fprintf(&b, "\n-- %s:\n%s\n", p.Name, tail(p.Log, 8))
 			}
 			fatalf(t, "no %s within %v: %v\nlast status:\n%s", what, timeout, why, b.String())
 		}
@@ -937,7 +937,7 @@ func (m *mesh) pauseVoter(t *testing.T) string {
 			}
 		}
 	}
-	if err := m.probes[name].pause(); err != nil {
+	if err := m.probes[name].Pause(); err != nil {
 		fatal(t, err)
 	}
 	t.Logf("paused %s's etcd member and probe (SIGSTOP); etcd's leader is %s", name, leader.Name)
@@ -953,7 +953,7 @@ func (m *mesh) resumeVoter(t *testing.T, name string) {
 			}
 		}
 	}
-	if err := m.probes[name].resume(); err != nil {
+	if err := m.probes[name].Resume(); err != nil {
 		fatal(t, err)
 	}
 	t.Logf("continued %s (SIGCONT)", name)
