@@ -2,8 +2,8 @@
 // real etcd members (etcdproc), a kube-apiserver (apiserver), a one-node
 // cluster with a kubelet and containerd (cluster) and hosts in network
 // namespaces with delays (netlab), and runs their processes (proc); what
-// builds the tools and the image
-// (toolcache, image); and what drives the product's code from tests
-// (testenv, probetest) and from the demo (demo, run by cmd/fleet-role-demo).
-// No product package imports it outside its tests.
+// builds the tools and the image (toolcache, image); and what drives the
+// product's code from tests (testenv, probetest) and from the demo (demo,
+// run by cmd/fleet-role-demo). No product package imports it outside its
+// tests.
 package lab
