@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
-# or installs what the tests need (etcd, kube-apiserver and
-# kube-controller-manager from the Go module proxy, cached; fio from Debian),
+# or installs what the tests need (etcd, kube-apiserver,
+# kube-controller-manager and promtool from the Go module proxy, cached; fio
+# from Debian),
 # then checks formatting, vets, and runs the unit, fuzz-seed, race and
 # real-component tests.
 set -euo pipefail
@@ -16,10 +17,13 @@ FLEET_ROLE_ETCD=$(hack/tools.sh etcd)
 FLEET_ROLE_KUBE_APISERVER=$(hack/tools.sh kube-apiserver)
 FLEET_ROLE_KUBE_CONTROLLER_MANAGER=$(hack/tools.sh kube-controller-manager)
 hack/tools.sh fio >/dev/null
-export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
+# promtool: internal/alerts runs `promtool check rules` and `promtool test rules`.
+FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
+export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER FLEET_ROLE_PROMTOOL
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
 echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
+echo "promtool: $FLEET_ROLE_PROMTOOL"
 echo "fio: $(command -v fio) ($(fio --version))"
 
 step "gofmt"

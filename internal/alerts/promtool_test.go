@@ -99,6 +99,7 @@ func readRecording(path string) (*recording, error) {
 		text   bytes.Buffer
 	}
 	var blocks []*block
+	var events []string
 	first := -1
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -113,7 +114,7 @@ func readRecording(path string) (*recording, error) {
 			continue
 		}
 		if strings.HasPrefix(line, "# event ") {
-			r.events = append(r.events, line)
+			events = append(events, line)
 			continue
 		}
 		if m := blockRE.FindStringSubmatch(line); m != nil {
@@ -132,6 +133,16 @@ func readRecording(path string) (*recording, error) {
 		return nil, fmt.Errorf("no header or no scrapes")
 	}
 	r.scrapes = blocks[len(blocks)-1].scrape + 1
+	// Events name the recorder's scrape; the tests' time starts at the
+	// first scrape that reached a component.
+	for _, e := range events {
+		var n int
+		rest := ""
+		if _, err := fmt.Sscanf(e, "# event scrape=%d", &n); err == nil {
+			_, rest, _ = strings.Cut(strings.TrimPrefix(e, "# event "), " ")
+		}
+		r.events = append(r.events, fmt.Sprintf("# at %s: %s", promDur(time.Duration(n-first)*r.period), rest))
+	}
 	for _, b := range blocks {
 		if r.up[b.target] == nil {
 			r.up[b.target] = make([]bool, r.scrapes)
@@ -140,7 +151,7 @@ func readRecording(path string) (*recording, error) {
 		if !b.up {
 			continue
 		}
-		var p expfmt.TextParser
+		p := expfmt.NewTextParser(model.UTF8Validation)
 		mfs, err := p.TextToMetricFamilies(&b.text)
 		if err != nil {
 			return nil, fmt.Errorf("scrape %d of %s: %w", b.scrape, b.target, err)
@@ -157,7 +168,7 @@ func readRecording(path string) (*recording, error) {
 				for _, lp := range m.GetLabel() {
 					labels[lp.GetName()] = lp.GetValue()
 				}
-				key := model.LabelSet(toModel(labels)).String()
+				key := model.Metric(toModel(labels)).String()
 				s := r.series[key]
 				if s == nil {
 					s = &series{labels: labels, values: make([]float64, r.scrapes), present: make([]bool, r.scrapes)}

@@ -8,9 +8,9 @@
 // Prometheus would, and writes the exposition texts, one block per target
 // and scrape, to DIR/RUN.prom.gz. The runs:
 //
-//   - slow: voter-2's peer traffic delayed (the demo's slow fault). While the
-//     voters read unfit, an admission policy on the API server refuses
-//     voter-3's record writes for a while (its probe writes a refusal
+//   - slow: voter-2's peer traffic delayed (the demo's slow fault). From the
+//     fault's start until the voters have read unfit for a while, an
+//     admission policy on the API server refuses voter-3's record writes (its probe writes a refusal
 //     marker), which holds the swap back (gate_reported); then the policy
 //     goes, the swap is published and held; then everything stops and the
 //     scrapes fail (the controller no longer decides).
@@ -37,6 +37,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -230,8 +231,9 @@ func get(ctx context.Context, url string) (string, error) {
 // Prometheus to see the controller gone for longer than its alert waits.
 const afterScrapes = 12
 
-// Periods the refusal of voter-3's writes lasts: longer than the held
-// alert's wait ((steady decisions + 1) periods) with room to spare.
+// Periods the refusal of voter-3's writes lasts after a voter reads unfit:
+// longer than the held alert's wait ((steady decisions + 1) periods) with
+// room to spare.
 const refusalPeriods = 12
 
 func record(ctx context.Context, name, kubeconfig string, admin kubernetes.Interface, out string) error {
@@ -240,7 +242,10 @@ func record(ctx context.Context, name, kubeconfig string, admin kubernetes.Inter
 	opt.Period = period
 	opt.Kubeconfig = kubeconfig
 	opt.Namespace = "record-" + name
-	opt.Out = os.Stderr
+	// The demo says when its fault begins; the slow run's refusal starts
+	// then, so that it is in place when the voters turn unfit.
+	var faultStarted atomic.Bool
+	opt.Out = watchWriter{w: os.Stderr, word: "== fault:", seen: &faultStarted}
 	opt.Registries = r.register
 	// Long enough after the fault shows for every alert that waits on it
 	// (at most three periods for a stale record, plus three) to fire.
@@ -260,7 +265,7 @@ func record(ctx context.Context, name, kubeconfig string, admin kubernetes.Inter
 		defer close(scraped)
 		tick := time.NewTicker(period)
 		defer tick.Stop()
-		refusing, refusedAt, refused := false, 0, false
+		refusing, refused, unfitAt := false, false, -1
 		after := -1
 		for i := 0; ; i++ {
 			select {
@@ -288,15 +293,18 @@ func record(ctx context.Context, name, kubeconfig string, admin kubernetes.Inter
 			if name != "slow" {
 				continue
 			}
-			if !refused && !refusing && voterUnfit(texts["controller"]) {
+			if !refused && !refusing && faultStarted.Load() {
 				if err := refuse(scrapeCtx, admin, opt.Namespace, "voter-3", true); err != nil {
 					log.Printf("refuse: %v", err)
 					continue
 				}
-				refusing, refusedAt = true, i
+				refusing = true
 				r.event("admission policy refuses voter-3's record writes over 512 bytes")
 			}
-			if refusing && i-refusedAt >= refusalPeriods {
+			if refusing && unfitAt < 0 && voterUnfit(texts["controller"]) {
+				unfitAt = i
+			}
+			if refusing && unfitAt >= 0 && i-unfitAt >= refusalPeriods {
 				if err := refuse(scrapeCtx, admin, opt.Namespace, "voter-3", false); err != nil {
 					log.Printf("unrefuse: %v", err)
 					continue
@@ -391,4 +399,18 @@ func refuse(ctx context.Context, admin kubernetes.Interface, namespace, host str
 		},
 	}, metav1.CreateOptions{})
 	return err
+}
+
+// watchWriter passes the demo's output on and notes when a line holds word.
+type watchWriter struct {
+	w    io.Writer
+	word string
+	seen *atomic.Bool
+}
+
+func (w watchWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(w.word)) {
+		w.seen.Store(true)
+	}
+	return w.w.Write(p)
 }
