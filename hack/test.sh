@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
 # or installs what the tests need (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler and the kubelet from the Go module
-# proxy, cached; fio, containerd, runc and the CNI plugins from Debian),
+# kube-controller-manager, kube-scheduler, the kubelet and promtool from the
+# Go module proxy, cached; fio, containerd, runc and the CNI plugins from
+# Debian),
 # then checks formatting, vets, and runs the unit, fuzz-seed, race and
 # real-component tests.
 set -euo pipefail
@@ -23,11 +24,14 @@ hack/tools.sh fio >/dev/null
 FLEET_ROLE_KUBELET=$(hack/tools.sh kubelet)
 FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
 hack/tools.sh containerd
-export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER
+# promtool: internal/alerts runs `promtool check rules` and `promtool test rules`.
+FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
+export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL
 export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
 echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
+echo "promtool: $FLEET_ROLE_PROMTOOL"
 echo "fio: $(command -v fio) ($(fio --version))"
 
 step "gofmt"

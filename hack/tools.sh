@@ -11,6 +11,7 @@
 #   hack/tools.sh containerd      -> installs containerd, runc and the CNI plugins
 #                                    from Debian when absent; prints what it installed
 #   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
+#   hack/tools.sh promtool        -> path of Prometheus' promtool v0.316.0 (rules checks and unit tests)
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -21,16 +22,17 @@ mkdir -p "$cache/bin"
 
 etcd_version=v3.6.15
 kube_version=v1.37.2
+promtool_version=v0.316.0 # github.com/prometheus/prometheus, Prometheus 3.16
 
-build() { # name version dir [ldflags]
-  local name=$1 version=$2 dir=$3 ldflags=${4:-}
+build() { # name version dir [ldflags] [package]
+  local name=$1 version=$2 dir=$3 ldflags=${4:-} pkg=${5:-.}
   local out="$cache/bin/$name-$version"
   # One build at a time per tool: a second caller waits and then finds it built.
   exec 9>"$cache/bin/.$name.lock"  # lab/toolcache takes the same lock
   flock 9
   if [ ! -x "$out" ]; then
     echo "building $name $version (cached in $out; the first build takes minutes)" >&2
-    (cd "$top/$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" .) >&2
+    (cd "$top/$dir" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg") >&2
     mv "$out.tmp" "$out"
   fi
   echo "$out"
@@ -69,6 +71,11 @@ case "${1:-}" in
     build "$1" "$kube_version" "tools/$1" \
       "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
     ;;
+  promtool)
+    # Built from the tool directive of its own nested module, whose pins
+    # never touch the project's go.mod.
+    build promtool "$promtool_version" tools/promtool "-s -w" github.com/prometheus/prometheus/cmd/promtool
+    ;;
   fio)
     if ! command -v fio >/dev/null 2>&1; then
       echo "installing fio with apt-get" >&2
@@ -85,7 +92,7 @@ case "${1:-}" in
     containerd_tools
     ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool" >&2
     exit 2
     ;;
 esac

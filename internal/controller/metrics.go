@@ -20,6 +20,9 @@ type Metrics struct {
 	swap        *prometheus.GaugeVec
 	records     *prometheus.GaugeVec
 	recordIssue *prometheus.GaugeVec
+	deciding    *prometheus.GaugeVec
+	decidingLim *prometheus.GaugeVec
+	held        *prometheus.GaugeVec
 	loops       *prometheus.CounterVec
 	loopSeconds prometheus.Histogram
 	writes      prometheus.Counter
@@ -27,6 +30,9 @@ type Metrics struct {
 	// which survive a restart in the status document.
 	flaps, verdictChanges atomic.Int64
 }
+
+// decidingLabels name a host's deciding reason.
+var decidingLabels = []string{"host", "role", "verdict", "signal", "subject", "unit"}
 
 // Verdicts, as the values the verdict metric takes a label for.
 var verdicts = []string{"fit", "unfit", "unknown"}
@@ -48,8 +54,22 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_records", Help: "The probes' records: count (records), total_bytes and largest_bytes (of their entries), cap_bytes (the cap each is held to).",
 		}, []string{"figure"}),
 		recordIssue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "fleet_role_host_record_issue", Help: "1 while a host's record is why it has no full, fresh window: issue is missing, unreadable, refused (the API server refused the probe's write) or full (shrunk to fit its cap).",
+			Name: "fleet_role_host_record_issue", Help: "1 while a host's record is why it has no full, fresh window: issue is missing, unreadable, refused (the API server refused the probe's write), full (shrunk to fit its cap) or stale (unchanged for longer than entry_unchanged allows: the probe stopped writing).",
 		}, []string{"host", "issue"}),
+		// The deciding reason's numbers (decide.DecidingReason: the one
+		// furthest over its limit when unfit, closest to it when fit), so
+		// that an alert and a dashboard can say by what and by how much.
+		// One series per host; none for a reason without a number (a
+		// failed connect, a link class, a missing entry).
+		deciding: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_host_deciding_value", Help: "The measured value of the reason that decides each host's verdict, in unit (signal and subject name it, as the status's reasons do).",
+		}, decidingLabels),
+		decidingLim: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_host_deciding_limit", Help: "The limit the deciding reason's value is held to, in unit (docs/limits.md).",
+		}, decidingLabels),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_decision_held", Help: "1 for each step of the decision that holds a swap back (the decision's reasons that are not ok: pinned, candidate, a gate_*, steady, ...); none while a swap is published.",
+		}, []string{"step"}),
 		loops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_role_decisions_total", Help: "Decision loops, by result.",
 		}, []string{"result"}),
@@ -67,7 +87,7 @@ func NewMetrics() *Metrics {
 	changes := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "fleet_role_verdict_changes_total", Help: "Host verdicts that changed from one decision to the next (the status's memory.verdict_changes).",
 	}, func() float64 { return float64(m.verdictChanges.Load()) })
-	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes)
+	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.deciding, m.decidingLim, m.held, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes)
 	return m
 }
 
@@ -113,9 +133,27 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 		}
 		m.samples.WithLabelValues(h.Name).Set(float64(h.Samples))
 	}
+	m.deciding.Reset()
+	m.decidingLim.Reset()
+	for _, h := range st.Hosts {
+		r, ok := decide.DecidingReason(h)
+		if !ok || r.Value == nil || r.Limit == nil {
+			continue
+		}
+		l := []string{h.Name, string(h.Role), string(h.Verdict), r.Signal, r.Subject, r.Unit}
+		m.deciding.WithLabelValues(l...).Set(*r.Value)
+		m.decidingLim.WithLabelValues(l...).Set(*r.Limit)
+	}
 	m.swap.Reset()
-	if st.Decision.Action == "swap" {
+	m.held.Reset()
+	if st.Decision.Action == decide.ActionSwap {
 		m.swap.WithLabelValues(st.Decision.Out, st.Decision.In).Set(1)
+		return
+	}
+	for _, r := range st.Decision.Reasons {
+		if !r.OK {
+			m.held.WithLabelValues(r.Signal).Set(1)
+		}
 	}
 }
 
@@ -141,6 +179,8 @@ func recordIssue(h decide.Host) string {
 			return "refused"
 		case r.Signal == decide.SignalRecord:
 			return "full"
+		case r.Signal == decide.SignalFreshness:
+			return "stale"
 		}
 	}
 	return ""

@@ -564,6 +564,13 @@ func unfitOf(voters []*host) []*host {
 // two when a voter's write straddles a decision.
 const steadyBasis = "a swap is published only at a decision at which every voter's record has changed since the first of the consecutive decisions that named the same voter to leave: a stall of the whole machine can name a host only while some hosts have written that period's sample and others not yet, which ends once every voter has written again; the records' changes are the controller's own observations, not the probes' clocks"
 
+// SteadyPeriods bounds, in sample periods, how long the hysteresis holds a
+// swap that stays named: every voter's next write lands within one period
+// of the naming decision, and the controller's next decision within half a
+// period after it (it decides twice a period); rounded up. The alerts take
+// their durations from it (internal/alerts).
+const SteadyPeriods = 2
+
 // steady is the hysteresis: it carries in mem the voter named to leave and
 // the time of the first of the consecutive decisions that named it, and
 // holds the swap until every voter's record has been seen changing after

@@ -86,6 +86,23 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	return &Client{cfg: cfg, rc: rc}, nil
 }
 
+// NewWatchClientForConfig is NewClientForConfig without the client's
+// timeout, which would cut a watch's long response: each watch request is
+// bounded by the server's timeoutSeconds instead.
+func NewWatchClientForConfig(cfg *rest.Config) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 0
+	c, err := NewClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.cfg.Timeout = 0
+	if c.rc, err = newCoreREST(c.cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // ConfigMaps returns the ConfigMaps of namespace.
 func (c *Client) ConfigMaps(namespace string) ConfigMaps {
 	return &clientConfigMaps{c: configMapClient(c.rc, namespace), ns: namespace}

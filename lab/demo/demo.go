@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -74,6 +75,14 @@ type Options struct {
 	Live bool
 	// PhaseTimeout bounds each phase.
 	PhaseTimeout time.Duration
+	// Hold keeps the fleet deciding, the fault in place, for this long
+	// after the fault has shown, before the demo ends.
+	Hold time.Duration
+	// Registries, when set, gives each probe and the controller a metrics
+	// registry of its own, as the components have, and is called with each
+	// (component "probe" or "controller", the host's name or "") so that a
+	// caller can serve and scrape them (lab/recordseries does).
+	Registries func(component, host string, reg *prometheus.Registry)
 }
 
 // Defaults are the demo's flag defaults.
@@ -249,7 +258,12 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 		return nil, err
 	}
 	f.registerNodes()
-	if f.ctrl, err = controller.New(controller.Config{Settings: f.set, Store: f.store, Records: f.recordSource, Nodes: f.nodes, Log: f.log}); err != nil {
+	var ctrlMetrics *controller.Metrics
+	if opt.Registries != nil {
+		ctrlMetrics = controller.NewMetrics()
+		opt.Registries("controller", "", ctrlMetrics.Registry)
+	}
+	if f.ctrl, err = controller.New(controller.Config{Settings: f.set, Store: f.store, Records: f.recordSource, Nodes: f.nodes, Log: f.log, Metrics: ctrlMetrics}); err != nil {
 		return nil, err
 	}
 	for _, h := range f.hosts {
@@ -306,6 +320,14 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 	}
 	res.Detected = int(time.Since(faultAt)/f.set.SamplePeriod) + 1
 	ui.table(st)
+	if opt.Hold > 0 {
+		phase(out, "hold: the fault stays in place and the controller decides for %s more", opt.Hold)
+		until := time.Now().Add(opt.Hold)
+		if st, err = f.until(ctx, ui, res, func(*decide.Status) bool { return !time.Now().Before(until) }); err != nil {
+			return res, fmt.Errorf("hold: %w", err)
+		}
+		ui.table(st)
+	}
 	if opt.Fault == FaultPause {
 		phase(out, "resume: %s continued (SIGCONT) and its probe restarted", target.name)
 		if err := target.member.Resume(); err != nil {
@@ -536,9 +558,15 @@ func (f *fleet) startProbe(ctx context.Context, h *host) error {
 		h.fsync = dir
 		sampler.FsyncDir = dir
 	}
+	var metrics *probe.Metrics
+	if f.opt.Registries != nil {
+		// A restarted probe starts a new registry, as a restarted pod does.
+		metrics = probe.NewMetrics()
+		f.opt.Registries("probe", h.name, metrics.Registry)
+	}
 	p, err := probe.New(probe.Config{
 		Node: h.name, Settings: f.set, Records: f.records, Nodes: f.nodes, Sampler: sampler,
-		Log: f.log.With("component", "probe"),
+		Log: f.log.With("component", "probe"), Metrics: metrics,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,386 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Exit codes of `fleet-role status`, for scripts: what the published
+// decision advises, or that it could not be read.
+const (
+	StatusExitNone  = 0 // the decision is none: nothing to do
+	StatusExitSwap  = 1 // the decision is a swap
+	StatusExitError = 2 // no status could be read: a flag, the kubeconfig, the API server, a missing or malformed document
+)
+
+// newStatusCommand reads the status the controller published, with the
+// user's kubeconfig, and prints it as `decide -o table` does.
+func newStatusCommand(name string) *cobra.Command {
+	var kubeconfig, kubeContext, output string
+	var watchFlag bool
+	cmd := &cobra.Command{
+		Use:   "status [HOST]",
+		Short: "Print the live status the controller published (exit 0 nothing to do, 1 a swap advised, 2 error)",
+		Long: `Reads the status document the controller published (status.json of the
+fleet-role-status ConfigMap; namespace and name from the settings, as the
+controller takes them: --namespace, --status-configmap, FLEET_ROLE_* or
+--settings) with your kubeconfig (--kubeconfig, else $KUBECONFIG, else
+~/.kube/config, else the pod's in-cluster ServiceAccount), and prints it:
+
+  -o table  the table ` + "`fleet-role decide -o table`" + ` prints: one line per host with
+            the reason that decides its verdict, then the decision and every
+            step behind it (default)
+  -o json   the status document exactly as the ConfigMap holds it
+
+With HOST it prints that host alone with every reason, its number, limit and
+basis (-o json: the host's object of the document), and the decision.
+--watch prints the status again each time the controller publishes a new
+one, until interrupted.
+
+Installed as kubectl-fleet_role on the PATH, the same binary is a kubectl
+plugin: kubectl fleet-role status [HOST].
+
+Exit codes, for scripts:
+  0  the decision is none: nothing to do
+  1  the decision is a swap (an unfit voter out, a fit standby in; dry-run)
+  2  no status could be read: a bad flag or setting, no kubeconfig, the API
+     server unreachable or refusing, the ConfigMap or its status.json
+     missing, a malformed document, or an unknown HOST
+With --watch, the code of the last status printed (2 when the last read
+failed).`,
+		Example: "  " + name + " status\n  " + name + " status voter-2\n  " + name + " status -o json | jq .decision\n  " + name + " status --watch",
+		Args:    cobra.MaximumNArgs(1),
+	}
+	f := cmd.Flags()
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else ~/.kube/config, else in-cluster)")
+	f.StringVar(&kubeContext, "context", "", "the kubeconfig context to use (default its current context)")
+	f.StringVarP(&output, "output", "o", "table", "table or json (the status document exactly as published)")
+	f.BoolVarP(&watchFlag, "watch", "w", false, "print the status again at each change, until interrupted")
+	sf := settings.AddFlags(f)
+
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if output != "json" && output != "table" {
+			return statusErrorf("-o %q: want json or table", output)
+		}
+		s, err := sf.Load(os.LookupEnv)
+		if err != nil {
+			return statusError(err)
+		}
+		host := ""
+		if len(args) == 1 {
+			host = args[0]
+		}
+		cfg, err := userConfig(kubeconfig, kubeContext)
+		if err != nil {
+			return statusError(err)
+		}
+		r := statusReader{namespace: s.Namespace, name: s.StatusConfigMap, output: output, host: host}
+		out := cmd.OutOrStdout()
+		if watchFlag {
+			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer cancel()
+			return r.watch(ctx, cfg, out, cmd.ErrOrStderr())
+		}
+		c, err := kube.NewClientForConfig(cfg)
+		if err != nil {
+			return statusError(err)
+		}
+		cm, err := c.ConfigMapClient(s.Namespace).Get(cmd.Context(), s.StatusConfigMap, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return statusErrorf("configmap %s/%s: not found: is the fleet-role controller installed in namespace %s (--namespace)?", s.Namespace, s.StatusConfigMap, s.Namespace)
+			}
+			return statusErrorf("get configmap %s/%s: %w", s.Namespace, s.StatusConfigMap, err)
+		}
+		return statusExit(r.print(out, cm))
+	}
+	return cmd
+}
+
+// userConfig is the client configuration kubectl would use: the explicit
+// file, else $KUBECONFIG's files, else ~/.kube/config; with none of them,
+// the pod's in-cluster configuration (client-go's deferred loading falls
+// back to it when the merged kubeconfig is empty).
+func userConfig(path, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	over := &clientcmd.ConfigOverrides{CurrentContext: context}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, over).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// statusReader prints one published status as asked.
+type statusReader struct {
+	namespace, name string
+	output          string
+	host            string
+}
+
+// print writes the status the ConfigMap holds and returns the exit code it
+// calls for, or an error when it holds none that can be read.
+func (r statusReader) print(w io.Writer, cm *corev1.ConfigMap) (int, error) {
+	raw, ok := cm.Data[decide.StatusKey]
+	if !ok {
+		return StatusExitError, fmt.Errorf("configmap %s/%s has no %s: the controller has not published a decision yet", r.namespace, r.name, decide.StatusKey)
+	}
+	st, err := decide.UnmarshalStatus([]byte(raw))
+	if err != nil {
+		return StatusExitError, fmt.Errorf("configmap %s/%s, %s: %w", r.namespace, r.name, decide.StatusKey, err)
+	}
+	code := StatusExitNone
+	if st.Decision.Action == decide.ActionSwap {
+		code = StatusExitSwap
+	}
+	if r.host != "" {
+		h, ok := findHost(st, r.host)
+		if !ok {
+			return StatusExitError, fmt.Errorf("host %q: not in the status (%s)", decide.Printable(r.host), hostList(st))
+		}
+		if r.output == "json" {
+			b, err := jsonIndent(h)
+			if err != nil {
+				return StatusExitError, err
+			}
+			_, err = w.Write(b)
+			return code, err
+		}
+		return code, writeHost(w, st, h)
+	}
+	if r.output == "json" {
+		// Exactly the document: the bytes the controller wrote.
+		_, err := io.WriteString(w, raw)
+		if err == nil && !strings.HasSuffix(raw, "\n") {
+			_, err = io.WriteString(w, "\n")
+		}
+		return code, err
+	}
+	return code, st.WriteTable(w)
+}
+
+func findHost(st *decide.Status, name string) (decide.Host, bool) {
+	for _, h := range st.Hosts {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return decide.Host{}, false
+}
+
+// hostList names the status's hosts for an error, at most a fleet's worth
+// (etcd's most members, seven, and as many standbys) before it counts.
+func hostList(st *decide.Status) string {
+	const most = 14
+	names := make([]string, 0, len(st.Hosts))
+	for _, h := range st.Hosts {
+		names = append(names, decide.Printable(h.Name))
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "it names no host"
+	}
+	if len(names) > most {
+		return fmt.Sprintf("hosts %s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+	}
+	return "hosts " + strings.Join(names, ", ")
+}
+
+// writeHost prints one host with every reason: its mark, the reason in one
+// line with its number and limit, and the basis of the limit.
+func writeHost(w io.Writer, st *decide.Status, h decide.Host) error {
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "host\t%s\n", decide.Printable(h.Name))
+	fmt.Fprintf(tw, "role\t%s\n", decide.Printable(string(h.Role)))
+	fmt.Fprintf(tw, "eligible\t%t\n", h.Eligible)
+	fmt.Fprintf(tw, "pinned\t%t\n", h.Pinned)
+	fmt.Fprintf(tw, "verdict\t%s\n", decide.Printable(string(h.Verdict)))
+	fmt.Fprintf(tw, "samples\t%d of a window of %d\n", h.Samples, st.Settings.Values.Window)
+	if h.RecordBytes > 0 {
+		fmt.Fprintf(tw, "record\t%d bytes (cap %d)\n", h.RecordBytes, st.Records.CapBytes)
+	}
+	if h.Observation != nil {
+		fmt.Fprintf(tw, "entry changed\t%s\n", h.Observation.ChangedAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
+	}
+	fmt.Fprintf(tw, "decided at\t%s\n", st.GeneratedAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write host: %w", err)
+	}
+	if r, ok := decide.DecidingReason(h); ok {
+		fmt.Fprintf(&b, "deciding: %s\n", decide.Printable(decide.Summary(r)))
+	}
+	fmt.Fprintf(&b, "reasons (%d):\n", len(h.Reasons))
+	for _, r := range h.Reasons {
+		mark := "ok"
+		if !r.OK {
+			mark = "NO"
+		}
+		fmt.Fprintf(&b, "  %-3s %s\n", mark, decide.Printable(decide.Summary(r)))
+		if r.Value != nil && r.Limit != nil && r.Detail != "" {
+			fmt.Fprintf(&b, "        %s\n", decide.Printable(r.Detail))
+		}
+		if r.Basis != "" {
+			fmt.Fprintf(&b, "        basis: %s\n", decide.Printable(r.Basis))
+		}
+	}
+	d := st.Decision
+	switch {
+	case d.Action == decide.ActionSwap && d.Out == h.Name:
+		fmt.Fprintf(&b, "decision: swap %s out, %s in: this host would leave (dry run: nothing is changed)\n", decide.Printable(d.Out), decide.Printable(d.In))
+	case d.Action == decide.ActionSwap && d.In == h.Name:
+		fmt.Fprintf(&b, "decision: swap %s out, %s in: this host would join (dry run: nothing is changed)\n", decide.Printable(d.Out), decide.Printable(d.In))
+	case d.Action == decide.ActionSwap:
+		fmt.Fprintf(&b, "decision: swap %s out, %s in: not this host (dry run: nothing is changed)\n", decide.Printable(d.Out), decide.Printable(d.In))
+	default:
+		fmt.Fprintf(&b, "decision: none\n")
+		for _, r := range d.Reasons {
+			if !r.OK {
+				fmt.Fprintf(&b, "  NO  %s: %s\n", decide.Printable(r.Signal), decide.Printable(r.Detail))
+			}
+		}
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// watch prints the status, then again each time its document changes,
+// until ctx ends. A status that cannot be read (deleted, malformed) is
+// reported on errOut and the watch goes on; the exit code is the last
+// status's.
+func (r statusReader) watch(ctx context.Context, cfg *rest.Config, out, errOut io.Writer) error {
+	// No client timeout: it would cut the watch's long response. Each
+	// watch request is bounded by the server's timeoutSeconds, and
+	// UntilWithSync lists and watches again when one ends.
+	c, err := kube.NewWatchClientForConfig(cfg)
+	if err != nil {
+		return statusError(err)
+	}
+	cms := c.ConfigMapClient(r.namespace)
+	sel := fields.OneTermEqualSelector("metadata.name", r.name).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return cms.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return cms.Watch(ctx, o)
+		},
+	}
+	code := StatusExitError
+	var last string
+	var lastErr error
+	shown := false
+	report := func(text string, c int, err error) {
+		if shown && text == last {
+			return
+		}
+		shown, last, code, lastErr = true, text, c, err
+		if err != nil {
+			fmt.Fprintf(errOut, "fleet-role: %v\n", err)
+		}
+	}
+	precondition := func(store cache.Store) (bool, error) {
+		if len(store.List()) == 0 {
+			report("", StatusExitError, fmt.Errorf("configmap %s/%s: not found: waiting for the controller to create it", r.namespace, r.name))
+		}
+		return false, nil
+	}
+	_, err = watchtools.UntilWithSync(ctx, lw, &corev1.ConfigMap{}, precondition, func(ev watch.Event) (bool, error) {
+		switch ev.Type {
+		case watch.Deleted:
+			report("", StatusExitError, fmt.Errorf("configmap %s/%s: deleted", r.namespace, r.name))
+		case watch.Added, watch.Modified:
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok {
+				return false, nil
+			}
+			text := cm.Data[decide.StatusKey]
+			if shown && text == last && lastErr == nil {
+				return false, nil
+			}
+			var b bytes.Buffer
+			c, err := r.print(&b, cm)
+			if err == nil && shown {
+				fmt.Fprintln(out)
+			}
+			if err == nil {
+				if _, werr := out.Write(b.Bytes()); werr != nil {
+					return true, werr
+				}
+			}
+			report(text, c, err)
+		}
+		return false, nil
+	})
+	if err != nil && !errors.Is(err, watchtools.ErrWatchClosed) && ctx.Err() == nil {
+		return statusErrorf("watch configmap %s/%s: %w", r.namespace, r.name, err)
+	}
+	if lastErr != nil {
+		return &exitError{code: StatusExitError, err: nil}
+	}
+	return statusExit(code, nil)
+}
+
+// statusExit turns a printed status's code into the command's result: nil
+// for nothing to do, a silent exit 1 for a swap, exit 2 with the error.
+func statusExit(code int, err error) error {
+	if err != nil {
+		return statusError(err)
+	}
+	if code == StatusExitNone {
+		return nil
+	}
+	return &exitError{code: code}
+}
+
+// statusError makes every failure of status exit 2, the one code a script
+// reads as "no answer" (the other commands exit 1 for a failed read).
+func statusError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: StatusExitError, err: err}
+}
+
+func statusErrorf(format string, a ...any) error {
+	return statusError(fmt.Errorf(format, a...))
+}
+
+// jsonIndent is v as the status document writes its objects: indented by
+// two spaces, ending in a newline.
+func jsonIndent(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return append(b, '\n'), nil
+}

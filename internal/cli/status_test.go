@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
+)
+
+// cliRun is one run of the command line: its exit code and what it printed.
+type cliRun struct {
+	code           int
+	stdout, stderr string
+}
+
+func runMain(args ...string) cliRun {
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return cliRun{code, out.String(), errb.String()}
+}
+
+// decided runs `fleet-role decide` on one of the decision core's golden
+// scenarios, as an operator would replay it, and returns its JSON and its
+// table.
+func decided(t *testing.T, scenario string) (doc, table string) {
+	t.Helper()
+	dir := filepath.Join("..", "decide", "testdata", scenario)
+	now, err := os.ReadFile(filepath.Join(dir, "now"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"decide", "--probe", filepath.Join(dir, "probe.json"), "--nodes", filepath.Join(dir, "nodes.json"), "--now", strings.TrimSpace(string(now))}
+	for flag, file := range map[string]string{"--previous": "previous.json", "--settings": "settings.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {
+			args = append(args, flag, filepath.Join(dir, file))
+		}
+	}
+	j := runMain(append(args, "-o", "json")...)
+	tb := runMain(append(args, "-o", "table")...)
+	if j.code != 0 || tb.code != 0 {
+		t.Fatalf("decide %s: exit %d/%d: %s%s", scenario, j.code, tb.code, j.stderr, tb.stderr)
+	}
+	return j.stdout, tb.stdout
+}
+
+// TestStatusAgainstAPIServer runs `fleet-role status` against a real
+// kube-apiserver, with the status published as the controller publishes it
+// (a merge patch of status.json into the ConfigMap the manifests create),
+// and checks its table, its JSON, the one-host view and every exit code.
+func TestStatusAgainstAPIServer(t *testing.T) {
+	s := apiservertest.Start(t)
+	ctx := context.Background()
+	admin, err := kubernetes.NewForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, name = "fleet-ops", "fleet-status"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := s.Kubeconfig(kc, ""); err != nil {
+		t.Fatal(err)
+	}
+	client, err := kube.NewClientForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := client.ConfigMaps(ns)
+	publish := func(t *testing.T, text string) {
+		t.Helper()
+		if err := store.PatchKey(ctx, name, decide.StatusKey, &text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The settings flags name the ConfigMap, as they do for the controller.
+	status := func(args ...string) cliRun {
+		return runMain(append([]string{"status", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name}, args...)...)
+	}
+	wantCode := func(t *testing.T, r cliRun, code int, stderr string) {
+		t.Helper()
+		if r.code != code {
+			t.Fatalf("exit %d, want %d; stdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stderr, stderr) {
+			t.Fatalf("stderr %q does not say %q", r.stderr, stderr)
+		}
+	}
+
+	t.Run("missing configmap exits 2", func(t *testing.T) {
+		r := status()
+		wantCode(t, r, StatusExitError, "configmap fleet-ops/fleet-status: not found")
+		if r.stdout != "" {
+			t.Fatalf("printed %q", r.stdout)
+		}
+	})
+	if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("no status.json yet exits 2", func(t *testing.T) {
+		wantCode(t, status(), StatusExitError, "has no status.json: the controller has not published a decision yet")
+	})
+	t.Run("malformed status exits 2", func(t *testing.T) {
+		publish(t, `{"schema":"fleet-role.io/status/v1","hosts":[`)
+		wantCode(t, status(), StatusExitError, "configmap fleet-ops/fleet-status, status.json: decode status:")
+		publish(t, `{"schema":"fleet-role.io/status/v0","hosts":[]}`)
+		wantCode(t, status("-o", "json"), StatusExitError, `schema "fleet-role.io/status/v0", this fleet-role reads "fleet-role.io/status/v1"`)
+	})
+	t.Run("bad output exits 2", func(t *testing.T) {
+		wantCode(t, status("-o", "yaml"), StatusExitError, `-o "yaml": want json or table`)
+	})
+
+	t.Run("nothing to do exits 0", func(t *testing.T) {
+		doc, table := decided(t, "all-fit")
+		publish(t, doc)
+		r := status()
+		wantCode(t, r, StatusExitNone, "")
+		if r.stdout != table {
+			t.Fatalf("status prints\n%s\ndecide -o table prints\n%s", r.stdout, table)
+		}
+		r = status("-o", "json")
+		wantCode(t, r, StatusExitNone, "")
+		if r.stdout != doc {
+			t.Fatalf("status -o json is not the published document:\n%s", r.stdout)
+		}
+	})
+
+	doc, table := decided(t, "most-slow-links")
+	t.Run("a swap exits 1", func(t *testing.T) {
+		publish(t, doc)
+		r := status()
+		wantCode(t, r, StatusExitSwap, "")
+		if r.stderr != "" {
+			t.Fatalf("a swap is an answer, not an error, but stderr says %q", r.stderr)
+		}
+		if r.stdout != table {
+			t.Fatalf("status prints\n%s\ndecide -o table prints\n%s", r.stdout, table)
+		}
+		if !strings.Contains(r.stdout, "decision: swap bravo out, delta in") {
+			t.Fatalf("no swap in\n%s", r.stdout)
+		}
+		r = status("-o", "json")
+		wantCode(t, r, StatusExitSwap, "")
+		if r.stdout != doc {
+			t.Fatalf("status -o json is not the published document")
+		}
+	})
+
+	t.Run("one host with every reason", func(t *testing.T) {
+		st, err := decide.UnmarshalStatus([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, ok := findHost(st, "bravo")
+		if !ok {
+			t.Fatal("no bravo in the scenario")
+		}
+		r := status("bravo")
+		wantCode(t, r, StatusExitSwap, "")
+		words := strings.Join(strings.Fields(r.stdout), " ")
+		for _, want := range []string{"host bravo role voter eligible true pinned false verdict unfit samples 100 of a window of 100", "this host would leave", "deciding: connect alpha: 801.103ms, must be at most 250ms"} {
+			if !strings.Contains(words, want) {
+				t.Errorf("host view lacks %q:\n%s", want, r.stdout)
+			}
+		}
+		if len(h.Reasons) < 5 {
+			t.Fatalf("bravo has %d reasons; the test wants a host with many", len(h.Reasons))
+		}
+		for _, reason := range h.Reasons {
+			line := decide.Printable(decide.Summary(reason))
+			if !strings.Contains(r.stdout, line) {
+				t.Errorf("host view lacks the reason %q", line)
+			}
+			if reason.Basis != "" && !strings.Contains(r.stdout, "basis: "+decide.Printable(reason.Basis)) {
+				t.Errorf("host view lacks the basis %q", reason.Basis)
+			}
+		}
+		if got := strings.Count(r.stdout, "\n  ok  ") + strings.Count(r.stdout, "\n  NO  "); got != len(h.Reasons) {
+			t.Errorf("host view lists %d reasons, the status holds %d:\n%s", got, len(h.Reasons), r.stdout)
+		}
+
+		r = status("bravo", "-o", "json")
+		wantCode(t, r, StatusExitSwap, "")
+		var got decide.Host
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(h)
+		back, _ := json.Marshal(got)
+		if !bytes.Equal(want, back) {
+			t.Fatalf("host JSON\n%s\nis not the document's\n%s", back, want)
+		}
+
+		wantCode(t, status("zulu"), StatusExitError, `host "zulu": not in the status (hosts alpha, bravo, charlie, delta, echo)`)
+		wantCode(t, status("alpha", "bravo"), StatusExitError, "accepts at most 1 arg")
+	})
+
+	t.Run("KUBECONFIG", func(t *testing.T) {
+		t.Setenv("KUBECONFIG", kc)
+		r := runMain("status", "--namespace", ns, "--status-configmap", name)
+		wantCode(t, r, StatusExitSwap, "")
+		if r.stdout != table {
+			t.Fatal("with KUBECONFIG the table differs")
+		}
+		t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
+		t.Setenv("HOME", t.TempDir())
+		wantCode(t, runMain("status", "--namespace", ns), StatusExitError, "")
+	})
+
+	t.Run("forbidden exits 2", func(t *testing.T) {
+		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tok, err := s.TokenFor(ctx, ns, "nobody", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nobody := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := s.Kubeconfig(nobody, tok); err != nil {
+			t.Fatal(err)
+		}
+		r := runMain("status", "--kubeconfig", nobody, "--namespace", ns, "--status-configmap", name)
+		wantCode(t, r, StatusExitError, "forbidden")
+	})
+
+	t.Run("watch", func(t *testing.T) {
+		noneDoc, noneTable := decided(t, "all-fit")
+		publish(t, noneDoc)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		// process's output buffers are safe to write and read at once.
+		var out, errb process
+		done := make(chan int, 1)
+		go func() {
+			done <- MainContext(wctx, []string{"status", "--watch", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name}, &out, &errb)
+		}()
+		waitFor(t, "the first table", func() bool { return out.log() == noneTable })
+		publish(t, doc)
+		waitFor(t, "the swap's table after the first", func() bool { return out.log() == noneTable+"\n"+table })
+		publish(t, "{")
+		waitFor(t, "the malformed document reported", func() bool { return strings.Contains(errb.log(), "decode status") })
+		publish(t, doc)
+		waitFor(t, "the swap again", func() bool { return out.log() == noneTable+"\n"+table+"\n"+table })
+		cancel()
+		select {
+		case code := <-done:
+			if code != StatusExitSwap {
+				t.Fatalf("watch ended with exit %d, want %d (the last status, a swap); stderr: %s", code, StatusExitSwap, errb.log())
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("watch did not end within a minute of its context")
+		}
+	})
+}
+
+func TestCommandName(t *testing.T) {
+	for arg0, want := range map[string]string{
+		"/usr/local/bin/fleet-role":         "fleet-role",
+		"fleet-role":                        "fleet-role",
+		"/usr/local/bin/kubectl-fleet_role": "kubectl fleet-role",
+		"kubectl-fleet_role":                "kubectl fleet-role",
+		"kubectl-":                          "fleet-role",
+		"/tmp/go-build1/exe/main":           "fleet-role",
+	} {
+		if got := commandName(arg0); got != want {
+			t.Errorf("commandName(%q) = %q, want %q", arg0, got, want)
+		}
+	}
+	// Run by kubectl as a plugin, the help names the command as typed.
+	args := os.Args
+	t.Cleanup(func() { os.Args = args })
+	os.Args = []string{"/usr/local/bin/kubectl-fleet_role", "status", "--help"}
+	r := runMain("status", "--help")
+	if r.code != 0 || !strings.Contains(r.stdout, "\n  kubectl fleet-role status [HOST] [flags]\n") || !strings.Contains(r.stdout, "kubectl fleet-role status --watch") {
+		t.Fatalf("exit %d, help as a plugin:\n%s", r.code, r.stdout)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a deadline of
+// a minute (the API server's watch delivers in milliseconds; the margin is
+// for a loaded 2-core machine).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within a minute", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+)
+
+func ptr(v float64) *float64 { return &v }
+
+// TestMetricsForAlerts: the series the alert rules read (internal/alerts)
+// follow the status: the deciding reason's value and limit per host, the
+// steps that hold a swap back (none while one is published), and a stale
+// record named so.
+func TestMetricsForAlerts(t *testing.T) {
+	m := NewMetrics()
+	held := decide.Status{
+		Hosts: []decide.Host{
+			{Name: "alpha", Role: decide.RoleVoter, Verdict: decide.Unfit, Reasons: []decide.Reason{
+				{Signal: decide.SignalConnect, Subject: "bravo", Value: ptr(0.3), Limit: ptr(0.25), Unit: "seconds"},
+				{Signal: decide.SignalPeerRTT, Subject: "bravo", Value: ptr(0.9), Limit: ptr(0.5), Unit: "seconds"},
+				{Signal: decide.SignalWALFsync, Value: ptr(0.001), Limit: ptr(0.01), Unit: "seconds", OK: true},
+			}},
+			{Name: "bravo", Role: decide.RoleVoter, Verdict: decide.Unknown, Reasons: []decide.Reason{
+				{Signal: decide.SignalFreshness, Value: ptr(60), Limit: ptr(45), Unit: "seconds"},
+			}},
+			{Name: "delta", Role: decide.RoleStandby, Verdict: decide.Unfit, Reasons: []decide.Reason{
+				{Signal: decide.SignalLink, Subject: "wlan0", Detail: "wifi"},
+			}},
+		},
+		Decision: decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{
+			{Signal: "gate_reported", Detail: "bravo is unknown"},
+			{Signal: "gate_leader", OK: true},
+			{Signal: "gate_cooldown", Detail: "10m of 30m"},
+		}},
+	}
+	m.observeStatus(&held)
+	want := `fleet_role_decision_held{step="gate_cooldown"} 1
+fleet_role_decision_held{step="gate_reported"} 1
+`
+	if got := series(t, m, "fleet_role_decision_held"); got != want {
+		t.Errorf("held steps:\n%s\nwant\n%s", got, want)
+	}
+	// alpha: the reason furthest over its limit (peer_rtt 180% of it, not
+	// connect's 120%); bravo: its stale entry; delta's link has no number.
+	want = `fleet_role_host_deciding_value{host="alpha",role="voter",signal="peer_rtt",subject="bravo",unit="seconds",verdict="unfit"} 0.9
+fleet_role_host_deciding_value{host="bravo",role="voter",signal="entry_unchanged",subject="",unit="seconds",verdict="unknown"} 60
+`
+	if got := series(t, m, "fleet_role_host_deciding_value"); got != want {
+		t.Errorf("deciding values:\n%s\nwant\n%s", got, want)
+	}
+	want = `fleet_role_host_deciding_limit{host="alpha",role="voter",signal="peer_rtt",subject="bravo",unit="seconds",verdict="unfit"} 0.5
+fleet_role_host_deciding_limit{host="bravo",role="voter",signal="entry_unchanged",subject="",unit="seconds",verdict="unknown"} 45
+`
+	if got := series(t, m, "fleet_role_host_deciding_limit"); got != want {
+		t.Errorf("deciding limits:\n%s\nwant\n%s", got, want)
+	}
+	if got, want := series(t, m, "fleet_role_host_record_issue"), `fleet_role_host_record_issue{host="bravo",issue="stale"} 1`+"\n"; got != want {
+		t.Errorf("record issues:\n%s\nwant\n%s", got, want)
+	}
+
+	// Published: no step holds it, and alpha's deciding series is gone
+	// with alpha.
+	swap := decide.Status{
+		Hosts: held.Hosts[1:],
+		Decision: decide.Decision{Action: decide.ActionSwap, Out: "bravo", In: "delta", Reasons: []decide.Reason{
+			{Signal: "steady", OK: true},
+		}},
+	}
+	m.observeStatus(&swap)
+	if got := series(t, m, "fleet_role_decision_held"); got != "" {
+		t.Errorf("held steps while a swap is published:\n%s", got)
+	}
+	if got := series(t, m, "fleet_role_host_deciding_value"); strings.Count(got, "\n") != 1 || !strings.Contains(got, `host="bravo"`) {
+		t.Errorf("deciding series with alpha gone:\n%s", got)
+	}
+}
+
+// series is the exposition text of one metric's series, without its HELP
+// and TYPE lines.
+func series(t *testing.T, m *Metrics, name string) string {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			out.WriteString(line)
+		}
+	}
+	return out.String()
+}
