@@ -343,7 +343,11 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 }
 
 // until runs the controller once a period, shows its status, and returns
-// when done says so.
+// when done says so. The deployed controller decides
+// controller.DecisionsPerPeriod times a period; the demo shows one table a
+// period, and since the hysteresis waits on the records' changes rather than
+// on a count of decisions, its swaps are published at most half a period
+// later than the deployed controller's would be.
 func (f *fleet) until(ctx context.Context, ui *view, res *Result, done func(*decide.Status) bool) (*decide.Status, error) {
 	deadline := time.Now().Add(f.opt.PhaseTimeout)
 	tick := time.NewTicker(f.set.SamplePeriod)
