@@ -559,9 +559,9 @@ func unfitOf(voters []*host) []*host {
 // The test is the controller's own observation of each record (its digest
 // changing, stamped with the decision's time), never the probes' clocks,
 // which may disagree with each other. A real slow voter's swap, named at the
-// first decision after its window turns it unfit, is published at the next
-// decision at which every voter has written again: one sample period later,
-// two when a voter's write straddles a decision.
+// first decision after its window turns it unfit, is published at the first
+// decision at which every voter has written again: within a period and a
+// half at the controller's two decisions a period (SteadyPeriods).
 const steadyBasis = "a swap is published only at a decision at which every voter's record has changed since the first of the consecutive decisions that named the same voter to leave: a stall of the whole machine can name a host only while some hosts have written that period's sample and others not yet, which ends once every voter has written again; the records' changes are the controller's own observations, not the probes' clocks"
 
 // SteadyPeriods bounds, in sample periods, how long the hysteresis holds a
