@@ -179,9 +179,14 @@ func TestPodsAreHardened(t *testing.T) {
 				(sc.Privileged != nil && *sc.Privileged) || sc.ProcMount != nil {
 				t.Errorf("%s: container security context %+v: want no escalation, a read-only root, ALL dropped, unprivileged", where, sc)
 			}
-			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() ||
-				c.Resources.Limits.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
-				t.Errorf("%s: requests and limits must be set: %+v", where, c.Resources)
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("%s: CPU and memory requests and a memory limit must be set: %+v", where, c.Resources)
+			}
+			// The probe times connects and fdatasyncs: a CFS quota would add
+			// its throttling to them (test/pods measured it). Every other
+			// container is held to a CPU limit.
+			if timesReadings := where == "probe/probe"; timesReadings != c.Resources.Limits.Cpu().IsZero() {
+				t.Errorf("%s: CPU limit %v: the probe, which times its readings, must have none; every other container one", where, c.Resources.Limits.Cpu())
 			}
 			for _, m := range c.VolumeMounts {
 				if m.RecursiveReadOnly != nil && *m.RecursiveReadOnly != corev1.RecursiveReadOnlyDisabled && !m.ReadOnly {
