@@ -23,12 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/toolcache"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
-
-// PromtoolVersion is the Prometheus module hack/tools.sh builds promtool
-// from.
-const PromtoolVersion = "v0.316.0"
 
 // testdata holds the recordings (lab/recordseries) and the promtool unit
 // tests and rules generated from them.
@@ -574,30 +570,10 @@ func TestPromtoolFiles(t *testing.T) {
 	checkFiles(t, testdata, files, "TestPromtoolFiles")
 }
 
-// promtool finds the promtool binary hack/tools.sh builds. Missing, it
-// fails the test under CI=true and skips it (saying how to build it)
-// elsewhere.
-func promtool(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("FLEET_ROLE_PROMTOOL"); p != "" {
-		return p
-	}
-	p := filepath.Join(toolcache.Dir(), "bin", "promtool-"+PromtoolVersion)
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	msg := "promtool is not built: run hack/tools.sh promtool (or hack/test.sh), which builds it into " + p
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
 // TestPromtool runs the real promtool: check rules on the shipped file and
 // the generated ones, and test rules on the tests from the recordings.
 func TestPromtool(t *testing.T) {
-	bin := promtool(t)
+	bin := testenv.Promtool(t)
 	run := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)

@@ -50,6 +50,13 @@ func KubeScheduler(t testing.TB) string {
 	return find(t, "FLEET_ROLE_KUBE_SCHEDULER", toolcache.KubeSchedulerPath(), "kube-scheduler")
 }
 
+// Promtool returns the path of promtool (the alert rules' checks and unit
+// tests).
+func Promtool(t testing.TB) string {
+	t.Helper()
+	return find(t, "FLEET_ROLE_PROMTOOL", toolcache.PromtoolPath(), "promtool")
+}
+
 // Fio returns the path of fio.
 func Fio(t testing.TB) string {
 	if p, err := exec.LookPath("fio"); err == nil {

@@ -20,6 +20,9 @@ import (
 const (
 	EtcdVersion = "v3.6.15"
 	KubeVersion = "v1.37.2"
+	// PromtoolVersion is the github.com/prometheus/prometheus module
+	// promtool is built from.
+	PromtoolVersion = "v0.316.0"
 )
 
 // ModulePath is fleet-role's module; the etcd build is a nested module in it.
@@ -54,6 +57,9 @@ func KubeAPIServerPath() string {
 func KubeControllerManagerPath() string {
 	return filepath.Join(Dir(), "bin", "kube-controller-manager-"+KubeVersion)
 }
+
+// PromtoolPath is where hack/tools.sh keeps promtool.
+func PromtoolPath() string { return filepath.Join(Dir(), "bin", "promtool-"+PromtoolVersion) }
 
 // KubeletPath is where hack/tools.sh keeps the kubelet binary.
 func KubeletPath() string { return filepath.Join(Dir(), "bin", "kubelet-"+KubeVersion) }

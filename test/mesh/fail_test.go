@@ -22,32 +22,34 @@ func noteFailure(t testing.TB, msg string) {
 	failures.msgs = append(failures.msgs, t.Name()+": "+msg)
 }
 
+// fail notes msg and fails t with it, stopping the test when stop is set.
+func fail(t testing.TB, msg string, stop bool) {
+	t.Helper()
+	noteFailure(t, msg)
+	if stop {
+		t.Fatal(msg)
+	}
+	t.Error(msg)
+}
+
 func errorf(t testing.TB, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	noteFailure(t, msg)
-	t.Error(msg)
+	fail(t, fmt.Sprintf(format, args...), false)
 }
 
 func errorv(t testing.TB, args ...any) {
 	t.Helper()
-	msg := fmt.Sprint(args...)
-	noteFailure(t, msg)
-	t.Error(msg)
+	fail(t, fmt.Sprint(args...), false)
 }
 
 func fatalf(t testing.TB, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	noteFailure(t, msg)
-	t.Fatal(msg)
+	fail(t, fmt.Sprintf(format, args...), true)
 }
 
 func fatal(t testing.TB, args ...any) {
 	t.Helper()
-	msg := fmt.Sprint(args...)
-	noteFailure(t, msg)
-	t.Fatal(msg)
+	fail(t, fmt.Sprint(args...), true)
 }
 
 // repeatFailures, registered first, runs last of the scenario's cleanups and
