@@ -41,27 +41,13 @@ if [ -n "$unformatted" ]; then echo "gofmt -l lists:"; echo "$unformatted"; exit
 step "go vet"
 go vet ./...
 
-# The end-to-end scenarios judge real latencies against etcd's limits (50 ms
-# for a connect at etcd's own timing), so they run alone and without the race
-# detector, whose slowdown on two cores would itself push a loopback connect
-# past the limit. Every package they drive is raced in its own tests.
-e2e="./lab/demo ./test/mesh ./test/pods" # each run below on its own
+# The end-to-end scenarios and the fsync comparison judge real latencies, so
+# they run after the raced packages, alone (hack/timed-tests.sh says why).
 e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$'
-# The fsync reading's comparison with fio judges this disk's latencies the
-# same way, so it too runs alone, after the raced packages, not beside them.
 timed_tests='^TestMeasureAgreesWithFio$'
 
 step "go test -race (every package but the end-to-end scenarios and $timed_tests)"
 go test -race -count=1 -timeout 45m -skip "$timed_tests" "$@" $(go list ./... | grep -Ev "$e2e_pattern")
 
-step "timing-judging tests, one at a time: $timed_tests, $e2e"
-go test -count=1 -p 1 -v -run "$timed_tests" -timeout 30m "$@" ./internal/fsync
-go test -count=1 -p 1 -timeout 30m "$@" ./lab/demo
-# The mesh scenario runs verbose, so that the log shows each variant's
-# figures (periods from the delay to the swap with the slow voter a follower
-# and etcd's leader, the whole-fleet fault, the recoveries), not only "ok".
-go test -count=1 -p 1 -v -timeout 30m "$@" ./test/mesh
-# The pods scenario: the manifests as real pods from the image built from
-# this checkout, on a one-node cluster with a kubelet and containerd (root);
-# verbose, so that the log shows the host's readings in and out of the pod.
-go test -count=1 -p 1 -v -timeout 30m "$@" ./test/pods
+step "timing-judging tests, one at a time"
+hack/timed-tests.sh "$@"

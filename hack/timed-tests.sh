@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs the tests that judge real latencies, one at a time and without the
+# race detector: the fsync reading against fio, then the three end-to-end
+# scenarios (the demo, the mesh, the pods). hack/test.sh runs it after the
+# raced packages; bench/busy.sh runs it again beside a busy loop on each core.
+# It expects the tools in the environment as hack/test.sh exports them
+# (FLEET_ROLE_ETCD and the rest); arguments pass to every `go test`.
+#
+# The end-to-end scenarios judge real latencies against etcd's limits (50 ms
+# for a connect at etcd's own timing), so they run alone and without the race
+# detector, whose slowdown on two cores would itself push a loopback connect
+# past the limit. Every package they drive is raced in its own tests. The
+# fsync reading's comparison with fio judges this disk's latencies the same
+# way, so it too runs alone, not beside other packages' tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
+
+step "fsync reading against fio"
+go test -count=1 -p 1 -v -run '^TestMeasureAgreesWithFio$' -timeout 30m "$@" ./internal/fsync
+step "the demo"
+go test -count=1 -p 1 -timeout 30m "$@" ./lab/demo
+# The mesh scenario runs verbose, so that the log shows each variant's
+# figures (periods from the delay to the swap with the slow voter a follower
+# and etcd's leader, the whole-fleet fault, the recoveries), not only "ok".
+step "the mesh"
+go test -count=1 -p 1 -v -timeout 30m "$@" ./test/mesh
+# The pods scenario: the manifests as real pods from the image built from
+# this checkout, on a one-node cluster with a kubelet and containerd (root);
+# verbose, so that the log shows the host's readings in and out of the pod.
+step "the pods"
+go test -count=1 -p 1 -v -timeout 30m "$@" ./test/pods
