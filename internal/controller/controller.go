@@ -162,7 +162,6 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 				return nil, fmt.Errorf("encode status: %w", err)
 			}
 			text := string(doc)
-			doc = nil // the text is the copy written; the bytes need not stay live through the request
 			if err := c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text); err != nil {
 				// The decision stands for the next round even when it could not
 				// be published, so the memory it carries is not lost.
