@@ -206,9 +206,15 @@ func TestPodsAreHardened(t *testing.T) {
 	}
 	// No POD_IP: off the host's network the pod's own namespace holds
 	// only lo and eth0, and binding eth0 alone would break port-forward.
-	wantEnv := []corev1.EnvVar{{Name: "FLEET_ROLE_DRY_RUN", Value: "true"}}
+	// GOMEMLIMIT: Go's soft memory limit, three quarters of the container's
+	// (deploy/base/controller.yaml says why).
+	wantEnv := []corev1.EnvVar{{Name: "FLEET_ROLE_DRY_RUN", Value: "true"}, {Name: "GOMEMLIMIT", Value: "192MiB"}}
 	if env := pod.Containers[0].Env; !reflect.DeepEqual(env, wantEnv) {
-		t.Errorf("controller env %+v, want FLEET_ROLE_DRY_RUN=true and nothing else", env)
+		t.Errorf("controller env %+v, want FLEET_ROLE_DRY_RUN=true, GOMEMLIMIT=192MiB and nothing else", env)
+	}
+	mib, err := strconv.ParseInt(strings.TrimSuffix(wantEnv[1].Value, "MiB"), 10, 64)
+	if hard := pod.Containers[0].Resources.Limits.Memory().Value(); err != nil || mib<<20*4 != hard*3 {
+		t.Errorf("controller GOMEMLIMIT %s (%v) is not three quarters of its memory limit, %d bytes", wantEnv[1].Value, err, hard)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		c := pod.Containers[0]

@@ -137,40 +137,64 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	c.cfg.Metrics.observeStatus(&st)
 	c.logChange(&st)
 
-	doc, err := st.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("encode status: %w", err)
-	}
-	comparable, err := withoutTimestamp(st)
-	if err != nil {
-		return nil, err
-	}
 	// Write when the document changed, and at least once a window so that
 	// a reader can tell the controller is alive. A change of figures alone
 	// waits until most of a period has passed since the last write (three
 	// quarters, so that a late tick does not skip a whole one), keeping the
 	// status's writes to the etcd it judges at one a period at most; a
-	// changed decision or verdict is written at once.
+	// changed decision or verdict is written at once. The document, a
+	// ConfigMap's worth at a large fleet, is encoded only when it may be
+	// written: to learn whether it changed when a write is due, and again,
+	// with its timestamp, when it did.
 	window := time.Duration(s.Window) * s.SamplePeriod
 	outcome := outcomeOf(&st)
-	digest := sha256.Sum256(comparable)
-	changed := digest != c.lastWritten || c.lastWriteAt.IsZero()
-	due := now.Sub(c.lastWriteAt) >= s.SamplePeriod*3/4 || outcome != c.lastOutcome
-	if (changed && due) || now.Sub(c.lastWriteAt) >= window {
-		text := string(doc)
-		if err := c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text); err != nil {
-			// The decision stands for the next round even when it could not
-			// be published, so the memory it carries is not lost.
-			c.previous = &st
-			return &st, fmt.Errorf("write configmap %s: %w", s.StatusConfigMap, err)
+	since := now.Sub(c.lastWriteAt)
+	overdue := c.lastWriteAt.IsZero() || since >= window
+	due := since >= s.SamplePeriod*3/4 || outcome != c.lastOutcome
+	if overdue || due {
+		digest, err := digestWithoutTimestamp(&st)
+		if err != nil {
+			return nil, err
 		}
-		c.lastWritten = digest
-		c.lastWriteAt = now
-		c.lastOutcome = outcome
-		c.cfg.Metrics.written()
+		if overdue || digest != c.lastWritten {
+			doc, err := st.Marshal()
+			if err != nil {
+				return nil, fmt.Errorf("encode status: %w", err)
+			}
+			text := string(doc)
+			if err := c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text); err != nil {
+				// The decision stands for the next round even when it could not
+				// be published, so the memory it carries is not lost.
+				c.previous = remembered(&st)
+				return &st, fmt.Errorf("write configmap %s: %w", s.StatusConfigMap, err)
+			}
+			c.lastWritten = digest
+			c.lastWriteAt = now
+			c.lastOutcome = outcome
+			c.cfg.Metrics.written()
+		}
 	}
-	c.previous = &st
+	c.previous = remembered(&st)
 	return &st, nil
+}
+
+// remembered is what the next decision reads of this one: decide.Input's
+// Previous reads each host's name, verdict and observation, the decision
+// and the memory; logChange reads the decision and its reasons. The hosts'
+// reasons, most of a Status at a large fleet (a few MB at 500 hosts), are
+// left out, so that they are not held between periods and live beside the
+// next decision's own while it is made: the collector lets the heap grow
+// to twice what is live when it runs, so every byte held raises the peak
+// twice over (docs/performance.md).
+func remembered(st *decide.Status) *decide.Status {
+	p := &decide.Status{Schema: st.Schema, Form: st.Form, GeneratedAt: st.GeneratedAt, DryRun: st.DryRun,
+		Decision: st.Decision, Memory: st.Memory, Records: st.Records}
+	p.Hosts = make([]decide.Host, len(st.Hosts))
+	for i, h := range st.Hosts {
+		h.Reasons = nil
+		p.Hosts[i] = h
+	}
+	return p
 }
 
 // outcomeOf is what a reader acts on: the decision and every host's
@@ -203,7 +227,7 @@ func (c *Controller) loadPrevious(ctx context.Context) {
 		c.log.Warn("previous status unreadable; starting without it", "err", err)
 		return
 	}
-	c.previous = prev
+	c.previous = remembered(prev)
 }
 
 // logChange logs one structured line when the decision changes: the action,
@@ -248,46 +272,66 @@ func keyReasons(d decide.Decision) []decide.Reason {
 	return out
 }
 
-// withoutTimestamp is the document as it is compared between rounds: without
-// its timestamp and without what follows from the timestamp alone. Every
-// host's freshness reason and the cooldown gate state an age (now minus when
-// something was seen), which grows every round; compared as they are, the
-// document would differ every round and be written every round. Their
-// verdicts (ok or not) stay compared, so a host going stale or a cooldown
-// ending is still a change; so do the times they count from (each host's
-// observation and the voter set's change time).
-func withoutTimestamp(st decide.Status) ([]byte, error) {
+// digestWithoutTimestamp is the digest of the document as it is compared
+// between rounds: without its timestamp and without what follows from the
+// timestamp alone. Every host's freshness reason and the cooldown gate
+// state an age (now minus when something was seen), which grows every
+// round; compared as they are, the document would differ every round and
+// be written every round. Their verdicts (ok or not) stay compared, so a
+// host going stale or a cooldown ending is still a change; so do the times
+// they count from (each host's observation and the voter set's change time).
+// It blanks those fields of st in place and puts them back before it
+// returns, rather than encoding a copy: the copy of every host's reasons
+// would be as large as the reasons.
+func digestWithoutTimestamp(st *decide.Status) ([sha256.Size]byte, error) {
+	type was struct {
+		r      *decide.Reason
+		value  *float64
+		detail string
+	}
+	var undo []was
+	blank := func(r *decide.Reason, value *float64, detail string) {
+		undo = append(undo, was{r, r.Value, r.Detail})
+		r.Value, r.Detail = value, detail
+	}
+	generated := st.GeneratedAt
+	defer func() {
+		st.GeneratedAt = generated
+		for i := len(undo) - 1; i >= 0; i-- { // last first, should one reason be blanked twice
+			undo[i].r.Value, undo[i].r.Detail = undo[i].value, undo[i].detail
+		}
+	}()
 	st.GeneratedAt = time.Time{}
 	var ages []string // details that state an age, as other details quote them
-	st.Hosts = slices.Clone(st.Hosts)
 	for i := range st.Hosts {
-		h := &st.Hosts[i]
-		h.Reasons = slices.Clone(h.Reasons)
-		for j := range h.Reasons {
-			if r := &h.Reasons[j]; r.Signal == decide.SignalFreshness {
+		for j := range st.Hosts[i].Reasons {
+			if r := &st.Hosts[i].Reasons[j]; r.Signal == decide.SignalFreshness {
 				if r.Detail != "" {
 					ages = append(ages, r.Detail)
 				}
-				r.Value, r.Detail = nil, ""
+				blank(r, nil, "")
 			}
 		}
 	}
-	st.Decision.Reasons = slices.Clone(st.Decision.Reasons)
 	for i := range st.Decision.Reasons {
 		r := &st.Decision.Reasons[i]
 		if r.Signal == decide.GateCooldown {
-			r.Value, r.Detail = nil, ""
+			blank(r, nil, "")
 		}
 		// A gate that names a stale voter quotes its freshness detail.
+		detail := r.Detail
 		for _, a := range ages {
-			r.Detail = strings.ReplaceAll(r.Detail, a, "")
+			detail = strings.ReplaceAll(detail, a, "")
+		}
+		if detail != r.Detail {
+			blank(r, r.Value, detail)
 		}
 	}
 	b, err := st.Marshal()
 	if err != nil {
-		return nil, fmt.Errorf("encode status: %w", err)
+		return [sha256.Size]byte{}, fmt.Errorf("encode status: %w", err)
 	}
-	return b, nil
+	return sha256.Sum256(b), nil
 }
 
 // Ready reports whether the last loop succeeded within three intervals.

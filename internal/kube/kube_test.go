@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/lab/apiserver"
 	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
 )
@@ -125,6 +126,7 @@ func TestKube(t *testing.T) {
 		t.Run(b.name+"/concurrent", func(t *testing.T) { testConcurrent(t, b) })
 	}
 	t.Run("nodes", func(t *testing.T) { testNodes(t, s, admin) })
+	t.Run("record informer", func(t *testing.T) { testRecordInformer(t, s, admin) })
 }
 
 func ptr(s string) *string { return &s }
@@ -348,5 +350,76 @@ func testNodes(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
 	}
 	if _, err := nobody.Nodes().List(ctx); !apierrors.IsForbidden(err) {
 		t.Errorf("list nodes with no binding: %v, want Forbidden", err)
+	}
+}
+
+// The record informer's cache holds what record.Read reads of each record
+// and no more: the record it lists reads as the one written, without the
+// managedFields and annotations the server holds, after the first list and
+// after a watch event alike.
+func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "recorded"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := record.Object(ns, record.Owner{Name: node.Name, UID: node.UID}, "first")
+	obj.Annotations = map[string]string{"note": strings.Repeat("x", 1000)}
+	if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, obj, metav1.CreateOptions{FieldManager: "writer"}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, obj.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held.ManagedFields) == 0 {
+		t.Fatal("the server holds no managedFields for the record: the test would show nothing")
+	}
+	c, err := kube.NewWatchClientForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := c.NewRecordInformer(ns)
+	inf.Start(ctx)
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check := func(want string) bool {
+		t.Helper()
+		l, err := inf.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l) != 1 {
+			t.Fatalf("the informer lists %d records, want 1", len(l))
+		}
+		cm := l[0]
+		if len(cm.ManagedFields) != 0 || len(cm.Annotations) != 0 || cm.UID != "" {
+			t.Errorf("the cache holds %d managedFields, %d annotations and UID %q of the record, want none", len(cm.ManagedFields), len(cm.Annotations), cm.UID)
+		}
+		if cm.Namespace != ns || cm.ResourceVersion == "" || !record.IsRecord(cm) ||
+			len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != node.UID {
+			t.Errorf("the cache lost what the cache or record.Read needs: namespace %q, resourceVersion %q, labels %v, ownerReferences %v",
+				cm.Namespace, cm.ResourceVersion, cm.Labels, cm.OwnerReferences)
+		}
+		n, text, err := record.Read(cm)
+		if err != nil || n != node.Name {
+			t.Fatalf("record.Read of the cached record: node %q, %v", n, err)
+		}
+		return text == want
+	}
+	if !check("first") {
+		t.Fatal("the first list does not hold the record's entry")
+	}
+	if err := kube.NewRecordsFor(admin.CoreV1().ConfigMaps(ns), ns).Put(ctx, record.Owner{Name: node.Name, UID: node.UID}, "second"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !check("second") {
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never saw the record's second entry within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

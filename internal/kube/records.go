@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -143,7 +144,37 @@ func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
+	// Set before the informer runs, which is the only time it takes one.
+	utilruntime.Must(inf.SetTransform(recordView))
 	return &RecordInformer{informer: inf, lister: listersv1.NewConfigMapLister(inf.GetIndexer()).ConfigMaps(namespace)}
+}
+
+// recordView is the part of a record the cache keeps: what record.Read
+// reads (the name, the labels, the data and binaryData, the owner
+// references) and what the cache itself keys and tracks by (the namespace,
+// the resourceVersion). The rest (managedFields above all, a field set per
+// writer that is as large as a small record's own metadata; annotations,
+// the UID, timestamps) is read by nothing in the controller, and would be
+// held for every record of the fleet between decisions (docs/performance.md).
+// Anything that is no ConfigMap (the cache's tombstone of a record deleted
+// while a watch was down) passes unchanged.
+func recordView(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            cm.Name,
+			Namespace:       cm.Namespace,
+			ResourceVersion: cm.ResourceVersion,
+			Labels:          cm.Labels,
+			OwnerReferences: cm.OwnerReferences,
+		},
+		Immutable:  cm.Immutable,
+		Data:       cm.Data,
+		BinaryData: cm.BinaryData,
+	}, nil
 }
 
 // Start runs the informer until ctx is done.
