@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -12,6 +13,40 @@ import (
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
+
+// limits are the settings and the limits every host of a decision is judged
+// by, derived once a decision rather than once a reason (each derivation
+// formats its basis), and the scratch column the reasons' quantiles read.
+type limits struct {
+	s                                                       settings.Settings
+	window, stale, connect, rtt, wal, backend, fsync, stall settings.Limit
+	// pn names the tail percentile ("99"); connectMust is the connect
+	// limit as it ends a sentence (", must be at most 25ms").
+	pn, connectMust string
+	// values is reused by each column judged in turn: Decide judges one
+	// host after another, and a quantile reads its column only while its
+	// reason is made.
+	values []float64
+	// dec reads, one after another, the entries of the hosts whose
+	// windows are let go once they are judged.
+	dec entry.Decoder
+}
+
+func limitsOf(s settings.Settings) *limits {
+	l := &limits{s: s, window: s.WindowLimit(), stale: s.StaleAfter(), connect: s.ConnectLimit(), rtt: s.RTTLimit(),
+		wal: s.WALFsyncLimit(), backend: s.BackendCommitLimit(), fsync: s.FdatasyncLimit(), stall: s.StallLimit(),
+		pn: settings.PercentileName(s.TailPercentile)}
+	l.connectMust = ", must be " + ruleWord(l.connect.Rule) + " " + FormatValue(l.connect.Value, l.connect.Unit)
+	return l
+}
+
+// column is the scratch column, emptied, with room for n values.
+func (l *limits) column(n int) []float64 {
+	if cap(l.values) < n {
+		l.values = make([]float64, 0, n)
+	}
+	return l.values[:0]
+}
 
 // host is one host while a decision is made.
 type host struct {
@@ -80,7 +115,8 @@ func latestEtcd(samples []entry.Sample) *entry.EtcdSample {
 func (h *host) isMember() bool { return h.role == RoleVoter || h.role == RoleLearner }
 
 // evidence judges whether the host can be judged at all.
-func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
+func (h *host) evidence(j *limits, now time.Time, decodeErr error) {
+	s := j.s
 	if !h.hasEntry {
 		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "every voter and eligible host runs the probe, which keeps one record per host",
 			fmt.Sprintf("no probe record for this host (ConfigMap %s/%s)", s.Namespace, record.Name(h.node.Name)), false))
@@ -95,11 +131,11 @@ func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
 		h.reasons = append(h.reasons, r)
 	}
 	n := len(h.window)
-	r := against(s.WindowLimit(), SignalSamples, "", float64(n), fmt.Sprintf("%d of %d samples", n, s.Window))
+	r := against(j.window, SignalSamples, "", float64(n), fmt.Sprintf("%d of %d samples", n, s.Window))
 	r.unknown = !r.OK
 	h.reasons = append(h.reasons, r)
 	age := now.Sub(h.obs.ChangedAt)
-	r = against(s.StaleAfter(), SignalFreshness, "", age.Seconds(),
+	r = against(j.stale, SignalFreshness, "", age.Seconds(),
 		fmt.Sprintf("entry last seen changing %v ago, at %s", age.Round(time.Millisecond), h.obs.ChangedAt.Format(time.RFC3339)))
 	r.unknown = !r.OK
 	if !r.OK {
@@ -132,7 +168,7 @@ func (h *host) recordReason(s settings.Settings) (Reason, bool) {
 
 // measure judges every signal of a decoded entry. voters are the nodes the
 // host connects to; members maps etcd member IDs to node names.
-func (h *host) measure(s settings.Settings, voters []string, members map[string]string) {
+func (h *host) measure(j *limits, voters []string, members map[string]string) {
 	w := h.window
 	if len(w) == 0 {
 		return
@@ -141,15 +177,15 @@ func (h *host) measure(s settings.Settings, voters []string, members map[string]
 	h.reasons = append(h.reasons, h.link(last.Link))
 	for _, v := range voters {
 		if v != h.node.Name {
-			h.reasons = append(h.reasons, connectReason(s, h.connects[v], v))
+			h.reasons = append(h.reasons, connectReason(j, h.connects[v], v))
 		}
 	}
 	if h.isMember() {
-		h.reasons = append(h.reasons, h.etcd(s, members)...)
+		h.reasons = append(h.reasons, h.etcd(j, members)...)
 	} else {
-		h.reasons = append(h.reasons, h.fdatasync(s))
+		h.reasons = append(h.reasons, h.fdatasync(j))
 	}
-	h.reasons = append(h.reasons, h.memory(s), stallReason(s, w))
+	h.reasons = append(h.reasons, h.memory(j), stallReason(j, w))
 	var failed int
 	var lastErr string
 	for _, x := range w {
@@ -191,12 +227,12 @@ func orDash(s string) string {
 
 // connectReason judges the connects to voter over the window. A failed
 // connect counts as over the limit: it sorts above every time.
-func connectReason(s settings.Settings, col *entry.Connects, voter string) Reason {
-	l := s.ConnectLimit()
+func connectReason(j *limits, col *entry.Connects, voter string) Reason {
+	s, l := j.s, j.connect
 	if col == nil {
 		col = &entry.Connects{}
 	}
-	values := make([]float64, 0, len(col.At))
+	values := j.column(len(col.At))
 	failed := 0
 	var lastErr string
 	for i, at := range col.At {
@@ -217,22 +253,21 @@ func connectReason(s settings.Settings, col *entry.Connects, voter string) Reaso
 	}
 	// One question of this column: its tail is selected, not sorted.
 	v, _ := quantile.High(values, s.TailPercentile)
-	pn := settings.PercentileName(s.TailPercentile)
+	pn := j.pn
 	// brief is the detail without the entry's error text, for the copy of
 	// the reason on the voter's side of the link.
 	fails, briefFails := "", ""
 	if failed > 0 {
-		briefFails = fmt.Sprintf("; %d of %d failed", failed, len(values))
+		briefFails = "; " + strconv.Itoa(failed) + " of " + strconv.Itoa(len(values)) + " failed"
 		fails = briefFails + ", the latest: " + lastErr
 	}
 	var r Reason
 	var head string
 	if math.IsInf(v, 1) {
-		head = fmt.Sprintf("p%s of %d connects to %s's peer port: failed", pn, len(values), voter)
+		head = "p" + pn + " of " + strconv.Itoa(len(values)) + " connects to " + voter + "'s peer port: failed"
 		r = Reason{Signal: SignalConnect, Subject: voter, Limit: num(l.Value), Unit: l.Unit, Rule: l.Rule, Basis: l.Basis}
 	} else {
-		head = fmt.Sprintf("p%s of %d connects to %s's peer port: %s, must be %s %s",
-			pn, len(values), voter, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))
+		head = "p" + pn + " of " + strconv.Itoa(len(values)) + " connects to " + voter + "'s peer port: " + FormatValue(v, l.Unit) + j.connectMust
 		r = against(l, SignalConnect, voter, v, "")
 	}
 	r.Detail, r.brief = head+fails, head+briefFails
@@ -241,7 +276,8 @@ func connectReason(s settings.Settings, col *entry.Connects, voter string) Reaso
 
 // etcd judges a member's own metrics: its round trips to every peer and its
 // disks, from the window's merged histogram deltas.
-func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
+func (h *host) etcd(j *limits, members map[string]string) []Reason {
+	s := j.s
 	var wal, backend quantile.Histogram
 	rtt := map[string]*quantile.Histogram{}
 	read, failed := 0, 0
@@ -281,7 +317,7 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 		out = append(out, Reason{Signal: SignalEtcd, Value: num(float64(failed)), Unit: "samples", Basis: basis, OK: true,
 			Detail: fmt.Sprintf("%d of %d scrapes failed, the latest: %s; judged from the others", failed, failed+read, lastErr)})
 	}
-	pn := settings.PercentileName(s.TailPercentile)
+	pn := j.pn
 	for _, id := range sortedKeys(rtt) {
 		if id == self {
 			continue
@@ -296,12 +332,12 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 		if subject == "" {
 			subject = "member " + shown
 		}
-		l := s.RTTLimit()
+		l := j.rtt
 		out = append(out, against(l, SignalPeerRTT, subject, v, fmt.Sprintf("p%s of %d round trips to %s (member %s): %s, must be %s %s",
 			pn, g.Count(), subject, shown, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
 	}
-	out = append(out, histReason(s.WALFsyncLimit(), SignalWALFsync, "fsyncs", wal, s.TailPercentile),
-		histReason(s.BackendCommitLimit(), SignalBackendCommit, "commits", backend, s.TailPercentile))
+	out = append(out, histReason(j.wal, SignalWALFsync, "fsyncs", wal, s.TailPercentile),
+		histReason(j.backend, SignalBackendCommit, "commits", backend, s.TailPercentile))
 	return out
 }
 
@@ -316,8 +352,8 @@ func histReason(l settings.Limit, signal, what string, g quantile.Histogram, p f
 
 // fdatasync judges a non-voter's own disk reading. A reading not taken on a
 // disk says why and is not held against the host.
-func (h *host) fdatasync(s settings.Settings) Reason {
-	l := s.FdatasyncLimit()
+func (h *host) fdatasync(j *limits) Reason {
+	s, l := j.s, j.fsync
 	f := h.entry.Fsync
 	if f != nil {
 		c := *f
@@ -343,8 +379,9 @@ func (h *host) fdatasync(s settings.Settings) Reason {
 
 // memory judges the low tail of available memory against the storage quota
 // etcd reports for a member, else the setting.
-func (h *host) memory(s settings.Settings) Reason {
-	values := make([]float64, 0, len(h.window))
+func (h *host) memory(j *limits) Reason {
+	s := j.s
+	values := j.column(len(h.window))
 	for _, x := range h.window {
 		if x.MemTotalBytes > 0 {
 			values = append(values, float64(x.MemAvailableBytes))
@@ -369,9 +406,9 @@ func (h *host) memory(s settings.Settings) Reason {
 }
 
 // stallReason judges the memory full-stall time gained per sample period.
-func stallReason(s settings.Settings, w []entry.Sample) Reason {
-	l := s.StallLimit()
-	values := make([]float64, 0, len(w))
+func stallReason(j *limits, w []entry.Sample) Reason {
+	s, l := j.s, j.stall
+	values := j.column(len(w))
 	for _, x := range w {
 		if x.MemFullStallSeconds != nil {
 			values = append(values, *x.MemFullStallSeconds)
@@ -382,7 +419,7 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 	}
 	v, _ := quantile.High(values, s.TailPercentile)
 	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, must be %s %s",
-		settings.PercentileName(s.TailPercentile), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+		j.pn, len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
 }
 
 // clipEntry cuts every text of a decoded entry to TextCap as soon as it is

@@ -14,7 +14,12 @@ import (
 
 // expand turns [value, count] runs into a column of n values.
 func expand(field string, runs []pair, n int) ([]uint64, error) {
-	out := make([]uint64, 0, n)
+	return expandInto(field, runs, n, nil)
+}
+
+// expandInto is expand with its column cut from a (nil: afresh).
+func expandInto(field string, runs []pair, n int, a *arena) ([]uint64, error) {
+	out := take(a, uint64s, n)[:0]
 	for i, r := range runs {
 		if r[1] == 0 {
 			return nil, fmt.Errorf("%s: run %d has count 0", field, i)
@@ -188,6 +193,12 @@ func fromWire(w wire, l Limits) (Entry, error) {
 // fromWireBy builds the entry from its wire form; byVoter leaves the
 // samples' Connect maps nil and returns the connects by voter instead.
 func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Connects, err error) {
+	return fromWireInto(w, l, byVoter, nil)
+}
+
+// fromWireInto is fromWireBy with the samples and columns cut from a (nil:
+// afresh).
+func fromWireInto(w wire, l Limits, byVoter bool, a *arena) (e Entry, cols map[string]*Connects, err error) {
 	if w.V != Version {
 		return Entry{}, nil, fmt.Errorf("v: unsupported version %d (this fleet-role reads %d)", w.V, Version)
 	}
@@ -212,7 +223,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 	if len(w.Refused) > MaxTextBytes {
 		return Entry{}, nil, fmt.Errorf("refused: %d bytes, over the limit of %d", len(w.Refused), MaxTextBytes)
 	}
-	e = Entry{Node: w.Node, Samples: make([]Sample, n), Shrunk: w.Shrunk, Refused: w.Refused}
+	e = Entry{Node: w.Node, Samples: take(a, samples, n), Shrunk: w.Shrunk, Refused: w.Refused}
 	if n > 0 {
 		var t0 time.Time
 		t0, err = time.Parse(time.RFC3339Nano, w.T0)
@@ -263,7 +274,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 	// voter, a column of each instead.
 	voters := len(w.ConnectUs)
 	if byVoter {
-		cols = make(map[string]*Connects, voters)
+		cols = connectsMap(a, voters)
 	}
 	put := func(v string, c *Connects, i int, cn Connect) {
 		if c != nil {
@@ -285,7 +296,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 		}
 		var c *Connects
 		if byVoter {
-			c = &Connects{At: make([]bool, n), Connect: make([]Connect, n)}
+			c = newConnects(a, n)
 			cols[v] = c
 		}
 		for i, us := range col {
@@ -315,7 +326,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 			put(v, cols[v], int(p[0]), Connect{Err: w.Strings[p[1]]})
 		}
 	}
-	total, err := expand("mem_total_kib", w.MemTotalKiB, n)
+	total, err := expandInto("mem_total_kib", w.MemTotalKiB, n, a)
 	if err != nil {
 		return Entry{}, nil, err
 	}
@@ -340,7 +351,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 				return Entry{}, nil, err
 			}
 			if stalls == nil {
-				stalls = make([]float64, n) // one backing array, not one a sample
+				stalls = take(a, floats, n) // one backing array, not one a sample
 			}
 			stalls[i] = seconds(us)
 			s.MemFullStallSeconds = &stalls[i]

@@ -145,17 +145,22 @@ func DecodeByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
 }
 
 func decode(raw string, l Limits, byVoter bool) (Entry, map[string]*Connects, error) {
+	return decodeInto(raw, l, byVoter, nil)
+}
+
+// decodeInto decodes into a's memory, or afresh when a is nil.
+func decodeInto(raw string, l Limits, byVoter bool, a *arena) (Entry, map[string]*Connects, error) {
 	if len(raw) > l.MaxBytes {
 		return Entry{}, nil, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
 	}
-	w, err := decodeWire(raw, l)
+	w, err := decodeWireInto(raw, l, a)
 	if err == nil {
 		err = w.checkSizes(l)
 	}
 	if err != nil {
 		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}
-	e, cols, err := fromWireBy(w, l, byVoter)
+	e, cols, err := fromWireInto(w, l, byVoter, a)
 	if err != nil {
 		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}

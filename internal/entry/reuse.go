@@ -1,0 +1,116 @@
+package entry
+
+// Decoder reads entries one after another into memory it reuses: the
+// columns, samples and connects of one entry are cut from the same arrays
+// as the previous entry's. What DecodeByVoter returns is therefore valid
+// only until the Decoder's next decode; its texts (taken from the raw
+// entry) stay valid. A reader that judges many entries in turn and keeps
+// none of their samples (the decision, for every host that is not an etcd
+// member) allocates the arrays once rather than once an entry. It holds
+// the same limits as DecodeLimited: what it keeps between entries is at
+// most twice what the largest entry it read needed. The zero Decoder is
+// ready to use; it is not safe for concurrent use.
+type Decoder struct {
+	a arena
+}
+
+// DecodeByVoter is the package's DecodeByVoter into the Decoder's memory.
+func (d *Decoder) DecodeByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
+	d.a.reset()
+	return decodeInto(raw, l, true, &d.a)
+}
+
+// arena is the memory a Decoder reuses; a nil *arena allocates afresh.
+type arena struct {
+	int64s   chunk[int64]
+	uint64s  chunk[uint64]
+	ptrs     chunk[*int64]
+	floats   chunk[float64]
+	bools    chunk[bool]
+	samples  chunk[Sample]
+	connect  chunk[Connect]
+	columns  chunk[Connects]
+	connects map[string]*Connects
+	wireUs   map[string][]*int64
+}
+
+func (a *arena) reset() {
+	a.int64s.reset()
+	a.uint64s.reset()
+	a.ptrs.reset()
+	a.floats.reset()
+	a.bools.reset()
+	a.samples.reset()
+	a.connect.reset()
+	a.columns.reset()
+	clear(a.connects)
+	clear(a.wireUs)
+}
+
+// chunk hands out zeroed slices cut from one array, which reset takes back.
+type chunk[T any] struct{ base, free []T }
+
+func (c *chunk[T]) reset() { c.free = c.base }
+
+// take is n zeroed values of their own (appending past n reallocates).
+// Every caller has held n to the entry's limits before it asks.
+func (c *chunk[T]) take(n int) []T {
+	if n == 0 {
+		return make([]T, 0)
+	}
+	if len(c.free) < n {
+		// Doubling: the arrays settle at the size entries need after a
+		// few, and never exceed twice the largest need.
+		c.base = make([]T, max(n, 2*len(c.base)))
+		c.free = c.base
+	}
+	s := c.free[:n:n]
+	c.free = c.free[n:]
+	clear(s)
+	return s
+}
+
+// take is n zeroed values, from a's chunk that pick names when there is an
+// arena, else afresh.
+func take[T any](a *arena, pick func(*arena) *chunk[T], n int) []T {
+	if a == nil {
+		return make([]T, n)
+	}
+	return pick(a).take(n)
+}
+
+// The chunks by type, for take.
+func int64s(a *arena) *chunk[int64]   { return &a.int64s }
+func uint64s(a *arena) *chunk[uint64] { return &a.uint64s }
+func ptrs(a *arena) *chunk[*int64]    { return &a.ptrs }
+func floats(a *arena) *chunk[float64] { return &a.floats }
+func samples(a *arena) *chunk[Sample] { return &a.samples }
+
+func newConnects(a *arena, n int) *Connects {
+	if a == nil {
+		return &Connects{At: make([]bool, n), Connect: make([]Connect, n)}
+	}
+	c := &a.columns.take(1)[0]
+	c.At, c.Connect = a.bools.take(n), a.connect.take(n)
+	return c
+}
+
+func connectsMap(a *arena, voters int) map[string]*Connects {
+	if a == nil {
+		return make(map[string]*Connects, voters)
+	}
+	if a.connects == nil {
+		a.connects = make(map[string]*Connects, voters)
+	}
+	return a.connects
+}
+
+func wireUsMap(a *arena) map[string][]*int64 {
+	if a == nil {
+		return map[string][]*int64{}
+	}
+	if a.wireUs == nil {
+		a.wireUs = map[string][]*int64{}
+	}
+	return a.wireUs
+}
