@@ -95,7 +95,7 @@ func checkBounds(field string, b []float64) error {
 type histKind struct {
 	column string
 	bounds []float64
-	pool   *[]uint64 // the rows not yet taken, shared by every kind
+	pool   *[]uint64 // the kind's rows not yet taken
 	// total is the sum of the kind's counts over the window, which the
 	// decision adds up: it must fit 64 bits.
 	total uint64
@@ -468,14 +468,20 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error 
 		return fmt.Errorf("wal_fsync/backend_commit/peer_rtt: %d bucket counts, over the limit of %d (%d samples x %d histograms x %d buckets)",
 			counts, l.MaxCounts, l.MaxSamples, 2+l.MaxPeers, l.MaxBounds+1)
 	}
-	// The kinds take their rows from one pool in turn; a row is cut only for
-	// a histogram that is there, as histCounts counted.
-	pool := make([]uint64, counts)
-	wal := histKind{column: "wal_fsync", bounds: w.Bounds.WALFsync, pool: &pool}
-	backend := histKind{column: "backend_commit", bounds: w.Bounds.BackendCommit, pool: &pool}
+	// Each kind takes its rows from a pool of its own, sized as histCounts
+	// counted (a row is cut only for a histogram that is there): one array
+	// a kind rather than one for all, so that at the default window each
+	// stays a small object of the allocator's, which a large one (past
+	// 32 KiB, its own pages) is not; the total was held to the limit above.
+	pool := func(col []*[]uint64, bounds []float64) *[]uint64 {
+		rows := make([]uint64, histCounts(col, bounds))
+		return &rows
+	}
+	wal := histKind{column: "wal_fsync", bounds: w.Bounds.WALFsync, pool: pool(w.WALFsync, w.Bounds.WALFsync)}
+	backend := histKind{column: "backend_commit", bounds: w.Bounds.BackendCommit, pool: pool(w.BackendCommit, w.Bounds.BackendCommit)}
 	rtt := make([]histKind, len(peers))
 	for p, id := range peers {
-		rtt[p] = histKind{column: fmt.Sprintf("peer_rtt[%q]", id), bounds: w.Bounds.PeerRTT, pool: &pool}
+		rtt[p] = histKind{column: fmt.Sprintf("peer_rtt[%q]", id), bounds: w.Bounds.PeerRTT, pool: pool(w.PeerRTT[id], w.Bounds.PeerRTT)}
 	}
 	var changesTotal uint64
 	xs := make([]EtcdSample, m) // one backing array, not one a sample

@@ -657,7 +657,9 @@ func (r *reader) pairs(field string, most int, what string, why func() string) (
 	if r.null() {
 		return nil, nil
 	}
-	out := make([]pair, 0, min(r.sized(), most))
+	// A run column holds a run or a few, and references are few: room for
+	// some, more as a list needs (at most most).
+	out := make([]pair, 0, min(r.sized(), most, 4))
 	err := r.array(field, most, what, why, func(k int) error {
 		p, err := r.pair(field)
 		out = append(out, p)
