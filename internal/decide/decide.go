@@ -38,6 +38,7 @@ func Decide(in Input) Status {
 	}
 	nodes := slices.SortedFunc(slices.Values(in.Nodes), func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
 
+	j := limitsOf(s)
 	var hosts []*host
 	byName := map[string]*host{}
 	for _, n := range nodes {
@@ -53,7 +54,7 @@ func Decide(in Input) Status {
 			if n.Voter {
 				// A labelled node's role depends on its entry (a learner);
 				// every other entry is read only when its host is judged.
-				h.read(s, nil)
+				h.read(s, &j.dec, true)
 			}
 		}
 		h.role = roleOf(n, latestEtcd(h.window))
@@ -74,7 +75,6 @@ func Decide(in Input) Status {
 			}
 		}
 	}
-	j := limitsOf(s)
 	for _, h := range hosts {
 		h.judge(j, now, voters, members)
 	}
@@ -119,9 +119,9 @@ func Decide(in Input) Status {
 // decodeEntry reads one host's entry. A panic in the reader is that entry's
 // error: the other hosts are still judged.
 //
-// With a Decoder, the entry is read into memory the Decoder's next entry
-// reuses.
-func decodeEntry(dec *entry.Decoder, raw, node string, l entry.Limits) (e entry.Entry, connects map[string]*entry.Connects, err error) {
+// The entry is read with dec: kept, into memory of its own and only the
+// decoding's scratch from dec's; else into memory dec's next entry reuses.
+func decodeEntry(dec *entry.Decoder, kept bool, raw, node string, l entry.Limits) (e entry.Entry, connects map[string]*entry.Connects, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			e, connects, err = entry.Entry{}, nil, fmt.Errorf("reading the entry panicked: %s", clip(fmt.Sprint(p)))
@@ -129,10 +129,10 @@ func decodeEntry(dec *entry.Decoder, raw, node string, l entry.Limits) (e entry.
 	}()
 	// By voter: the connects are judged voter by voter, and a map per
 	// sample was most of what reading an entry allocated.
-	if dec != nil {
-		e, connects, err = dec.DecodeByVoter(raw, l)
+	if kept {
+		e, connects, err = dec.DecodeKeptByVoter(raw, l)
 	} else {
-		e, connects, err = entry.DecodeByVoter(raw, l)
+		e, connects, err = dec.DecodeByVoter(raw, l)
 	}
 	clipEntry(&e, connects)
 	if err == nil && e.Node != node {
@@ -144,13 +144,13 @@ func decodeEntry(dec *entry.Decoder, raw, node string, l entry.Limits) (e entry.
 // judgeHook, when set (by tests), runs before each host is judged.
 var judgeHook func(node string)
 
-// read decodes the host's entry and takes its window. A host whose window
-// is let go once it is judged (not an etcd member) reads it with dec, into
-// the memory of the host judged before it; an etcd member's (its window
-// outlives its judging) with a nil dec, into its own.
-func (h *host) read(s settings.Settings, dec *entry.Decoder) {
+// read decodes the host's entry with dec and takes its window. A host whose
+// window is let go once it is judged (not an etcd member) reads it into the
+// memory of the host judged before it; an etcd member's window outlives its
+// judging and is kept, in memory of its own.
+func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
 	h.wasRead = true
-	e, connects, err := decodeEntry(dec, h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
+	e, connects, err := decodeEntry(dec, kept, h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
 	if err != nil {
 		h.readErr = err
 		return
@@ -191,11 +191,7 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 		judgeHook(h.node.Name)
 	}
 	if h.hasEntry && !h.wasRead {
-		var dec *entry.Decoder
-		if !h.isMember() {
-			dec = &j.dec
-		}
-		h.read(s, dec)
+		h.read(s, &j.dec, h.isMember())
 	}
 	if h.reasons == nil {
 		// Room for every reason measure can give: the evidence (record,

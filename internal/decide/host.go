@@ -27,8 +27,10 @@ type limits struct {
 	// host after another, and a quantile reads its column only while its
 	// reason is made.
 	values []float64
-	// dec reads, one after another, the entries of the hosts whose
-	// windows are let go once they are judged.
+	// dec reads every entry in turn: the etcd members' first, kept, with
+	// only their decoding's scratch in its memory; then those of the hosts
+	// whose windows are let go once they are judged, each into the memory
+	// of the one before.
 	dec entry.Decoder
 }
 
@@ -131,12 +133,12 @@ func (h *host) evidence(j *limits, now time.Time, decodeErr error) {
 		h.reasons = append(h.reasons, r)
 	}
 	n := len(h.window)
-	r := against(j.window, SignalSamples, "", float64(n), fmt.Sprintf("%d of %d samples", n, s.Window))
+	r := against(j.window, SignalSamples, "", float64(n), strconv.Itoa(n)+" of "+strconv.Itoa(s.Window)+" samples")
 	r.unknown = !r.OK
 	h.reasons = append(h.reasons, r)
 	age := now.Sub(h.obs.ChangedAt)
 	r = against(j.stale, SignalFreshness, "", age.Seconds(),
-		fmt.Sprintf("entry last seen changing %v ago, at %s", age.Round(time.Millisecond), h.obs.ChangedAt.Format(time.RFC3339)))
+		"entry last seen changing "+age.Round(time.Millisecond).String()+" ago, at "+h.obs.ChangedAt.Format(time.RFC3339))
 	r.unknown = !r.OK
 	if !r.OK {
 		r.Detail += ": the probe has stopped reporting"
@@ -208,7 +210,7 @@ func (h *host) link(l entry.Link) Reason {
 	case entry.ClassWifi:
 		return unfitNoNumber(SignalLink, l.Interface, basis, fmt.Sprintf("the default route leaves by %s, a Wi-Fi interface", l.Interface))
 	case entry.ClassWired:
-		return unmeasured(SignalLink, l.Interface, basis, fmt.Sprintf("the default route leaves by %s, wired", l.Interface), true)
+		return unmeasured(SignalLink, l.Interface, basis, "the default route leaves by "+l.Interface+", wired", true)
 	}
 	return unmeasured(SignalLink, l.Interface, basis, fmt.Sprintf("the link of %s cannot be seen: reported, not held against the host", orDash(l.Interface)), true)
 }
@@ -346,8 +348,8 @@ func histReason(l settings.Limit, signal, what string, g quantile.Histogram, p f
 	if !ok {
 		return unmeasured(signal, "", l.Basis, "no "+what+" observed in the window: reported, not held against the host", true)
 	}
-	return against(l, signal, "", v, fmt.Sprintf("p%s of %d %s in the window: %s, must be %s %s",
-		settings.PercentileName(p), g.Count(), what, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+	return against(l, signal, "", v, "p"+settings.PercentileName(p)+" of "+strconv.FormatUint(g.Count(), 10)+" "+what+" in the window: "+
+		FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
 }
 
 // fdatasync judges a non-voter's own disk reading. A reading not taken on a
@@ -401,8 +403,8 @@ func (h *host) memory(j *limits) Reason {
 		return unmeasured(SignalMemory, "", l.Basis, "memory could not be read in any sample of the window", false)
 	}
 	v, _ := quantile.Low(values, s.TailPercentile)
-	return against(l, SignalMemory, "", v, fmt.Sprintf("low tail (rank %d of %d from the top) of available memory: %s, must be %s %s",
-		quantile.Rank(s.TailPercentile, len(values)), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+	return against(l, SignalMemory, "", v, "low tail (rank "+strconv.Itoa(quantile.Rank(s.TailPercentile, len(values)))+" of "+strconv.Itoa(len(values))+
+		" from the top) of available memory: "+FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
 }
 
 // stallReason judges the memory full-stall time gained per sample period.
@@ -418,8 +420,8 @@ func stallReason(j *limits, w []entry.Sample) Reason {
 		return unmeasured(SignalStall, "", l.Basis, "no memory pressure (PSI) figures on this host: reported, not held against it", true)
 	}
 	v, _ := quantile.High(values, s.TailPercentile)
-	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, must be %s %s",
-		j.pn, len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+	return against(l, SignalStall, "", v, "p"+j.pn+" of "+strconv.Itoa(len(values))+" periods' memory full stall: "+
+		FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
 }
 
 // clipEntry cuts every text of a decoded entry to TextCap as soon as it is

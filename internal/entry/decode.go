@@ -94,6 +94,7 @@ func checkBounds(field string, b []float64) error {
 // array sized before it is allocated: treat both as read-only.
 type histKind struct {
 	column string
+	peer   string // the member ID of a peer_rtt column, named only in errors
 	bounds []float64
 	pool   *[]uint64 // the kind's rows not yet taken
 	// total is the sum of the kind's counts over the window, which the
@@ -109,7 +110,11 @@ func (k *histKind) histogram(j int, sp *[]uint64) (quantile.Histogram, error) {
 	}
 	h, err := k.sparse(*sp)
 	if err != nil {
-		return h, fmt.Errorf("%s[%d]: %w", k.column, j, err)
+		column := k.column
+		if k.peer != "" {
+			column = fieldKey(column, k.peer)
+		}
+		return h, fmt.Errorf("%s[%d]: %w", column, j, err)
 	}
 	return h, nil
 }
@@ -481,7 +486,7 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error 
 	backend := histKind{column: "backend_commit", bounds: w.Bounds.BackendCommit, pool: pool(w.BackendCommit, w.Bounds.BackendCommit)}
 	rtt := make([]histKind, len(peers))
 	for p, id := range peers {
-		rtt[p] = histKind{column: fmt.Sprintf("peer_rtt[%q]", id), bounds: w.Bounds.PeerRTT, pool: pool(w.PeerRTT[id], w.Bounds.PeerRTT)}
+		rtt[p] = histKind{column: "peer_rtt", peer: id, bounds: w.Bounds.PeerRTT, pool: pool(w.PeerRTT[id], w.Bounds.PeerRTT)}
 	}
 	var changesTotal uint64
 	xs := make([]EtcdSample, m) // one backing array, not one a sample

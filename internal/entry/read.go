@@ -585,8 +585,8 @@ func (r *reader) hists(field string) ([]*[]uint64, error) {
 	innerMost, innerWhy := r.inner()
 	// A histogram of the window's deltas has a few nonzero buckets: room
 	// for two [bucket, count] pairs a sample, more as a column needs.
-	vals := make([]uint64, 0, 4*r.sized())
-	ends := make([]int, 0, r.sized()) // where each element's numbers end in vals; -1 for null
+	vals := take(r.a, uint64s, 4*r.sized())[:0]
+	ends := take(r.a, ints, r.sized())[:0] // where each element's numbers end in vals; -1 for null
 	err := r.array(field, most, "values", why, func(k int) error {
 		if r.null() {
 			ends = append(ends, -1)
@@ -606,8 +606,8 @@ func (r *reader) hists(field string) ([]*[]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*[]uint64, len(ends))
-	cols := make([][]uint64, len(ends))
+	out := take(r.a, histPtrs, len(ends))
+	cols := take(r.a, histCols, len(ends))
 	start := 0
 	for k, end := range ends {
 		if end < 0 {

@@ -17,12 +17,23 @@ type Decoder struct {
 // DecodeByVoter is the package's DecodeByVoter into the Decoder's memory.
 func (d *Decoder) DecodeByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
 	d.a.reset()
-	return decodeInto(raw, l, true, &d.a)
+	return decodeInto(raw, l, true, &d.a, &d.a)
+}
+
+// DecodeKeptByVoter is the package's DecodeByVoter for an entry that is
+// kept: what it returns is its own, and only the decoding's scratch (the
+// wire form's columns) is cut from the Decoder's memory.
+func (d *Decoder) DecodeKeptByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
+	d.a.reset()
+	return decodeInto(raw, l, true, &d.a, nil)
 }
 
 // arena is the memory a Decoder reuses; a nil *arena allocates afresh.
 type arena struct {
 	int64s   chunk[int64]
+	ints     chunk[int]
+	histPtrs chunk[*[]uint64]
+	histCols chunk[[]uint64]
 	uint64s  chunk[uint64]
 	ptrs     chunk[*int64]
 	floats   chunk[float64]
@@ -36,6 +47,9 @@ type arena struct {
 
 func (a *arena) reset() {
 	a.int64s.reset()
+	a.ints.reset()
+	a.histPtrs.reset()
+	a.histCols.reset()
 	a.uint64s.reset()
 	a.ptrs.reset()
 	a.floats.reset()
@@ -80,11 +94,14 @@ func take[T any](a *arena, pick func(*arena) *chunk[T], n int) []T {
 }
 
 // The chunks by type, for take.
-func int64s(a *arena) *chunk[int64]   { return &a.int64s }
-func uint64s(a *arena) *chunk[uint64] { return &a.uint64s }
-func ptrs(a *arena) *chunk[*int64]    { return &a.ptrs }
-func floats(a *arena) *chunk[float64] { return &a.floats }
-func samples(a *arena) *chunk[Sample] { return &a.samples }
+func int64s(a *arena) *chunk[int64]       { return &a.int64s }
+func ints(a *arena) *chunk[int]           { return &a.ints }
+func histPtrs(a *arena) *chunk[*[]uint64] { return &a.histPtrs }
+func histCols(a *arena) *chunk[[]uint64]  { return &a.histCols }
+func uint64s(a *arena) *chunk[uint64]     { return &a.uint64s }
+func ptrs(a *arena) *chunk[*int64]        { return &a.ptrs }
+func floats(a *arena) *chunk[float64]     { return &a.floats }
+func samples(a *arena) *chunk[Sample]     { return &a.samples }
 
 func newConnects(a *arena, n int) *Connects {
 	if a == nil {

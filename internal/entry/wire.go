@@ -145,15 +145,17 @@ func DecodeByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
 }
 
 func decode(raw string, l Limits, byVoter bool) (Entry, map[string]*Connects, error) {
-	return decodeInto(raw, l, byVoter, nil)
+	return decodeInto(raw, l, byVoter, nil, nil)
 }
 
-// decodeInto decodes into a's memory, or afresh when a is nil.
-func decodeInto(raw string, l Limits, byVoter bool, a *arena) (Entry, map[string]*Connects, error) {
+// decodeInto decodes with the wire form's columns (dead once the entry is
+// built: the entry shares none of them) cut from scratch and the entry's
+// samples and columns from a; either nil allocates afresh.
+func decodeInto(raw string, l Limits, byVoter bool, scratch, a *arena) (Entry, map[string]*Connects, error) {
 	if len(raw) > l.MaxBytes {
 		return Entry{}, nil, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
 	}
-	w, err := decodeWireInto(raw, l, a)
+	w, err := decodeWireInto(raw, l, scratch)
 	if err == nil {
 		err = w.checkSizes(l)
 	}
