@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
@@ -165,7 +166,17 @@ func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
 	}
 	// An etcd member's window and connects outlive its judging: the plan
 	// reads its connects by voter (fitOutside); every other host's are let
-	// go.
+	// go. Its histograms were read into dec's memory, which dec's next entry
+	// reuses: merged now, the one use the decision has for them, and
+	// dropped from its samples.
+	if kept {
+		h.merged = mergeEtcd(h.window)
+		for i := range e.Samples {
+			if x := e.Samples[i].Etcd; x != nil {
+				x.WALFsync, x.BackendCommit, x.PeerRTT = quantile.Histogram{}, quantile.Histogram{}, nil
+			}
+		}
+	}
 }
 
 // judge judges one host. A panic while judging it makes that host unknown

@@ -57,6 +57,9 @@ type host struct {
 	raw      string
 	hasEntry bool
 	entry    entry.Entry
+	// merged is an etcd member's window of etcd samples, merged as soon as
+	// its entry is read (its histograms are then dropped); nil otherwise.
+	merged *etcdWindow
 	// window is the samples judged: the entry's last Window samples; let go
 	// once the host is judged unless it is an etcd member. samples is its
 	// length.
@@ -276,39 +279,56 @@ func connectReason(j *limits, col *entry.Connects, voter string) Reason {
 	return r
 }
 
-// etcd judges a member's own metrics: its round trips to every peer and its
-// disks, from the window's merged histogram deltas.
-func (h *host) etcd(j *limits, members map[string]string) []Reason {
-	s := j.s
-	var wal, backend quantile.Histogram
-	rtt := map[string]*quantile.Histogram{}
-	read, failed := 0, 0
-	var lastErr, self string
-	for _, x := range h.window {
+// etcdWindow is a member's etcd samples over its window: the histograms
+// merged, the scrapes read and failed.
+type etcdWindow struct {
+	wal, backend  quantile.Histogram
+	rtt           map[string]*quantile.Histogram
+	read, failed  int
+	lastErr, self string
+}
+
+// mergeEtcd merges the etcd samples of a window.
+func mergeEtcd(window []entry.Sample) *etcdWindow {
+	w := &etcdWindow{rtt: map[string]*quantile.Histogram{}}
+	for _, x := range window {
 		e := x.Etcd
 		if e == nil {
 			continue
 		}
 		if e.Err != "" {
-			failed++
-			lastErr = clip(e.Err)
+			w.failed++
+			w.lastErr = clip(e.Err)
 			continue
 		}
-		read++
-		self = e.MemberID
+		w.read++
+		w.self = e.MemberID
 		// Bounds are one set per entry (docs/entry.md), so a merge cannot
 		// fail on a decoded entry; a histogram that does is left out.
-		_ = wal.Add(e.WALFsync)
-		_ = backend.Add(e.BackendCommit)
+		_ = w.wal.Add(e.WALFsync)
+		_ = w.backend.Add(e.BackendCommit)
 		for id, g := range e.PeerRTT {
-			m := rtt[id]
+			m := w.rtt[id]
 			if m == nil {
 				m = &quantile.Histogram{}
-				rtt[id] = m
+				w.rtt[id] = m
 			}
 			_ = m.Add(g)
 		}
 	}
+	return w
+}
+
+// etcd judges a member's own metrics: its round trips to every peer and its
+// disks, from the window's merged histogram deltas (merged when the entry
+// was read, or now).
+func (h *host) etcd(j *limits, members map[string]string) []Reason {
+	s := j.s
+	m := h.merged
+	if m == nil {
+		m = mergeEtcd(h.window)
+	}
+	wal, backend, rtt, read, failed, lastErr, self := m.wal, m.backend, m.rtt, m.read, m.failed, m.lastErr, m.self
 	basis := "a voter's signals are its etcd's own metrics, scraped every sample"
 	if read == 0 {
 		return []Reason{unmeasured(SignalEtcd, "", basis,

@@ -198,12 +198,13 @@ func fromWire(w wire, l Limits) (Entry, error) {
 // fromWireBy builds the entry from its wire form; byVoter leaves the
 // samples' Connect maps nil and returns the connects by voter instead.
 func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Connects, err error) {
-	return fromWireInto(w, l, byVoter, nil)
+	return fromWireInto(w, l, byVoter, nil, nil)
 }
 
-// fromWireInto is fromWireBy with the samples and columns cut from a (nil:
-// afresh).
-func fromWireInto(w wire, l Limits, byVoter bool, a *arena) (e Entry, cols map[string]*Connects, err error) {
+// fromWireInto is fromWireBy with the samples and columns cut from a, and
+// the etcd samples' histograms (their bucket rows and peer maps) from hs
+// (nil: afresh).
+func fromWireInto(w wire, l Limits, byVoter bool, a, hs *arena) (e Entry, cols map[string]*Connects, err error) {
 	if w.V != Version {
 		return Entry{}, nil, fmt.Errorf("v: unsupported version %d (this fleet-role reads %d)", w.V, Version)
 	}
@@ -369,7 +370,7 @@ func fromWireInto(w wire, l Limits, byVoter bool, a *arena) (e Entry, cols map[s
 		e.Samples[p[0]].Errors = append(e.Samples[p[0]].Errors, w.Strings[p[1]])
 	}
 	if w.Etcd != nil {
-		if err := etcdFromWire(w.Etcd, e.Samples, w.Strings, l); err != nil {
+		if err := etcdFromWire(w.Etcd, e.Samples, w.Strings, l, hs); err != nil {
 			return Entry{}, nil, fmt.Errorf("etcd.%w", err)
 		}
 	}
@@ -393,7 +394,7 @@ func fromWireInto(w wire, l Limits, byVoter bool, a *arena) (e Entry, cols map[s
 	return e, cols, nil
 }
 
-func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error {
+func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits, hs *arena) error {
 	present, err := expandBool("present", w.Present, len(samples))
 	if err != nil {
 		return err
@@ -479,7 +480,7 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error 
 	// stays a small object of the allocator's, which a large one (past
 	// 32 KiB, its own pages) is not; the total was held to the limit above.
 	pool := func(col []*[]uint64, bounds []float64) *[]uint64 {
-		rows := make([]uint64, histCounts(col, bounds))
+		rows := take(hs, uint64s, histCounts(col, bounds))
 		return &rows
 	}
 	wal := histKind{column: "wal_fsync", bounds: w.Bounds.WALFsync, pool: pool(w.WALFsync, w.Bounds.WALFsync)}
@@ -521,7 +522,7 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error 
 				return err
 			}
 			if x.PeerRTT == nil {
-				x.PeerRTT = map[string]quantile.Histogram{}
+				x.PeerRTT = peerMap(hs)
 			}
 			x.PeerRTT[id] = h
 		}

@@ -1,5 +1,7 @@
 package entry
 
+import "github.com/fleet-role/fleet-role/internal/quantile"
+
 // Decoder reads entries one after another into memory it reuses: the
 // columns, samples and connects of one entry are cut from the same arrays
 // as the previous entry's. What DecodeByVoter returns is therefore valid
@@ -21,8 +23,12 @@ func (d *Decoder) DecodeByVoter(raw string, l Limits) (Entry, map[string]*Connec
 }
 
 // DecodeKeptByVoter is the package's DecodeByVoter for an entry that is
-// kept: what it returns is its own, and only the decoding's scratch (the
-// wire form's columns) is cut from the Decoder's memory.
+// kept: what it returns is its own, except its etcd samples' histograms
+// (WALFsync, BackendCommit, PeerRTT), which are cut from the Decoder's
+// memory with the decoding's scratch (the wire form's columns) and valid
+// only until its next decode. A reader that merges a window's histograms
+// as soon as it has read them (the decision, for each etcd member) keeps
+// the rest of the entry and none of the histograms' memory.
 func (d *Decoder) DecodeKeptByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
 	d.a.reset()
 	return decodeInto(raw, l, true, &d.a, nil)
@@ -42,7 +48,11 @@ type arena struct {
 	connect  chunk[Connect]
 	columns  chunk[Connects]
 	connects map[string]*Connects
-	wireUs   map[string][]*int64
+	// peerMaps are the etcd samples' PeerRTT maps, emptied for reuse;
+	// peerMapsUsed of them are taken.
+	peerMaps     []map[string]quantile.Histogram
+	peerMapsUsed int
+	wireUs       map[string][]*int64
 }
 
 func (a *arena) reset() {
@@ -58,6 +68,10 @@ func (a *arena) reset() {
 	a.connect.reset()
 	a.columns.reset()
 	clear(a.connects)
+	for _, m := range a.peerMaps[:a.peerMapsUsed] {
+		clear(m)
+	}
+	a.peerMapsUsed = 0
 	clear(a.wireUs)
 }
 
@@ -120,6 +134,18 @@ func connectsMap(a *arena, voters int) map[string]*Connects {
 		a.connects = make(map[string]*Connects, voters)
 	}
 	return a.connects
+}
+
+// peerMap is an empty map for an etcd sample's PeerRTT.
+func peerMap(a *arena) map[string]quantile.Histogram {
+	if a == nil {
+		return map[string]quantile.Histogram{}
+	}
+	if a.peerMapsUsed == len(a.peerMaps) {
+		a.peerMaps = append(a.peerMaps, map[string]quantile.Histogram{})
+	}
+	a.peerMapsUsed++
+	return a.peerMaps[a.peerMapsUsed-1]
 }
 
 func wireUsMap(a *arena) map[string][]*int64 {

@@ -149,8 +149,9 @@ func decode(raw string, l Limits, byVoter bool) (Entry, map[string]*Connects, er
 }
 
 // decodeInto decodes with the wire form's columns (dead once the entry is
-// built: the entry shares none of them) cut from scratch and the entry's
-// samples and columns from a; either nil allocates afresh.
+// built: the entry shares none of them) and the etcd samples' histograms
+// cut from scratch, and the entry's samples and columns from a; either nil
+// allocates afresh.
 func decodeInto(raw string, l Limits, byVoter bool, scratch, a *arena) (Entry, map[string]*Connects, error) {
 	if len(raw) > l.MaxBytes {
 		return Entry{}, nil, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
@@ -162,7 +163,7 @@ func decodeInto(raw string, l Limits, byVoter bool, scratch, a *arena) (Entry, m
 	if err != nil {
 		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}
-	e, cols, err := fromWireInto(w, l, byVoter, a)
+	e, cols, err := fromWireInto(w, l, byVoter, a, scratch)
 	if err != nil {
 		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}
