@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
@@ -38,6 +39,7 @@ func Decide(in Input) Status {
 	}
 	nodes := slices.SortedFunc(slices.Values(in.Nodes), func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
 
+	j := limitsOf(s)
 	var hosts []*host
 	byName := map[string]*host{}
 	for _, n := range nodes {
@@ -53,7 +55,7 @@ func Decide(in Input) Status {
 			if n.Voter {
 				// A labelled node's role depends on its entry (a learner);
 				// every other entry is read only when its host is judged.
-				h.read(s)
+				h.read(s, &j.dec, true)
 			}
 		}
 		h.role = roleOf(n, latestEtcd(h.window))
@@ -75,7 +77,7 @@ func Decide(in Input) Status {
 		}
 	}
 	for _, h := range hosts {
-		h.judge(s, now, voters, members)
+		h.judge(j, now, voters, members)
 	}
 	mirrorSlowLinks(hosts, byName)
 	for _, h := range hosts {
@@ -117,7 +119,10 @@ func Decide(in Input) Status {
 
 // decodeEntry reads one host's entry. A panic in the reader is that entry's
 // error: the other hosts are still judged.
-func decodeEntry(raw, node string, l entry.Limits) (e entry.Entry, connects map[string]*entry.Connects, err error) {
+//
+// The entry is read with dec: kept, into memory of its own and only the
+// decoding's scratch from dec's; else into memory dec's next entry reuses.
+func decodeEntry(dec *entry.Decoder, kept bool, raw, node string, l entry.Limits) (e entry.Entry, connects map[string]*entry.Connects, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			e, connects, err = entry.Entry{}, nil, fmt.Errorf("reading the entry panicked: %s", clip(fmt.Sprint(p)))
@@ -125,7 +130,11 @@ func decodeEntry(raw, node string, l entry.Limits) (e entry.Entry, connects map[
 	}()
 	// By voter: the connects are judged voter by voter, and a map per
 	// sample was most of what reading an entry allocated.
-	e, connects, err = entry.DecodeByVoter(raw, l)
+	if kept {
+		e, connects, err = dec.DecodeKeptByVoter(raw, l)
+	} else {
+		e, connects, err = dec.DecodeByVoter(raw, l)
+	}
 	clipEntry(&e, connects)
 	if err == nil && e.Node != node {
 		err = fmt.Errorf("the entry names node %q but is stored under %q", clip(e.Node), node)
@@ -136,10 +145,13 @@ func decodeEntry(raw, node string, l entry.Limits) (e entry.Entry, connects map[
 // judgeHook, when set (by tests), runs before each host is judged.
 var judgeHook func(node string)
 
-// read decodes the host's entry and takes its window.
-func (h *host) read(s settings.Settings) {
+// read decodes the host's entry with dec and takes its window. A host whose
+// window is let go once it is judged (not an etcd member) reads it into the
+// memory of the host judged before it; an etcd member's window outlives its
+// judging and is kept, in memory of its own.
+func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
 	h.wasRead = true
-	e, connects, err := decodeEntry(h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
+	e, connects, err := decodeEntry(dec, kept, h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
 	if err != nil {
 		h.readErr = err
 		return
@@ -152,10 +164,18 @@ func (h *host) read(s settings.Settings) {
 			h.connects[v] = c.Slice(from)
 		}
 	}
-	if h.node.Voter {
-		// An etcd member's window outlives its judging (the plan reads
-		// its samples' connects); every other host's is let go.
-		entry.FillConnects(h.window, h.connects)
+	// An etcd member's window and connects outlive its judging: the plan
+	// reads its connects by voter (fitOutside); every other host's are let
+	// go. Its histograms were read into dec's memory, which dec's next entry
+	// reuses: merged now, the one use the decision has for them, and
+	// dropped from its samples.
+	if kept {
+		h.merged = mergeEtcd(h.window)
+		for i := range e.Samples {
+			if x := e.Samples[i].Etcd; x != nil {
+				x.WALFsync, x.BackendCommit, x.PeerRTT = quantile.Histogram{}, quantile.Histogram{}, nil
+			}
+		}
 	}
 }
 
@@ -165,7 +185,8 @@ func (h *host) read(s settings.Settings) {
 // a host that is not an etcd member are let go once it is judged: the plan
 // reads only its reasons, and a fleet's decoded windows would otherwise all
 // be held at once.
-func (h *host) judge(s settings.Settings, now time.Time, voters []string, members map[string]string) {
+func (h *host) judge(j *limits, now time.Time, voters []string, members map[string]string) {
+	s := j.s
 	defer func() {
 		if p := recover(); p != nil {
 			h.window, h.connects, h.decoded, h.judged = nil, nil, false, false
@@ -181,11 +202,22 @@ func (h *host) judge(s settings.Settings, now time.Time, voters []string, member
 		judgeHook(h.node.Name)
 	}
 	if h.hasEntry && !h.wasRead {
-		h.read(s)
+		h.read(s, &j.dec, h.isMember())
 	}
-	h.evidence(s, now, h.readErr)
+	if h.reasons == nil {
+		// Room for every reason measure can give: the evidence (record,
+		// samples, freshness), the link, a connect to each voter, the disk,
+		// memory, stall and reading errors; a member's etcd has a round trip
+		// to each other member, its two disks and its failed scrapes.
+		n := 9 + len(voters)
+		if h.isMember() {
+			n += len(voters) + 2
+		}
+		h.reasons = make([]Reason, 0, n)
+	}
+	h.evidence(j, now, h.readErr)
 	if h.decoded {
-		h.measure(s, voters, members)
+		h.measure(j, voters, members)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -13,6 +14,42 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
+// limits are the settings and the limits every host of a decision is judged
+// by, derived once a decision rather than once a reason (each derivation
+// formats its basis), and the scratch column the reasons' quantiles read.
+type limits struct {
+	s                                                       settings.Settings
+	window, stale, connect, rtt, wal, backend, fsync, stall settings.Limit
+	// pn names the tail percentile ("99"); connectMust is the connect
+	// limit as it ends a sentence (", must be at most 25ms").
+	pn, connectMust string
+	// values is reused by each column judged in turn: Decide judges one
+	// host after another, and a quantile reads its column only while its
+	// reason is made.
+	values []float64
+	// dec reads every entry in turn: the etcd members' first, kept, with
+	// only their decoding's scratch in its memory; then those of the hosts
+	// whose windows are let go once they are judged, each into the memory
+	// of the one before.
+	dec entry.Decoder
+}
+
+func limitsOf(s settings.Settings) *limits {
+	l := &limits{s: s, window: s.WindowLimit(), stale: s.StaleAfter(), connect: s.ConnectLimit(), rtt: s.RTTLimit(),
+		wal: s.WALFsyncLimit(), backend: s.BackendCommitLimit(), fsync: s.FdatasyncLimit(), stall: s.StallLimit(),
+		pn: settings.PercentileName(s.TailPercentile)}
+	l.connectMust = ", must be " + ruleWord(l.connect.Rule) + " " + FormatValue(l.connect.Value, l.connect.Unit)
+	return l
+}
+
+// column is the scratch column, emptied, with room for n values.
+func (l *limits) column(n int) []float64 {
+	if cap(l.values) < n {
+		l.values = make([]float64, 0, n)
+	}
+	return l.values[:0]
+}
+
 // host is one host while a decision is made.
 type host struct {
 	node     Node
@@ -20,6 +57,9 @@ type host struct {
 	raw      string
 	hasEntry bool
 	entry    entry.Entry
+	// merged is an etcd member's window of etcd samples, merged as soon as
+	// its entry is read (its histograms are then dropped); nil otherwise.
+	merged *etcdWindow
 	// window is the samples judged: the entry's last Window samples; let go
 	// once the host is judged unless it is an etcd member. samples is its
 	// length.
@@ -80,7 +120,8 @@ func latestEtcd(samples []entry.Sample) *entry.EtcdSample {
 func (h *host) isMember() bool { return h.role == RoleVoter || h.role == RoleLearner }
 
 // evidence judges whether the host can be judged at all.
-func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
+func (h *host) evidence(j *limits, now time.Time, decodeErr error) {
+	s := j.s
 	if !h.hasEntry {
 		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "every voter and eligible host runs the probe, which keeps one record per host",
 			fmt.Sprintf("no probe record for this host (ConfigMap %s/%s)", s.Namespace, record.Name(h.node.Name)), false))
@@ -95,12 +136,12 @@ func (h *host) evidence(s settings.Settings, now time.Time, decodeErr error) {
 		h.reasons = append(h.reasons, r)
 	}
 	n := len(h.window)
-	r := against(s.WindowLimit(), SignalSamples, "", float64(n), fmt.Sprintf("%d of %d samples", n, s.Window))
+	r := against(j.window, SignalSamples, "", float64(n), strconv.Itoa(n)+" of "+strconv.Itoa(s.Window)+" samples")
 	r.unknown = !r.OK
 	h.reasons = append(h.reasons, r)
 	age := now.Sub(h.obs.ChangedAt)
-	r = against(s.StaleAfter(), SignalFreshness, "", age.Seconds(),
-		fmt.Sprintf("entry last seen changing %v ago, at %s", age.Round(time.Millisecond), h.obs.ChangedAt.Format(time.RFC3339)))
+	r = against(j.stale, SignalFreshness, "", age.Seconds(),
+		"entry last seen changing "+age.Round(time.Millisecond).String()+" ago, at "+h.obs.ChangedAt.Format(time.RFC3339))
 	r.unknown = !r.OK
 	if !r.OK {
 		r.Detail += ": the probe has stopped reporting"
@@ -132,7 +173,7 @@ func (h *host) recordReason(s settings.Settings) (Reason, bool) {
 
 // measure judges every signal of a decoded entry. voters are the nodes the
 // host connects to; members maps etcd member IDs to node names.
-func (h *host) measure(s settings.Settings, voters []string, members map[string]string) {
+func (h *host) measure(j *limits, voters []string, members map[string]string) {
 	w := h.window
 	if len(w) == 0 {
 		return
@@ -141,15 +182,15 @@ func (h *host) measure(s settings.Settings, voters []string, members map[string]
 	h.reasons = append(h.reasons, h.link(last.Link))
 	for _, v := range voters {
 		if v != h.node.Name {
-			h.reasons = append(h.reasons, connectReason(s, h.connects[v], v))
+			h.reasons = append(h.reasons, connectReason(j, h.connects[v], v))
 		}
 	}
 	if h.isMember() {
-		h.reasons = append(h.reasons, h.etcd(s, members)...)
+		h.reasons = append(h.reasons, h.etcd(j, members)...)
 	} else {
-		h.reasons = append(h.reasons, h.fdatasync(s))
+		h.reasons = append(h.reasons, h.fdatasync(j))
 	}
-	h.reasons = append(h.reasons, h.memory(s), stallReason(s, w))
+	h.reasons = append(h.reasons, h.memory(j), stallReason(j, w))
 	var failed int
 	var lastErr string
 	for _, x := range w {
@@ -172,7 +213,7 @@ func (h *host) link(l entry.Link) Reason {
 	case entry.ClassWifi:
 		return unfitNoNumber(SignalLink, l.Interface, basis, fmt.Sprintf("the default route leaves by %s, a Wi-Fi interface", l.Interface))
 	case entry.ClassWired:
-		return unmeasured(SignalLink, l.Interface, basis, fmt.Sprintf("the default route leaves by %s, wired", l.Interface), true)
+		return unmeasured(SignalLink, l.Interface, basis, "the default route leaves by "+l.Interface+", wired", true)
 	}
 	return unmeasured(SignalLink, l.Interface, basis, fmt.Sprintf("the link of %s cannot be seen: reported, not held against the host", orDash(l.Interface)), true)
 }
@@ -191,12 +232,12 @@ func orDash(s string) string {
 
 // connectReason judges the connects to voter over the window. A failed
 // connect counts as over the limit: it sorts above every time.
-func connectReason(s settings.Settings, col *entry.Connects, voter string) Reason {
-	l := s.ConnectLimit()
+func connectReason(j *limits, col *entry.Connects, voter string) Reason {
+	s, l := j.s, j.connect
 	if col == nil {
 		col = &entry.Connects{}
 	}
-	values := make([]float64, 0, len(col.At))
+	values := j.column(len(col.At))
 	failed := 0
 	var lastErr string
 	for i, at := range col.At {
@@ -217,60 +258,77 @@ func connectReason(s settings.Settings, col *entry.Connects, voter string) Reaso
 	}
 	// One question of this column: its tail is selected, not sorted.
 	v, _ := quantile.High(values, s.TailPercentile)
-	pn := settings.PercentileName(s.TailPercentile)
+	pn := j.pn
 	// brief is the detail without the entry's error text, for the copy of
 	// the reason on the voter's side of the link.
 	fails, briefFails := "", ""
 	if failed > 0 {
-		briefFails = fmt.Sprintf("; %d of %d failed", failed, len(values))
+		briefFails = "; " + strconv.Itoa(failed) + " of " + strconv.Itoa(len(values)) + " failed"
 		fails = briefFails + ", the latest: " + lastErr
 	}
 	var r Reason
 	var head string
 	if math.IsInf(v, 1) {
-		head = fmt.Sprintf("p%s of %d connects to %s's peer port: failed", pn, len(values), voter)
+		head = "p" + pn + " of " + strconv.Itoa(len(values)) + " connects to " + voter + "'s peer port: failed"
 		r = Reason{Signal: SignalConnect, Subject: voter, Limit: num(l.Value), Unit: l.Unit, Rule: l.Rule, Basis: l.Basis}
 	} else {
-		head = fmt.Sprintf("p%s of %d connects to %s's peer port: %s, must be %s %s",
-			pn, len(values), voter, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))
+		head = "p" + pn + " of " + strconv.Itoa(len(values)) + " connects to " + voter + "'s peer port: " + FormatValue(v, l.Unit) + j.connectMust
 		r = against(l, SignalConnect, voter, v, "")
 	}
 	r.Detail, r.brief = head+fails, head+briefFails
 	return r
 }
 
-// etcd judges a member's own metrics: its round trips to every peer and its
-// disks, from the window's merged histogram deltas.
-func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
-	var wal, backend quantile.Histogram
-	rtt := map[string]*quantile.Histogram{}
-	read, failed := 0, 0
-	var lastErr, self string
-	for _, x := range h.window {
+// etcdWindow is a member's etcd samples over its window: the histograms
+// merged, the scrapes read and failed.
+type etcdWindow struct {
+	wal, backend  quantile.Histogram
+	rtt           map[string]*quantile.Histogram
+	read, failed  int
+	lastErr, self string
+}
+
+// mergeEtcd merges the etcd samples of a window.
+func mergeEtcd(window []entry.Sample) *etcdWindow {
+	w := &etcdWindow{rtt: map[string]*quantile.Histogram{}}
+	for _, x := range window {
 		e := x.Etcd
 		if e == nil {
 			continue
 		}
 		if e.Err != "" {
-			failed++
-			lastErr = clip(e.Err)
+			w.failed++
+			w.lastErr = clip(e.Err)
 			continue
 		}
-		read++
-		self = e.MemberID
+		w.read++
+		w.self = e.MemberID
 		// Bounds are one set per entry (docs/entry.md), so a merge cannot
 		// fail on a decoded entry; a histogram that does is left out.
-		_ = wal.Add(e.WALFsync)
-		_ = backend.Add(e.BackendCommit)
+		_ = w.wal.Add(e.WALFsync)
+		_ = w.backend.Add(e.BackendCommit)
 		for id, g := range e.PeerRTT {
-			m := rtt[id]
+			m := w.rtt[id]
 			if m == nil {
 				m = &quantile.Histogram{}
-				rtt[id] = m
+				w.rtt[id] = m
 			}
 			_ = m.Add(g)
 		}
 	}
+	return w
+}
+
+// etcd judges a member's own metrics: its round trips to every peer and its
+// disks, from the window's merged histogram deltas (merged when the entry
+// was read, or now).
+func (h *host) etcd(j *limits, members map[string]string) []Reason {
+	s := j.s
+	m := h.merged
+	if m == nil {
+		m = mergeEtcd(h.window)
+	}
+	wal, backend, rtt, read, failed, lastErr, self := m.wal, m.backend, m.rtt, m.read, m.failed, m.lastErr, m.self
 	basis := "a voter's signals are its etcd's own metrics, scraped every sample"
 	if read == 0 {
 		return []Reason{unmeasured(SignalEtcd, "", basis,
@@ -281,7 +339,7 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 		out = append(out, Reason{Signal: SignalEtcd, Value: num(float64(failed)), Unit: "samples", Basis: basis, OK: true,
 			Detail: fmt.Sprintf("%d of %d scrapes failed, the latest: %s; judged from the others", failed, failed+read, lastErr)})
 	}
-	pn := settings.PercentileName(s.TailPercentile)
+	pn := j.pn
 	for _, id := range sortedKeys(rtt) {
 		if id == self {
 			continue
@@ -296,12 +354,12 @@ func (h *host) etcd(s settings.Settings, members map[string]string) []Reason {
 		if subject == "" {
 			subject = "member " + shown
 		}
-		l := s.RTTLimit()
+		l := j.rtt
 		out = append(out, against(l, SignalPeerRTT, subject, v, fmt.Sprintf("p%s of %d round trips to %s (member %s): %s, must be %s %s",
 			pn, g.Count(), subject, shown, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
 	}
-	out = append(out, histReason(s.WALFsyncLimit(), SignalWALFsync, "fsyncs", wal, s.TailPercentile),
-		histReason(s.BackendCommitLimit(), SignalBackendCommit, "commits", backend, s.TailPercentile))
+	out = append(out, histReason(j.wal, SignalWALFsync, "fsyncs", wal, s.TailPercentile),
+		histReason(j.backend, SignalBackendCommit, "commits", backend, s.TailPercentile))
 	return out
 }
 
@@ -310,14 +368,14 @@ func histReason(l settings.Limit, signal, what string, g quantile.Histogram, p f
 	if !ok {
 		return unmeasured(signal, "", l.Basis, "no "+what+" observed in the window: reported, not held against the host", true)
 	}
-	return against(l, signal, "", v, fmt.Sprintf("p%s of %d %s in the window: %s, must be %s %s",
-		settings.PercentileName(p), g.Count(), what, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+	return against(l, signal, "", v, "p"+settings.PercentileName(p)+" of "+strconv.FormatUint(g.Count(), 10)+" "+what+" in the window: "+
+		FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
 }
 
 // fdatasync judges a non-voter's own disk reading. A reading not taken on a
 // disk says why and is not held against the host.
-func (h *host) fdatasync(s settings.Settings) Reason {
-	l := s.FdatasyncLimit()
+func (h *host) fdatasync(j *limits) Reason {
+	s, l := j.s, j.fsync
 	f := h.entry.Fsync
 	if f != nil {
 		c := *f
@@ -343,8 +401,9 @@ func (h *host) fdatasync(s settings.Settings) Reason {
 
 // memory judges the low tail of available memory against the storage quota
 // etcd reports for a member, else the setting.
-func (h *host) memory(s settings.Settings) Reason {
-	values := make([]float64, 0, len(h.window))
+func (h *host) memory(j *limits) Reason {
+	s := j.s
+	values := j.column(len(h.window))
 	for _, x := range h.window {
 		if x.MemTotalBytes > 0 {
 			values = append(values, float64(x.MemAvailableBytes))
@@ -364,14 +423,14 @@ func (h *host) memory(s settings.Settings) Reason {
 		return unmeasured(SignalMemory, "", l.Basis, "memory could not be read in any sample of the window", false)
 	}
 	v, _ := quantile.Low(values, s.TailPercentile)
-	return against(l, SignalMemory, "", v, fmt.Sprintf("low tail (rank %d of %d from the top) of available memory: %s, must be %s %s",
-		quantile.Rank(s.TailPercentile, len(values)), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+	return against(l, SignalMemory, "", v, "low tail (rank "+strconv.Itoa(quantile.Rank(s.TailPercentile, len(values)))+" of "+strconv.Itoa(len(values))+
+		" from the top) of available memory: "+FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
 }
 
 // stallReason judges the memory full-stall time gained per sample period.
-func stallReason(s settings.Settings, w []entry.Sample) Reason {
-	l := s.StallLimit()
-	values := make([]float64, 0, len(w))
+func stallReason(j *limits, w []entry.Sample) Reason {
+	s, l := j.s, j.stall
+	values := j.column(len(w))
 	for _, x := range w {
 		if x.MemFullStallSeconds != nil {
 			values = append(values, *x.MemFullStallSeconds)
@@ -381,8 +440,8 @@ func stallReason(s settings.Settings, w []entry.Sample) Reason {
 		return unmeasured(SignalStall, "", l.Basis, "no memory pressure (PSI) figures on this host: reported, not held against it", true)
 	}
 	v, _ := quantile.High(values, s.TailPercentile)
-	return against(l, SignalStall, "", v, fmt.Sprintf("p%s of %d periods' memory full stall: %s, must be %s %s",
-		settings.PercentileName(s.TailPercentile), len(values), FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+	return against(l, SignalStall, "", v, "p"+j.pn+" of "+strconv.Itoa(len(values))+" periods' memory full stall: "+
+		FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
 }
 
 // clipEntry cuts every text of a decoded entry to TextCap as soon as it is

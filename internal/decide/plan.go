@@ -412,8 +412,12 @@ func fitOutside(s settings.Settings, voters []*host, cover []string) (string, bo
 	forgiven := s.Window - quantile.Rank(s.TailPercentile, s.Window)
 	l := s.ConnectLimit()
 	count := func(from, to *host) (slow, measured int) {
-		for _, x := range from.window {
-			if c, ok := x.Connect[to.node.Name]; ok {
+		col := from.connects[to.node.Name] // aligned with from.window
+		if col == nil {
+			return 0, 0
+		}
+		for i, at := range col.At {
+			if c := col.Connect[i]; at {
 				measured++
 				if c.Err != "" || !l.OK(c.Seconds) {
 					slow++

@@ -14,7 +14,12 @@ import (
 
 // expand turns [value, count] runs into a column of n values.
 func expand(field string, runs []pair, n int) ([]uint64, error) {
-	out := make([]uint64, 0, n)
+	return expandInto(field, runs, n, nil)
+}
+
+// expandInto is expand with its column cut from a (nil: afresh).
+func expandInto(field string, runs []pair, n int, a *arena) ([]uint64, error) {
+	out := take(a, uint64s, n)[:0]
 	for i, r := range runs {
 		if r[1] == 0 {
 			return nil, fmt.Errorf("%s: run %d has count 0", field, i)
@@ -89,8 +94,9 @@ func checkBounds(field string, b []float64) error {
 // array sized before it is allocated: treat both as read-only.
 type histKind struct {
 	column string
+	peer   string // the member ID of a peer_rtt column, named only in errors
 	bounds []float64
-	pool   *[]uint64 // the rows not yet taken, shared by every kind
+	pool   *[]uint64 // the kind's rows not yet taken
 	// total is the sum of the kind's counts over the window, which the
 	// decision adds up: it must fit 64 bits.
 	total uint64
@@ -104,7 +110,11 @@ func (k *histKind) histogram(j int, sp *[]uint64) (quantile.Histogram, error) {
 	}
 	h, err := k.sparse(*sp)
 	if err != nil {
-		return h, fmt.Errorf("%s[%d]: %w", k.column, j, err)
+		column := k.column
+		if k.peer != "" {
+			column = fieldKey(column, k.peer)
+		}
+		return h, fmt.Errorf("%s[%d]: %w", column, j, err)
 	}
 	return h, nil
 }
@@ -188,6 +198,13 @@ func fromWire(w wire, l Limits) (Entry, error) {
 // fromWireBy builds the entry from its wire form; byVoter leaves the
 // samples' Connect maps nil and returns the connects by voter instead.
 func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Connects, err error) {
+	return fromWireInto(w, l, byVoter, nil, nil)
+}
+
+// fromWireInto is fromWireBy with the samples and columns cut from a, and
+// the etcd samples' histograms (their bucket rows and peer maps) from hs
+// (nil: afresh).
+func fromWireInto(w wire, l Limits, byVoter bool, a, hs *arena) (e Entry, cols map[string]*Connects, err error) {
 	if w.V != Version {
 		return Entry{}, nil, fmt.Errorf("v: unsupported version %d (this fleet-role reads %d)", w.V, Version)
 	}
@@ -212,7 +229,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 	if len(w.Refused) > MaxTextBytes {
 		return Entry{}, nil, fmt.Errorf("refused: %d bytes, over the limit of %d", len(w.Refused), MaxTextBytes)
 	}
-	e = Entry{Node: w.Node, Samples: make([]Sample, n), Shrunk: w.Shrunk, Refused: w.Refused}
+	e = Entry{Node: w.Node, Samples: take(a, samples, n), Shrunk: w.Shrunk, Refused: w.Refused}
 	if n > 0 {
 		var t0 time.Time
 		t0, err = time.Parse(time.RFC3339Nano, w.T0)
@@ -263,7 +280,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 	// voter, a column of each instead.
 	voters := len(w.ConnectUs)
 	if byVoter {
-		cols = make(map[string]*Connects, voters)
+		cols = connectsMap(a, voters)
 	}
 	put := func(v string, c *Connects, i int, cn Connect) {
 		if c != nil {
@@ -285,7 +302,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 		}
 		var c *Connects
 		if byVoter {
-			c = &Connects{At: make([]bool, n), Connect: make([]Connect, n)}
+			c = newConnects(a, n)
 			cols[v] = c
 		}
 		for i, us := range col {
@@ -315,7 +332,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 			put(v, cols[v], int(p[0]), Connect{Err: w.Strings[p[1]]})
 		}
 	}
-	total, err := expand("mem_total_kib", w.MemTotalKiB, n)
+	total, err := expandInto("mem_total_kib", w.MemTotalKiB, n, a)
 	if err != nil {
 		return Entry{}, nil, err
 	}
@@ -340,7 +357,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 				return Entry{}, nil, err
 			}
 			if stalls == nil {
-				stalls = make([]float64, n) // one backing array, not one a sample
+				stalls = take(a, floats, n) // one backing array, not one a sample
 			}
 			stalls[i] = seconds(us)
 			s.MemFullStallSeconds = &stalls[i]
@@ -353,7 +370,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 		e.Samples[p[0]].Errors = append(e.Samples[p[0]].Errors, w.Strings[p[1]])
 	}
 	if w.Etcd != nil {
-		if err := etcdFromWire(w.Etcd, e.Samples, w.Strings, l); err != nil {
+		if err := etcdFromWire(w.Etcd, e.Samples, w.Strings, l, hs); err != nil {
 			return Entry{}, nil, fmt.Errorf("etcd.%w", err)
 		}
 	}
@@ -377,7 +394,7 @@ func fromWireBy(w wire, l Limits, byVoter bool) (e Entry, cols map[string]*Conne
 	return e, cols, nil
 }
 
-func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error {
+func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits, hs *arena) error {
 	present, err := expandBool("present", w.Present, len(samples))
 	if err != nil {
 		return err
@@ -457,14 +474,20 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error 
 		return fmt.Errorf("wal_fsync/backend_commit/peer_rtt: %d bucket counts, over the limit of %d (%d samples x %d histograms x %d buckets)",
 			counts, l.MaxCounts, l.MaxSamples, 2+l.MaxPeers, l.MaxBounds+1)
 	}
-	// The kinds take their rows from one pool in turn; a row is cut only for
-	// a histogram that is there, as histCounts counted.
-	pool := make([]uint64, counts)
-	wal := histKind{column: "wal_fsync", bounds: w.Bounds.WALFsync, pool: &pool}
-	backend := histKind{column: "backend_commit", bounds: w.Bounds.BackendCommit, pool: &pool}
+	// Each kind takes its rows from a pool of its own, sized as histCounts
+	// counted (a row is cut only for a histogram that is there): one array
+	// a kind rather than one for all, so that at the default window each
+	// stays a small object of the allocator's, which a large one (past
+	// 32 KiB, its own pages) is not; the total was held to the limit above.
+	pool := func(col []*[]uint64, bounds []float64) *[]uint64 {
+		rows := take(hs, uint64s, histCounts(col, bounds))
+		return &rows
+	}
+	wal := histKind{column: "wal_fsync", bounds: w.Bounds.WALFsync, pool: pool(w.WALFsync, w.Bounds.WALFsync)}
+	backend := histKind{column: "backend_commit", bounds: w.Bounds.BackendCommit, pool: pool(w.BackendCommit, w.Bounds.BackendCommit)}
 	rtt := make([]histKind, len(peers))
 	for p, id := range peers {
-		rtt[p] = histKind{column: fmt.Sprintf("peer_rtt[%q]", id), bounds: w.Bounds.PeerRTT, pool: &pool}
+		rtt[p] = histKind{column: "peer_rtt", peer: id, bounds: w.Bounds.PeerRTT, pool: pool(w.PeerRTT[id], w.Bounds.PeerRTT)}
 	}
 	var changesTotal uint64
 	xs := make([]EtcdSample, m) // one backing array, not one a sample
@@ -499,7 +522,7 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits) error 
 				return err
 			}
 			if x.PeerRTT == nil {
-				x.PeerRTT = map[string]quantile.Histogram{}
+				x.PeerRTT = peerMap(hs)
 			}
 			x.PeerRTT[id] = h
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/quantile"
 )
 
 // agree decodes text with the format's own reader and the reflective one
@@ -167,6 +168,67 @@ func TestDecodeByVoterIsDecodeLimited(t *testing.T) {
 		entry.FillConnects(got.Samples, cols)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("DecodeByVoter and FillConnects\n%+v\nDecodeLimited\n%+v", got, want)
+		}
+	}
+}
+
+// A Decoder reads every text as DecodeByVoter does, one after another in
+// the memory it reuses, whatever it read before (refused texts among
+// them); and what DecodeKeptByVoter read, but its histograms, is unchanged
+// by the decodes after it.
+func TestDecoderIsDecodeByVoter(t *testing.T) {
+	texts := seedTexts(t)
+	var d entry.Decoder
+	type kept struct {
+		text string
+		e    entry.Entry
+		cols map[string]*entry.Connects
+	}
+	var keep []kept
+	read := 0
+	for round := range 2 {
+		for i, text := range texts {
+			want, wantCols, werr := entry.DecodeByVoter(text, limits)
+			var got entry.Entry
+			var cols map[string]*entry.Connects
+			var err error
+			if i%3 == round {
+				got, cols, err = d.DecodeKeptByVoter(text, limits)
+			} else {
+				got, cols, err = d.DecodeByVoter(text, limits)
+			}
+			if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+				t.Fatalf("Decoder: %v, DecodeByVoter: %v\n%.2000s", err, werr, text)
+			}
+			if err != nil {
+				continue
+			}
+			read++
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(cols, wantCols) {
+				t.Fatalf("Decoder read\n%+v\n%+v\nDecodeByVoter\n%+v\n%+v", got, cols, want, wantCols)
+			}
+			if i%3 == round {
+				keep = append(keep, kept{text, got, cols})
+			}
+		}
+	}
+	if read < 4 || len(keep) < 2 {
+		t.Fatalf("%d texts read, %d kept: too few seeds to tell", read, len(keep))
+	}
+	// The histograms, valid until the next decode, aside.
+	noHists := func(e entry.Entry) {
+		for _, x := range e.Samples {
+			if x.Etcd != nil {
+				x.Etcd.WALFsync, x.Etcd.BackendCommit, x.Etcd.PeerRTT = quantile.Histogram{}, quantile.Histogram{}, nil
+			}
+		}
+	}
+	for _, k := range keep {
+		want, wantCols, _ := entry.DecodeByVoter(k.text, limits)
+		noHists(k.e)
+		noHists(want)
+		if !reflect.DeepEqual(k.e, want) || !reflect.DeepEqual(k.cols, wantCols) {
+			t.Fatalf("a kept entry changed under the decodes after it\n%+v\nwant\n%+v", k.e, want)
 		}
 	}
 }

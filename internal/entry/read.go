@@ -35,11 +35,18 @@ type reader struct {
 	// n is the entry's n once read and within the limits, else -1: lists
 	// read after it are sized for it at once.
 	n int
+	// a is the memory of a Decoder, nil for a decode of its own.
+	a *arena
 }
 
 // decodeWire reads raw into the wire form, holding it to l as it goes.
 func decodeWire(raw string, l Limits) (wire, error) {
-	r := reader{s: raw, l: l, n: -1}
+	return decodeWireInto(raw, l, nil)
+}
+
+// decodeWireInto is decodeWire with its columns cut from a (nil: afresh).
+func decodeWireInto(raw string, l Limits, a *arena) (wire, error) {
+	r := reader{s: raw, l: l, n: -1, a: a}
 	var w wire
 	r.ws()
 	if r.i == len(r.s) {
@@ -441,6 +448,23 @@ func (r *reader) bool(field string) (bool, error) {
 // magnitude: the columns' own rule, which takes -0 and refuses null, a
 // fraction, an exponent and a magnitude past 2^64-1, naming the element.
 func (r *reader) element(field string, k int) (neg bool, mag uint64, err error) {
+	// Most elements are short plain integers followed by ',' or ']': read
+	// them in one pass; anything else (a sign, a fraction, an exponent, a
+	// leading zero before more digits, 20 digits or more) goes the long way
+	// below, which names what is wrong.
+	r.ws()
+	if i := r.i; i < len(r.s) && r.s[i] >= '0' && r.s[i] <= '9' {
+		var v uint64
+		j := i
+		for j < len(r.s) && j-i < 19 && r.s[j] >= '0' && r.s[j] <= '9' {
+			v = v*10 + uint64(r.s[j]-'0')
+			j++
+		}
+		if j < len(r.s) && (r.s[j] < '0' || r.s[j] > '9') && r.s[j] != '.' && r.s[j] != 'e' && r.s[j] != 'E' && (r.s[i] != '0' || j == i+1) {
+			r.i = j
+			return false, v, nil
+		}
+	}
 	if c := r.peek(); c != '-' && (c < '0' || c > '9') {
 		return false, 0, fmt.Errorf("%s: element %d is not a number", field, k)
 	}
@@ -495,7 +519,7 @@ func (r *reader) ints(field string) ([]int64, error) {
 		return nil, nil
 	}
 	most, why := r.samples()
-	out := make([]int64, 0, r.sized())
+	out := take(r.a, int64s, r.sized())[:0]
 	err := r.array(field, most, "values", why, func(k int) error {
 		v, err := r.intElement(field, k)
 		out = append(out, v)
@@ -509,7 +533,7 @@ func (r *reader) uints(field string) ([]uint64, error) {
 		return nil, nil
 	}
 	most, why := r.samples()
-	out := make([]uint64, 0, r.sized())
+	out := take(r.a, uint64s, r.sized())[:0]
 	err := r.array(field, most, "values", why, func(k int) error {
 		v, err := r.uintElement(field, k)
 		out = append(out, v)
@@ -525,7 +549,7 @@ func (r *reader) optInts(field string) ([]*int64, error) {
 		return nil, nil
 	}
 	most, why := r.samples()
-	vals := make([]int64, 0, r.sized())
+	vals := take(r.a, int64s, r.sized())[:0]
 	var nulls []int // where the nulls are, few in a real column
 	err := r.array(field, most, "values", why, func(k int) error {
 		if r.null() {
@@ -540,7 +564,7 @@ func (r *reader) optInts(field string) ([]*int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*int64, len(vals))
+	out := take(r.a, ptrs, len(vals))
 	for k := range vals {
 		if len(nulls) > 0 && nulls[0] == k {
 			nulls = nulls[1:]
@@ -559,8 +583,10 @@ func (r *reader) hists(field string) ([]*[]uint64, error) {
 	}
 	most, why := r.samples()
 	innerMost, innerWhy := r.inner()
-	var vals []uint64
-	ends := make([]int, 0, r.sized()) // where each element's numbers end in vals; -1 for null
+	// A histogram of the window's deltas has a few nonzero buckets: room
+	// for two [bucket, count] pairs a sample, more as a column needs.
+	vals := take(r.a, uint64s, 4*r.sized())[:0]
+	ends := take(r.a, ints, r.sized())[:0] // where each element's numbers end in vals; -1 for null
 	err := r.array(field, most, "values", why, func(k int) error {
 		if r.null() {
 			ends = append(ends, -1)
@@ -580,8 +606,8 @@ func (r *reader) hists(field string) ([]*[]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*[]uint64, len(ends))
-	cols := make([][]uint64, len(ends))
+	out := take(r.a, histPtrs, len(ends))
+	cols := take(r.a, histCols, len(ends))
 	start := 0
 	for k, end := range ends {
 		if end < 0 {
@@ -631,7 +657,9 @@ func (r *reader) pairs(field string, most int, what string, why func() string) (
 	if r.null() {
 		return nil, nil
 	}
-	out := make([]pair, 0, min(r.sized(), most))
+	// A run column holds a run or a few, and references are few: room for
+	// some, more as a list needs (at most most).
+	out := make([]pair, 0, min(r.sized(), most, 4))
 	err := r.array(field, most, what, why, func(k int) error {
 		p, err := r.pair(field)
 		out = append(out, p)
@@ -758,7 +786,7 @@ func (r *reader) connectUs(field string) (map[string][]*int64, error) {
 	if r.null() {
 		return nil, nil
 	}
-	out := map[string][]*int64{}
+	out := wireUsMap(r.a)
 	err := r.object(field, keysVoter, r.l.MaxConnectTargets, func(key string) error {
 		col, err := r.optInts(fieldKey(field, key))
 		out[key] = col

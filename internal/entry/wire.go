@@ -145,17 +145,25 @@ func DecodeByVoter(raw string, l Limits) (Entry, map[string]*Connects, error) {
 }
 
 func decode(raw string, l Limits, byVoter bool) (Entry, map[string]*Connects, error) {
+	return decodeInto(raw, l, byVoter, nil, nil)
+}
+
+// decodeInto decodes with the wire form's columns (dead once the entry is
+// built: the entry shares none of them) and the etcd samples' histograms
+// cut from scratch, and the entry's samples and columns from a; either nil
+// allocates afresh.
+func decodeInto(raw string, l Limits, byVoter bool, scratch, a *arena) (Entry, map[string]*Connects, error) {
 	if len(raw) > l.MaxBytes {
 		return Entry{}, nil, fmt.Errorf("decode entry: %d bytes, over the limit of %d (%s)", len(raw), l.MaxBytes, l.bytesBasis())
 	}
-	w, err := decodeWire(raw, l)
+	w, err := decodeWireInto(raw, l, scratch)
 	if err == nil {
 		err = w.checkSizes(l)
 	}
 	if err != nil {
 		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}
-	e, cols, err := fromWireBy(w, l, byVoter)
+	e, cols, err := fromWireInto(w, l, byVoter, a, scratch)
 	if err != nil {
 		return Entry{}, nil, fmt.Errorf("decode entry: %w", err)
 	}

@@ -42,7 +42,7 @@ func High(values []float64, p float64) (v float64, ok bool) {
 	// handful (2 at p99 of 100), found in one pass without a sort.
 	k := len(values) - Rank(p, len(values)) + 1
 	if k <= selectMost {
-		return kth(values, k, func(a, b float64) bool { return cmp.Less(b, a) }), true
+		return kth(values, k, true), true
 	}
 	return HighSorted(sortedCopy(values), p)
 }
@@ -65,7 +65,7 @@ func Low(values []float64, p float64) (v float64, ok bool) {
 	}
 	k := len(values) - Rank(p, len(values)) + 1 // the k-th smallest
 	if k <= selectMost {
-		return kth(values, k, cmp.Less[float64]), true
+		return kth(values, k, false), true
 	}
 	return LowSorted(sortedCopy(values), p)
 }
@@ -82,27 +82,37 @@ func LowSorted(sorted []float64, p float64) (v float64, ok bool) {
 // sort: up to p85 of 100 samples, and p99 of 1,000.
 const selectMost = 16
 
-// kth returns the k-th first value of values in the order before (1 <= k
-// <= selectMost, k <= len(values)), keeping the k first seen so far in
-// order: one pass, no allocation.
-func kth(values []float64, k int, before func(a, b float64) bool) float64 {
+// kth returns the k-th first value of values in descending order (high) or
+// ascending (1 <= k <= selectMost, k <= len(values)), keeping the k first
+// seen so far in order: one pass, no allocation.
+func kth(values []float64, k int, high bool) float64 {
 	var buf [selectMost]float64
 	top := buf[:0]
 	for _, v := range values {
 		if len(top) == k {
-			if !before(v, top[k-1]) {
+			if !before(v, top[k-1], high) {
 				continue
 			}
 			top = top[:k-1]
 		}
 		i := len(top)
 		top = append(top, v)
-		for ; i > 0 && before(v, top[i-1]); i-- {
+		for ; i > 0 && before(v, top[i-1], high); i-- {
 			top[i] = top[i-1]
 		}
 		top[i] = v
 	}
 	return top[k-1]
+}
+
+// before orders a ahead of b: descending when high, else ascending, by
+// cmp.Less. A plain function rather than a func value, so that kth's
+// comparisons (a column's every value) inline.
+func before(a, b float64, high bool) bool {
+	if high {
+		return cmp.Less(b, a)
+	}
+	return cmp.Less(a, b)
 }
 
 func sortedCopy(values []float64) []float64 {
