@@ -98,12 +98,13 @@ func median(v []float64) float64 {
 // readerNice is the nice value both readers run at: both time the same
 // syscall, and what this test compares is the disk's latency as each sees it,
 // not the waits for a core that a busy machine adds to each wake-up after an
-// fdatasync returns. Those waits are the scheduler's, the same in law for
-// both readers but not pair by pair: at equal priority beside a busy loop on
-// each core they spread the pairs' p99 ratios so that 7 to 15 pairs could not
-// be judged (docs/performance.md, "fsync beside fio on a busy machine"). At
-// nice -10 a reader weighs 9548 against a busy loop's 1024 (the kernel's
-// sched_prio_to_weight), so a woken reader gets its core back at once.
+// fdatasync returns. Those waits are the scheduler's, not either reader's,
+// but they do not fall evenly: at equal priority beside a busy loop on each
+// core, one run in three read the native p99 1.7 to 2.9 times fio's for six
+// pairs in a row and failed (docs/performance.md, "Tests on a busy
+// machine"). At nice -10 a reader weighs 9548 against a busy loop's 1024
+// (the kernel's sched_prio_to_weight), so a woken reader gets its core back
+// at once.
 const readerNice = -10
 
 // raiseReaders sets every thread of this test process to readerNice, so that
