@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,6 +183,11 @@ func measureInChild(t *testing.T, dir string) Reading {
 func TestMeasureAgreesWithFio(t *testing.T) {
 	fio := testenv.Fio(t)
 	dir := diskDir(t)
+	// The readers are started from this goroutine, so from this thread once
+	// it is locked: a thread the runtime makes while raiseReaders lists them
+	// could otherwise be missed, and a reader started from it not raised.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	t.Log(raiseReaders())
 	var ratios []float64
 	var lines []string
