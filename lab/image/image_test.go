@@ -201,9 +201,6 @@ ENTRYPOINT ["/bin/x", "run"]
 // its tarball: the listed files and nothing else (no shell), a static
 // binary, the configuration of the spec.
 func TestBuild(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds fleet-role from the checkout")
-	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
