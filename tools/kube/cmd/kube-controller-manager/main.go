@@ -1,5 +1,5 @@
 // Command kube-controller-manager is the real Kubernetes controller manager,
-// built from the module proxy in a module of its own as kube-apiserver is.
+// built from the module proxy in tools/kube beside kube-apiserver.
 // Tests run its garbage collector, which deletes a record whose Node is gone.
 package main
 

@@ -1,5 +1,5 @@
 // Command kube-apiserver is the real Kubernetes API server, built from the
-// module proxy in a module of its own so that its pins never touch
+// module proxy in tools/kube, a module of its own so that its pins never touch
 // fleet-role's go.mod. Tests run it on a real etcd with RBAC on.
 package main
 

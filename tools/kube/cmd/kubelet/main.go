@@ -1,5 +1,5 @@
 // Command kubelet is the real Kubernetes kubelet, built from the module proxy
-// in a module of its own as kube-apiserver is. test/pods runs it against
+// in tools/kube beside kube-apiserver. test/pods runs it against
 // containerd so that fleet-role's manifests run as real pods.
 package main
 

@@ -1,5 +1,5 @@
 // Command kube-scheduler is the real Kubernetes scheduler, built from the
-// module proxy in a module of its own as kube-apiserver is. test/pods runs it
+// module proxy in tools/kube beside kube-apiserver. test/pods runs it
 // so that the controller's Deployment pod is placed on the node.
 package main
 
