@@ -666,7 +666,7 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 	rows := []canI{
 		{verb: "list", resource: "nodes", probe: true, controller: true},
 		{verb: "get", resource: "nodes/" + node1},
-		{verb: "watch", resource: "nodes"},
+		{verb: "watch", resource: "nodes", probe: true, controller: true},
 		{verb: "patch", resource: "nodes/" + node1},
 		{verb: "update", resource: "nodes/" + node1},
 		{verb: "delete", resource: "nodes/" + node1},

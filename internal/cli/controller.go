@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
+	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
@@ -18,7 +19,8 @@ func newControllerCommand() *cobra.Command {
 		Short: "Decide every period from the probes' samples and publish fleet-role-status (dry-run)",
 		Long: `Runs as the fleet-role Deployment. Every sample period it reads the probes'
 records (a shared informer lists and watches the ConfigMaps labelled
-fleet-role.io/record=probe in its namespace), the Nodes and its previous
+fleet-role.io/record=probe in its namespace), the Nodes (watched the same
+way, keeping of each one only what the decision reads) and its previous
 status, decides which
 hosts are fit, unfit or unknown and the swap it would make, and writes the
 status document to status.json of the fleet-role-status ConfigMap when it
@@ -57,11 +59,12 @@ decision succeeded within three periods).`,
 		}
 		metrics := controller.NewMetrics()
 		records := client.NewRecordInformer(s.Namespace)
+		nodes := client.NewNodeInformer(decide.NodeView(s))
 		c, err := controller.New(controller.Config{
 			Settings: s,
 			Store:    client.ConfigMaps(s.Namespace),
 			Records:  records,
-			Nodes:    client.Nodes(),
+			Nodes:    nodes,
 			Log:      log,
 			Metrics:  metrics,
 		})
@@ -71,6 +74,7 @@ decision succeeded within three periods).`,
 		ctx, cancel := signalContext()
 		defer cancel()
 		records.Start(ctx)
+		nodes.Start(ctx)
 		stop, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log)
 		if err != nil {
 			return err

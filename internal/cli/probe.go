@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"context"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -18,8 +20,9 @@ func newProbeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "probe",
 		Short: "Sample this node every period into its own record (a ConfigMap named after the node)",
-		Long: `Runs on every node (the fleet-role-probe DaemonSet, host network). Each sample
-period it reads the Nodes once, and when this node is a voter or marked
+		Long: `Runs on every node (the fleet-role-probe DaemonSet, host network). It watches
+the Nodes (an informer that keeps of each one only what it reads). Each sample
+period it reads them from that cache, and when this node is a voter or marked
 eligible it takes one sample: the TCP connect time to every other voter's etcd
 peer port, what the local etcd member's metrics gained (voters), memory and its
 pressure, the class of the link the default route leaves by, and once a window
@@ -62,11 +65,12 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 			return usageErrorf("kubernetes client: %w", err)
 		}
 		metrics := probe.NewMetrics()
+		nodes := client.NewNodeInformer(decide.NodeView(s, probe.PeerAddressAnnotation))
 		p, err := probe.New(probe.Config{
 			Node:     node,
 			Settings: s,
 			Records:  client.Records(s.Namespace),
-			Nodes:    client.Nodes(),
+			Nodes:    nodes,
 			Sampler:  probe.NewHost(s, hostRoot, metricsURL, fsyncDir),
 			Log:      log,
 			Metrics:  metrics,
@@ -81,6 +85,16 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 			return err
 		}
 		defer stop()
+		nodes.Start(ctx)
+		// The first period needs the Nodes: wait for the informer's first
+		// list, for a period at most. With the API server away that long
+		// the probe starts anyway, and each period without the Nodes says
+		// so and takes no sample until they arrive.
+		wctx, wcancel := context.WithTimeout(ctx, s.SamplePeriod)
+		if err := nodes.WaitForSync(wctx); err != nil && ctx.Err() == nil {
+			log.Warn("the Nodes have not arrived yet; starting without them", "err", err)
+		}
+		wcancel()
 		return p.Run(ctx)
 	}
 	return cmd

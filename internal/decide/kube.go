@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
@@ -52,6 +53,59 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
 			}
 		}
 		out = append(out, n)
+	}
+	return out
+}
+
+// NodeView returns what a cache of Nodes keeps of each one for
+// NodesFromKube: the name, the UID (a record's owner), the resourceVersion
+// (the cache's own), the three labels and the address annotation it reads
+// (with the annotations named, which another reader of the same Nodes
+// needs), k3s's EtcdIsVoter condition and the first InternalIP address. A
+// real Node carries far more that nothing here reads: its images (up to 50
+// names and sizes, as the kubelet reports them), a field set per writer,
+// every condition and address, the kubelet's and k3s's annotations. Kept
+// whole, the Nodes of a large cluster would be most of what a probe or the
+// controller holds. The Node given is not changed: the view shares its
+// strings, and copies its maps and lists.
+func NodeView(s settings.Settings, annotations ...string) func(*corev1.Node) *corev1.Node {
+	labels := []string{EtcdRoleLabel, s.EligibleLabel, s.PinnedLabel}
+	annotations = append([]string{NodeAddressAnnotation}, annotations...)
+	return func(k *corev1.Node) *corev1.Node {
+		v := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:            k.Name,
+			UID:             k.UID,
+			ResourceVersion: k.ResourceVersion,
+			Labels:          pick(k.Labels, labels),
+			Annotations:     pick(k.Annotations, annotations),
+		}}
+		for _, c := range k.Status.Conditions {
+			if string(c.Type) == EtcdIsVoterCondition {
+				v.Status.Conditions = append(v.Status.Conditions, corev1.NodeCondition{
+					Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime,
+				})
+			}
+		}
+		for _, a := range k.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				v.Status.Addresses = []corev1.NodeAddress{a}
+				break
+			}
+		}
+		return v
+	}
+}
+
+// pick is the entries of m under keys, nil when there are none.
+func pick(m map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 // NodesFromKube reads k3s's EtcdIsVoter condition: False/MemberIsLearner is
@@ -35,5 +37,93 @@ func TestNodesFromKubeReadsTheVoterCondition(t *testing.T) {
 	unhealthy := decide.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, "Unhealthy")}, s)[0]
 	if unhealthy.Learner || !unhealthy.VoterSince.IsZero() {
 		t.Fatalf("unhealthy: %+v, want neither learner nor VoterSince", unhealthy)
+	}
+}
+
+// The view of a Node that the components' informers keep decides as the
+// whole Node does, for every role and way of giving the peer address, and
+// keeps nothing NodesFromKube does not read: a real Node's images, its other
+// conditions, labels, annotations and addresses, its field sets.
+func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
+	since := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	s := settings.Defaults()
+	// Labels named otherwise than the defaults: the view keeps the
+	// settings' labels, not fixed ones.
+	s.EligibleLabel, s.PinnedLabel = "example.com/may-vote", "example.com/keep-vote"
+	var whole []corev1.Node
+	for _, n := range []probetest.Node{
+		{Name: "server-1", Voter: true, Pinned: true, Address: "10.0.0.1"},
+		{Name: "server-2", Voter: true, Address: "10.0.0.2", PeerAddress: "10.9.0.2:12380"},
+		{Name: "agent-1", Eligible: true, Address: "10.0.0.3"},
+		{Name: "agent-2", Address: "10.0.0.4"},
+	} {
+		k := n.Kubelet(since)
+		// probetest writes the default label names; these settings read others.
+		k.Labels[s.EligibleLabel], k.Labels[s.PinnedLabel] = k.Labels[settings.Defaults().EligibleLabel], k.Labels[settings.Defaults().PinnedLabel]
+		k.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "k3s", Operation: metav1.ManagedFieldsOperationUpdate}}
+		whole = append(whole, *k)
+	}
+	// A learner, and a voter whose k3s address annotation is missing (the
+	// first InternalIP is its peer address).
+	whole[1].Status.Conditions[len(whole[1].Status.Conditions)-1].Status = corev1.ConditionFalse
+	whole[1].Status.Conditions[len(whole[1].Status.Conditions)-1].Reason = decide.MemberIsLearner
+	delete(whole[0].Annotations, decide.NodeAddressAnnotation)
+	before := make([]corev1.Node, len(whole))
+	for i := range whole {
+		before[i] = *whole[i].DeepCopy()
+	}
+
+	const extra = "fleet-role.io/peer-address"
+	view := decide.NodeView(s, extra)
+	viewed := make([]corev1.Node, len(whole))
+	for i := range whole {
+		viewed[i] = *view(&whole[i])
+	}
+	if !reflect.DeepEqual(whole, before) {
+		t.Fatal("the view changed the Node it was made from")
+	}
+	got, want := decide.NodesFromKube(viewed, s), decide.NodesFromKube(whole, s)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("NodesFromKube of the views:\n%+v\nof the whole Nodes:\n%+v", got, want)
+	}
+	// What the test covers: each case reads as it was made.
+	if !want[0].Voter || !want[0].Pinned || want[0].PeerAddress != "10.0.0.1" || !want[0].VoterSince.Equal(since) ||
+		!want[1].Learner || want[1].PeerAddress != "10.0.0.2" || !want[2].Eligible || want[3].Eligible || !want[3].EligibleMarked {
+		t.Fatalf("the whole Nodes do not read as the test made them: %+v", want)
+	}
+	for i, v := range viewed {
+		k := whole[i]
+		if v.Name != k.Name || v.UID != k.UID || v.ResourceVersion != k.ResourceVersion {
+			t.Errorf("%s: the view lost the name, UID or resourceVersion", k.Name)
+		}
+		if len(v.Status.Images) != 0 || len(v.ManagedFields) != 0 || v.Status.NodeInfo != (corev1.NodeSystemInfo{}) ||
+			len(v.Status.Capacity) != 0 || len(v.Status.Allocatable) != 0 {
+			t.Errorf("%s: the view keeps images, field sets, system information or capacity", k.Name)
+		}
+		for key := range v.Labels {
+			if key != decide.EtcdRoleLabel && key != s.EligibleLabel && key != s.PinnedLabel {
+				t.Errorf("%s: the view keeps the label %s", k.Name, key)
+			}
+		}
+		for key := range v.Annotations {
+			if key != decide.NodeAddressAnnotation && key != extra {
+				t.Errorf("%s: the view keeps the annotation %s", k.Name, key)
+			}
+		}
+		if a, ok := k.Annotations[extra]; ok && v.Annotations[extra] != a {
+			t.Errorf("%s: the view lost the annotation it was asked to keep", k.Name)
+		}
+		if len(v.Status.Addresses) != 1 || v.Status.Addresses[0].Type != corev1.NodeInternalIP {
+			t.Errorf("%s: the view keeps the addresses %v, want the first InternalIP alone", k.Name, v.Status.Addresses)
+		}
+		for _, c := range v.Status.Conditions {
+			if c.Type != decide.EtcdIsVoterCondition || c.Message != "" || !c.LastHeartbeatTime.IsZero() {
+				t.Errorf("%s: the view keeps the condition %+v", k.Name, c)
+			}
+		}
+		// A view of a view is the view: an informer's resync changes nothing.
+		if again := view(&v); !reflect.DeepEqual(*again, v) {
+			t.Errorf("%s: the view of the view differs", k.Name)
+		}
 	}
 }

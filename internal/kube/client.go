@@ -33,6 +33,9 @@ const (
 type Client struct {
 	cfg *rest.Config
 	rc  rest.Interface
+	// watch is rc without the client's timeout, for the informers: the
+	// timeout bounds a whole response, and would cut each watch after it.
+	watch rest.Interface
 }
 
 // Config is the configuration the client was made with (its rate, timeout
@@ -83,7 +86,13 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, rc: rc}, nil
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Timeout = 0
+	watch, err := newCoreREST(wcfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, rc: rc, watch: watch}, nil
 }
 
 // NewWatchClientForConfig is NewClientForConfig without the client's
@@ -97,9 +106,7 @@ func NewWatchClientForConfig(cfg *rest.Config) (*Client, error) {
 		return nil, err
 	}
 	c.cfg.Timeout = 0
-	if c.rc, err = newCoreREST(c.cfg); err != nil {
-		return nil, err
-	}
+	c.rc = c.watch
 	return c, nil
 }
 

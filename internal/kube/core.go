@@ -49,6 +49,7 @@ type ConfigMapClient interface {
 // nodeLister is what this package calls of a Node client.
 type nodeLister interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 }
 
 // newCoreREST is a REST client for core/v1 as client-go's generated one is

@@ -2,8 +2,10 @@ package kube_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"sort"
 	"strconv"
@@ -16,12 +18,17 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/apiserver"
 	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 const ns = "kube-test"
@@ -127,6 +134,7 @@ func TestKube(t *testing.T) {
 	}
 	t.Run("nodes", func(t *testing.T) { testNodes(t, s, admin) })
 	t.Run("record informer", func(t *testing.T) { testRecordInformer(t, s, admin) })
+	t.Run("node informer", func(t *testing.T) { testNodeInformer(t, s, admin) })
 }
 
 func ptr(s string) *string { return &s }
@@ -423,3 +431,136 @@ func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Inte
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The Node informer's cache holds the view it was made with of each Node (a
+// kubelet's images and the server's field sets gone), after the first list
+// and after watch events; it follows a label change and a deletion, and its
+// watch is not cut by the client's timeout, which bounds a whole response.
+func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := probetest.Node{Name: "kubelet-1", Voter: true, Address: "127.0.5.1", PeerAddress: "127.0.9.1:12380"}.Kubelet(time.Now())
+	created, err := admin.CoreV1().Nodes().Create(ctx, k, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status = k.Status
+	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const doomed = "kubelet-2" // deleted while the informer watches
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: doomed}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := admin.CoreV1().Nodes().Get(ctx, k.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held.ManagedFields) == 0 || len(held.Status.Images) != probetest.KubeletImages {
+		t.Fatalf("the server holds %d managedFields and %d images of the Node: the test would show nothing", len(held.ManagedFields), len(held.Status.Images))
+	}
+
+	// A timeout far under a watch's length: were it to bound the watch,
+	// the informer would open a new one each second.
+	cfg := s.AdminConfig()
+	cfg.Timeout = time.Second
+	var mu sync.Mutex
+	watches := 0
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Query().Get("watch") == "true" && strings.HasSuffix(r.URL.Path, "/nodes") {
+				mu.Lock()
+				watches++
+				mu.Unlock()
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	c, err := kube.NewClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := settings.Defaults()
+	view := decide.NodeView(st, probe.PeerAddressAnnotation)
+	inf := c.NewNodeInformer(view)
+	if _, err := inf.List(ctx); err == nil {
+		t.Fatal("the informer lists Nodes before it has run: an empty cache would read as no Nodes at all")
+	}
+	inf.Start(ctx)
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cached := func() (map[string]corev1.Node, []string) {
+		t.Helper()
+		l, err := inf.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]corev1.Node{}
+		var names []string
+		for _, n := range l {
+			m[n.Name] = n
+			names = append(names, n.Name)
+		}
+		return m, names
+	}
+	m, names := cached()
+	all, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, n := range all.Items {
+		want = append(want, n.Name)
+	}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("the informer lists %v, the server %v", names, want)
+	}
+	got := m[k.Name]
+	held, err = admin.CoreV1().Nodes().Get(ctx, k.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, *view(held)) {
+		t.Fatalf("the cache holds\n%+v\nwant the view of the server's Node\n%+v", got, *view(held))
+	}
+	if len(got.Status.Images) != 0 || len(got.ManagedFields) != 0 || got.Annotations[probe.PeerAddressAnnotation] != "127.0.9.1:12380" {
+		t.Fatalf("the cached Node keeps %d images and %d managedFields, and peer address %q", len(got.Status.Images), len(got.ManagedFields), got.Annotations[probe.PeerAddressAnnotation])
+	}
+	wholeJSON, _ := json.Marshal(held)
+	viewJSON, _ := json.Marshal(got)
+	t.Logf("the Node as the server holds it: %d bytes of JSON; its view in the cache: %d", len(wholeJSON), len(viewJSON))
+
+	// Two client timeouts pass; then a label change and a deletion arrive
+	// by the watch.
+	time.Sleep(2500 * time.Millisecond)
+	body := []byte(`{"metadata":{"labels":{"` + st.EligibleLabel + `":"true"}}}`)
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, k.Name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().Nodes().Delete(ctx, doomed, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, _ := cached()
+		_, listed := m[doomed]
+		if m[k.Name].Labels[st.EligibleLabel] == "true" && !listed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30s the informer did not see the label (%v) or the deletion (%s still listed: %v)", m[k.Name].Labels, doomed, listed)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	n := watches
+	mu.Unlock()
+	if n != 1 {
+		t.Errorf("the informer opened %d watches of the Nodes in more than 2 s with a 1 s client timeout, want 1: the timeout cuts its watch", n)
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -120,15 +120,15 @@ func (r *clientRecords) Delete(ctx context.Context, node string) error {
 // namespace, so that a decision reads a local cache rather than the API
 // server, and a record's write costs one watch event, not a list.
 type RecordInformer struct {
-	informer cache.SharedIndexInformer
-	lister   listersv1.ConfigMapNamespaceLister
+	informer
+	lister listersv1.ConfigMapNamespaceLister
 }
 
 // NewRecordInformer makes the informer; Start runs it. It is built on the
 // core/v1 client alone, as client-go's generated ConfigMap informer is,
 // without the informer factory, which links every API group's.
 func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
-	cms := c.ConfigMapClient(namespace)
+	cms := configMapClient(c.watch, namespace)
 	selected := func(o metav1.ListOptions) metav1.ListOptions {
 		o.LabelSelector = record.Selector
 		return o
@@ -146,7 +146,10 @@ func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
 	})
 	// Set before the informer runs, which is the only time it takes one.
 	utilruntime.Must(inf.SetTransform(recordView))
-	return &RecordInformer{informer: inf, lister: listersv1.NewConfigMapLister(inf.GetIndexer()).ConfigMaps(namespace)}
+	return &RecordInformer{
+		informer: informer{inf: inf, what: "records"},
+		lister:   listersv1.NewConfigMapLister(inf.GetIndexer()).ConfigMaps(namespace),
+	}
 }
 
 // recordView is the part of a record the cache keeps: what record.Read
@@ -177,18 +180,12 @@ func recordView(obj any) (any, error) {
 	}, nil
 }
 
-// Start runs the informer until ctx is done.
-func (i *RecordInformer) Start(ctx context.Context) { go i.informer.RunWithContext(ctx) }
-
 // List implements RecordSource. Until the informer's first list has
 // arrived it returns an error rather than an empty fleet, so that a
 // controller that has just started never reports every host as absent.
 func (i *RecordInformer) List(ctx context.Context) ([]*corev1.ConfigMap, error) {
-	if !i.informer.HasSynced() {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		return nil, errors.New("list records: the informer has not synced its first list yet")
+	if err := i.synced(ctx); err != nil {
+		return nil, err
 	}
 	l, err := i.lister.List(labels.Everything())
 	if err != nil {
@@ -196,14 +193,6 @@ func (i *RecordInformer) List(ctx context.Context) ([]*corev1.ConfigMap, error) 
 	}
 	sort.Slice(l, func(a, b int) bool { return l[a].Name < l[b].Name })
 	return l, nil
-}
-
-// WaitForSync waits until the first list has arrived or ctx is done.
-func (i *RecordInformer) WaitForSync(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), i.informer.HasSynced) {
-		return fmt.Errorf("records informer did not sync: %w", context.Cause(ctx))
-	}
-	return nil
 }
 
 // MemRecords is an in-memory Records and RecordSource with the API server's

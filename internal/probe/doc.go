@@ -1,8 +1,8 @@
 // Package probe is the loop the fleet-role-probe DaemonSet runs on every
-// node: each period it reads the Nodes once, takes one sample of this host's
-// readings, appends it to the node's window and writes the window to its key
-// of the fleet-role-probe ConfigMap with a JSON merge patch, so that probes on
-// different nodes never conflict.
+// node: each period it reads the Nodes once (the command reads them from an
+// informer's cache), takes one sample of this host's readings, appends it to
+// the node's window and writes the window to its node's record, a ConfigMap
+// of its own, with a JSON merge patch of the entry alone.
 //
 // The loop never exits on a failed reading or write: a reading that fails is
 // recorded in the sample's errors, and a write the API refuses is retried the

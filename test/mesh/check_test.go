@@ -36,8 +36,8 @@ type canI struct {
 }
 
 // rbacDesign is what deploy/base/rbac.yaml lets each ServiceAccount do, and
-// what it must not: both list the Nodes and may neither get, watch nor
-// change one; neither reads a Secret or reaches another namespace's
+// what it must not: both list and watch the Nodes (their informers) and may
+// neither get nor change one; neither reads a Secret or reaches another namespace's
 // ConfigMaps. The probe gets, creates, patches and deletes ConfigMaps of
 // fleet-role's namespace (RBAC cannot restrict create by name nor bind a
 // name to the writer's node: the admission policy does, checkAdmission and
@@ -50,7 +50,7 @@ func rbacDesign() []canI {
 		qs = append(qs,
 			canI{sa: sa, verb: "list", resource: "nodes", want: true},
 			canI{sa: sa, verb: "get", resource: "nodes"},
-			canI{sa: sa, verb: "watch", resource: "nodes"},
+			canI{sa: sa, verb: "watch", resource: "nodes", want: true},
 			canI{sa: sa, verb: "patch", resource: "nodes"},
 			canI{sa: sa, verb: "update", resource: "nodes"},
 			canI{sa: sa, verb: "delete", resource: "nodes"},
