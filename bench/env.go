@@ -247,7 +247,10 @@ func (e *Env) ProbeClient() (*kube.Client, error) {
 }
 
 // NewProber is the probe of the first voter with the real host readings, as
-// `fleet-role probe` builds it.
+// `fleet-role probe` builds it but for the Nodes: it lists them each sample,
+// where the command reads them from an informer's cache (kube.NodeInformer),
+// so that a sample's cost here includes a list of the Nodes and bounds the
+// command's from above.
 func (e *Env) NewProber() (*probe.Prober, error) {
 	c, err := e.ProbeClient()
 	if err != nil {

@@ -142,6 +142,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		"--cert-dir=" + filepath.Join(cfg.Dir, "certs"),
 		"--service-cluster-ip-range=10.43.0.0/16", // k3s's default; no traffic goes there
 		"--profiling=false",
+		// A graceful stop (SIGTERM) otherwise waits for every open watch to
+		// end on its own, which an informer's does after 5 to 10 minutes:
+		// Stop would wait its 15 s and kill. With a grace period the server
+		// ends the watches itself, as a test that stops it for a short
+		// outage needs.
+		"--shutdown-watch-termination-grace-period=2s",
 	}
 	s.args = append(s.args, cfg.ExtraArgs...)
 	if err := s.start(ctx); err != nil {
