@@ -15,11 +15,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// Client settings. Each component makes a few requests a period (the probe
-// a node list and one patch, the controller two gets, a list and at most one
-// patch), so client-go's default rate (5 per second, bursts of 10) is far
-// above need; the timeout bounds one request so that an API server that
-// accepts and never answers costs a loop at most this long, not forever.
+// Client settings. Each component makes a request or two a period (the
+// probe one patch of its record, the controller at most one patch of the
+// status; both read the Nodes, and the controller the records, from
+// informers' caches), so client-go's default rate (5 per second, bursts of
+// 10) is far above need; the timeout bounds one request so that an API server
+// that accepts and never answers costs a loop at most this long, not forever.
+// The informers' watches go through a client without it (Client.watch).
 const (
 	clientQPS       = 5
 	clientBurst     = 10
@@ -99,8 +101,6 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 // timeout, which would cut a watch's long response: each watch request is
 // bounded by the server's timeoutSeconds instead.
 func NewWatchClientForConfig(cfg *rest.Config) (*Client, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = 0
 	c, err := NewClientForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -188,7 +188,9 @@ func (n clientNodes) List(ctx context.Context) ([]corev1.Node, error) {
 	// ResourceVersion "0" is served from the API server's watch cache, as a
 	// kubelet's informers are: a list right after a write otherwise waits
 	// for the cache to catch up (94 ms against 1.2 ms, measured) and reads
-	// etcd once per probe per period. Labels a period old are fine here.
+	// etcd once per list. Labels a period old are fine here. (The commands
+	// read the Nodes from a NodeInformer; this list is the tests' and the
+	// bench's.)
 	l, err := n.c.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
