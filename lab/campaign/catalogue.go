@@ -114,10 +114,35 @@ func (s Severity) String() string {
 }
 
 // Placeholders until the campaign's experiments derive them (docs/campaign.md).
-const (
-	lossMin, lossMax = 0.4, 0.6
-	cpuMin, cpuMax   = 0.01, 0.02
-)
+const cpuMin, cpuMax = 0.01, 0.02
+
+// LossMax is the most loss a voter's path is given: its probe must still
+// write its record within the freshness limit (3 periods, 6 s), or the gate
+// would rightly hold every swap for a voter that cannot report. A lost
+// segment of the write is sent again after Linux's retransmission timeout,
+// at least 200 ms and doubling each time, so only five losses of it in a
+// row (0.2 + 0.4 + 0.8 + 1.6 + 3.2 s) hold a write past 6 s: at 0.4 that is
+// 0.4^5, 1% of writes.
+const LossMax = 0.4
+
+// LossMin is the least loss the tail cannot forgive: at it, a connect
+// fails with q = 1-(1-loss)^2 (a lost SYN or SYN-ACK is sent again after
+// the 1 s initial retransmission timeout, past the probe's reading timeout),
+// and once the fault has filled the window each link of the voter has need
+// failed connects of window at one of its two ends with probability 0.999 at
+// least (see minLoss).
+func LossMin(window, need int) float64 { return minLoss(window, need) }
+
+func minLoss(window, need int) float64 {
+	for loss := 0.01; loss < LossMax; loss += 0.01 {
+		q := 1 - (1-loss)*(1-loss)
+		end := binomialAtLeast(window, need, q)
+		if 1-(1-end)*(1-end) >= 0.999 {
+			return math.Round(loss*100) / 100
+		}
+	}
+	return LossMax
+}
 
 // TruthOf is what a fault calls for (docs/campaign.md, "The catalogue and
 // its truth"), from etcd's behaviour and docs/limits.md alone.
@@ -172,26 +197,65 @@ func TruthOf(s Spec, f Fleet) Truth {
 }
 
 // BoundOf is the periods from a fault's start within which its swap must be
-// published: Bounds.Publish, the tail's samples and the hysteresis. A flap
-// is on only by turns: its tail's samples are in once its on-phases have
-// held Need periods of delay, and the rest of the bound counts from then.
-func BoundOf(s Spec, r Ranges) float64 {
+// published: Bounds.Publish, the tail's samples and the hysteresis. Two
+// kinds take their tail's samples otherwise than one a period:
+//   - a flap is on only by turns: its tail's samples are in once its
+//     on-phases have held Need periods of delay;
+//   - on a lossy path a connect fails only when its SYN or SYN-ACK is lost,
+//     with probability q = 1-(1-loss)^2 each: its tail's samples are in once
+//     every link of the voter has Need failed connects measured by one of its
+//     two ends, which happens within LossPeriods(q) periods in 99 of 100
+//     faults.
+//
+// The rest of the bound (Publish - Need) counts from then.
+func BoundOf(s Spec, r Ranges, voters int) float64 {
 	b := r.Bounds
-	if s.Kind != Flap {
-		return b.Publish
-	}
-	need := r.periods(float64(b.Need))
-	var on, at time.Duration
-	for i, t := range s.Severity.Toggles {
-		d := t.D()
-		if i%2 == 0 {
-			if on+d >= need {
-				at += need - on
-				return float64(at)/float64(r.Period) + b.Publish - float64(b.Need)
+	rest := b.Publish - float64(b.Need)
+	switch s.Kind {
+	case Flap:
+		need := r.periods(float64(b.Need))
+		var on, at time.Duration
+		for i, t := range s.Severity.Toggles {
+			d := t.D()
+			if i%2 == 0 {
+				if on+d >= need {
+					at += need - on
+					return float64(at)/float64(r.Period) + rest
+				}
+				on += d
 			}
-			on += d
+			at += d
 		}
-		at += d
+		return b.Publish + float64(s.Length)/float64(r.Period)
+	case VoterLoss:
+		q := 1 - (1-s.Severity.Loss)*(1-s.Severity.Loss)
+		return float64(LossPeriods(q, voters-1, b.Need)) + rest
 	}
-	return b.Publish + float64(s.Length)/float64(r.Period)
+	return b.Publish
+}
+
+// LossPeriods is the fewest periods n within which, with probability at
+// least 0.99, each of links links has at least need failed connects of n
+// measured by one of its two ends, each connect failing with probability q
+// on its own.
+func LossPeriods(q float64, links, need int) int {
+	for n := need; n < 1000; n++ {
+		end := binomialAtLeast(n, need, q)
+		link := 1 - (1-end)*(1-end)
+		if math.Pow(link, float64(links)) >= 0.99 {
+			return n
+		}
+	}
+	return 1000
+}
+
+// binomialAtLeast is P(X >= k) for X ~ Binomial(n, q).
+func binomialAtLeast(n, k int, q float64) float64 {
+	below := 0.0
+	c := 1.0 // C(n, i)
+	for i := 0; i < k; i++ {
+		below += c * math.Pow(q, float64(i)) * math.Pow(1-q, float64(n-i))
+		c = c * float64(n-i) / float64(i+1)
+	}
+	return 1 - below
 }

@@ -2,6 +2,7 @@ package campaign
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -85,8 +86,8 @@ func RangesOf(s settings.Settings, timeout time.Duration) Ranges {
 		// acknowledgements).
 		MinFsync: 2 * wal,
 		MaxFsync: 20 * wal,
-		MinLoss:  lossMin,
-		MaxLoss:  lossMax,
+		MinLoss:  LossMin(s.Window, BoundsOf(s).Need),
+		MaxLoss:  LossMax,
 		MinCPU:   cpuMin,
 		MaxCPU:   cpuMax,
 		Period:   s.SamplePeriod,
@@ -101,12 +102,15 @@ func RangesOf(s settings.Settings, timeout time.Duration) Ranges {
 
 func (r Ranges) periods(p float64) time.Duration { return time.Duration(p * float64(r.Period)) }
 
-// between draws a duration uniformly in [lo, hi].
+// between draws a duration uniformly in [lo, hi], in whole milliseconds
+// (lo and hi rounded inwards), which a reader of the board can read.
 func between(rng *rand.Rand, lo, hi time.Duration) Duration {
+	lo = (lo + time.Millisecond - 1).Truncate(time.Millisecond)
+	hi = hi.Truncate(time.Millisecond)
 	if hi <= lo {
 		return Duration(lo)
 	}
-	return Duration(lo + time.Duration(rng.Int64N(int64(hi-lo)+1)))
+	return Duration(lo + time.Duration(rng.Int64N(int64((hi-lo)/time.Millisecond)+1))*time.Millisecond)
 }
 
 // Schedule draws n faults from seed. The first len(Kinds) faults inject
@@ -201,16 +205,19 @@ func draw(rng *rand.Rand, s *Spec, f Fleet, r Ranges) bool {
 		// probe's timeout; it is on every path alike all the same.
 		s.Severity.Delay = delay()
 	case VoterLoss:
-		s.Severity.Loss = r.MinLoss + rng.Float64()*(r.MaxLoss-r.MinLoss)
+		s.Severity.Loss = math.Round((r.MinLoss+rng.Float64()*(r.MaxLoss-r.MinLoss))*100) / 100
+		// It lasts past its own bound, longer than a steady delay's.
+		bound := BoundOf(*s, r, len(f.Voters))
+		s.Length = between(rng, r.periods(bound+2), r.periods(bound+8))
 	case VoterDisk:
 		s.Severity.FsyncDelay = between(rng, r.MinFsync, r.MaxFsync)
 	case StandbyDisk:
 		s.Severity.FsyncDelay = between(rng, r.MinFsync, r.MaxFsync)
-		// The probe reads a standby's disk once a window: the fault lasts
-		// a whole window and a reading more, so that a reading falls
-		// inside it.
-		w := r.periods(float64(r.Window))
-		s.Length = between(rng, w+r.periods(3), w+r.periods(6))
+		// The probe reads a standby's disk once a window, and a reading on
+		// a slow disk takes up to a window (its bound): the fault lasts two
+		// windows and a few periods, so that a whole reading falls inside.
+		w := r.periods(float64(2 * r.Window))
+		s.Length = between(rng, w+r.periods(2), w+r.periods(6))
 	case VoterCPU:
 		s.Severity.CPU = r.MinCPU + rng.Float64()*(r.MaxCPU-r.MinCPU)
 	case VoterPause:

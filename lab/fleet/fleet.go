@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -88,6 +89,14 @@ type Config struct {
 	// StartTimeout bounds each real component's start (default 3 minutes:
 	// a loaded 2-core machine).
 	StartTimeout time.Duration
+	// LabNice, when negative, raises this process's threads to that nice
+	// value and starts every host's process (etcd, the API server, the
+	// probes, the controller) at the default of 0: the lab's network (the
+	// TUN goroutines that hold and drop packets) and disks (the FUSE
+	// servers) stand for hardware, which does not wait for a core behind the
+	// hosts' processes, while the hosts' processes compete with whatever
+	// else the machine runs, as on a busy host. It needs CAP_SYS_NICE.
+	LabNice int
 }
 
 // Fleet is a running fleet. Its methods are safe for concurrent use only
@@ -149,6 +158,11 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 	}
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 3 * time.Minute
+	}
+	if cfg.LabNice < 0 {
+		if err := raiseThreads(cfg.LabNice); err != nil {
+			return nil, err
+		}
 	}
 	f := &Fleet{cfg: cfg, dir: cfg.Dir, Disks: map[string]Disk{}, Probes: map[string]*proc.Proc{}}
 	defer func() {
@@ -225,7 +239,7 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 		Name:              func(i int) string { return f.Voters[i] },
 		Host:              func(i int) string { return lab.Host(f.Voters[i]).Addr.String() },
 		Command: func(i int, name string, args []string) *exec.Cmd {
-			return lab.Host(f.Voters[i]).Command(context.Background(), name, withLoopbackMetrics(args)...)
+			return f.hostCommand(lab.Host(f.Voters[i]), name, withLoopbackMetrics(args)...)
 		},
 		Stdout:       etcdLog,
 		StartTimeout: cfg.StartTimeout,
@@ -251,6 +265,7 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 		EtcdServers: []string{cl.Members[0].ClientURL},
 		Dir:         filepath.Join(f.dir, "apiserver"),
 		BindAddress: lab.RootAddr.String(), // reachable from the hosts, and only there
+		Command:     func(name string, args ...string) *exec.Cmd { return f.command(name, args...) },
 		ExtraArgs:   []string{"--audit-policy-file=" + policy, "--audit-log-path=" + f.AuditLog()},
 	})
 	if err != nil {
@@ -458,7 +473,17 @@ func ProbePod(ctx context.Context, admin kubernetes.Interface, namespace, node s
 		Spec: corev1.PodSpec{
 			NodeName:           node,
 			ServiceAccountName: ProbeSA,
-			Containers:         []corev1.Container{{Name: "probe", Image: "fleet-role:test"}},
+			// Hardened as the DaemonSet's pod is, so that the namespace's
+			// restricted Pod Security level takes it without a warning.
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{Name: "probe", Image: "fleet-role:test",
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				}}},
 		},
 	}
 	created, err := admin.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
@@ -500,7 +525,7 @@ func (f *Fleet) StartComponents(ctx context.Context) error {
 		if err := os.MkdirAll(fsyncDir, 0o755); err != nil {
 			return fmt.Errorf("fleet: %w", err)
 		}
-		cmd := h.Command(context.Background(), f.cfg.Binary, "probe",
+		cmd := f.hostCommand(h, f.cfg.Binary, "probe",
 			"--kubeconfig", kc,
 			"--settings", f.SettingsPath,
 			"--node", h.Name,
@@ -516,7 +541,7 @@ func (f *Fleet) StartComponents(ctx context.Context) error {
 		f.Probes[h.Name] = p
 		f.undo = append(f.undo, func() error { p.Stop(StopGrace); return nil })
 	}
-	cmd := exec.Command(f.cfg.Binary, "controller",
+	cmd := f.command(f.cfg.Binary, "controller",
 		"--kubeconfig", controllerKC,
 		"--settings", f.SettingsPath,
 		"--metrics-address", "127.0.0.1:0")
@@ -527,6 +552,48 @@ func (f *Fleet) StartComponents(ctx context.Context) error {
 	}
 	f.Controller = p
 	f.undo = append(f.undo, func() error { p.Stop(StopGrace); return nil })
+	return nil
+}
+
+// command is a process of a host of the fleet that runs beside the lab (the
+// API server, the controller): at the default priority when the lab's own is
+// raised (Config.LabNice), through nice(1), which execs it in place.
+func (f *Fleet) command(name string, args ...string) *exec.Cmd {
+	if f.cfg.LabNice < 0 {
+		return exec.Command("nice", append([]string{"-n", strconv.Itoa(-f.cfg.LabNice), name}, args...)...)
+	}
+	return exec.Command(name, args...)
+}
+
+// hostCommand is a process inside host h, at the default priority when the
+// lab's own is raised: nice(1) execs `ip netns exec`, which execs the
+// program, so its pid is the program's and signals reach it.
+func (f *Fleet) hostCommand(h *netlab.Host, name string, args ...string) *exec.Cmd {
+	cmd := h.Command(context.Background(), name, args...)
+	if f.cfg.LabNice < 0 {
+		cmd = exec.Command("nice", append([]string{"-n", strconv.Itoa(-f.cfg.LabNice)}, cmd.Args...)...)
+	}
+	return cmd
+}
+
+// raiseThreads sets every thread of this process to nice: on Linux a nice
+// value belongs to a thread, and a new thread or process takes its
+// creator's, so the threads the runtime makes later (and the processes they
+// start) take it too.
+func raiseThreads(nice int) error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil {
+			return fmt.Errorf("fleet: raise thread %d to nice %d (the lab's network and disks run ahead of the hosts): %w", tid, nice, err)
+		}
+	}
 	return nil
 }
 
@@ -655,3 +722,5 @@ func (f *Fleet) Close() error {
 	})
 	return f.closeErr
 }
+
+func ptr[T any](v T) *T { return &v }
