@@ -28,35 +28,33 @@ func (l link) String() string { return l[0] + "-" + l[1] }
 // returns its reason (not ok: no host explains them, nothing is swapped),
 // the voters of the smallest sets that explain them, and whether any link
 // between voters is slow.
-func attribute(s settings.Settings, voters []*host) (r Reason, suspects []*host, slow bool) {
-	byName := map[string]*host{}
+func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r Reason, suspects []*host, slow bool) {
 	var vnames []string
 	for _, v := range voters {
-		byName[v.node.Name] = v
 		vnames = append(vnames, v.node.Name)
 	}
 	// The connects decide where any is slow; etcd's own round trips only
 	// where none is (attributionBasis).
-	set, by := slowVoterLinks(voters, byName, SignalConnect), SignalConnect
+	set, by := slowVoterLinks(voters, links, kindConnect), SignalConnect
 	if len(set) == 0 {
-		set, by = slowVoterLinks(voters, byName, SignalPeerRTT), SignalPeerRTT
+		set, by = slowVoterLinks(voters, links, kindPeerRTT), SignalPeerRTT
 	}
 	if len(set) == 0 {
 		return step(StepAttribution, "", attributionBasis, true, "no link between voters is slow: a voter is unfit by its own readings only"), nil, false
 	}
-	links := slices.SortedFunc(maps.Keys(set), func(a, b link) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	slowLinks := slices.SortedFunc(maps.Keys(set), func(a, b link) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	n := len(vnames)
 	minority := (n - 1) / 2
-	listed := "by " + by + ": " + joinLinks(links)
+	listed := "by " + by + ": " + joinLinks(slowLinks)
 	if by == SignalPeerRTT {
-		listed = "by peer_rtt (no connect between voters is slow): " + joinLinks(links)
+		listed = "by peer_rtt (no connect between voters is slow): " + joinLinks(slowLinks)
 	}
 	if n > maxMembers {
 		r := step(StepAttribution, "", attributionBasis, false,
 			fmt.Sprintf("slow links between voters %s; %d voters, more than etcd's %d members: not attributed, nothing is swapped", listed, n, maxMembers))
 		return r, nil, true
 	}
-	size, covers := minCovers(vnames, links)
+	size, covers := minCovers(vnames, slowLinks)
 	r = step(StepAttribution, "", attributionBasis, false, "")
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(size)), num(float64(minority)), "hosts", settings.AtMost
 	if size > minority {
@@ -68,7 +66,7 @@ func attribute(s settings.Settings, voters []*host) (r Reason, suspects []*host,
 	var unsound []string
 	blamed := map[string]bool{}
 	for _, c := range covers {
-		fit, ok := fitOutside(s, voters, c)
+		fit, ok := fitOutside(s, voters, c, links)
 		if !ok {
 			unsound = append(unsound, "{"+strings.Join(c, ", ")+"}")
 			continue
@@ -99,13 +97,17 @@ func attribute(s settings.Settings, voters []*host) (r Reason, suspects []*host,
 }
 
 // slowVoterLinks is the links between voters that either end measured over
-// its limit by signal.
-func slowVoterLinks(voters []*host, byName map[string]*host, signal string) map[link]bool {
+// its limit by k.
+func slowVoterLinks(voters []*host, links *linkMatrix, k kind) map[link]bool {
+	isVoter := map[string]bool{}
+	for _, v := range voters {
+		isVoter[v.node.Name] = true
+	}
 	set := map[link]bool{}
 	for _, v := range voters {
-		for _, r := range v.reasons {
-			if r.Signal == signal && !r.OK && byName[r.Subject] != nil {
-				set[linkOf(v.node.Name, r.Subject)] = true
+		for _, e := range links.from[v.node.Name] {
+			if isVoter[e.to] && e.slow(k) {
+				set[linkOf(v.node.Name, e.to)] = true
 			}
 		}
 	}
@@ -187,23 +189,15 @@ func minCovers(names []string, links []link) (size int, covers [][]string) {
 // (window - ceil(p*window)). Taken together, because a stall of the whole
 // machine that put the one sample the tail forgives in each end's window
 // (and one more in the blamed host's) puts two in the link's.
-func fitOutside(s settings.Settings, voters []*host, cover []string) (string, bool) {
+func fitOutside(s settings.Settings, voters []*host, cover []string, links *linkMatrix) (string, bool) {
 	forgiven := s.Window - quantile.Rank(s.TailPercentile, s.Window)
 	l := s.ConnectLimit()
 	count := func(from, to *host) (slow, measured int) {
-		col := from.connects[to.node.Name] // aligned with from.window
-		if col == nil {
+		e := links.at(from.node.Name, to.node.Name)
+		if e == nil || e.connect == nil {
 			return 0, 0
 		}
-		for i, at := range col.At {
-			if c := col.Connect[i]; at {
-				measured++
-				if c.Err != "" || !l.OK(c.Seconds) {
-					slow++
-				}
-			}
-		}
-		return slow, measured
+		return e.connect.over, e.connect.count
 	}
 	for i, a := range voters {
 		if slices.Contains(cover, a.node.Name) {

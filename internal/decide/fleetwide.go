@@ -12,12 +12,12 @@ import (
 // they measure. Links are the attribution rule's, and a link's class (Wi-Fi)
 // is a host's own choice of interface, not a shared fault.
 var hostLocal = []struct {
-	name    string
-	signals []string
+	name  string
+	kinds []kind
 }{
-	{"disk", []string{SignalWALFsync, SignalBackendCommit, SignalFdatasync}},
-	{"memory", []string{SignalMemory}},
-	{"memory stall", []string{SignalStall}},
+	{"disk", []kind{kindWALFsync, kindBackendCommit, kindFdatasync}},
+	{"memory", []kind{kindMemory}},
+	{"memory stall", []kind{kindStall}},
 }
 
 const fleetWideBasis = "a host-local limit (disk: wal_fsync, backend_commit or fdatasync; memory: memory_available; memory stall: memory_full_stall) breached by most recording hosts in the same window is a fault they share (a hypervisor, a storage array, the machine), not a host's: swapping one host changes nothing (TiKV PD acts only when one store is slow; Cluster API stops remediating when too many machines are unhealthy at once). Recording hosts are those judged on a full, fresh window; most is more than half"
@@ -39,8 +39,8 @@ func fleetWide(hosts []*host) (rs []Reason, shared bool) {
 	for _, c := range hostLocal {
 		var breach []string
 		for _, h := range recording {
-			for _, r := range h.reasons {
-				if failedMeasure(r) && slices.Contains(c.signals, r.Signal) {
+			for i := range h.all {
+				if g := &h.all[i]; g.failedMeasure() && slices.Contains(c.kinds, g.kind) {
 					breach = append(breach, h.node.Name)
 					break
 				}

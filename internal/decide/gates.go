@@ -10,14 +10,15 @@ import (
 
 // gates are the conditions under which no change is made, however fit the
 // plan.
-func gates(s settings.Settings, now time.Time, voters, learners []*host, mem Memory) []Reason {
+func gates(j *limits, voters, learners []*host, mem Memory) []Reason {
+	s, now := j.s, j.now
 	var out []Reason
 	const reportedBasis = "a voter whose probe has not reported may be paused or cut off while its last sample still looks healthy: no change on stale readings"
 	n := len(out)
 	for _, v := range voters {
 		if v.verdict == Unknown {
-			out = append(out, step(GateReported, v.node.Name, reportedBasis, false,
-				fmt.Sprintf("%s is unknown, its probe has not reported a full, fresh, readable window: %s", v.node.Name, firstUnknown(v.reasons))))
+			r := step(GateReported, v.node.Name, reportedBasis, false, "")
+			out = append(out, quoting(r, v.node.Name+" is unknown, its probe has not reported a full, fresh, readable window: ", firstUnknown(j, v)))
 		}
 	}
 	if len(out) == n {
@@ -27,7 +28,7 @@ func gates(s settings.Settings, now time.Time, voters, learners []*host, mem Mem
 	const leaderBasis = "etcd without a leader cannot take a membership change"
 	n = len(out)
 	for _, v := range voters {
-		if x := latestEtcd(v.window); x != nil && !x.HasLeader {
+		if x := v.etcd; x != nil && !x.hasLeader {
 			out = append(out, step(GateLeader, v.node.Name, leaderBasis, false, fmt.Sprintf("%s's etcd reports no leader", v.node.Name)))
 		}
 	}
@@ -48,13 +49,13 @@ func gates(s settings.Settings, now time.Time, voters, learners []*host, mem Mem
 	peers := len(voters) - 1
 	n = len(out)
 	for _, v := range voters {
-		x := latestEtcd(v.window)
-		if x == nil || x.ConnectedPeers >= peers {
+		x := v.etcd
+		if x == nil || x.connectedPeers >= peers {
 			continue
 		}
 		r := step(GateConnected, v.node.Name, connBasis, false,
-			fmt.Sprintf("%s's etcd is connected to %d of the %d other voters", v.node.Name, x.ConnectedPeers, peers))
-		r.Value, r.Limit, r.Unit, r.Rule = num(float64(x.ConnectedPeers)), num(float64(peers)), "peers", settings.AtLeast
+			fmt.Sprintf("%s's etcd is connected to %d of the %d other voters", v.node.Name, x.connectedPeers, peers))
+		r.Value, r.Limit, r.Unit, r.Rule = num(float64(x.connectedPeers)), num(float64(peers)), "peers", settings.AtLeast
 		out = append(out, r)
 	}
 	if len(out) == n {
@@ -65,8 +66,8 @@ func gates(s settings.Settings, now time.Time, voters, learners []*host, mem Mem
 	count := len(voters) + len(learners)
 	var views []string
 	for _, v := range voters {
-		if x := latestEtcd(v.window); x != nil && x.KnownPeers+1 != s.TargetVoters {
-			views = append(views, fmt.Sprintf("%s's etcd knows %d members", v.node.Name, x.KnownPeers+1))
+		if x := v.etcd; x != nil && x.knownPeers+1 != s.TargetVoters {
+			views = append(views, fmt.Sprintf("%s's etcd knows %d members", v.node.Name, x.knownPeers+1))
 		}
 	}
 	r := step(GateMembers, "", membersBasis, count == s.TargetVoters && len(views) == 0,
@@ -83,13 +84,4 @@ func gates(s settings.Settings, now time.Time, voters, learners []*host, mem Mem
 		strings.Join(mem.Voters, ", "), since.Round(time.Millisecond), mem.VotersChangedAt.Format(time.RFC3339), l.Duration()))
 	out = append(out, c)
 	return out
-}
-
-func firstUnknown(rs []Reason) string {
-	for _, r := range rs {
-		if !r.OK && r.unknown {
-			return r.Detail
-		}
-	}
-	return "unknown"
 }

@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-// The plan, step by step: etcd present and eligible hosts (here), the
-// whole-fleet rule (fleetwide.go), the attribution of slow links
-// (attribution.go), the voter to replace (replace.go), the candidates
-// (candidates.go), the gates (gates.go) and the hysteresis
-// (hysteresis.go).
+// The plan reads the hosts' judgements and the link matrix, never their
+// reasons, and writes one reason per step, in order: etcd present and
+// eligible hosts (here), the whole-fleet rule (fleetwide.go), the
+// attribution of slow links (attribution.go), the voter to replace
+// (replace.go), the candidates (candidates.go), the gates (gates.go) and
+// the hysteresis (hysteresis.go).
 
 // Decision reason signals: each step of the plan and each gate.
 const (
@@ -43,13 +43,14 @@ func step(signal, subject, basis string, ok bool, detail string) Reason {
 // swap go ahead; the action is a swap only when every one does, the last
 // being that the same swap was named at enough consecutive decisions. It
 // records in mem what the next decision needs of this one.
-func plan(s settings.Settings, now time.Time, hosts []*host, prev *Status, mem *Memory) Decision {
-	d := decideSwap(s, now, hosts, prev, mem)
+func plan(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {
+	d := decideSwap(j, hosts, links, prev, mem)
 	tally(prev, hosts, d, mem)
 	return d
 }
 
-func decideSwap(s settings.Settings, now time.Time, hosts []*host, prev *Status, mem *Memory) Decision {
+func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {
+	s := j.s
 	d := Decision{Action: ActionNone, Reasons: []Reason{}}
 	var voters, learners, standbys []*host
 	eligible := 0
@@ -99,8 +100,8 @@ func decideSwap(s settings.Settings, now time.Time, hosts []*host, prev *Status,
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 	d.Reasons = append(d.Reasons, r)
 
-	out, in := choose(s, hosts, voters, standbys, &d)
-	d.Reasons = append(d.Reasons, gates(s, now, voters, learners, *mem)...)
+	out, in := choose(j, hosts, voters, standbys, links, &d)
+	d.Reasons = append(d.Reasons, gates(j, voters, learners, *mem)...)
 	if out == "" || in == "" {
 		return d
 	}
@@ -111,7 +112,7 @@ func decideSwap(s settings.Settings, now time.Time, hosts []*host, prev *Status,
 			return d
 		}
 	}
-	r = steady(prev, now, voters, out, in, mem)
+	r = steady(prev, j.now, voters, out, in, mem)
 	d.Reasons = append(d.Reasons, r)
 	if r.OK {
 		d.Action, d.Out, d.In = ActionSwap, out, in
@@ -122,77 +123,58 @@ func decideSwap(s settings.Settings, now time.Time, hosts []*host, prev *Status,
 // choose picks the voter to replace and the standby to replace it with,
 // adding a reason for each step: the whole-fleet rule, the attribution of
 // slow links, the voter to replace, pinning, the candidates.
-func choose(s settings.Settings, hosts, voters, standbys []*host, d *Decision) (out, in string) {
+func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, d *Decision) (out, in string) {
 	fw, shared := fleetWide(hosts)
 	d.Reasons = append(d.Reasons, fw...)
 	if shared {
 		return "", ""
 	}
-	at, suspects, slow := attribute(s, voters)
+	at, suspects, slow := attribute(j.s, voters, links)
 	d.Reasons = append(d.Reasons, at)
 	if !at.OK {
 		return "", ""
 	}
 	var leaving *host
 	if slow {
-		leaving = onMostSlowLinks(s, voters, suspects, d)
+		leaving = onMostSlowLinks(j, voters, suspects, d)
 	} else {
-		leaving = worstOwnReadings(s, voters, d)
+		leaving = worstOwnReadings(j, voters, d)
 	}
 	if leaving == nil {
 		return "", ""
 	}
 	out = leaving.node.Name
-
-	var remaining []string
-	for _, v := range voters {
-		if v.node.Name != out {
-			remaining = append(remaining, v.node.Name)
-		}
-	}
-	const candBasis = "a standby is judged against the voters that would remain: its slow link to the voter leaving does not count; among fit standbys the largest headroom (its tightest signal, as a fraction of the limit) wins"
-	best, bestMargin := "", math.Inf(-1)
-	var cands []Reason
-	for _, c := range standbys {
-		ok, margin, why := candidate(c, out, remaining)
-		r := step(StepCandidate, c.node.Name, candBasis, ok, why)
-		if !math.IsInf(margin, 0) {
-			r.Value, r.Unit = num(margin), "fraction"
-		}
-		cands = append(cands, r)
-		if ok && (best == "" || margin > bestMargin) {
-			best, bestMargin = c.node.Name, margin
-		}
-	}
-	if best == "" {
-		why := "no standby to replace " + out + " with"
-		if len(standbys) > 0 {
-			why = fmt.Sprintf("no standby is fit against the voters that would remain (%s): nothing is swapped", strings.Join(remaining, ", "))
-		}
-		cands = append(cands, step(StepCandidate, "", candBasis, false, why))
-	}
-	d.Reasons = append(d.Reasons, cands...)
-	return out, best
+	return out, candidates(j, voters, standbys, out, links, d)
 }
 
-// failedMeasure selects the reasons that make a host unfit.
-func failedMeasure(r Reason) bool { return !r.OK && !r.unknown && isMeasure(r) }
-
-// worstOf names the reason furthest over its limit, with its margin.
-func worstOf(rs []Reason) string {
-	var worst *Reason
-	for i := range rs {
-		if failedMeasure(rs[i]) && (worst == nil || headroom(rs[i]) < headroom(*worst)) {
-			worst = &rs[i]
+// worstOf names the host's judgement furthest over its limit, with its
+// margin.
+func worstOf(j *limits, h *host) string {
+	var worst *judgement
+	for i := range h.all {
+		if g := &h.all[i]; g.failedMeasure() && (worst == nil || g.headroom() < worst.headroom()) {
+			worst = g
 		}
 	}
 	if worst == nil {
 		return "none"
 	}
-	if worst.Value == nil {
-		return Summary(*worst)
+	r := worst.reason(j, h.node.Name)
+	if r.Value == nil {
+		return Summary(r)
 	}
-	return fmt.Sprintf("%s (%s)", Summary(*worst), overBy(headroom(*worst)))
+	return fmt.Sprintf("%s (%s)", Summary(r), overBy(worst.headroom()))
+}
+
+// firstUnknown is the reason of the host's first judgement that makes it
+// unknown.
+func firstUnknown(j *limits, h *host) Reason {
+	for i := range h.all {
+		if g := &h.all[i]; g.out == unknown {
+			return g.reason(j, h.node.Name)
+		}
+	}
+	return Reason{Detail: "unknown"}
 }
 
 // overBy says how far over its limit a failed reason is, in words.

@@ -14,7 +14,7 @@ const replaceBasis = "with slow links between voters the attribution rule names 
 // onMostSlowLinks is the voter to replace among those the attribution rule
 // names: the one on the most slow links. A pinned voter so chosen stops the
 // plan: the slow links stay with it whichever other voter goes.
-func onMostSlowLinks(s settings.Settings, voters, suspects []*host, d *Decision) *host {
+func onMostSlowLinks(j *limits, voters, suspects []*host, d *Decision) *host {
 	type ranked struct {
 		h     *host
 		links []string
@@ -35,7 +35,7 @@ func onMostSlowLinks(s settings.Settings, voters, suspects []*host, d *Decision)
 	}
 	var rs []ranked
 	for _, v := range suspects {
-		rs = append(rs, ranked{v, slowLinks(v.reasons), minHeadroom(v.reasons, failedMeasure)})
+		rs = append(rs, ranked{v, otherEnds(v.all), minHeadroom(v.all, (*judgement).failedMeasure)})
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
 		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), pinnedLast(a, b), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
@@ -43,11 +43,11 @@ func onMostSlowLinks(s settings.Settings, voters, suspects []*host, d *Decision)
 	leaving := rs[0]
 	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
 		fmt.Sprintf("%s is the voter on the most slow links (%d%s) of those that explain them (%s); its worst reason: %s; unfit voters: %s",
-			leaving.h.node.Name, len(leaving.links), listIn(leaving.links), names(suspects), worstOf(leaving.h.reasons), names(unfitOf(voters))))
+			leaving.h.node.Name, len(leaving.links), listIn(leaving.links), names(suspects), worstOf(j, leaving.h), names(unfitOf(voters))))
 	r.Value, r.Unit = num(float64(len(leaving.links))), "links"
 	d.Reasons = append(d.Reasons, r)
 	if leaving.h.node.Pinned {
-		d.Reasons = append(d.Reasons, step(StepPinned, leaving.h.node.Name, pinnedBasis(s), false,
+		d.Reasons = append(d.Reasons, step(StepPinned, leaving.h.node.Name, pinnedBasis(j.s), false,
 			fmt.Sprintf("%s is pinned and on the most slow links: nothing is swapped (no other voter is swapped in its place: it is not the one on the poor paths)", leaving.h.node.Name)))
 		return nil
 	}
@@ -63,7 +63,7 @@ func pinnedBasis(s settings.Settings) string {
 // class), and the one furthest over its limits goes. A pinned voter is passed
 // over for the next unpinned one: its fault is its own and stays with it, and
 // another voter's is another's.
-func worstOwnReadings(s settings.Settings, voters []*host, d *Decision) *host {
+func worstOwnReadings(j *limits, voters []*host, d *Decision) *host {
 	unfit := unfitOf(voters)
 	if len(unfit) == 0 {
 		var unknown []string
@@ -79,7 +79,7 @@ func worstOwnReadings(s settings.Settings, voters []*host, d *Decision) *host {
 		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false, why))
 		return nil
 	}
-	worst := func(h *host) float64 { return minHeadroom(h.reasons, failedMeasure) }
+	worst := func(h *host) float64 { return minHeadroom(h.all, (*judgement).failedMeasure) }
 	slices.SortStableFunc(unfit, func(a, b *host) int {
 		return cmp.Or(cmp.Compare(worst(a), worst(b)), cmp.Compare(a.node.Name, b.node.Name))
 	})
@@ -87,15 +87,15 @@ func worstOwnReadings(s settings.Settings, voters []*host, d *Decision) *host {
 	for _, v := range unfit {
 		if v.node.Pinned {
 			passed = append(passed, v.node.Name)
-			d.Reasons = append(d.Reasons, step(StepPinned, v.node.Name, pinnedBasis(s), true,
-				fmt.Sprintf("%s is pinned and unfit by its own readings only (%s): passed over for the next unfit unpinned voter", v.node.Name, worstOf(v.reasons))))
+			d.Reasons = append(d.Reasons, step(StepPinned, v.node.Name, pinnedBasis(j.s), true,
+				fmt.Sprintf("%s is pinned and unfit by its own readings only (%s): passed over for the next unfit unpinned voter", v.node.Name, worstOf(j, v))))
 			continue
 		}
 		why := fmt.Sprintf("%s is the unfit voter furthest over its limits, by its own readings (no link between voters is slow); its worst reason: %s; unfit voters: %s",
-			v.node.Name, worstOf(v.reasons), names(unfit))
+			v.node.Name, worstOf(j, v), names(unfit))
 		if len(passed) > 0 {
 			why = fmt.Sprintf("%s is the next unfit unpinned voter after %s; its worst reason: %s; unfit voters: %s",
-				v.node.Name, strings.Join(passed, ", "), worstOf(v.reasons), names(unfit))
+				v.node.Name, strings.Join(passed, ", "), worstOf(j, v), names(unfit))
 		}
 		r := step(StepReplace, v.node.Name, replaceBasis, true, why)
 		r.Value, r.Unit = num(0), "links"

@@ -127,9 +127,6 @@ type Reason struct {
 	// unknown marks a failed reason that means "cannot judge" rather than
 	// "unfit": it makes the verdict unknown.
 	unknown bool
-	// brief, when set, is Detail without the texts taken from the entry:
-	// what a copy of the reason on another host repeats.
-	brief string
 }
 
 // Decision is the swap that would be made, or none and why.
