@@ -74,9 +74,9 @@ func candidate(j *limits, c *host, out string, remaining []string, links *linkMa
 		}
 	}
 	r.OK = true
-	r.Detail = fmt.Sprintf("%s is fit against %s, tightest headroom %s", name, strings.Join(remaining, ", "), formatMargin(margin))
+	r.Detail = name + " is fit against " + strings.Join(remaining, ", ") + ", tightest headroom " + formatMargin(margin)
 	if slowToOut {
-		r.Detail += fmt.Sprintf(" (its slow link to %s, the voter leaving, does not count)", out)
+		r.Detail += " (its slow link to " + out + ", the voter leaving, does not count)"
 	}
 	if !math.IsInf(margin, 0) {
 		r.Value, r.Unit = num(margin), "fraction"

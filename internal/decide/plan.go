@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -192,7 +193,12 @@ func formatMargin(m float64) string {
 	case math.IsInf(m, 1):
 		return "unbounded"
 	}
-	return fmt.Sprintf("%+.1f%%", m*100)
+	// As %+.1f%% writes it, without fmt: a decision writes one a standby.
+	sign := "+"
+	if math.Signbit(m) {
+		sign = ""
+	}
+	return sign + strconv.FormatFloat(m*100, 'f', 1, 64) + "%"
 }
 
 func listIn(xs []string) string {

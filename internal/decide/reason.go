@@ -96,10 +96,10 @@ func formatBytes(v float64) string {
 		name string
 	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
 		if math.Abs(v) >= u.size {
-			return fmt.Sprintf("%.2f %s", v/u.size, u.name)
+			return strconv.FormatFloat(v/u.size, 'f', 2, 64) + " " + u.name
 		}
 	}
-	return fmt.Sprintf("%.0f B", v)
+	return strconv.FormatFloat(v, 'f', 0, 64) + " B"
 }
 
 // ruleWord is how a rule reads in a sentence.

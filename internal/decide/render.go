@@ -155,8 +155,8 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		case vMemoryFS:
 			return fmt.Sprintf("no disk measured: %s is on %s, a memory filesystem where fdatasync does nothing", g.subject, orDash(g.text)), ""
 		}
-		return fmt.Sprintf("p99 of %d fdatasyncs in %s (%s) at %s: %s", g.count, g.subject, orDash(g.text), g.at.UTC().Format(time.RFC3339),
-			FormatValue(g.value, l.Unit)) + must(), ""
+		return "p99 of " + strconv.Itoa(g.count) + " fdatasyncs in " + g.subject + " (" + orDash(g.text) + ") at " + g.at.UTC().Format(time.RFC3339) +
+			": " + FormatValue(g.value, l.Unit) + must(), ""
 	case kindMemory:
 		if g.variant == vNone {
 			return "memory could not be read in any sample of the window", ""
