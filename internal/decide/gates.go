@@ -80,8 +80,12 @@ func gates(j *limits, voters, learners []*host, mem Memory) []Reason {
 
 	l := s.Cooldown()
 	since := now.Sub(mem.VotersChangedAt)
-	c := against(l, GateCooldown, "", since.Seconds(), fmt.Sprintf("the voter set (%s) last changed %v ago, at %s; cooldown %v",
-		strings.Join(mem.Voters, ", "), since.Round(time.Millisecond), mem.VotersChangedAt.Format(time.RFC3339), l.Duration()))
+	// Its value and detail state an age: the fingerprint compares when the
+	// set changed (in the memory) and whether the cooldown has run.
+	head := "the voter set (" + strings.Join(mem.Voters, ", ") + ") last changed "
+	age := since.Round(time.Millisecond).String() + " ago, "
+	c := against(l, GateCooldown, "", since.Seconds(), head+age+"at "+mem.VotersChangedAt.Format(time.RFC3339)+"; cooldown "+l.Duration().String())
+	c.age = spanOf(len(head), age)
 	out = append(out, c)
 	return out
 }

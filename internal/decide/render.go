@@ -53,7 +53,7 @@ func (g *judgement) render(j *limits, node string) (r Reason, brief string) {
 		r.Value = num(g.value)
 	}
 	if g.kind == kindFreshness {
-		r.Detail = g.freshness(j)
+		r.Detail, r.age = g.freshness(j)
 	} else {
 		r.Detail, brief = g.detail(j, node)
 	}
@@ -174,19 +174,25 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 	return "", ""
 }
 
-// freshness is the freshness judgement's detail: the age of the entry and
-// when it last changed.
-func (g *judgement) freshness(j *limits) string {
-	d := "entry last seen changing " + j.now.Sub(g.at).Round(time.Millisecond).String() + " ago, at " + g.at.Format(time.RFC3339)
+// freshness is the freshness judgement's detail, and where it states the
+// age: the fingerprint compares the time it counts from, which the
+// observation holds, and the outcome.
+func (g *judgement) freshness(j *limits) (string, span) {
+	const head = "entry last seen changing "
+	age := j.now.Sub(g.at).Round(time.Millisecond).String() + " ago, "
+	d := head + age + "at " + g.at.Format(time.RFC3339)
 	if g.out != pass {
 		d += ": the probe has stopped reporting"
 	}
-	return d
+	return d, spanOf(len(head), age)
 }
 
 // quoting sets r's detail to prefix and q's detail, as a decision's reason
-// quotes a host's.
+// quotes a host's, and the age q's detail states, where r's states it.
 func quoting(r Reason, prefix string, q Reason) Reason {
 	r.Detail = prefix + q.Detail
+	if q.age.to > 0 {
+		r.age = span{q.age.from + int32(len(prefix)), q.age.to + int32(len(prefix))}
+	}
 	return r
 }
