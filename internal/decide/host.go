@@ -289,17 +289,35 @@ func connectTail(j *limits, col *entry.Connects, voter string) judgement {
 }
 
 // etcdWindow is a member's etcd samples over its window: the histograms
-// merged, the scrapes read and failed.
+// merged, the scrapes read and failed, and the histograms that could not be
+// merged.
 type etcdWindow struct {
-	wal, backend  quantile.Histogram
-	rtt           map[string]*quantile.Histogram
+	wal, backend  merged
+	rtt           map[string]*merged
 	read, failed  int
 	lastErr, self string
 }
 
-// mergeEtcd merges the etcd samples of a window.
+// merged is one histogram merged over a window, and the samples whose
+// histogram could not be merged with it.
+type merged struct {
+	quantile.Histogram
+	unmerged int
+	lastErr  string
+}
+
+func (m *merged) add(g quantile.Histogram) {
+	if err := m.Add(g); err != nil {
+		m.unmerged++
+		m.lastErr = clip(err.Error())
+	}
+}
+
+// mergeEtcd merges the etcd samples of a window. Bounds are one set per
+// entry (docs/entry.md), so a merge cannot fail on a decoded entry; should
+// one fail, the signal says so and is not judged on the rest (etcdSignals).
 func mergeEtcd(window []entry.Sample) *etcdWindow {
-	w := &etcdWindow{rtt: map[string]*quantile.Histogram{}}
+	w := &etcdWindow{rtt: map[string]*merged{}}
 	for _, x := range window {
 		e := x.Etcd
 		if e == nil {
@@ -312,17 +330,15 @@ func mergeEtcd(window []entry.Sample) *etcdWindow {
 		}
 		w.read++
 		w.self = e.MemberID
-		// Bounds are one set per entry (docs/entry.md), so a merge cannot
-		// fail on a decoded entry; a histogram that does is left out.
-		_ = w.wal.Add(e.WALFsync)
-		_ = w.backend.Add(e.BackendCommit)
+		w.wal.add(e.WALFsync)
+		w.backend.add(e.BackendCommit)
 		for id, g := range e.PeerRTT {
 			m := w.rtt[id]
 			if m == nil {
-				m = &quantile.Histogram{}
+				m = &merged{}
 				w.rtt[id] = m
 			}
-			_ = m.Add(g)
+			m.add(g)
 		}
 	}
 	return w
@@ -352,7 +368,7 @@ func (h *host) etcdSignals(j *limits, members map[string]string, out []judgement
 		}
 		g := m.rtt[id]
 		v, ok := g.Quantile(s.TailPercentile)
-		if !ok {
+		if !ok && g.unmerged == 0 {
 			continue
 		}
 		subject := members[id]
@@ -361,21 +377,32 @@ func (h *host) etcdSignals(j *limits, members map[string]string, out []judgement
 			subject = "member " + shown
 		}
 		r := judged(kindPeerRTT, subject, &j.rtt, v)
+		r.measured = ok
 		r.count, r.text = int(g.Count()), shown
-		out = append(out, r)
+		out = append(out, r.unmergedBy(g))
 	}
 	return append(out, histTail(&j.wal, kindWALFsync, &m.wal, s.TailPercentile),
 		histTail(&j.backend, kindBackendCommit, &m.backend, s.TailPercentile))
 }
 
-func histTail(l *settings.Limit, k kind, m *quantile.Histogram, p float64) judgement {
-	v, ok := m.Quantile(p)
-	if !ok {
-		return unmeasuredAs(k, vNone, "", l, pass)
+// unmergedBy makes g unknown when some of the window's histograms could
+// not be merged: a tail of part of the window would be judged as the
+// whole's. Its figure stays, for what it is worth.
+func (g judgement) unmergedBy(m *merged) judgement {
+	if m.unmerged > 0 {
+		g.out, g.unmerged = unknown, &unmerged{count: m.unmerged, err: m.lastErr}
 	}
-	g := judged(k, "", l, v)
-	g.count = int(m.Count())
 	return g
+}
+
+func histTail(l *settings.Limit, k kind, m *merged, p float64) judgement {
+	v, ok := m.Quantile(p)
+	g := unmeasuredAs(k, vNone, "", l, pass)
+	if ok {
+		g = judged(k, "", l, v)
+		g.count = int(m.Count())
+	}
+	return g.unmergedBy(m)
 }
 
 // fdatasync judges a non-member's own disk reading. A reading not taken on

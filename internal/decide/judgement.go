@@ -117,11 +117,21 @@ type judgement struct {
 	count int
 	text  string
 	at    time.Time
+	// unmerged is set when some of the window's histograms could not be
+	// merged with the others.
+	unmerged *unmerged
 
 	// from is set on a link judged from its other end: the measuring host's
 	// own judgement of it, whose figure this repeats; the subject is then
 	// the measuring host.
 	from *judgement
+}
+
+// unmerged is how many of a window's histograms could not be merged with
+// the others, and the latest merge's error.
+type unmerged struct {
+	count int
+	err   string
 }
 
 // failedMeasure: the judgement makes its host unfit.

@@ -167,6 +167,52 @@ func TestLinkMatrixFailedTail(t *testing.T) {
 	}
 }
 
+// A histogram that cannot be merged with the window's makes its signal
+// unknown, with the cause in its reason: a tail of part of the window is
+// not judged as the whole's.
+func TestFailedMergeIsAReason(t *testing.T) {
+	s := settings.Defaults()
+	j := limitsOf(s, linkNow)
+	ok := quantile.Histogram{Bounds: []float64{0.001, 0.002}, Counts: []uint64{100, 0, 0}}
+	other := quantile.Histogram{Bounds: []float64{0.001, 0.004}, Counts: []uint64{0, 0, 100}}
+	var window []entry.Sample
+	for i := range 4 {
+		x := &entry.EtcdSample{MemberID: "a1", HasLeader: true, WALFsync: ok, BackendCommit: ok,
+			PeerRTT: map[string]quantile.Histogram{"b2": ok}}
+		if i == 2 {
+			x.WALFsync, x.PeerRTT["b2"] = other, other
+		}
+		window = append(window, entry.Sample{Etcd: x})
+	}
+	h := &host{node: Node{Name: "alpha"}, role: RoleVoter, window: window}
+	gs := h.etcdSignals(j, map[string]string{"a1": "alpha", "b2": "bravo"}, nil)
+	seen := map[kind]bool{}
+	for _, g := range gs {
+		seen[g.kind] = true
+		r := g.reason(j, "alpha")
+		switch g.kind {
+		case kindWALFsync, kindPeerRTT:
+			if g.out != unknown || g.unmerged == nil || g.unmerged.count != 1 || !strings.Contains(r.Detail, "1 of the window's histograms could not be merged") ||
+				!strings.Contains(r.Detail, "merge histograms: bound 1 is 0.002 and 0.004") || r.OK || !r.unknown {
+				t.Errorf("%s: %+v", r.Signal, r)
+			}
+			if r.Value == nil || *r.Value > 0.001 {
+				t.Errorf("%s keeps its figure of the merged samples: %v", r.Signal, deref(r.Value))
+			}
+		case kindBackendCommit:
+			if g.out != pass || g.unmerged != nil {
+				t.Errorf("%s: %+v", r.Signal, r)
+			}
+		}
+	}
+	if !seen[kindWALFsync] || !seen[kindPeerRTT] || !seen[kindBackendCommit] {
+		t.Fatalf("judgements: %+v", gs)
+	}
+	if v := verdictOf(gs); v != Unknown {
+		t.Fatalf("verdict %s, want unknown", v)
+	}
+}
+
 func deref(p *float64) any {
 	if p == nil {
 		return nil

@@ -57,6 +57,10 @@ func (g *judgement) render(j *limits, node string) (r Reason, brief string) {
 	} else {
 		r.Detail, brief = g.detail(j, node)
 	}
+	if u := g.unmerged; u != nil {
+		r.Detail += fmt.Sprintf("; %d of the window's histograms could not be merged with the others, the latest: %s: not judged on part of the window",
+			u.count, u.err)
+	}
 	return r, brief
 }
 
@@ -132,6 +136,9 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		fails := "; " + strconv.Itoa(g.failed) + " of " + strconv.Itoa(g.count) + " failed"
 		return head + fails + ", the latest: " + g.text, head + fails
 	case kindPeerRTT:
+		if !g.measured {
+			return fmt.Sprintf("no round trips to %s (member %s) in the histograms merged", g.subject, g.text), ""
+		}
 		return fmt.Sprintf("p%s of %d round trips to %s (member %s): %s", j.pn, g.count, g.subject, g.text, FormatValue(g.value, l.Unit)) + must(), ""
 	case kindWALFsync, kindBackendCommit:
 		what := "fsyncs"
