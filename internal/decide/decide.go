@@ -116,6 +116,9 @@ func assess(in Input) *assessment {
 		byName[n.Name] = h
 	}
 
+	// A record that claims another member's etcd member ID is refused
+	// before any member ID names a host (trust.go).
+	refused := claimMembers(hosts, prev)
 	var voters []string // every member the probes connect to
 	members := map[string]string{}
 	for _, h := range hosts {
@@ -136,7 +139,11 @@ func assess(in Input) *assessment {
 	for _, h := range hosts {
 		n := h.ownRoom(len(voters))
 		h.own, block = block[:0:n], block[n:]
-		h.judge(j, now, voters, members)
+		if why, ok := refused[h]; ok {
+			h.refuseRecord(why)
+		} else {
+			h.judge(j, now, voters, members)
+		}
 		sortJudgements(h.own)
 	}
 	links := linksOf(hosts, byName)

@@ -80,6 +80,7 @@ const (
 	vSkipped        // kindFdatasync: skipped by the probe
 	vMemoryFS       // kindFdatasync: taken on a memory filesystem
 	vSomeFailed     // kindEtcd: some scrapes failed, judged from the others
+	vClaimed        // kindRecord: refused, its etcd member ID is another record's
 )
 
 // judgement is one signal of one host judged, before it is words: the
@@ -195,6 +196,7 @@ const (
 	etcdBasis          = "a voter's signals are its etcd's own metrics, scraped every sample"
 	linkBasis          = "a default route that leaves by Wi-Fi is unfit: its retransmissions and power saving delay frames past a heartbeat"
 	readingErrorsBasis = "reported, not held against the host: each signal is judged from the samples that have it"
+	claimedBasis       = "one etcd member, one record: a member ID decides whose round trips are whose, so a record that reports a member ID another member's record already reports is refused, and when no record held it before, every record that reports it (docs/limits.md, One record speaks only for its own host)"
 )
 
 // basisOf is the basis of a judgement no limit is behind.
@@ -209,6 +211,9 @@ func basisOf(g *judgement) string {
 		}
 		return unreadableBasis
 	case kindRecord:
+		if g.variant == vClaimed {
+			return claimedBasis
+		}
 		return recordBasis
 	case kindEtcd:
 		return etcdBasis

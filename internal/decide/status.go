@@ -103,6 +103,10 @@ type Host struct {
 type Observation struct {
 	Digest    string    `json:"digest"`
 	ChangedAt time.Time `json:"changed_at"`
+	// MemberID is the etcd member ID the host's record was taken to speak
+	// for, so that the next decision knows which record already reported
+	// it (docs/limits.md, "One record speaks only for its own host").
+	MemberID string `json:"member_id,omitempty"`
 }
 
 // Reason is one judgement with its numbers: the measured value against the
