@@ -31,7 +31,10 @@ type Metrics struct {
 	flaps, verdictChanges atomic.Int64
 }
 
-// decidingLabels name a host's deciding reason.
+// decidingLabels name a host's deciding reason. No label value is a
+// record's text: host, out and in are node names (the Nodes', which
+// records cannot add to), subject a node name or empty, and the others a
+// closed set (roles, verdicts, signals, steps, units, record issues).
 var decidingLabels = []string{"host", "role", "verdict", "signal", "subject", "unit"}
 
 // Verdicts, as the values the verdict metric takes a label for.
@@ -135,12 +138,16 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 	}
 	m.deciding.Reset()
 	m.decidingLim.Reset()
+	hosts := make(map[string]bool, len(st.Hosts))
+	for _, h := range st.Hosts {
+		hosts[h.Name] = true
+	}
 	for _, h := range st.Hosts {
 		r, ok := decide.DecidingReason(h)
 		if !ok || r.Value == nil || r.Limit == nil {
 			continue
 		}
-		l := []string{h.Name, string(h.Role), string(h.Verdict), r.Signal, r.Subject, r.Unit}
+		l := []string{h.Name, string(h.Role), string(h.Verdict), r.Signal, labelSubject(r.Subject, hosts), r.Unit}
 		m.deciding.WithLabelValues(l...).Set(*r.Value)
 		m.decidingLim.WithLabelValues(l...).Set(*r.Limit)
 	}
@@ -155,6 +162,18 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 			m.held.WithLabelValues(r.Signal).Set(1)
 		}
 	}
+}
+
+// labelSubject is a reason's subject as a label value: a host's name, the
+// other end of a link, or none. Every other subject is text a record chose
+// (an interface, a directory, an etcd member ID no host claims), and a
+// record that changed it every period would mint a series every period:
+// the status has it.
+func labelSubject(subject string, hosts map[string]bool) string {
+	if hosts[subject] {
+		return subject
+	}
+	return ""
 }
 
 func (m *Metrics) written() {
