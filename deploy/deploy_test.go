@@ -384,6 +384,8 @@ const (
 // rendered policy too, so a reworded message fails here, not silently.
 const (
 	msgClaim     = "fleet-role-probe writes records only with a token bound to a Pod on a Node"
+	msgPod       = "fleet-role-probe writes records only with a token bound to a Pod, as the kubelet issues it"
+	msgNodeUID   = "fleet-role-probe writes records only with a token that carries the UID of its Node"
 	msgOwnRecord = "may write only its own record, the ConfigMap "
 	msgNotRecord = "fleet-role-probe may change or delete only a probe record (labelled fleet-role.io/record=probe)"
 	msgLabels    = "a probe record carries exactly the labels fleet-role.io/record=probe and app.kubernetes.io/part-of=fleet-role"
@@ -443,7 +445,7 @@ func TestOnAPIServer(t *testing.T) {
 	for _, v := range policy(t).Spec.Validations {
 		text.WriteString(v.Message + "\n" + v.MessageExpression + "\n")
 	}
-	for _, m := range []string{msgClaim, msgOwnRecord, msgNotRecord, msgLabels, msgMeta, msgOwner, msgData, msgCap} {
+	for _, m := range []string{msgClaim, msgPod, msgNodeUID, msgOwnRecord, msgNotRecord, msgLabels, msgMeta, msgOwner, msgData, msgCap} {
 		if !strings.Contains(text.String(), m) {
 			t.Fatalf("the policy in %s no longer says %q: update the test's words with it", rendered, m)
 		}
@@ -801,6 +803,16 @@ type attempt struct {
 func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, nodes map[string]*corev1.Node, capBytes int) string {
 	p1, p2, p3 := c.ProbeClient(t, node1), c.ProbeClient(t, node2), c.ProbeClient(t, node3)
 	unbound := c.Client(t, probetest.ProbeSA) // a plain TokenRequest: bound to no Pod
+	// A token bound to the Node itself: anyone who may create the probe's
+	// tokens can mint one, with the node's claims and no Pod's.
+	nodeTok, err := c.Server.TokenForNode(ctx, ns, probetest.ProbeSA, node1, nodes[node1].UID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeBound := c.ClientForToken(t, nodeTok)
+	// A token bound to a Pod on a node that did not exist when it was
+	// issued: it names the node, and carries no node UID.
+	early := c.ProbeClient(t, "server-9")
 	ctrl := c.Client(t, probetest.ControllerSA)
 	admin := c.Admin
 
@@ -863,6 +875,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	ownerOf := func(n string) string { return msgOwner + n + " " }
 	P1, P2, P3 := "probe on "+node1, "probe on "+node2, "probe on "+node3
 	U, C, A := "probe, token bound to no Pod", "controller", "admin"
+	NB, E := "probe, token bound to Node "+node1+" (no Pod)", "probe on server-9, token issued before Node server-9 existed"
 	twoByte := strings.Repeat("é", capBytes/2+1) // (cap/2+1) characters, cap+2 bytes
 	r := func(edit func(*corev1.ConfigMap)) *corev1.ConfigMap { return shaped(node1, edit) }
 
@@ -870,6 +883,22 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		// A token bound to no Pod carries no node: it writes nothing.
 		{U, "creates the record of " + node1 + " (Records.Put)", put(unbound, node1, e1), msgClaim, 0},
 		{U, "deletes fleet-role-status", del(unbound, "fleet-role-status"), msgClaim, 0},
+		// A token bound to the Node rather than to a Pod, and one without
+		// the node's UID: neither writes, even the node's own record.
+		{NB, "creates the record of " + node1 + " (Records.Put)", put(nodeBound, node1, e1), msgPod + " (the authentication.kubernetes.io/pod-name and pod-uid claims); this token, bound to Node " + node1 + ", carries no Pod", 0},
+		{NB, "deletes fleet-role-status", del(nodeBound, "fleet-role-status"), msgPod, 0},
+		{A, "registers Node server-9", check("create Node server-9", func() error {
+			_, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "server-9"}}, metav1.CreateOptions{})
+			return err
+		}), "", 0},
+		{E, "creates the record of server-9 (Records.Put)", func() error {
+			n, err := admin.CoreV1().Nodes().Get(ctx, "server-9", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return early.Records(ns).Put(ctx, record.Owner{Name: "server-9", UID: n.UID}, e1)
+		}, msgNodeUID + " (the authentication.kubernetes.io/node-uid claim: the Node server-9 existed when the token was issued); this token carries none", 0},
+
 		// The controller writes no record: RBAC alone refuses it.
 		{C, "creates the record of " + node1, create(ctrl, r(nil)), msgRBAC + "create resource \"configmaps\"", 0},
 		{C, "writes the record of " + node1 + " (Records.Put)", put(ctrl, node1, e1), msgRBAC + "patch resource \"configmaps\"", 0},
@@ -886,6 +915,8 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		{P1, "creates its record with a finalizer", create(p1, r(func(cm *corev1.ConfigMap) { cm.Finalizers = []string{"fleet-role.io/keep"} })), msgMeta, 0},
 		{P1, "creates its record with no ownerReference", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences = nil })), ownerOf(node1), 0},
 		{P1, "creates its record owned by Node " + node2, create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences = []metav1.OwnerReference{ref(node2)} })), ownerOf(node1), 0},
+		{P1, "creates its record owned by a Node " + node1 + " of another UID (one deleted and made again)", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].UID = "00000000-0000-4000-8000-000000000001" })),
+			ownerOf(node1) + "(apiVersion v1, kind Node, uid " + string(nodes[node1].UID) + " as its token carries it", 0},
 		{P1, "creates its record with a second ownerReference (Node " + node2 + ")", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences = append(cm.OwnerReferences, ref(node2)) })), ownerOf(node1), 0},
 		{P1, "creates its record with blockOwnerDeletion true", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].BlockOwnerDeletion = ptr(true) })), ownerOf(node1), 0},
 		{P1, "creates its record with controller true", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].Controller = ptr(true) })), ownerOf(node1), 0},
@@ -1021,6 +1052,10 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	for i, a := range attempts {
 		err := a.do()
 		got := generated.ReplaceAllString(outcome(err), "${1}xxxxx (a generated name)")
+		for n, node := range nodes {
+			// A Node's UID differs every run: the table names whose it is.
+			got = strings.ReplaceAll(got, string(node.UID), "(the UID of Node "+n+")")
+		}
 		fmt.Fprintf(&log, "%2d  %-30s  %-90s  %s\n", i+1, a.who, a.what, got)
 		fmt.Fprintf(&md, "| %s | %s | %s |\n", a.who, mdEscape(a.what), mdEscape(got))
 		if a.want == "" {
@@ -1105,8 +1140,12 @@ record.
 
 The probes act with tokens bound to Pods on ` + node1 + `, ` + node2 + ` and ` + node3 + `
 (TokenRequest with a boundObjectRef, as the kubelet issues them: the token
-carries the node in ` + record.NodeNameClaim + `); the
-token bound to no Pod is a plain TokenRequest of the probe's ServiceAccount. In
+carries the Pod in authentication.kubernetes.io/pod-name and pod-uid, and the
+node in ` + record.NodeNameClaim + ` and node-uid); the
+token bound to no Pod is a plain TokenRequest of the probe's ServiceAccount,
+the token bound to Node ` + node1 + ` a TokenRequest whose boundObjectRef is the
+Node (no Pod claims), and the token of server-9 is bound to a Pod on a node
+that was registered only after the token was issued (no node-uid claim). In
 order:
 
 ` + admissionTable

@@ -197,6 +197,13 @@ func (c *Cluster) Client(t testing.TB, sa string) *kube.Client {
 	return c.clientFor(t, c.Token(t, sa))
 }
 
+// ClientForToken is a client authenticating with token, rated and bounded
+// as Client's.
+func (c *Cluster) ClientForToken(t testing.TB, token string) *kube.Client {
+	t.Helper()
+	return c.clientFor(t, token)
+}
+
 func (c *Cluster) clientFor(t testing.TB, token string) *kube.Client {
 	t.Helper()
 	cfg := c.Server.TokenConfig(token)
