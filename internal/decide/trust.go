@@ -105,15 +105,22 @@ func (h *host) refuseRecord(why string) {
 // implication is what names a voter, by whose records.
 type implication struct {
 	// own: its own record implicates it: a reading of its own over its
-	// limit, or a link it measured slow itself. A round trip to a member
-	// no record claims does not count: which host is at its other end
-	// cannot be told, and a record that hides its own member ID would
-	// otherwise put its slow round trips on the others.
+	// limit, or a link it measured slow that the other end measured slow
+	// too, or measured fit by the same signal (the two ends disagree, and
+	// the one that measured it slow is the odd one: a host slow to measure,
+	// starved of CPU, times every connect late). A link whose other end
+	// measured nothing of it by that signal (etcd feeds its round trips
+	// rarely) tells neither end, and a round trip to a member no record
+	// claims cannot be put on a host: a record that hides its own member
+	// ID would otherwise put its slow round trips on the others.
 	own bool
 	// accusers are the other voting hosts, judged on a full window, that
 	// measured their link to it slow where it did not measure that link
 	// slow (it measured it fit, or not at all).
 	accusers []string
+	// unseen are the voters at the other end of links it measured slow
+	// and they measured nothing of, by that signal.
+	unseen []string
 }
 
 // named: the voter may be named to leave. Its own record, or two other
@@ -124,21 +131,64 @@ func (im implication) named() bool { return im.own || len(im.accusers) >= 2 }
 // why says, of a voter that may not be named, what its slow links rest
 // on.
 func (im implication) why(name string) string {
-	if len(im.accusers) == 0 {
+	var parts []string
+	if len(im.accusers) > 0 {
+		parts = append(parts, fmt.Sprintf("%s's slow links rest on %s's record alone: %s measured the link slow and %s did not", name, im.accusers[0], im.accusers[0], name))
+	}
+	if len(im.unseen) > 0 {
+		parts = append(parts, fmt.Sprintf("%s measured its link to %s slow and %s measured nothing of it: which end is slow cannot be told", name, strings.Join(im.unseen, ", "), strings.Join(im.unseen, ", ")))
+	}
+	if len(parts) == 0 {
 		return name + " is unfit only by round trips to etcd members that no record claims, whose hosts cannot be told"
 	}
-	return fmt.Sprintf("%s's slow links rest on %s's record alone: %s measured the link slow and %s did not", name, im.accusers[0], im.accusers[0], name)
+	return strings.Join(parts, "; ")
+}
+
+// measuredFit: this end measured the link within its limit by k.
+func (e *linkEnd) measuredFit(k kind) bool {
+	g := e.of(k)
+	return e.judged && g != nil && g.measured && g.out == pass
+}
+
+// odd says how v's slow end e of a link stands against the other end's
+// measurement back of the same link: slow at both ends, or measured fit
+// there by the signal v measured it slow by (v's end is the odd one); else
+// the other end measured nothing of it (unseen).
+func odd(e, back *linkEnd) (both, alone bool) {
+	if back == nil || !back.judged {
+		return false, false
+	}
+	if back.slowAny() {
+		return true, false
+	}
+	for _, k := range []kind{kindConnect, kindPeerRTT} {
+		if e.slow(k) && back.measuredFit(k) {
+			return false, true
+		}
+	}
+	return false, false
 }
 
 func implicationOf(v *host, m *linkMatrix, byName map[string]*host) implication {
 	var im implication
 	for i := range v.own {
 		g := &v.own[i]
-		if !g.failedMeasure() || g.kind.isLink() && byName[g.subject] == nil {
+		if g.failedMeasure() && !g.kind.isLink() {
+			im.own = true
+			break
+		}
+	}
+	for _, e := range m.from[v.node.Name] {
+		if !e.slowAny() || byName[e.to] == nil {
 			continue
 		}
-		im.own = true
-		break
+		both, alone := odd(e, m.at(e.to, v.node.Name))
+		switch {
+		case both || alone:
+			im.own = true
+		default:
+			im.unseen = append(im.unseen, e.to)
+		}
 	}
 	for _, e := range m.into[v.node.Name] {
 		if !e.judged || !e.slowAny() || !votes(byName[e.from]) {
@@ -153,9 +203,9 @@ func implicationOf(v *host, m *linkMatrix, byName map[string]*host) implication 
 }
 
 // alone counts the links v alone made slow: those it measured slow and
-// whose other end, a voter, did not (measured them fit, or not at all).
-// Every slow link a record can invent has its writer at one end and the
-// other end measuring it fit: the tie-break goes against such a writer.
+// whose other end, a voter, measured fit by the same signal. Every slow
+// link a record can invent has its writer at one end and the other end
+// measuring it fit: the tie-break goes against such a writer.
 func alone(v *host, voters []*host, m *linkMatrix) (n int, to []string) {
 	for _, o := range voters {
 		if o == v {
@@ -165,11 +215,10 @@ func alone(v *host, voters []*host, m *linkMatrix) (n int, to []string) {
 		if e == nil || !e.slowAny() {
 			continue
 		}
-		if back := m.at(o.node.Name, v.node.Name); back != nil && back.slowAny() {
-			continue
+		if _, a := odd(e, m.at(o.node.Name, v.node.Name)); a {
+			n++
+			to = append(to, o.node.Name)
 		}
-		n++
-		to = append(to, o.node.Name)
 	}
 	return n, to
 }

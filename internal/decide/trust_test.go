@@ -206,6 +206,31 @@ func TestHonestOneSidedNamesItsWriter(t *testing.T) {
 	wantNone(t, st, decide.StepPinned)
 }
 
+// A link measured slow at one end and not measured at all at the other
+// (etcd feeds its round trips rarely: one end's window may hold a slow one
+// while the other's holds none) tells neither end: neither is named. Seen in
+// the fault campaign after a delayed voter recovered: the peer whose window
+// still held a slow round trip to it would otherwise have been named.
+func TestUnseenLinkNamesNeitherEnd(t *testing.T) {
+	f := standardFleet(k3s())
+	f.host("alpha").lie = claimRTT(memberID("charlie"), 0.6)
+	f.host("charlie").lie = func(e *entry.Entry) {
+		for i := range e.Samples {
+			if x := e.Samples[i].Etcd; x != nil {
+				delete(x.PeerRTT, memberID("alpha"))
+			}
+		}
+	}
+	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
+	wantNotNamed(t, st, "alpha", "charlie")
+	wantNone(t, st, decide.StepReplace)
+	r := decisionReason(t, st, decide.StepReplace, "")
+	if !strings.Contains(r.Detail, "alpha measured its link to charlie slow and charlie measured nothing of it: which end is slow cannot be told") ||
+		!strings.Contains(r.Detail, "charlie's slow links rest on alpha's record alone") {
+		t.Fatalf("replace: %s", r.Detail)
+	}
+}
+
 // Two voters tied on every measure the rule has are not told apart by
 // their names: nothing is swapped.
 func TestTieIsNotBrokenByName(t *testing.T) {
