@@ -57,7 +57,7 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_records", Help: "The probes' records: count (records), total_bytes and largest_bytes (of their entries), cap_bytes (the cap each is held to).",
 		}, []string{"figure"}),
 		recordIssue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "fleet_role_host_record_issue", Help: "1 while a host's record is why it has no full, fresh window: issue is missing, unreadable, refused (the API server refused the probe's write), full (shrunk to fit its cap) or stale (unchanged for longer than entry_unchanged allows: the probe stopped writing).",
+			Name: "fleet_role_host_record_issue", Help: "1 while a host's record is why it has no full, fresh window: issue is missing, unreadable, refused (the API server refused the probe's write, or the decision refused its record), unprotected (the probe writes no samples: the API server did not refuse it a write to a record not its own), full (shrunk to fit its cap) or stale (unchanged for longer than entry_unchanged allows: the probe stopped writing).",
 		}, []string{"host", "issue"}),
 		// The deciding reason's numbers (decide.DecidingReason: the one
 		// furthest over its limit when unfit, closest to it when fit), so
@@ -196,6 +196,8 @@ func recordIssue(h decide.Host) string {
 			return "unreadable"
 		case r.Signal == decide.SignalRecord && strings.HasPrefix(r.Detail, "refused"):
 			return "refused"
+		case r.Signal == decide.SignalRecord && strings.HasPrefix(r.Detail, "withheld"):
+			return "unprotected"
 		case r.Signal == decide.SignalRecord:
 			return "full"
 		case r.Signal == decide.SignalFreshness:

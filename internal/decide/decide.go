@@ -255,6 +255,14 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 	if h.hasEntry && !h.wasRead {
 		h.read(s, &j.dec, h.isMember())
 	}
+	if h.decoded && h.entry.Withheld != "" {
+		// The probe writes no samples while the records are not
+		// protected: its record says why and holds nothing to judge.
+		g := unmeasuredAs(kindRecord, vWithheld, "", nil, unknown)
+		g.text = clip(h.entry.Withheld)
+		h.own = append(h.own, g)
+		return
+	}
 	h.evidence(j, now, h.readErr)
 	if h.decoded {
 		h.measure(j, voters, members)

@@ -59,6 +59,10 @@ type Config struct {
 	Settings settings.Settings
 	// Records is where the probe keeps its node's record.
 	Records kube.Records
+	// Policy asks the API server whether it refuses this probe a write to
+	// a record not its own; the probe writes samples only while it does
+	// (policy.go). Nil where there is no API server (an in-memory store).
+	Policy  kube.PolicyCheck
 	Nodes   kube.Nodes
 	Sampler Sampler
 	Log     *slog.Logger
@@ -107,6 +111,9 @@ type Prober struct {
 	lastFsync, started time.Time
 
 	lastNodes []corev1.Node // the last list that succeeded
+
+	polMu sync.Mutex // guards pol against Ready
+	pol   policy     // what the probe knows of the admission policy (policy.go)
 }
 
 // New checks the configuration and returns a probe ready to Run.
@@ -391,7 +398,7 @@ func (p *Prober) resume(ctx context.Context) {
 	fresh := p.entry.Samples
 	p.entry = old
 	p.entry.Node = p.cfg.Node
-	p.entry.Shrunk, p.entry.Refused = 0, ""
+	p.entry.Shrunk, p.entry.Refused, p.entry.Withheld = 0, "", ""
 	for _, s := range fresh {
 		entry.Append(&p.entry, s, p.cfg.Settings.Window)
 	}
@@ -404,6 +411,9 @@ func (p *Prober) resume(ctx context.Context) {
 // replaced, once, by a marker that says so, so that the status can tell a
 // refused host from one that stopped reporting.
 func (p *Prober) write(ctx context.Context) {
+	if !p.policyAllows(ctx) {
+		return
+	}
 	p.mu.Lock()
 	if p.changes == p.written || !p.resumed || p.owner.Name == "" {
 		p.mu.Unlock()

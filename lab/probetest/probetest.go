@@ -769,6 +769,13 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.l.buf.Write(p)
 }
 
+// String is everything logged, one JSON line each.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 // Records returns every record logged with message msg, decoded.
 func (l *Log) Records(msg string) []map[string]any {
 	l.mu.Lock()
