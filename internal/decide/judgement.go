@@ -80,6 +80,7 @@ const (
 	vSkipped        // kindFdatasync: skipped by the probe
 	vMemoryFS       // kindFdatasync: taken on a memory filesystem
 	vSomeFailed     // kindEtcd: some scrapes failed, judged from the others
+	vTooFew         // a histogram with no more observations than the window forgives
 )
 
 // judgement is one signal of one host judged, before it is words: the
@@ -117,6 +118,10 @@ type judgement struct {
 	count int
 	text  string
 	at    time.Time
+	// atP is the percentile a histogram's tail was taken at, lower than the
+	// tail percentile when the window holds fewer observations than a window
+	// holds samples (merged.tail).
+	atP float64
 	// unmerged is set when some of the window's histograms could not be
 	// merged with the others.
 	unmerged *unmerged
