@@ -195,7 +195,7 @@ func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
 			h.connects[v] = c.Slice(from)
 		}
 	}
-	h.etcd = etcdStateOf(latestEtcd(h.window))
+	h.etcd = etcdStateOf(h.window)
 	// A kept entry's histograms were read into dec's memory, which dec's
 	// next entry reuses: merged now, the one use the decision has for them,
 	// and dropped from its samples.

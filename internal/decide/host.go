@@ -92,19 +92,50 @@ type host struct {
 }
 
 // etcdState is what a member's etcd said of itself at its latest sample
-// read: the gates and the members' map read it once the window is gone.
+// read, and over its window whether it ever had no leader or fewer
+// connected peers: the gates and the members' map read it once the window
+// is gone.
 type etcdState struct {
 	memberID                   string
 	isLearner, hasLeader       bool
 	connectedPeers, knownPeers int
+	// leaderless counts the window's samples in which the member reported no
+	// leader, the latest at leaderlessAt; fewestPeers is the fewest peers
+	// it was connected to at any sample of the window, at fewestAt.
+	leaderless             int
+	leaderlessAt           time.Time
+	fewestPeers            int
+	fewestAt               time.Time
+	windowRead, windowSize int
 }
 
-func etcdStateOf(x *entry.EtcdSample) *etcdState {
-	if x == nil {
-		return nil
+// etcdStateOf is the member's state from its window's etcd samples; nil
+// when none was read.
+func etcdStateOf(window []entry.Sample) *etcdState {
+	var st *etcdState
+	for i := range window {
+		x := window[i].Etcd
+		if x == nil || x.Err != "" {
+			continue
+		}
+		if st == nil {
+			st = &etcdState{fewestPeers: x.ConnectedPeers, fewestAt: window[i].At}
+		}
+		st.memberID, st.isLearner, st.hasLeader = x.MemberID, x.IsLearner, x.HasLeader
+		st.connectedPeers, st.knownPeers = x.ConnectedPeers, x.KnownPeers
+		st.windowRead++
+		if !x.HasLeader {
+			st.leaderless++
+			st.leaderlessAt = window[i].At
+		}
+		if x.ConnectedPeers <= st.fewestPeers {
+			st.fewestPeers, st.fewestAt = x.ConnectedPeers, window[i].At
+		}
 	}
-	return &etcdState{memberID: x.MemberID, isLearner: x.IsLearner, hasLeader: x.HasLeader,
-		connectedPeers: x.ConnectedPeers, knownPeers: x.KnownPeers}
+	if st != nil {
+		st.windowSize = len(window)
+	}
+	return st
 }
 
 // Digest identifies an entry's raw text in the status's observations.
@@ -131,16 +162,6 @@ func roleOf(n Node, latest *etcdState) Role {
 		return RoleStandby
 	}
 	return RoleOther
-}
-
-// latestEtcd is the host's newest etcd sample that was read, or nil.
-func latestEtcd(samples []entry.Sample) *entry.EtcdSample {
-	for i := len(samples) - 1; i >= 0; i-- {
-		if x := samples[i].Etcd; x != nil && x.Err == "" {
-			return x
-		}
-	}
-	return nil
 }
 
 // isMember: the host runs an etcd member, so its disks and round trips are
@@ -262,11 +283,13 @@ func connectTail(j *limits, col *entry.Connects, voter string) judgement {
 	values := j.column(len(col.At))
 	failed, over := 0, 0
 	var lastErr string
+	latestFailed := false
 	for i, at := range col.At {
 		if !at {
 			continue
 		}
 		c := col.Connect[i]
+		latestFailed = c.Err != ""
 		if c.Err != "" {
 			failed++
 			over++
@@ -289,6 +312,7 @@ func connectTail(j *limits, col *entry.Connects, voter string) judgement {
 		g.variant, g.measured = vFailed, false
 	}
 	g.count, g.failed, g.over, g.text = len(values), failed, over, clip(lastErr)
+	g.latestFailed = latestFailed
 	return g
 }
 

@@ -102,7 +102,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	d.Reasons = append(d.Reasons, r)
 
 	out, in := choose(j, hosts, voters, standbys, links, &d)
-	d.Reasons = append(d.Reasons, gates(j, voters, learners, *mem)...)
+	d.Reasons = append(d.Reasons, gates(j, voters, learners, links, *mem)...)
 	if out == "" || in == "" {
 		return d
 	}
