@@ -118,9 +118,9 @@ type judgement struct {
 	count int
 	text  string
 	at    time.Time
-	// latestFailed: the latest connect of a connect tail failed (no answer
-	// within the probe's reading timeout).
-	latestFailed bool
+	// trailingFailed counts a connect tail's latest connects that failed in
+	// a row (no answer within the probe's reading timeout).
+	trailingFailed int
 	// atP is the percentile a histogram's tail was taken at, lower than the
 	// tail percentile when the window holds fewer observations than a window
 	// holds samples (merged.tail).
