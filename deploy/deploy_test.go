@@ -32,6 +32,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -206,15 +207,32 @@ func TestPodsAreHardened(t *testing.T) {
 	}
 	// No POD_IP: off the host's network the pod's own namespace holds
 	// only lo and eth0, and binding eth0 alone would break port-forward.
-	// GOMEMLIMIT: Go's soft memory limit, three quarters of the container's
-	// (deploy/base/controller.yaml says why).
-	wantEnv := []corev1.EnvVar{{Name: "FLEET_ROLE_DRY_RUN", Value: "true"}, {Name: "GOMEMLIMIT", Value: "192MiB"}}
+	// POD_NAME: the Lease holder's identity. GOMEMLIMIT: Go's soft memory
+	// limit, three quarters of the container's (deploy/base/controller.yaml
+	// says why).
+	wantEnv := []corev1.EnvVar{{Name: "FLEET_ROLE_DRY_RUN", Value: "true"},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "GOMEMLIMIT", Value: "192MiB"}}
 	if env := pod.Containers[0].Env; !reflect.DeepEqual(env, wantEnv) {
-		t.Errorf("controller env %+v, want FLEET_ROLE_DRY_RUN=true, GOMEMLIMIT=192MiB and nothing else", env)
+		t.Errorf("controller env %+v, want FLEET_ROLE_DRY_RUN=true, POD_NAME from metadata.name, GOMEMLIMIT=192MiB and nothing else", env)
 	}
-	mib, err := strconv.ParseInt(strings.TrimSuffix(wantEnv[1].Value, "MiB"), 10, 64)
+	mib, err := strconv.ParseInt(strings.TrimSuffix(wantEnv[2].Value, "MiB"), 10, 64)
 	if hard := pod.Containers[0].Resources.Limits.Memory().Value(); err != nil || mib<<20*4 != hard*3 {
-		t.Errorf("controller GOMEMLIMIT %s (%v) is not three quarters of its memory limit, %d bytes", wantEnv[1].Value, err, hard)
+		t.Errorf("controller GOMEMLIMIT %s (%v) is not three quarters of its memory limit, %d bytes", wantEnv[2].Value, err, hard)
+	}
+	// Two replicas, one writer by the Lease; a roll adds the new pod
+	// before an old one goes, and a disruption budget keeps one.
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 || dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType ||
+		dep.Spec.Strategy.RollingUpdate == nil || dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("controller: replicas %v, strategy %+v: want 2, a rolling update with none unavailable", dep.Spec.Replicas, dep.Spec.Strategy)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	if err := yaml.Unmarshal(docs(t)["PodDisruptionBudget/fleet-role"], &pdb); err != nil {
+		t.Fatal(err)
+	}
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.Selector == nil ||
+		!reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, dep.Spec.Selector.MatchLabels) {
+		t.Errorf("controller's PodDisruptionBudget %+v: want minAvailable 1 over the Deployment's pods", pdb.Spec)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		c := pod.Containers[0]
@@ -245,6 +263,10 @@ func TestPodsAreHardened(t *testing.T) {
 	}
 	if !contains(probe.Containers[0].Args, "--host-root=/host") {
 		t.Errorf("probe: no --host-root=/host in %v", probe.Containers[0].Args)
+	}
+	// Ready while it writes its samples (docs/records.md, Fail closed).
+	if rp := probe.Containers[0].ReadinessProbe; rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Path != "/readyz" || rp.HTTPGet.Port.String() != "metrics" {
+		t.Error("probe: no /readyz readiness probe on the metrics port")
 	}
 	if len(probe.Tolerations) != 1 || probe.Tolerations[0].Operator != corev1.TolerationOpExists || probe.Tolerations[0].Key != "" {
 		t.Errorf("probe: tolerations %+v do not tolerate every taint", probe.Tolerations)
@@ -691,6 +713,14 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 		{verb: "get", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true},
 		{verb: "patch", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true,
 			note: "the admission policy refuses the probe: not its node's record"},
+		{verb: "get", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, controller: true},
+		{verb: "update", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, controller: true},
+		{verb: "create", resource: "leases.coordination.k8s.io", namespace: ns, controller: true,
+			note: "RBAC cannot restrict create by name; the replicas make the Lease fleet-role at their first start"},
+		{verb: "get", resource: "leases.coordination.k8s.io/other", namespace: ns},
+		{verb: "update", resource: "leases.coordination.k8s.io/other", namespace: ns},
+		{verb: "delete", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns},
+		{verb: "update", resource: "leases.coordination.k8s.io/kube-controller-manager", namespace: "kube-system"},
 		{verb: "get", resource: "configmaps/kube-root-ca.crt", namespace: "kube-system"},
 		{verb: "create", resource: "configmaps", namespace: "default"},
 		{verb: "list", resource: "configmaps", namespace: "default"},

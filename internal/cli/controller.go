@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +17,8 @@ import (
 // newControllerCommand is what the fleet-role Deployment runs.
 func newControllerCommand() *cobra.Command {
 	var metricsAddr, kubeconfig string
+	var elect bool
+	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Decide every period from the probes' samples and publish fleet-role-status (dry-run)",
@@ -26,14 +31,29 @@ hosts are fit, unfit or unknown and the swap it would make, and writes the
 status document to status.json of the fleet-role-status ConfigMap when it
 changed (and at least once a window). It changes nothing else.
 
+One writer: the Deployment runs two replicas, and only the one that holds the
+Lease fleet-role (coordination.k8s.io, in its namespace) decides and writes;
+the other waits to take the Lease over, within the lease duration and two
+retry periods of the leader's last renewal (at once when the leader stops and
+gives it up). A leader whose renewals fail for the renew deadline stops writing;
+each write is conditioned on the status's resourceVersion as that leader last
+saw it, so a write that lands after another leader's fails. The status names
+its writer. $POD_NAME (the downward API), else the host name, and a random
+suffix make its identity.
+
 Dry-run is the only mode: it refuses to start unless FLEET_ROLE_DRY_RUN=true
 (exit 2). It serves /metrics, /healthz and /readyz (ready while the last
-decision succeeded within three periods).`,
+decision succeeded within three periods; a follower while it reads the
+Lease).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
 	checkAddr := metricsAddressFlag(f, &metricsAddr, controllerMetricsEnv, controllerMetricsPort, "/metrics, /healthz and /readyz")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
+	f.BoolVar(&elect, "leader-elect", true, "run for the Lease and decide only while holding it (false: decide and write at once, as the only controller)")
+	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", controller.DefaultLeaseDuration, "how long a follower waits after the last renewal it saw before it takes the Lease over")
+	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", controller.DefaultRenewDeadline, "how long the leader keeps writing while its renewals fail")
+	f.DurationVar(&retryPeriod, "leader-elect-retry-period", controller.DefaultRetryPeriod, "how often the Lease is renewed, or tried")
 	sf := settings.AddFlags(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -80,7 +100,33 @@ decision succeeded within three periods).`,
 			return err
 		}
 		defer stop()
-		return c.Run(ctx)
+		if !elect {
+			return c.Run(ctx)
+		}
+		leases, err := client.Leases(s.Namespace)
+		if err != nil {
+			return err
+		}
+		return c.RunElected(ctx, controller.Election{
+			Leases: leases, Status: client.StatusStore(s.Namespace),
+			Namespace: s.Namespace, Name: controller.LeaseName, Identity: identity(),
+			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+			ReleaseOnCancel: true,
+		})
 	}
 	return cmd
+}
+
+// identity is this controller's identity in the Lease: its Pod's name
+// (POD_NAME from the downward API), else the host name, and a random
+// suffix, so that a restarted process never takes itself for the holder it
+// was.
+func identity() string {
+	name := os.Getenv("POD_NAME")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return name + "_" + hex.EncodeToString(b)
 }

@@ -46,9 +46,14 @@ type Controller struct {
 	lastWriteAt time.Time         // when it was written
 	lastOutcome string            // its decision and verdicts (outcomeOf)
 
+	// term is the spell of leading the Lease that the decisions run in,
+	// nil without leader election (leader.go).
+	term *term
+
 	mu          sync.Mutex
 	lastSuccess time.Time
 	lastErr     error
+	elector     *elector // set by RunElected, read by Ready
 }
 
 // New checks the configuration and returns a controller ready to Run.
@@ -134,6 +139,9 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		Unreadable: unreadable,
 		Previous:   c.previous,
 	})
+	if c.term != nil {
+		st.Writer = c.term.writer
+	}
 	c.cfg.Metrics.observeStatus(&st)
 	c.logChange(&st)
 
@@ -162,7 +170,11 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 				return nil, fmt.Errorf("encode status: %w", err)
 			}
 			text := string(doc)
-			if err := c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text); err != nil {
+			write := func() error { return c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text) }
+			if c.term != nil {
+				write = func() error { return c.term.publish(ctx, text) }
+			}
+			if err := write(); err != nil {
 				// The decision stands for the next round even when it could not
 				// be published, so the memory it carries is not lost.
 				c.previous = remembered(&st)
@@ -218,6 +230,12 @@ func (c *Controller) loadPrevious(ctx context.Context) {
 		return
 	}
 	c.loaded = true
+	c.takePrevious(data)
+}
+
+// takePrevious takes the previous decision from the status ConfigMap's
+// data, when it holds a readable one.
+func (c *Controller) takePrevious(data map[string]string) {
 	raw, ok := data[decide.StatusKey]
 	if !ok || raw == "" {
 		return
@@ -274,6 +292,9 @@ func keyReasons(d decide.Decision) []decide.Reason {
 
 // Ready reports whether the last loop succeeded within three intervals.
 func (c *Controller) Ready() error {
+	if handled, err := c.readyElected(); handled {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	limit := 3 * c.cfg.Settings.SamplePeriod

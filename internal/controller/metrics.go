@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ type Metrics struct {
 	loops       *prometheus.CounterVec
 	loopSeconds prometheus.Histogram
 	writes      prometheus.Counter
+	leader      prometheus.Gauge
 	// flaps and verdictChanges are the status memory's running counts,
 	// which survive a restart in the status document.
 	flaps, verdictChanges atomic.Int64
@@ -82,6 +84,9 @@ func NewMetrics() *Metrics {
 		}),
 		writes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleet_role_status_writes_total", Help: "Writes of the status ConfigMap.",
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleet_role_leader", Help: "1 while this controller holds the Lease and decides and writes the status, 0 while it waits to take it over; absent without leader election.",
 		}),
 	}
 	flaps := prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -174,6 +179,22 @@ func labelSubject(subject string, hosts map[string]bool) string {
 		return subject
 	}
 	return ""
+}
+
+// leading sets the leader gauge, registering it at the first call: a
+// controller that does not run for the Lease exports none.
+func (m *Metrics) leading(on bool) {
+	if m == nil {
+		return
+	}
+	if err := m.Registry.Register(m.leader); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return
+	}
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.leader.Set(v)
 }
 
 func (m *Metrics) written() {
