@@ -518,8 +518,8 @@ func TestOnAPIServer(t *testing.T) {
 			t.Errorf("kubectl apply --dry-run=server before the install: %q is neither a pass nor the missing namespace", line)
 		}
 	}
-	if passed != 5 {
-		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 5 cluster-scoped ones", passed)
+	if passed != 7 {
+		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 7 cluster-scoped ones", passed)
 	}
 	checkWarnings(t, apply())
 	if out, err := run("apply", "--server-side", "--dry-run=server", "-f", rendered); err != nil {
@@ -562,6 +562,7 @@ func TestOnAPIServer(t *testing.T) {
 	var canITable, admissionTable string
 	t.Run("CanI", func(t *testing.T) { canITable = testCanI(t, ctx, c, kubectl, kc) })
 	t.Run("Admission", func(t *testing.T) { admissionTable = testAdmission(t, ctx, c, nodes, capBytes) })
+	t.Run("FlowControl", func(t *testing.T) { testFlowControl(t, ctx, c, admin) })
 
 	// Applying again (k3s re-applies its manifests on every start) leaves
 	// what the controller wrote to its status: the installer never owned it.
