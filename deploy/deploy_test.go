@@ -357,6 +357,7 @@ func TestSettingsNamespaceAndScope(t *testing.T) {
 	cluster := map[string]bool{
 		"Namespace/" + ns: true, "ClusterRole/fleet-role-node-reader": true, "ClusterRoleBinding/fleet-role-node-reader": true,
 		"ValidatingAdmissionPolicy/fleet-role-probe-records": true, "ValidatingAdmissionPolicyBinding/fleet-role-probe-records": true,
+		"FlowSchema/fleet-role-probe": true, "PriorityLevelConfiguration/fleet-role-probe": true,
 	}
 	for key, b := range d {
 		var m metav1.PartialObjectMetadata
