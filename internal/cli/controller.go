@@ -73,6 +73,12 @@ Lease).`,
 			return err
 		}
 		log := newLogger(cmd.ErrOrStderr(), "controller")
+		if self := s.SelfSetLabels(); len(self) > 0 {
+			// Said once, at start: the labels work, but a compromised node
+			// can mark itself (README, Mark the hosts).
+			log.Warn("a node's kubelet may set these labels on its own node, so a compromised node can mark itself eligible or pinned; keys under "+settings.NodeRestrictionPrefix+" are set by an administrator alone",
+				"settings", self, "eligible_label", s.EligibleLabel, "pinned_label", s.PinnedLabel)
+		}
 		client, err := kube.NewClient(kubeconfig)
 		if err != nil {
 			return usageErrorf("kubernetes client: %w", err)
