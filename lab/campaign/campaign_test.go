@@ -323,7 +323,7 @@ func TestScore(t *testing.T) {
 			name: "withdrawn while etcd holds a voter without a leader: the gates' due, no flap",
 			faults: []Fault{func() Fault {
 				f := fault(VoterLoss, 100, 130, 160, swapV2)
-				f.EtcdHeld = map[string][]Interval{"voter-2": {{From: at(109), To: at(140)}}}
+				f.Held = map[string][]Interval{"voter-2": {{From: at(109), To: at(140)}}}
 				return f
 			}()},
 			decisions: []Decision{dec(108, "swap", "voter-2"), dec(110, "none", ""), dec(125, "swap", "voter-2")},
@@ -334,7 +334,7 @@ func TestScore(t *testing.T) {
 			name: "never published, etcd held a voter before the bound: gated",
 			faults: []Fault{func() Fault {
 				f := fault(VoterLoss, 100, 130, 160, swapV2)
-				f.EtcdHeld = map[string][]Interval{"voter-2": {{From: at(109.9), To: at(150)}}}
+				f.Held = map[string][]Interval{"voter-2": {{From: at(109.9), To: at(150)}}}
 				return f
 			}()},
 			decisions: []Decision{dec(108, "none", "")},
@@ -345,7 +345,7 @@ func TestScore(t *testing.T) {
 			name: "etcd held a voter only after the bound: missed",
 			faults: []Fault{func() Fault {
 				f := fault(VoterLoss, 100, 130, 160, swapV2)
-				f.EtcdHeld = map[string][]Interval{"voter-2": {{From: at(110.1), To: at(150)}}}
+				f.Held = map[string][]Interval{"voter-2": {{From: at(110.1), To: at(150)}}}
 				return f
 			}()},
 			decisions: []Decision{dec(108, "none", "")},

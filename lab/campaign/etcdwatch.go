@@ -21,10 +21,11 @@ import (
 // is seen.
 const etcdWatchEvery = 500 * time.Millisecond
 
-// Interval is a span of time, as the board writes it.
+// Interval is a span of time, as the board writes it, and why it is one.
 type Interval struct {
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
+	Why  string    `json:"why,omitempty"`
 }
 
 // etcdWatch reads, from inside each voter's host (its own loopback, which

@@ -185,6 +185,7 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	defer func() { stopObserving(); <-observed }()
 
 	watched := watchEtcd(octx, fl.Lab, fl.Voters)
+	writes := watchRecords(octx, fl.Admin, s.Namespace, fl.Voters, time.Duration(s.StaleAfter().Value*float64(time.Second)))
 
 	r.logf("waiting for every host fit with a full window (%d samples of %v) and the cooldown passed", s.Window, s.SamplePeriod)
 	if _, err := r.waitFor(ctx, "every host fit and the cooldown passed", cfg.RecoverTimeout+2*time.Minute, time.Time{}, baseline); err != nil {
@@ -207,7 +208,11 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	}
 	res.Ended = time.Now().UTC()
 	res.decisions = r.obs.all()
-	heldSpans(res.Faults, watched.intervals(res.Ended), time.Duration(s.Window)*s.SamplePeriod+s.SamplePeriod)
+	// etcd's gates hold for a window after their last such sample, the
+	// reported gate only while the record is stale, and a period more for
+	// the decision that sees either gone.
+	heldSpans(res.Faults, watched.intervals(res.Ended), "etcd reported it without a leader or a peer", time.Duration(s.Window)*s.SamplePeriod+s.SamplePeriod)
+	heldSpans(res.Faults, writes.intervals(res.Ended), "its record went unwritten past the freshness limit", s.SamplePeriod)
 	res.Faults, res.Totals = Score(res.Faults, res.decisions, s.SamplePeriod, fl.Standbys)
 	res.OK = res.Aborted == "" && res.Totals.OK(res.Faults)
 	if err := res.Write(cfg.Out); err != nil {
@@ -224,11 +229,10 @@ func progress(w io.Writer) func(format string, args ...any) {
 	}
 }
 
-// heldSpans gives each fault the spans in which etcd held a voter without a
-// leader or a peer while its truth held, each extended by extend: the
-// window its last such sample stays in, and a period for the decision that
-// sees it gone.
-func heldSpans(faults []Fault, held map[string][]Interval, extend time.Duration) {
+// heldSpans gives each fault the spans in which a gate held every swap
+// because of a voter (why says what) while the fault's truth held, each
+// extended by extend.
+func heldSpans(faults []Fault, held map[string][]Interval, why string, extend time.Duration) {
 	for i := range faults {
 		f := &faults[i]
 		until := f.Recovered
@@ -240,10 +244,10 @@ func heldSpans(faults []Fault, held map[string][]Interval, extend time.Duration)
 				if in.To.Before(f.Start) || (!until.IsZero() && in.From.After(until)) {
 					continue
 				}
-				if f.EtcdHeld == nil {
-					f.EtcdHeld = map[string][]Interval{}
+				if f.Held == nil {
+					f.Held = map[string][]Interval{}
 				}
-				f.EtcdHeld[v] = append(f.EtcdHeld[v], Interval{From: in.From, To: in.To.Add(extend)})
+				f.Held[v] = append(f.Held[v], Interval{From: in.From, To: in.To.Add(extend), Why: why})
 			}
 		}
 	}

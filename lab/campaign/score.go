@@ -20,17 +20,19 @@ type Fault struct {
 	// Bound is the periods from Start within which a swap-worthy fault's
 	// swap must be published.
 	Bound float64 `json:"bound_periods,omitempty"`
-	// EtcdHeld lists, by voter, the spans in which etcd itself reported
-	// that voter without a leader or without one of its peers, each
-	// extended by the window its last such sample stays in: the gates hold
-	// every swap then (docs/limits.md), so a swap not published, or
-	// withdrawn, in one is the gates' due, not a miss or a flap.
-	EtcdHeld map[string][]Interval `json:"etcd_held,omitempty"`
+	// Held lists, by voter, the spans in which a gate of docs/limits.md held
+	// every swap because of that voter, by the fleet's own state read
+	// beside the probes: etcd itself reported it without a leader or
+	// without one of its peers (and the window its last such sample stays
+	// in), or its record went unwritten past the freshness limit. A swap not
+	// published, or withdrawn, in one is the gates' due, not a miss or a
+	// flap.
+	Held map[string][]Interval `json:"held,omitempty"`
 
 	// Outcome is one of: caught, late (published after its bound), missed
 	// (never published), held (no swap, as the truth says), gated (a
-	// swap-worthy fault whose swap the gates held because etcd itself lost
-	// a voter's leader or peer before its bound), wrong-swap, flap, unseen
+	// swap-worthy fault whose swap a gate held from before its bound, by
+	// the fleet's own state: Held), wrong-swap, flap, unseen
 	// (a host the truth calls unfit was never reported so), unrecovered.
 	Outcome string `json:"outcome"`
 	// PeriodsToPublish is the periods from Start to the first status that
@@ -65,8 +67,8 @@ type Totals struct {
 	SwapWorthy int `json:"swap_worthy"`
 	Caught     int `json:"caught"`
 	Missed     int `json:"missed"`
-	// Gated counts the swap-worthy faults whose swap the gates held
-	// because etcd itself lost a voter's leader or peer before the bound.
+	// Gated counts the swap-worthy faults whose swap a gate held from
+	// before the bound, by the fleet's own state (Fault.Held).
 	Gated          int      `json:"gated"`
 	WrongSwaps     int      `json:"wrong_swaps"`
 	Flaps          int      `json:"flaps"`
@@ -155,7 +157,7 @@ func Score(faults []Fault, decisions []Decision, period time.Duration, standbys 
 		// voter's leader or peer, which the gates hold for.
 		if k > 0 {
 			p := ds[k-1]
-			if p.Action == "swap" && owner(p.Time) == i && !d.Time.After(f.End) && (d.Action != "swap" || d.Out != p.Out) && !f.etcdHeldAt(d.Time) {
+			if p.Action == "swap" && owner(p.Time) == i && !d.Time.After(f.End) && (d.Action != "swap" || d.Out != p.Out) && !f.heldAt(d.Time) {
 				f.Flaps++
 				t.Flaps++
 				f.Notes = append(f.Notes, d.Time.Format(time.RFC3339Nano)+": flap: swap "+p.Out+" -> "+p.In+" withdrawn ("+d.Action+" "+d.Out+"; "+d.Why+")")
@@ -218,10 +220,9 @@ func Score(faults []Fault, decisions []Decision, period time.Duration, standbys 
 	return out, t
 }
 
-// etcdHeldAt reports whether etcd held a voter without a leader or a peer
-// at t, or within the window before (EtcdHeld).
-func (f *Fault) etcdHeldAt(t time.Time) bool {
-	for _, is := range f.EtcdHeld {
+// heldAt reports whether a gate held every swap at t (Held).
+func (f *Fault) heldAt(t time.Time) bool {
+	for _, is := range f.Held {
 		for _, i := range is {
 			if !t.Before(i.From) && !t.After(i.To) {
 				return true
@@ -231,15 +232,14 @@ func (f *Fault) etcdHeldAt(t time.Time) bool {
 	return false
 }
 
-// gatedBy says which voter etcd held without a leader or peer before the
-// fault's bound ran out, or "".
+// gatedBy says which voter a gate held for before the fault's bound ran
+// out, and why, or "".
 func (f *Fault) gatedBy(period time.Duration) string {
 	by := f.Start.Add(time.Duration(f.Bound * float64(period)))
-	for _, v := range slices.Sorted(maps.Keys(f.EtcdHeld)) {
-		for _, i := range f.EtcdHeld[v] {
+	for _, v := range slices.Sorted(maps.Keys(f.Held)) {
+		for _, i := range f.Held[v] {
 			if i.From.Before(by) {
-				return "etcd reported " + v + " without a leader or a peer from " + i.From.Format(time.RFC3339Nano) +
-					", before the bound: the gates hold every swap (docs/limits.md)"
+				return "from " + i.From.Format(time.RFC3339Nano) + ", before the bound, " + v + ": " + i.Why + ": the gates hold every swap (docs/limits.md)"
 			}
 		}
 	}
