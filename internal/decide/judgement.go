@@ -145,6 +145,9 @@ type unmerged struct {
 // failedMeasure: the judgement makes its host unfit.
 func (g *judgement) failedMeasure() bool { return g.out == fail && g.kind.isMeasure() }
 
+// failedOwnMeasure: a failed measure of the host's own, not of a link.
+func (g *judgement) failedOwnMeasure() bool { return g.failedMeasure() && !g.kind.isLink() }
+
 // figure is the judgement's value against its limit, when it has both.
 func (g *judgement) figure() (v, l float64, rule settings.Rule, ok bool) {
 	if !g.measured || g.limit == nil || g.bare || g.held {
