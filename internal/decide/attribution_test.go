@@ -55,14 +55,18 @@ func TestAttributionNamesOneSlowVoter(t *testing.T) {
 // Two slow voters of five: the smallest set touching every slow link is the
 // two, a minority (the limit, 2 of 5), and the one on the most slow links is
 // named (alpha: 4, bravo's link to alpha among them); every standby is slow
-// to the other, which would remain, so none is fit. Three slow voters are
+// to bravo, which would remain, but bravo explains the slow links too, so
+// that slowness is bravo's and the standby is fit. Three slow voters are
 // just over the limit.
 func TestAttributionMinorityBoundary(t *testing.T) {
 	f := votersFleet(t, 5)
 	f.slowHost("alpha")
 	f.slowHost("bravo")
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	wantNone(t, st, decide.StepCandidate)
+	wantSwap(t, st, "alpha", "standby-1")
+	if r := decisionReason(t, st, decide.StepCandidate, "standby-1"); !r.OK || !strings.Contains(r.Detail, "its slow links to bravo, which explain the slow links between voters too, do not count") {
+		t.Fatalf("candidate: %+v", r)
+	}
 	if r := decisionReason(t, st, decide.StepReplace, "alpha"); *r.Value != 4 {
 		t.Fatalf("replace: %+v", r)
 	}

@@ -156,7 +156,7 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, mem *
 		return "", ""
 	}
 	out = leaving.node.Name
-	return out, candidates(j, voters, standbys, out, links, d)
+	return out, candidates(j, voters, standbys, out, suspects, links, d)
 }
 
 // worstOf names the host's judgement furthest over its limit, with its
