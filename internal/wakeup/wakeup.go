@@ -1,0 +1,193 @@
+// Package wakeup reads how late this process wakes from a timer: a host
+// starved of CPU (a busy desktop, a CFS quota used up, a throttled virtual
+// machine) runs its processes late, and etcd's leader sends its heartbeats
+// from a ticker that fires once a heartbeat interval (etcd v3.6.15,
+// server/etcdserver/raft.go, newRaftNode: time.NewTicker(heartbeat)). A
+// ticker that fires a heartbeat interval late makes a gap of two intervals
+// between heartbeats, which etcd itself counts as late
+// (etcd_server_heartbeat_send_failures_total, "leader failed to send out
+// heartbeat on time"; docs/limits.md, "wakeup_late").
+//
+// A Meter arms a timer for one interval, over and over, and keeps the
+// largest lateness (the wake minus when it was due, on the monotonic clock)
+// seen since it was last read. None of etcd's own metrics sees starvation
+// as starvation (lab/votercpu): its late heartbeats come from a starved
+// leader only, and its disk and round-trip histograms move little and name
+// the disk or the path. A timer in the starved process itself does.
+//
+// The core (tracker) is pure: it is told when a timer was due and when it
+// woke. The loop around it takes its clock and its sleep as functions, so
+// that tests drive it without waiting.
+package wakeup
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Reading is what a Meter saw since it was last read.
+type Reading struct {
+	// Late is the largest lateness of a wake-up: how long after its due
+	// time the timer's goroutine ran. A timer still pending past its due
+	// time counts by how late it is so far.
+	Late time.Duration
+	// Wakes is the wake-ups seen.
+	Wakes int
+}
+
+// tracker keeps the largest lateness since it was last taken. It is the
+// pure core: it is told when each timer is due and when it woke.
+type tracker struct {
+	mu sync.Mutex
+	// due is when the timer armed last is due; zero when none is armed.
+	due time.Time
+	// late and wakes are since the last take; seen says a wake-up or a
+	// timer past its due time was seen.
+	late  time.Duration
+	wakes int
+	seen  bool
+	// total counts every wake-up since the start, never reset (the
+	// benchmark reads it).
+	total uint64
+}
+
+// armed records that a timer is set to fire at due.
+func (t *tracker) armed(due time.Time) {
+	t.mu.Lock()
+	t.due = due
+	t.mu.Unlock()
+}
+
+// disarmed records that no timer is armed: the loop has stopped.
+func (t *tracker) disarmed() {
+	t.mu.Lock()
+	t.due = time.Time{}
+	t.mu.Unlock()
+}
+
+// woke records that the armed timer's goroutine ran at now.
+func (t *tracker) woke(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.due.IsZero() {
+		return
+	}
+	// A timer never fires before it is due on the monotonic clock; an
+	// injected clock could say otherwise, and early is not late.
+	t.late = max(t.late, now.Sub(t.due))
+	t.wakes++
+	t.total++
+	t.seen = true
+	t.due = time.Time{}
+}
+
+// take returns what was seen since the last take, and starts again. A
+// timer pending past its due time at now counts by how late it is so far:
+// a process starved so long that no wake-up came since the last take is
+// the latest of all, and its wake-up, when it comes, is counted in full at
+// the next take. ok is false when no timer fell due since the last take
+// (the first read after a start, or reads closer together than the
+// interval).
+func (t *tracker) take(now time.Time) (r Reading, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r = Reading{Late: t.late, Wakes: t.wakes}
+	ok = t.seen
+	if !t.due.IsZero() && now.After(t.due) {
+		r.Late, ok = max(r.Late, now.Sub(t.due)), true
+	}
+	t.late, t.wakes, t.seen = 0, 0, false
+	return r, ok
+}
+
+// Meter times a timer set for Interval, over and over, from Start until
+// Stop, and keeps the largest lateness since Take was last called. Its
+// methods are safe for concurrent use.
+type Meter struct {
+	interval time.Duration
+	// now and sleep are the clock: the monotonic clock and a timer of the
+	// loop's own unless a test injects them. sleep returns false when ctx
+	// ended first.
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) bool
+	t     tracker
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Meter whose timer is set for interval each time; it does
+// nothing until Start.
+func New(interval time.Duration) *Meter {
+	return &Meter{interval: interval, now: time.Now}
+}
+
+// Interval is the time the timer is set for.
+func (m *Meter) Interval() time.Duration { return m.interval }
+
+// Start runs the loop in a goroutine of its own until ctx ends or Stop is
+// called. A Meter already running, or with no interval, is left as it is.
+func (m *Meter) Start(ctx context.Context) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done != nil || m.interval <= 0 {
+		return
+	}
+	ctx, m.cancel = context.WithCancel(ctx)
+	m.done = make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		m.run(ctx)
+	}(m.done)
+}
+
+// Stop ends the loop and waits for it to return; a Meter not running is
+// left as it is. Take still reads what was seen before.
+func (m *Meter) Stop() {
+	m.mu.Lock()
+	cancel, done := m.cancel, m.done
+	m.cancel, m.done = nil, nil
+	m.mu.Unlock()
+	if done == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Take returns the largest lateness seen since the last Take (Reading),
+// and starts again; ok is false when no timer fell due since then.
+func (m *Meter) Take() (Reading, bool) { return m.t.take(m.now()) }
+
+// run arms the timer, waits for it and records the wake-up, until ctx
+// ends. Each timer is armed afresh at its wake-up, as a sleep is, so that
+// each reading is how late one wake-up came, not a ticker's phase.
+func (m *Meter) run(ctx context.Context) {
+	sleep := m.sleep
+	if sleep == nil {
+		// One timer, reset each time: the loop allocates nothing as it
+		// runs. (Since Go 1.23 a Reset timer never delivers a stale fire.)
+		timer := time.NewTimer(time.Hour)
+		timer.Stop()
+		defer timer.Stop()
+		sleep = func(ctx context.Context, d time.Duration) bool {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return false
+			case <-timer.C:
+				return true
+			}
+		}
+	}
+	defer m.t.disarmed()
+	for {
+		m.t.armed(m.now().Add(m.interval))
+		if !sleep(ctx, m.interval) {
+			return
+		}
+		m.t.woke(m.now())
+	}
+}

@@ -1,0 +1,238 @@
+package wakeup
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func TestTrackerKeepsTheLargestSinceTheLastTake(t *testing.T) {
+	var tr tracker
+	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
+
+	if r, ok := tr.take(at(0)); ok || r != (Reading{}) {
+		t.Fatalf("nothing armed: %+v, %v; want no reading", r, ok)
+	}
+	// Armed, not yet due: still no reading (the first sample after a
+	// start).
+	tr.armed(at(500))
+	if r, ok := tr.take(at(499)); ok || r != (Reading{}) {
+		t.Fatalf("armed, not due: %+v, %v; want no reading", r, ok)
+	}
+	if r, ok := tr.take(at(500)); ok {
+		t.Fatalf("armed, due this instant: %+v; want no reading (not past due)", r)
+	}
+	tr.woke(at(507)) // 7 ms late
+	tr.armed(at(1007))
+	tr.woke(at(1100)) // 93 ms late
+	tr.armed(at(1600))
+	tr.woke(at(1600)) // on time
+	tr.armed(at(2100))
+	if r, ok := tr.take(at(2000)); !ok || r.Late != 93*time.Millisecond || r.Wakes != 3 {
+		t.Fatalf("after three wake-ups: %+v, %v; want 93ms of 3", r, ok)
+	}
+	// Taking starts again.
+	tr.woke(at(2101))
+	tr.armed(at(2601))
+	if r, ok := tr.take(at(2200)); !ok || r.Late != time.Millisecond || r.Wakes != 1 {
+		t.Fatalf("after the take: %+v, %v; want 1ms of 1", r, ok)
+	}
+	// A wake-up on time is a reading of zero, not none.
+	tr.woke(at(2601))
+	if r, ok := tr.take(at(2700)); !ok || r.Late != 0 || r.Wakes != 1 {
+		t.Fatalf("on time: %+v, %v; want 0 of 1", r, ok)
+	}
+	// A clock that says the timer woke early is not late.
+	tr.armed(at(3000))
+	tr.woke(at(2990))
+	if r, ok := tr.take(at(3100)); !ok || r.Late != 0 {
+		t.Fatalf("early: %+v, %v; want 0", r, ok)
+	}
+	// A wake-up with nothing armed is not counted.
+	tr.woke(at(4000))
+	if r, ok := tr.take(at(4100)); ok {
+		t.Fatalf("a wake-up with no timer armed: %+v", r)
+	}
+}
+
+// A timer still pending past its due time counts by how late it is so far,
+// and its wake-up, when it comes, in full at the next take.
+func TestTrackerCountsAPendingTimer(t *testing.T) {
+	var tr tracker
+	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
+	tr.armed(at(500))
+	tr.woke(at(510))
+	tr.armed(at(1010))
+	if r, ok := tr.take(at(1800)); !ok || r.Late != 790*time.Millisecond || r.Wakes != 1 {
+		t.Fatalf("pending 790ms past due, one wake-up of 10ms: %+v, %v", r, ok)
+	}
+	if r, ok := tr.take(at(1900)); !ok || r.Late != 890*time.Millisecond || r.Wakes != 0 {
+		t.Fatalf("still pending: %+v, %v; want 890ms of 0 wake-ups", r, ok)
+	}
+	tr.woke(at(2010))
+	tr.armed(at(2510))
+	if r, ok := tr.take(at(2100)); !ok || r.Late != time.Second || r.Wakes != 1 {
+		t.Fatalf("woken 1s late: %+v, %v; want the whole second", r, ok)
+	}
+	// Stopped: nothing pending.
+	tr.disarmed()
+	if r, ok := tr.take(at(9000)); ok {
+		t.Fatalf("disarmed: %+v", r)
+	}
+}
+
+// fakeClock drives the loop without waiting: each sleep takes the
+// lateness of its wake-up from lates, and advances the clock by the
+// interval and that lateness.
+type fakeClock struct {
+	mu    sync.Mutex
+	t     time.Time
+	lates chan time.Duration
+	// asleep receives each sleep's start, so that the test knows where the
+	// loop is.
+	asleep chan time.Duration
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: epoch, lates: make(chan time.Duration), asleep: make(chan time.Duration, 100)}
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *fakeClock) sleep(ctx context.Context, d time.Duration) bool {
+	c.asleep <- d
+	select {
+	case <-ctx.Done():
+		return false
+	case late := <-c.lates:
+		c.advance(d + late)
+		return true
+	}
+}
+
+func fakeMeter(interval time.Duration) (*Meter, *fakeClock) {
+	c := newFakeClock()
+	m := New(interval)
+	m.now, m.sleep = c.now, c.sleep
+	return m, c
+}
+
+func TestLoopTimesEachWakeUp(t *testing.T) {
+	const interval = 500 * time.Millisecond
+	m, c := fakeMeter(interval)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m.Start(ctx)
+	defer m.Stop()
+
+	if d := <-c.asleep; d != interval {
+		t.Fatalf("the loop sleeps %v, want the interval %v", d, interval)
+	}
+	// The first read after a start: no timer has fallen due.
+	if r, ok := m.Take(); ok {
+		t.Fatalf("before the first wake-up: %+v", r)
+	}
+	for _, late := range []time.Duration{3 * time.Millisecond, 620 * time.Millisecond, 40 * time.Millisecond} {
+		c.lates <- late
+		<-c.asleep
+	}
+	if r, ok := m.Take(); !ok || r.Late != 620*time.Millisecond || r.Wakes != 3 {
+		t.Fatalf("after wake-ups 3ms, 620ms and 40ms late: %+v, %v", r, ok)
+	}
+	// The timer armed at the last wake-up, pending past its due: counted
+	// by how late it is so far.
+	c.advance(interval + 250*time.Millisecond)
+	if r, ok := m.Take(); !ok || r.Late != 250*time.Millisecond || r.Wakes != 0 {
+		t.Fatalf("pending 250ms past due: %+v, %v", r, ok)
+	}
+	// Armed anew at each wake-up: the lateness is of one wake-up, not of
+	// a phase kept from the start.
+	c.lates <- 0 // the clock was advanced already: woke 250+500 ms after due
+	<-c.asleep
+	c.lates <- 5 * time.Millisecond
+	<-c.asleep
+	if r, ok := m.Take(); !ok || r.Late != 750*time.Millisecond || r.Wakes != 2 {
+		t.Fatalf("%+v, %v; want the pending wake-up in full (750ms), then 5ms", r, ok)
+	}
+}
+
+func TestStartAndStop(t *testing.T) {
+	m, c := fakeMeter(time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	m.Start(ctx)
+	m.Start(ctx) // running already: no second loop
+	<-c.asleep
+	c.lates <- time.Millisecond
+	<-c.asleep
+	m.Stop()
+	select {
+	case d := <-c.asleep:
+		t.Fatalf("a second loop slept %v", d)
+	default:
+	}
+	// What was seen before the stop is still read; nothing is pending.
+	c.advance(time.Hour)
+	if r, ok := m.Take(); !ok || r.Late != time.Millisecond || r.Wakes != 1 {
+		t.Fatalf("after Stop: %+v, %v", r, ok)
+	}
+	if r, ok := m.Take(); ok {
+		t.Fatalf("after Stop, again: %+v", r)
+	}
+	m.Stop() // stopped already
+
+	// The context ending ends the loop too; Stop then returns at once.
+	m.Start(ctx)
+	<-c.asleep
+	cancel()
+	m.Stop()
+
+	// No interval, no loop.
+	z := New(0)
+	z.Start(context.Background())
+	z.Stop()
+	if _, ok := z.Take(); ok {
+		t.Fatal("a meter of no interval read something")
+	}
+}
+
+// The real loop, on the real clock, with the race detector: a meter whose
+// timer is set for 5 ms reads its wake-ups, none before its first, and
+// stops.
+func TestRealLoop(t *testing.T) {
+	m := New(5 * time.Millisecond)
+	if _, ok := m.Take(); ok {
+		t.Fatal("a meter not started read something")
+	}
+	m.Start(context.Background())
+	deadline := time.Now().Add(30 * time.Second)
+	var wakes int
+	for wakes < 10 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		r, ok := m.Take()
+		if ok && r.Late < 0 {
+			t.Fatalf("negative lateness %v", r.Late)
+		}
+		wakes += r.Wakes
+	}
+	m.Stop()
+	if wakes < 10 {
+		t.Fatalf("%d wake-ups of a 5ms timer in 30s", wakes)
+	}
+	m.Take()
+	if r, ok := m.Take(); ok {
+		t.Fatalf("stopped, read %+v", r)
+	}
+}
