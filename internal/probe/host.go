@@ -131,7 +131,7 @@ func (h *Host) memory(s *entry.Sample) {
 }
 
 // wakeup records the largest lateness of the wake-up timer since the
-// previous sample. None when no timer fell due since (the first sample
+// previous sample. None when no wake-up came since (the first sample
 // after a start) or the timer does not run: the reading has no failure of
 // its own, only readings not taken.
 func (h *Host) wakeup(s *entry.Sample) {

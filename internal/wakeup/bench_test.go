@@ -55,6 +55,6 @@ func BenchmarkTake(b *testing.B) {
 		tr.armed(now)
 		now = now.Add(time.Millisecond)
 		tr.woke(now)
-		tr.take(now)
+		tr.take()
 	}
 }

@@ -29,8 +29,7 @@ import (
 // Reading is what a Meter saw since it was last read.
 type Reading struct {
 	// Late is the largest lateness of a wake-up: how long after its due
-	// time the timer's goroutine ran. A timer still pending past its due
-	// time counts by how late it is so far.
+	// time the timer's goroutine ran.
 	Late time.Duration
 	// Wakes is the wake-ups seen.
 	Wakes int
@@ -42,11 +41,9 @@ type tracker struct {
 	mu sync.Mutex
 	// due is when the timer armed last is due; zero when none is armed.
 	due time.Time
-	// late and wakes are since the last take; seen says a wake-up or a
-	// timer past its due time was seen.
+	// late and wakes are since the last take.
 	late  time.Duration
 	wakes int
-	seen  bool
 	// total counts every wake-up since the start, never reset (the
 	// benchmark reads it).
 	total uint64
@@ -78,27 +75,22 @@ func (t *tracker) woke(now time.Time) {
 	t.late = max(t.late, now.Sub(t.due))
 	t.wakes++
 	t.total++
-	t.seen = true
 	t.due = time.Time{}
 }
 
-// take returns what was seen since the last take, and starts again. A
-// timer pending past its due time at now counts by how late it is so far:
-// a process starved so long that no wake-up came since the last take is
-// the latest of all, and its wake-up, when it comes, is counted in full at
-// the next take. ok is false when no timer fell due since the last take
-// (the first read after a start, or reads closer together than the
-// interval).
-func (t *tracker) take(now time.Time) (r Reading, ok bool) {
+// take returns the wake-ups seen since the last take, and starts again; ok
+// is false when there were none (the first read after a start, or reads
+// closer together than the interval). A timer still pending past its due
+// time is not counted until it wakes: each wake-up is counted once, at the
+// first take after it, so that one stall (a process stopped for seconds,
+// a paused virtual machine) is one late sample, which the tail forgives as
+// it forgives any single outlier, and not two.
+func (t *tracker) take() (r Reading, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r = Reading{Late: t.late, Wakes: t.wakes}
-	ok = t.seen
-	if !t.due.IsZero() && now.After(t.due) {
-		r.Late, ok = max(r.Late, now.Sub(t.due)), true
-	}
-	t.late, t.wakes, t.seen = 0, 0, false
-	return r, ok
+	t.late, t.wakes = 0, 0
+	return r, r.Wakes > 0
 }
 
 // Meter times a timer set for Interval, over and over, from Start until
@@ -157,9 +149,9 @@ func (m *Meter) Stop() {
 	<-done
 }
 
-// Take returns the largest lateness seen since the last Take (Reading),
-// and starts again; ok is false when no timer fell due since then.
-func (m *Meter) Take() (Reading, bool) { return m.t.take(m.now()) }
+// Take returns the largest lateness of the wake-ups since the last Take
+// (Reading), and starts again; ok is false when none came since then.
+func (m *Meter) Take() (Reading, bool) { return m.t.take() }
 
 // run arms the timer, waits for it and records the wake-up, until ctx
 // ends. Each timer is armed afresh at its wake-up, as a sleep is, so that

@@ -13,17 +13,13 @@ func TestTrackerKeepsTheLargestSinceTheLastTake(t *testing.T) {
 	var tr tracker
 	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
 
-	if r, ok := tr.take(at(0)); ok || r != (Reading{}) {
+	if r, ok := tr.take(); ok || r != (Reading{}) {
 		t.Fatalf("nothing armed: %+v, %v; want no reading", r, ok)
 	}
-	// Armed, not yet due: still no reading (the first sample after a
-	// start).
+	// Armed, not yet woken: no reading (the first sample after a start).
 	tr.armed(at(500))
-	if r, ok := tr.take(at(499)); ok || r != (Reading{}) {
-		t.Fatalf("armed, not due: %+v, %v; want no reading", r, ok)
-	}
-	if r, ok := tr.take(at(500)); ok {
-		t.Fatalf("armed, due this instant: %+v; want no reading (not past due)", r)
+	if r, ok := tr.take(); ok || r != (Reading{}) {
+		t.Fatalf("armed, not woken: %+v, %v; want no reading", r, ok)
 	}
 	tr.woke(at(507)) // 7 ms late
 	tr.armed(at(1007))
@@ -31,55 +27,64 @@ func TestTrackerKeepsTheLargestSinceTheLastTake(t *testing.T) {
 	tr.armed(at(1600))
 	tr.woke(at(1600)) // on time
 	tr.armed(at(2100))
-	if r, ok := tr.take(at(2000)); !ok || r.Late != 93*time.Millisecond || r.Wakes != 3 {
+	if r, ok := tr.take(); !ok || r.Late != 93*time.Millisecond || r.Wakes != 3 {
 		t.Fatalf("after three wake-ups: %+v, %v; want 93ms of 3", r, ok)
 	}
 	// Taking starts again.
 	tr.woke(at(2101))
 	tr.armed(at(2601))
-	if r, ok := tr.take(at(2200)); !ok || r.Late != time.Millisecond || r.Wakes != 1 {
+	if r, ok := tr.take(); !ok || r.Late != time.Millisecond || r.Wakes != 1 {
 		t.Fatalf("after the take: %+v, %v; want 1ms of 1", r, ok)
 	}
 	// A wake-up on time is a reading of zero, not none.
 	tr.woke(at(2601))
-	if r, ok := tr.take(at(2700)); !ok || r.Late != 0 || r.Wakes != 1 {
+	if r, ok := tr.take(); !ok || r.Late != 0 || r.Wakes != 1 {
 		t.Fatalf("on time: %+v, %v; want 0 of 1", r, ok)
 	}
 	// A clock that says the timer woke early is not late.
 	tr.armed(at(3000))
 	tr.woke(at(2990))
-	if r, ok := tr.take(at(3100)); !ok || r.Late != 0 {
+	if r, ok := tr.take(); !ok || r.Late != 0 {
 		t.Fatalf("early: %+v, %v; want 0", r, ok)
 	}
 	// A wake-up with nothing armed is not counted.
 	tr.woke(at(4000))
-	if r, ok := tr.take(at(4100)); ok {
+	if r, ok := tr.take(); ok {
 		t.Fatalf("a wake-up with no timer armed: %+v", r)
 	}
 }
 
-// A timer still pending past its due time counts by how late it is so far,
-// and its wake-up, when it comes, in full at the next take.
-func TestTrackerCountsAPendingTimer(t *testing.T) {
+// A stall (the process stopped for seconds) is one late wake-up, counted
+// once: not while the timer is pending past its due time, and in full at
+// the first take after it wakes. One stall is then one late sample, which
+// the tail forgives, not two.
+func TestTrackerCountsAStallOnce(t *testing.T) {
 	var tr tracker
 	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
 	tr.armed(at(500))
 	tr.woke(at(510))
 	tr.armed(at(1010))
-	if r, ok := tr.take(at(1800)); !ok || r.Late != 790*time.Millisecond || r.Wakes != 1 {
-		t.Fatalf("pending 790ms past due, one wake-up of 10ms: %+v, %v", r, ok)
+	// Stopped from 1000 ms to 4000 ms; a sample at 4001 ms comes before
+	// the timer's goroutine runs.
+	if r, ok := tr.take(); !ok || r.Late != 10*time.Millisecond || r.Wakes != 1 {
+		t.Fatalf("the sample during the stall: %+v, %v; want the 10ms wake-up before it", r, ok)
 	}
-	if r, ok := tr.take(at(1900)); !ok || r.Late != 890*time.Millisecond || r.Wakes != 0 {
-		t.Fatalf("still pending: %+v, %v; want 890ms of 0 wake-ups", r, ok)
+	tr.woke(at(4002))
+	tr.armed(at(4502))
+	tr.woke(at(4503))
+	tr.armed(at(5003))
+	if r, ok := tr.take(); !ok || r.Late != 2992*time.Millisecond || r.Wakes != 2 {
+		t.Fatalf("the sample after the stall: %+v, %v; want 2.992s of 2", r, ok)
 	}
-	tr.woke(at(2010))
-	tr.armed(at(2510))
-	if r, ok := tr.take(at(2100)); !ok || r.Late != time.Second || r.Wakes != 1 {
-		t.Fatalf("woken 1s late: %+v, %v; want the whole second", r, ok)
+	tr.woke(at(5004))
+	if r, ok := tr.take(); !ok || r.Late != time.Millisecond {
+		t.Fatalf("the sample after that: %+v, %v; want 1ms, the stall counted once", r, ok)
 	}
-	// Stopped: nothing pending.
+	// Stopped: nothing pending is counted.
+	tr.armed(at(5504))
 	tr.disarmed()
-	if r, ok := tr.take(at(9000)); ok {
+	tr.woke(at(9000))
+	if r, ok := tr.take(); ok {
 		t.Fatalf("disarmed: %+v", r)
 	}
 }
@@ -152,11 +157,11 @@ func TestLoopTimesEachWakeUp(t *testing.T) {
 	if r, ok := m.Take(); !ok || r.Late != 620*time.Millisecond || r.Wakes != 3 {
 		t.Fatalf("after wake-ups 3ms, 620ms and 40ms late: %+v, %v", r, ok)
 	}
-	// The timer armed at the last wake-up, pending past its due: counted
-	// by how late it is so far.
+	// The timer armed at the last wake-up, pending past its due: not
+	// counted until it wakes, and then once.
 	c.advance(interval + 250*time.Millisecond)
-	if r, ok := m.Take(); !ok || r.Late != 250*time.Millisecond || r.Wakes != 0 {
-		t.Fatalf("pending 250ms past due: %+v, %v", r, ok)
+	if r, ok := m.Take(); ok {
+		t.Fatalf("pending 250ms past due: %+v; want no reading until it wakes", r)
 	}
 	// Armed anew at each wake-up: the lateness is of one wake-up, not of
 	// a phase kept from the start.
@@ -165,7 +170,7 @@ func TestLoopTimesEachWakeUp(t *testing.T) {
 	c.lates <- 5 * time.Millisecond
 	<-c.asleep
 	if r, ok := m.Take(); !ok || r.Late != 750*time.Millisecond || r.Wakes != 2 {
-		t.Fatalf("%+v, %v; want the pending wake-up in full (750ms), then 5ms", r, ok)
+		t.Fatalf("%+v, %v; want the late wake-up (750ms), then 5ms", r, ok)
 	}
 }
 
@@ -183,7 +188,7 @@ func TestStartAndStop(t *testing.T) {
 		t.Fatalf("a second loop slept %v", d)
 	default:
 	}
-	// What was seen before the stop is still read; nothing is pending.
+	// What was seen before the stop is still read.
 	c.advance(time.Hour)
 	if r, ok := m.Take(); !ok || r.Late != time.Millisecond || r.Wakes != 1 {
 		t.Fatalf("after Stop: %+v, %v", r, ok)
