@@ -367,7 +367,7 @@ func TestWakeupBoundary(t *testing.T) {
 			h := judge(t, s, baseWindow(s, "standby", false, over(2, 2*l, 0.005, set)), false, nil)
 			r := reasonOf(t, h, decide.SignalWakeup)
 			hb := decide.FormatValue(s.HeartbeatInterval.Seconds(), "seconds")
-			want := "p99 of 100 periods' largest lateness of a timer set for the heartbeat interval (" + hb + "): " +
+			want := "p99 of 100 periods' largest lateness of a timer due every heartbeat interval (" + hb + "): " +
 				decide.FormatValue(2*l, "seconds") + " late, must be under " + hb + "; 2 of 100 over"
 			if r.Detail != want || *r.Value != 2*l || *r.Limit != l || r.Rule != settings.Under {
 				t.Fatalf("two periods over: %+v\nwant detail %q", r, want)

@@ -186,7 +186,7 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		if g.variant == vNone {
 			return "no wake-up readings in the window (a probe that does not take them): reported, not held against the host", ""
 		}
-		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' largest lateness of a timer set for the heartbeat interval (" +
+		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' largest lateness of a timer due every heartbeat interval (" +
 			FormatValue(s.HeartbeatInterval.Seconds(), l.Unit) + "): " + FormatValue(g.value, l.Unit) + " late" + must() +
 			"; " + strconv.Itoa(g.over) + " of " + strconv.Itoa(g.count) + " over", ""
 	case kindReadingErrors:

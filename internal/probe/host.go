@@ -36,8 +36,8 @@ type Host struct {
 	Dial                          connect.DialFunc // nil: a plain dialer
 	HTTP                          *http.Client     // nil: a client of its own
 	Now                           func() time.Time // nil: time.Now
-	// Wakeup times a timer set for one heartbeat interval, over and over,
-	// beside the samples (StartBeside runs it); each sample records the
+	// Wakeup times a timer due once a heartbeat interval, beside the
+	// samples (StartBeside runs it); each sample records the
 	// largest lateness since the previous one. nil: no wake-up reading.
 	Wakeup *wakeup.Meter
 
@@ -276,7 +276,7 @@ func NewHost(s settings.Settings, hostRoot, metricsURL, fsyncDir string) *Host {
 		ConnectTimeout:  ReadingTimeout(s),
 		ScrapeTimeout:   ReadingTimeout(s),
 		// etcd's raft loop ticks once a heartbeat interval: the timer is
-		// set for as long as etcd's ticker (docs/limits.md, wakeup_late).
+		// due as often as etcd's ticker (docs/limits.md, wakeup_late).
 		Wakeup: wakeup.New(s.HeartbeatInterval),
 	}
 }

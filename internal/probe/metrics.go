@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 		}),
 		wakeupLate: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fleet_role_probe_wakeup_late_seconds",
-			Help: "Each sample's largest lateness of a timer set for one heartbeat interval (the wakeup_late signal, docs/limits.md): how late this host ran the probe.",
+			Help: "Each sample's largest lateness of a timer due once a heartbeat interval (the wakeup_late signal, docs/limits.md): how late this host ran the probe.",
 			// From 1 ms, past the heartbeat and election timeouts of k3s
 			// (500 ms, 5 s) to 32 s, as fleet_role_probe_tick_seconds.
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),

@@ -152,7 +152,7 @@ func (s Settings) WakeupLimit() Limit {
 			"(newRaftNode: contention.NewTimeoutDetector(2 * heartbeat); raftNode.processMessages: etcd_server_heartbeat_send_failures_total, " +
 			"\"leader failed to send out heartbeat on time\"). A process woken a heartbeat interval late makes that gap two intervals, " +
 			"with nothing left for the work between the tick and the send, so the p99 of the window's per-sample largest lateness of the probe's own timer, " +
-			"set for one heartbeat interval over and over, must stay under one heartbeat interval; a host starved of CPU runs every process late alike. " +
+			"due once a heartbeat interval on a fixed schedule as etcd's ticker is, must stay under one heartbeat interval; a host starved of CPU runs every process late alike. " +
 			"Judged on every recording host, voters and standbys: a standby that starves would be as bad a voter. Samples without a reading (a probe older than the reading) are reported, not held against the host"}
 }
 

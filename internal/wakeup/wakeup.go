@@ -8,9 +8,9 @@
 // (etcd_server_heartbeat_send_failures_total, "leader failed to send out
 // heartbeat on time"; docs/limits.md, "wakeup_late").
 //
-// A Meter arms a timer for one interval, over and over, and keeps the
-// largest lateness (the wake minus when it was due, on the monotonic clock)
-// seen since it was last read. None of etcd's own metrics sees starvation
+// A Meter keeps a timer due once an interval, on a fixed schedule as
+// etcd's ticker is, and keeps the largest lateness (the wake minus when it
+// was due, on the monotonic clock) seen since it was last read. None of etcd's own metrics sees starvation
 // as starvation (lab/votercpu): its late heartbeats come from a starved
 // leader only, and its disk and round-trip histograms move little and name
 // the disk or the path. A timer in the starved process itself does.
@@ -93,9 +93,9 @@ func (t *tracker) take() (r Reading, ok bool) {
 	return r, r.Wakes > 0
 }
 
-// Meter times a timer set for Interval, over and over, from Start until
-// Stop, and keeps the largest lateness since Take was last called. Its
-// methods are safe for concurrent use.
+// Meter times a timer due once an interval, from Start until Stop, and
+// keeps the largest lateness since Take was last called. Its methods are
+// safe for concurrent use.
 type Meter struct {
 	interval time.Duration
 	// now and sleep are the clock: the monotonic clock and a timer of the
@@ -103,20 +103,24 @@ type Meter struct {
 	// ended first.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) bool
-	t     tracker
+	// origin, when set, is the schedule's phase: the timer is due at
+	// origin plus whole intervals. Zero: one interval after the start. A
+	// test sets it to place the schedule against a CFS period.
+	origin time.Time
+	t      tracker
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// New returns a Meter whose timer is set for interval each time; it does
+// New returns a Meter whose timer is due once an interval; it does
 // nothing until Start.
 func New(interval time.Duration) *Meter {
 	return &Meter{interval: interval, now: time.Now}
 }
 
-// Interval is the time the timer is set for.
+// Interval is the schedule's interval.
 func (m *Meter) Interval() time.Duration { return m.interval }
 
 // Start runs the loop in a goroutine of its own until ctx ends or Stop is
@@ -154,8 +158,15 @@ func (m *Meter) Stop() {
 func (m *Meter) Take() (Reading, bool) { return m.t.take() }
 
 // run arms the timer, waits for it and records the wake-up, until ctx
-// ends. Each timer is armed afresh at its wake-up, as a sleep is, so that
-// each reading is how late one wake-up came, not a ticker's phase.
+// ends. The timer is due on a fixed schedule, once an interval, as etcd's
+// raft ticker (time.NewTicker) fires, and not an interval after each
+// wake-up, as a sleep would be: under a CFS quota a process runs in a slice
+// at the start of each CFS period, and a timer armed afresh at each
+// wake-up there would fall due at the same point of every period and read
+// the period less the interval, while a ticker's tick due anywhere in the
+// throttled rest waits up to the period. After a late wake-up the next due
+// time is the schedule's first after it: a ticker drops the ticks it could
+// not deliver.
 func (m *Meter) run(ctx context.Context) {
 	sleep := m.sleep
 	if sleep == nil {
@@ -175,11 +186,36 @@ func (m *Meter) run(ctx context.Context) {
 		}
 	}
 	defer m.t.disarmed()
+	now := m.now()
+	next := now.Add(m.interval)
+	if !m.origin.IsZero() {
+		next = after(m.origin, now, m.interval)
+	}
 	for {
-		m.t.armed(m.now().Add(m.interval))
-		if !sleep(ctx, m.interval) {
+		m.t.armed(next)
+		if !sleep(ctx, next.Sub(now)) {
 			return
 		}
-		m.t.woke(m.now())
+		now = m.now()
+		m.t.woke(now)
+		// A clock that says the timer woke early (only an injected one
+		// can) still moves the schedule on by one.
+		next = after(next, latest(now, next), m.interval)
 	}
+}
+
+// after is the first time of the schedule due + whole intervals (of either
+// sign) that is later than now.
+func after(due, now time.Time, interval time.Duration) time.Time {
+	if d := due.Sub(now); d > 0 {
+		return due.Add(-((d - 1) / interval) * interval)
+	}
+	return due.Add((now.Sub(due)/interval + 1) * interval)
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

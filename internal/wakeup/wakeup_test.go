@@ -135,13 +135,17 @@ func fakeMeter(interval time.Duration) (*Meter, *fakeClock) {
 	return m, c
 }
 
+// startFake starts a Meter on a fake clock, stopped when the test ends.
+func startFake(t *testing.T, interval time.Duration) (*Meter, *fakeClock) {
+	m, c := fakeMeter(interval)
+	m.Start(context.Background())
+	t.Cleanup(m.Stop)
+	return m, c
+}
+
 func TestLoopTimesEachWakeUp(t *testing.T) {
 	const interval = 500 * time.Millisecond
-	m, c := fakeMeter(interval)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	m.Start(ctx)
-	defer m.Stop()
+	m, c := startFake(t, interval)
 
 	if d := <-c.asleep; d != interval {
 		t.Fatalf("the loop sleeps %v, want the interval %v", d, interval)
@@ -171,6 +175,74 @@ func TestLoopTimesEachWakeUp(t *testing.T) {
 	<-c.asleep
 	if r, ok := m.Take(); !ok || r.Late != 750*time.Millisecond || r.Wakes != 2 {
 		t.Fatalf("%+v, %v; want the late wake-up (750ms), then 5ms", r, ok)
+	}
+}
+
+// The timer is due on a fixed schedule, as a ticker is: after a late
+// wake-up the loop sleeps only to the schedule's next due time after it,
+// and a wake-up later than a whole interval skips the due times it missed.
+func TestLoopKeepsTheSchedule(t *testing.T) {
+	const interval = 500 * time.Millisecond
+	m, c := startFake(t, interval)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	// Each wake-up's lateness, and the sleep the loop takes after it.
+	if d := <-c.asleep; d != interval {
+		t.Fatalf("the first sleep is %v, want one interval", d)
+	}
+	for _, step := range []struct {
+		late, sleep time.Duration
+	}{
+		{0, interval},
+		{ms(120), interval - ms(120)}, // to the next due time
+		{ms(750), interval - ms(250)}, // the due time it missed is skipped
+		{0, interval},
+	} {
+		c.lates <- step.late
+		if d := <-c.asleep; d != step.sleep {
+			t.Fatalf("woken %v late, the loop sleeps %v, want %v", step.late, d, step.sleep)
+		}
+	}
+	if r, ok := m.Take(); !ok || r.Late != ms(750) || r.Wakes != 4 {
+		t.Fatalf("%+v, %v; want 750ms of 4", r, ok)
+	}
+}
+
+// With an origin, the schedule is the origin's: due at origin plus whole
+// intervals, the first after the start.
+func TestLoopFromAnOrigin(t *testing.T) {
+	const interval = 500 * time.Millisecond
+	for _, c := range []struct {
+		origin time.Duration // from the start
+		sleep  time.Duration
+	}{
+		{250 * time.Millisecond, 250 * time.Millisecond},
+		{1250 * time.Millisecond, 250 * time.Millisecond},
+		{-250 * time.Millisecond, 250 * time.Millisecond},
+		{0, interval},
+		{-interval, interval},
+	} {
+		m, clock := fakeMeter(interval)
+		m.origin = epoch.Add(c.origin)
+		ctx, cancel := context.WithCancel(context.Background())
+		m.Start(ctx)
+		if d := <-clock.asleep; d != c.sleep {
+			t.Errorf("origin %v from the start: the first sleep is %v, want %v", c.origin, d, c.sleep)
+		}
+		cancel()
+		m.Stop()
+	}
+}
+
+func TestAfter(t *testing.T) {
+	const h = 500 * time.Millisecond
+	at := func(ms int) time.Time { return epoch.Add(time.Duration(ms) * time.Millisecond) }
+	for _, c := range []struct{ due, now, want int }{
+		{1000, 1000, 1500}, {1000, 1001, 1500}, {1000, 1499, 1500}, {1000, 1500, 2000}, {1000, 2750, 3000},
+		{1000, 999, 1000}, {1000, 500, 1000}, {1000, 499, 500}, {1000, -1, 0}, {1000, 0, 500},
+	} {
+		if got := after(at(c.due), at(c.now), h); !got.Equal(at(c.want)) {
+			t.Errorf("after(%d, %d) = %v, want %d", c.due, c.now, got.Sub(epoch), c.want)
+		}
 	}
 }
 
