@@ -664,3 +664,45 @@ func TestTiedSlowLinkNamesTheUnpinnedVoter(t *testing.T) {
 		t.Fatalf("replace: %+v", r)
 	}
 }
+
+// A host over a limit is unfit even when another of its readings failed:
+// the failed one cannot vouch for it. A host whose record cannot be judged
+// (too few samples, stale) is unknown whatever its samples say.
+func TestOverALimitBeatsAFailedReading(t *testing.T) {
+	s := settings.Defaults()
+	wifi := func(x *entry.Sample) { x.Link = entry.Link{Interface: "wlan0", Class: entry.ClassWifi} }
+	t.Run("a voter whose etcd could not be scraped, on Wi-Fi", func(t *testing.T) {
+		e := baseWindow(s, "voter", true, func(i int, x *entry.Sample) {
+			x.Etcd = &entry.EtcdSample{Err: "scrape http://127.0.0.1:2381/metrics: context deadline exceeded"}
+			wifi(x)
+		})
+		h := judge(t, s, e, true, nil)
+		if r := reasonOf(t, h, decide.SignalEtcd); r.OK {
+			t.Fatalf("etcd reason ok with every scrape failed: %+v", r)
+		}
+		if h.Verdict != decide.Unfit {
+			t.Fatalf("verdict %s, want unfit: its link is over its limit", h.Verdict)
+		}
+	})
+	t.Run("the same voter, its etcd read", func(t *testing.T) {
+		h := judge(t, s, baseWindow(s, "voter", true, func(i int, x *entry.Sample) { wifi(x) }), true, nil)
+		if h.Verdict != decide.Unfit {
+			t.Fatalf("verdict %s, want unfit", h.Verdict)
+		}
+	})
+	t.Run("a voter whose etcd could not be scraped, nothing over", func(t *testing.T) {
+		e := baseWindow(s, "voter", true, func(i int, x *entry.Sample) {
+			x.Etcd = &entry.EtcdSample{Err: "scrape: context deadline exceeded"}
+		})
+		if h := judge(t, s, e, true, nil); h.Verdict != decide.Unknown {
+			t.Fatalf("verdict %s, want unknown", h.Verdict)
+		}
+	})
+	t.Run("a window one sample short, on Wi-Fi", func(t *testing.T) {
+		e := baseWindow(s, "standby", false, func(i int, x *entry.Sample) { wifi(x) })
+		e.Samples = e.Samples[1:]
+		if h := judge(t, s, e, false, nil); h.Verdict != decide.Unknown {
+			t.Fatalf("verdict %s, want unknown: the record cannot be judged", h.Verdict)
+		}
+	})
+}

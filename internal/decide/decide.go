@@ -290,6 +290,9 @@ func votes(h *host) bool { return h.role == RoleVoter || h.role == RoleLearner }
 // than guess that the set is old.
 func remember(prev *Status, hosts []*host, now time.Time) Memory {
 	m := Memory{Voters: []string{}, VotersChangedAt: now}
+	if prev != nil && !prev.Memory.ConnectsSlowAt.After(now) {
+		m.ConnectsSlowAt = prev.Memory.ConnectsSlowAt.UTC()
+	}
 	var latest time.Time
 	known := true
 	for _, h := range hosts {

@@ -57,7 +57,7 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory) [
 	peers := len(voters) - 1
 	n = len(out)
 	for _, v := range voters {
-		if r, cut := cutOff(v, voters, links); cut {
+		if r, cut := cutOff(v, voters, links, j.forgiven+1); cut {
 			out = append(out, step(GateConnected, v.node.Name, connBasis, false, r))
 			continue
 		}
@@ -114,14 +114,18 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory) [
 	return out
 }
 
-// cutOff reports whether no connect between v and any other voter, either
-// way, succeeded at the latest sample of both ends: v is cut off from the
-// other voters. etcd's own gauges show it only once its streams time out
-// and v's election timeout has passed (a partitioned follower stays
-// connected and led in the others' gauges for seconds, docs/facts.md),
-// while the probes' connects fail at their next sample. A link with an end
-// that measured nothing says nothing either way.
-func cutOff(v *host, voters []*host, links *linkMatrix) (string, bool) {
+// cutOff reports whether the latest need connects between v and each other
+// voter failed, both ways, at both ends: v is cut off from the other voters.
+// etcd's own gauges show it only once its streams time out and v's election
+// timeout has passed (a partitioned follower stays connected and led in the
+// others' gauges for seconds, docs/facts.md), while the probes' connects
+// fail from their next sample. need is the samples that turn a tail slow:
+// the slow links of a cut are named no sooner than it is seen, and the
+// swap, published a round of writes later, never before; and a lossy path,
+// whose connects fail each on its own, is seen cut off only when every one
+// of them failed need times in a row. A link with an end that measured
+// nothing says nothing either way.
+func cutOff(v *host, voters []*host, links *linkMatrix, need int) (string, bool) {
 	if links == nil || len(voters) < 2 {
 		return "", false
 	}
@@ -130,10 +134,10 @@ func cutOff(v *host, voters []*host, links *linkMatrix) (string, bool) {
 			continue
 		}
 		for _, e := range []*linkEnd{links.at(v.node.Name, w.node.Name), links.at(w.node.Name, v.node.Name)} {
-			if e == nil || e.connect == nil || !e.connect.latestFailed {
+			if e == nil || e.connect == nil || e.connect.trailingFailed < need {
 				return "", false
 			}
 		}
 	}
-	return fmt.Sprintf("%s is cut off from the other voters: the latest connect between it and each of them failed, both ways", v.node.Name), true
+	return fmt.Sprintf("%s is cut off from the other voters: its latest %d connects to and from each of them failed, both ways", v.node.Name, need), true
 }

@@ -283,13 +283,17 @@ func connectTail(j *limits, col *entry.Connects, voter string) judgement {
 	values := j.column(len(col.At))
 	failed, over := 0, 0
 	var lastErr string
-	latestFailed := false
+	trailing := 0
 	for i, at := range col.At {
 		if !at {
 			continue
 		}
 		c := col.Connect[i]
-		latestFailed = c.Err != ""
+		if c.Err != "" {
+			trailing++
+		} else {
+			trailing = 0
+		}
 		if c.Err != "" {
 			failed++
 			over++
@@ -312,7 +316,7 @@ func connectTail(j *limits, col *entry.Connects, voter string) judgement {
 		g.variant, g.measured = vFailed, false
 	}
 	g.count, g.failed, g.over, g.text = len(values), failed, over, clip(lastErr)
-	g.latestFailed = latestFailed
+	g.trailingFailed = trailing
 	return g
 }
 

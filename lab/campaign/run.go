@@ -184,6 +184,8 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	go func() { defer close(observed); r.obs.run(octx) }()
 	defer func() { stopObserving(); <-observed }()
 
+	watched := watchEtcd(octx, fl.Lab, fl.Voters)
+
 	r.logf("waiting for every host fit with a full window (%d samples of %v) and the cooldown passed", s.Window, s.SamplePeriod)
 	if _, err := r.waitFor(ctx, "every host fit and the cooldown passed", cfg.RecoverTimeout+2*time.Minute, time.Time{}, baseline); err != nil {
 		return nil, err
@@ -205,6 +207,7 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	}
 	res.Ended = time.Now().UTC()
 	res.decisions = r.obs.all()
+	heldSpans(res.Faults, watched.intervals(res.Ended), time.Duration(s.Window)*s.SamplePeriod+s.SamplePeriod)
 	res.Faults, res.Totals = Score(res.Faults, res.decisions, s.SamplePeriod, fl.Standbys)
 	res.OK = res.Aborted == "" && res.Totals.OK(res.Faults)
 	if err := res.Write(cfg.Out); err != nil {
@@ -217,6 +220,31 @@ func progress(w io.Writer) func(format string, args ...any) {
 	return func(format string, args ...any) {
 		if w != nil {
 			fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		}
+	}
+}
+
+// heldSpans gives each fault the spans in which etcd held a voter without a
+// leader or a peer while its truth held, each extended by extend: the
+// window its last such sample stays in, and a period for the decision that
+// sees it gone.
+func heldSpans(faults []Fault, held map[string][]Interval, extend time.Duration) {
+	for i := range faults {
+		f := &faults[i]
+		until := f.Recovered
+		if until.IsZero() && i+1 < len(faults) {
+			until = faults[i+1].Start
+		}
+		for v, is := range held {
+			for _, in := range is {
+				if in.To.Before(f.Start) || (!until.IsZero() && in.From.After(until)) {
+					continue
+				}
+				if f.EtcdHeld == nil {
+					f.EtcdHeld = map[string][]Interval{}
+				}
+				f.EtcdHeld[v] = append(f.EtcdHeld[v], Interval{From: in.From, To: in.To.Add(extend)})
+			}
 		}
 	}
 }
@@ -481,9 +509,6 @@ func (r *runner) starve(sp Spec) (func() error, error) {
 	}
 	return release, g.SetQuota(sp.Severity.CPU, cpuPeriod)
 }
-
-// cpuPeriod is the CFS enforcement period of a starved host's group.
-const cpuPeriod = 100 * time.Millisecond
 
 // copyLogs copies the fleet's logs to dir, for the reader of the board.
 func copyLogs(from, to string) {
