@@ -37,8 +37,8 @@ type Host struct {
 	HTTP                          *http.Client     // nil: a client of its own
 	Now                           func() time.Time // nil: time.Now
 	// Wakeup times a timer due once a heartbeat interval, beside the
-	// samples (StartBeside runs it); each sample records the
-	// largest lateness since the previous one. nil: no wake-up reading.
+	// samples (StartBeside runs it); each sample records the largest
+	// lateness since the previous one. nil: no wake-up reading.
 	Wakeup *wakeup.Meter
 
 	prevScrape *etcdmetrics.Snapshot

@@ -10,10 +10,11 @@
 //
 // A Meter keeps a timer due once an interval, on a fixed schedule as
 // etcd's ticker is, and keeps the largest lateness (the wake minus when it
-// was due, on the monotonic clock) seen since it was last read. None of etcd's own metrics sees starvation
-// as starvation (lab/votercpu): its late heartbeats come from a starved
-// leader only, and its disk and round-trip histograms move little and name
-// the disk or the path. A timer in the starved process itself does.
+// was due, on the monotonic clock) seen since it was last read. None of
+// etcd's own metrics sees starvation as starvation (lab/votercpu): its late
+// heartbeats come from a starved leader only, and its disk and round-trip
+// histograms move little and name the disk or the path. A timer in the
+// starved process itself does.
 //
 // The core (tracker) is pure: it is told when a timer was due and when it
 // woke. The loop around it takes its clock and its sleep as functions, so
