@@ -198,41 +198,67 @@ func TestPinnedDiskBesideMemory(t *testing.T) {
 	}
 }
 
-// A disk breach on most recording hosts is the fleet's, not a host's: at,
-// just under and just over more than half.
-func TestWholeFleetDiskBreach(t *testing.T) {
-	for _, c := range []struct {
-		hosts, slow int
-		shared      bool
-	}{{5, 2, false}, {5, 3, true}, {4, 2, false}, {4, 3, true}} {
-		t.Run(fmt.Sprintf("%d of %d", c.slow, c.hosts), func(t *testing.T) {
-			f := standardFleet(settings.Defaults())
-			f.hosts = f.hosts[:c.hosts]
-			for _, h := range f.hosts[:c.slow] {
-				h.slowWAL = true
-			}
-			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-			for _, h := range f.hosts[:c.slow] {
-				wantVerdict(t, st, h.name, decide.Unfit)
-			}
-			if !c.shared {
-				r := decisionReason(t, st, decide.StepFleetWide, "disk")
-				if !r.OK || *r.Value != float64(c.slow) || *r.Limit != float64(c.hosts)/2 {
+// A disk breach, or CPU starvation (wakeup_late), on most recording hosts
+// is the fleet's, not a host's: at, just under and just over more than
+// half.
+func TestWholeFleetBreach(t *testing.T) {
+	for _, g := range []struct {
+		group  string
+		breach func(h *gHost)
+	}{
+		{"disk", func(h *gHost) { h.slowWAL = true }},
+		{"cpu", func(h *gHost) { h.late = starvedLate }},
+	} {
+		for _, c := range []struct {
+			hosts, over int
+			shared      bool
+		}{{5, 2, false}, {5, 3, true}, {4, 2, false}, {4, 3, true}} {
+			t.Run(fmt.Sprintf("%s %d of %d", g.group, c.over, c.hosts), func(t *testing.T) {
+				f := standardFleet(settings.Defaults())
+				f.hosts = f.hosts[:c.hosts]
+				for _, h := range f.hosts[:c.over] {
+					g.breach(h)
+				}
+				st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
+				for _, h := range f.hosts[:c.over] {
+					wantVerdict(t, st, h.name, decide.Unfit)
+				}
+				if !c.shared {
+					r := decisionReason(t, st, decide.StepFleetWide, g.group)
+					if !r.OK || *r.Value != float64(c.over) || *r.Limit != float64(c.hosts)/2 {
+						t.Fatalf("fleet_wide: %+v", r)
+					}
+					return
+				}
+				wantNone(t, st, decide.StepFleetWide)
+				r := decisionReason(t, st, decide.StepFleetWide, g.group)
+				if *r.Value != float64(c.over) || !strings.Contains(r.Detail, fmt.Sprintf("%d of the %d recording hosts", c.over, c.hosts)) {
 					t.Fatalf("fleet_wide: %+v", r)
 				}
-				return
-			}
-			wantNone(t, st, decide.StepFleetWide)
-			r := decisionReason(t, st, decide.StepFleetWide, "disk")
-			if *r.Value != float64(c.slow) || !strings.Contains(r.Detail, fmt.Sprintf("%d of the %d recording hosts", c.slow, c.hosts)) {
-				t.Fatalf("fleet_wide: %+v", r)
-			}
-			for _, r := range st.Decision.Reasons {
-				if r.Signal == decide.StepReplace {
-					t.Fatalf("a voter was named: %+v", r)
+				for _, r := range st.Decision.Reasons {
+					if r.Signal == decide.StepReplace {
+						t.Fatalf("a voter was named: %+v", r)
+					}
 				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// CPU starvation is a group of its own: one host starved of CPU and
+// others short of memory are each their own host's fault, and do not add
+// up to a shared one. charlie starved, alpha and delta short of memory: 1
+// and 2 of 5, no group over half, and charlie, furthest over its limits,
+// goes for echo, the one fit standby.
+func TestCPUIsAGroupOfItsOwn(t *testing.T) {
+	f := standardFleet(settings.Defaults())
+	f.host("charlie").late = starvedLate
+	f.host("alpha").lowMem, f.host("delta").lowMem = true, true
+	st := decideSteady(f.input(t, namedBefore(settled(f, 2*time.Hour), "charlie")))
+	wantSwap(t, st, "charlie", "echo")
+	if r := decisionReason(t, st, decide.StepFleetWide, "memory"); !r.OK || *r.Value != 2 ||
+		!strings.Contains(r.Detail, "(disk 0, memory 2, memory stall 0, cpu 1)") {
+		t.Fatalf("fleet_wide: %+v", r)
 	}
 }
 

@@ -27,6 +27,7 @@ const (
 	kindFdatasync                 // a non-member's own disk reading
 	kindMemory                    // available memory, low tail
 	kindStall                     // memory full stall per period
+	kindWakeup                    // a timer's largest lateness per period
 	kindReadingErrors             // readings that failed, reported only
 )
 
@@ -35,7 +36,7 @@ var signalOf = [...]string{
 	kindEntry: SignalEntry, kindRecord: SignalRecord, kindSamples: SignalSamples, kindFreshness: SignalFreshness,
 	kindEtcd: SignalEtcd, kindLink: SignalLink, kindConnect: SignalConnect, kindPeerRTT: SignalPeerRTT,
 	kindWALFsync: SignalWALFsync, kindBackendCommit: SignalBackendCommit, kindFdatasync: SignalFdatasync,
-	kindMemory: SignalMemory, kindStall: SignalStall, kindReadingErrors: SignalReadingErrors,
+	kindMemory: SignalMemory, kindStall: SignalStall, kindWakeup: SignalWakeup, kindReadingErrors: SignalReadingErrors,
 }
 
 // isLink: the kind judges the path to another host.
