@@ -100,13 +100,15 @@ func pinnedBasis(s settings.Settings) string {
 // over for the next unpinned one: its fault is its own and stays with it, and
 // another voter's is another's.
 func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[string]*host, d *Decision) *host {
-	unfit, cleared := clearedOf(unfitOf(voters), links, byName)
-	if len(unfit) == 0 && len(cleared) > 0 {
-		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
-			"no unfit voter is implicated by its own record or by more than one other host's"+clearedText(cleared)+": nothing is swapped"))
-		return nil
-	}
+	unfit := unfitByOwnReadings(voters)
 	if len(unfit) == 0 {
+		// Unfit by links alone that another's record alone accuses (a round
+		// trip to a member no record claims): say why none is named.
+		if _, cleared := clearedOf(unfitOf(voters), links, byName); len(cleared) > 0 {
+			d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
+				"no unfit voter is implicated by its own record or by more than one other host's"+clearedText(cleared)+": nothing is swapped"))
+			return nil
+		}
 		var unknown []string
 		for _, v := range voters {
 			if v.verdict == Unknown {
@@ -120,7 +122,7 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false, why))
 		return nil
 	}
-	worst := func(h *host) float64 { return minHeadroom(h.all, (*judgement).failedMeasure) }
+	worst := func(h *host) float64 { return minHeadroom(h.all, (*judgement).failedOwnMeasure) }
 	slices.SortStableFunc(unfit, func(a, b *host) int {
 		return cmp.Or(cmp.Compare(worst(a), worst(b)), cmp.Compare(a.node.Name, b.node.Name))
 	})
@@ -133,12 +135,11 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 			continue
 		}
 		why := fmt.Sprintf("%s is the unfit voter furthest over its limits, by its own readings (no link between voters is slow); its worst reason: %s; unfit voters: %s",
-			v.node.Name, worstOf(j, v), names(unfitOf(voters)))
+			v.node.Name, worstOf(j, v), names(unfit))
 		if len(passed) > 0 {
 			why = fmt.Sprintf("%s is the next unfit unpinned voter after %s; its worst reason: %s; unfit voters: %s",
-				v.node.Name, strings.Join(passed, ", "), worstOf(j, v), names(unfitOf(voters)))
+				v.node.Name, strings.Join(passed, ", "), worstOf(j, v), names(unfit))
 		}
-		why += clearedText(cleared)
 		r := step(StepReplace, v.node.Name, replaceBasis, true, why)
 		r.Value, r.Unit = num(0), "links"
 		d.Reasons = append(d.Reasons, r)
@@ -147,6 +148,19 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 	d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
 		fmt.Sprintf("every unfit voter is pinned (%s): nothing is swapped", strings.Join(passed, ", "))))
 	return nil
+}
+
+// unfitByOwnReadings is the voters unfit by a reading of their own, not a
+// link: with no slow link between voters (or only etcd's lagging round
+// trips, rttLagging) the same as the unfit ones.
+func unfitByOwnReadings(voters []*host) []*host {
+	var out []*host
+	for _, v := range voters {
+		if v.verdict == Unfit && slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() }) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func unfitOf(voters []*host) []*host {
