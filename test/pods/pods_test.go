@@ -30,6 +30,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/cluster"
 	"github.com/fleet-role/fleet-role/lab/image"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
@@ -38,7 +39,7 @@ const (
 	node = "server-1"
 	// imageTag is the image deploy/fleet-role.yaml names; the scenario
 	// imports the image built from the checkout under it.
-	imageTag   = "ghcr.io/fleet-role/fleet-role:latest"
+	imageTag   = probetest.ImageTag
 	pauseTag   = "fleet-role.test/pause:v1"
 	namespace  = "fleet-role"
 	probeSA    = "fleet-role-probe"
@@ -79,36 +80,11 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// manifest is deploy/fleet-role.yaml with the substitutions made; each
-// must apply exactly where named, or the test fails (the manifest changed
-// under it).
+// manifest is deploy/fleet-role.yaml with the settings substitutions made
+// and the image never pulled (probetest.LocalManifest).
 func manifest(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "fleet-role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	for _, s := range settingsSubstitutions {
-		if strings.Count(text, s[0]) != 1 {
-			t.Fatalf("deploy/fleet-role.yaml holds %q %d times, want once: the settings substitution no longer applies", s[0], strings.Count(text, s[0]))
-		}
-		text = strings.Replace(text, s[0], s[1], 1)
-	}
-	var out []string
-	images := 0
-	for _, line := range strings.Split(text, "\n") {
-		out = append(out, line)
-		if strings.TrimSpace(line) == "image: "+imageTag {
-			indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
-			out = append(out, indent+"imagePullPolicy: Never")
-			images++
-		}
-	}
-	if images != 3 {
-		t.Fatalf("deploy/fleet-role.yaml names the image %s %d times, want 3 (controller, probe, its init container)", imageTag, images)
-	}
-	return []byte(strings.Join(out, "\n"))
+	return probetest.LocalManifest(t, settingsSubstitutions)
 }
 
 // scenario is the running cluster with fleet-role installed.
@@ -121,6 +97,7 @@ type scenario struct {
 
 func TestPods(t *testing.T) {
 	testenv.RequireRoot(t)
+	testenv.HoldHost(t) // one kubelet run at a time: test/k3s takes it too
 	began := time.Now()
 	s := &scenario{dir: t.TempDir()}
 	root := repoRoot(t)
