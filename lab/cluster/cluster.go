@@ -328,17 +328,24 @@ func (c *Cluster) start(t testing.TB, name string, cmd *exec.Cmd) *proc.Proc {
 	return p
 }
 
-// cniConfig is a bridge on the cluster's own range with host-local
-// addresses kept in the cluster's directory; no masquerading, since pods
-// talk only to the node's own address.
+// CNIConfig is a CNI configuration list of one bridge plugin: the bridge
+// named bridge, acting as the pods' gateway, with host-local addresses of
+// subnet kept in ipamDir, and masquerading of what the pods send to other
+// hosts when masquerade is set. The one-node cluster needs none (its pods
+// talk only to the node's own address); hosts that have no route to each
+// other's pod ranges do.
+func CNIConfig(name, bridge, subnet, ipamDir string, masquerade bool) string {
+	return fmt.Sprintf(cniConfig, name, bridge, masquerade, subnet, ipamDir)
+}
+
 const cniConfig = `{
   "cniVersion": "1.0.0",
-  "name": "fleet-role-test-pods",
+  "name": %q,
   "plugins": [{
     "type": "bridge",
     "bridge": %q,
     "isGateway": true,
-    "ipMasq": false,
+    "ipMasq": %t,
     "hairpinMode": true,
     "ipam": {
       "type": "host-local",
@@ -405,7 +412,7 @@ func (c *Cluster) startContainerd(t testing.TB, ctx context.Context) {
 			t.Fatal(err)
 		}
 	}
-	conflist := fmt.Sprintf(cniConfig, bridgeLink, PodSubnet.String(), filepath.Join(c.cfg.Dir, "cni", "ipam"))
+	conflist := CNIConfig("fleet-role-test-pods", bridgeLink, PodSubnet.String(), filepath.Join(c.cfg.Dir, "cni", "ipam"), false)
 	if err := os.WriteFile(filepath.Join(cniDir, "10-fleet-role-test.conflist"), []byte(conflist), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -645,7 +652,7 @@ func (c *Cluster) leftovers() []error {
 			}
 		}
 	}
-	for _, s := range kubeletSysctls {
+	for _, s := range KubeletSysctls {
 		b, _ := os.ReadFile(filepath.Join("/proc/sys", s))
 		if got := strings.TrimSpace(string(b)); got != c.host.sysctls[s] {
 			errs = append(errs, fmt.Errorf("sysctl %s is %s, was %s", s, got, c.host.sysctls[s]))

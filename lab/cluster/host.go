@@ -15,12 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// kubeletSysctls are the kernel settings the kubelet sets on start
+// KubeletSysctls are the kernel settings the kubelet sets on start
 // (k8s.io/kubernetes pkg/kubelet/cm/container_manager_linux.go,
 // setupKernelTunables, v1.37.2) unless protectKernelDefaults is on, in which
 // case it refuses to start on a machine whose values differ. The cluster
 // reads them before the kubelet starts and writes them back after it stops.
-var kubeletSysctls = []string{
+var KubeletSysctls = []string{
 	"vm/overcommit_memory",
 	"vm/panic_on_oom",
 	"kernel/panic",
@@ -63,7 +63,7 @@ type hostState struct {
 // that was killed, and removing them is not this run's business.
 func snapshotHost() (*hostState, error) {
 	h := &hostState{sysctls: map[string]string{}}
-	for _, s := range kubeletSysctls {
+	for _, s := range KubeletSysctls {
 		b, err := os.ReadFile(filepath.Join("/proc/sys", s))
 		if err != nil {
 			return nil, fmt.Errorf("read sysctl %s: %w", s, err)
@@ -98,7 +98,7 @@ func snapshotHost() (*hostState, error) {
 // appeared. It returns what it could not do.
 func (h *hostState) restore(logf func(string, ...any)) []error {
 	var errs []error
-	for _, s := range kubeletSysctls {
+	for _, s := range KubeletSysctls {
 		path := filepath.Join("/proc/sys", s)
 		b, err := os.ReadFile(path)
 		if err != nil {
