@@ -2,8 +2,8 @@
 # Runs every test of fleet-role against the real components: it first builds
 # or installs what the tests need (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, the kubelet and promtool from the
-# Go module proxy, cached; fio, containerd, runc and the CNI plugins from
-# Debian),
+# Go module proxy, cached; k3s from its source kept beside the checkout,
+# cached; fio, containerd, runc and the CNI plugins from Debian),
 # then checks formatting, vets, and runs the unit, fuzz-seed, race and
 # real-component tests.
 set -euo pipefail
@@ -26,12 +26,17 @@ FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
 hack/tools.sh containerd
 # promtool: internal/alerts runs `promtool check rules` and `promtool test rules`.
 FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
+# test/k3s runs fleet-role on real k3s, built from the k3s source kept
+# beside the checkout (../shared/k3s; hack/tools.sh k3s says what it needs).
+FLEET_ROLE_K3S=$(hack/tools.sh k3s)
+export FLEET_ROLE_K3S
 export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL
 export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
 echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
 echo "promtool: $FLEET_ROLE_PROMTOOL"
+echo "k3s: $FLEET_ROLE_K3S ($("$FLEET_ROLE_K3S" --version | head -n 1))"
 echo "fio: $(command -v fio) ($(fio --version))"
 
 step "gofmt"
@@ -43,7 +48,7 @@ go vet ./...
 
 # The end-to-end scenarios and the fsync comparison judge real latencies, so
 # they run after the raced packages, alone (hack/timed-tests.sh says why).
-e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$'
+e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$|/test/k3s$'
 timed_tests='^(TestMeasureAgreesWithFio|TestFioSeesTheDelay|TestQuotaStarvesABusyLoop)$'
 
 step "go test -race (every package but the end-to-end scenarios and $timed_tests)"
