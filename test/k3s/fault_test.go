@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -202,11 +203,11 @@ func (s *scenario) slowVoter(t *testing.T, target string) {
 	s.checkSwap(t, st, target)
 	pn := settings.PercentileName(s.settings.TailPercentile)
 	if s.fig.swapPeriods > bound {
-		t.Errorf("the swap was named %.1f periods after the delay started, over the bound of %.0f (%d slow samples for the p%s of %d, + 3)",
-			s.fig.swapPeriods, bound, need, pn, s.settings.Window)
+		t.Errorf("the swap was named %.1f periods after the delay started, over the bound of %.0f (%d slow samples for the p%s of %d, + 3); %s",
+			s.fig.swapPeriods, bound, need, pn, s.settings.Window, loadavg())
 	}
 	if p := statuscheck.Periods(s.fig.publishedAfter, period); p > bound {
-		t.Errorf("the swap was published %.1f periods after the delay started, over the bound of %.0f", p, bound)
+		t.Errorf("the swap was published %.1f periods after the delay started, over the bound of %.0f; %s", p, bound, loadavg())
 	}
 	t.Logf("swap %s -> %s named %.1f s = %.1f periods after the delay started, published after %.1f s (bound %.0f periods)",
 		target, standby, s.fig.swapAfter.Seconds(), s.fig.swapPeriods, s.fig.publishedAfter.Seconds(), bound)
@@ -316,7 +317,7 @@ func (s *scenario) pausedVoter(t *testing.T, ctx context.Context, target string)
 	t.Logf("%s paused: would not act %.1f s = %.1f periods later (bound %.0f): %s",
 		target, s.fig.staleAfter.Seconds(), s.fig.stalePeriods, statuscheck.StaleBound, s.fig.staleReason)
 	if s.fig.stalePeriods > statuscheck.StaleBound {
-		t.Errorf("the pause was reported %.1f periods after it began, over the bound of %.0f", s.fig.stalePeriods, statuscheck.StaleBound)
+		t.Errorf("the pause was reported %.1f periods after it began, over the bound of %.0f; %s", s.fig.stalePeriods, statuscheck.StaleBound, loadavg())
 	}
 
 	// The pause is held for three of the checks k3s's etcd leader makes
@@ -499,4 +500,20 @@ func (s *scenario) relabel(t *testing.T, ctx context.Context) {
 	} else {
 		t.Logf("the controller lists %s no more, %.1f s after the restart", standby, st.GeneratedAt.Sub(restarted).Seconds())
 	}
+}
+
+// loadavg is the machine's load as /proc/loadavg gives it, for a timing
+// failure's message: the scenario judges real latencies and is meant to
+// run alone (hack/timed-tests.sh), and a healthy link read slow on a busy
+// machine holds the attribution rule back.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return fmt.Sprintf("load average unknown (%v)", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "load average unknown"
+	}
+	return fmt.Sprintf("load average %s %s %s on %d cores (1, 5, 15 minutes)", f[0], f[1], f[2], runtime.NumCPU())
 }
