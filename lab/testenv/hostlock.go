@@ -23,13 +23,16 @@ const HostLockPath = "/tmp/fleet-role-host.lock"
 // already by the command that started the test (flock(1) around go test,
 // whose descriptor the test inherits) counts as held: taking it again on
 // a new descriptor would wait for ever on itself.
-func HoldHost(t testing.TB) {
+func HoldHost(t testing.TB) { t.Helper(); holdLock(t, HostLockPath) }
+
+// holdLock is HoldHost with the lock file at path.
+func holdLock(t testing.TB, path string) {
 	t.Helper()
-	if inherited(t) {
-		t.Logf("the host lock %s is held by the command that started the test", HostLockPath)
+	if inherited(t, path) {
+		t.Logf("the host lock %s is held by the command that started the test", path)
 		return
 	}
-	f, err := os.OpenFile(HostLockPath, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
 		t.Fatalf("open the host lock: %v", err)
 	}
@@ -37,24 +40,24 @@ func HoldHost(t testing.TB) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
-			t.Fatalf("take the host lock %s: %v", HostLockPath, err)
+			t.Fatalf("take the host lock %s: %v", path, err)
 		}
 		waited := make(chan error, 1)
 		go func() { waited <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
 		tick := time.NewTicker(time.Minute)
 		defer tick.Stop()
-		t.Logf("waiting for the host lock %s: another run with a kubelet, containerd or k3s holds it", HostLockPath)
+		t.Logf("waiting for the host lock %s: another run with a kubelet, containerd or k3s holds it", path)
 	wait:
 		for {
 			select {
 			case err := <-waited:
 				if err != nil {
 					f.Close()
-					t.Fatalf("take the host lock %s: %v", HostLockPath, err)
+					t.Fatalf("take the host lock %s: %v", path, err)
 				}
 				break wait
 			case <-tick.C:
-				t.Logf("still waiting for the host lock %s after %.0f s", HostLockPath, time.Since(began).Seconds())
+				t.Logf("still waiting for the host lock %s after %.0f s", path, time.Since(began).Seconds())
 			}
 		}
 	}
@@ -67,8 +70,8 @@ func HoldHost(t testing.TB) {
 // inherited reports whether a descriptor this process inherited refers to
 // the lock file and holds its lock: flock on the descriptor that holds it
 // succeeds again, on any other it would not.
-func inherited(t testing.TB) bool {
-	want, err := os.Stat(HostLockPath)
+func inherited(t testing.TB, path string) bool {
+	want, err := os.Stat(path)
 	if err != nil {
 		return false
 	}
@@ -88,7 +91,7 @@ func inherited(t testing.TB) bool {
 		if err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 			return true
 		} else if !errors.Is(err, syscall.EWOULDBLOCK) {
-			t.Logf("descriptor %d of %s: %v", fd, HostLockPath, fmt.Errorf("flock: %w", err))
+			t.Logf("descriptor %d of %s: %v", fd, path, fmt.Errorf("flock: %w", err))
 		}
 	}
 	return false
