@@ -1,7 +1,6 @@
 package k3s
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +25,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/auditlog"
 	"github.com/fleet-role/fleet-role/lab/k3sfleet"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/statuscheck"
@@ -633,55 +633,16 @@ func diffNodes(before, after map[string]nodeView) []string {
 	return out
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event this test reads.
-type auditEvent struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	User      struct {
-		Username string              `json:"username"`
-		Extra    map[string][]string `json:"extra"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
-}
-
 // readAudit calls fn with every event of every server's audit log, and
 // the server's name.
-func (s *scenario) readAudit(t *testing.T, fn func(server string, e auditEvent)) {
+func (s *scenario) readAudit(t *testing.T, fn func(server string, e auditlog.Event)) {
 	t.Helper()
 	for _, name := range servers {
-		f, err := os.Open(s.fleet.Host(name).AuditLog)
-		if err != nil {
-			t.Fatalf("%s's audit log: %v", name, err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var e auditEvent
-			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-				f.Close()
-				t.Fatalf("%s's audit log line: %v", name, err)
-			}
-			fn(name, e)
-		}
-		err = sc.Err()
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s's audit log: %v", name, err)
+		if err := auditlog.Read(s.fleet.Host(name).AuditLog, func(e auditlog.Event) { fn(name, e) }); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
 	}
 }
-
-var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
 
 // checkAudit reads the servers' audit logs: the scenario's own credential
 // (k3s's admin) wrote no Node, so every label, annotation and condition
@@ -694,15 +655,11 @@ func (s *scenario) checkAudit(t *testing.T) {
 	prefix := "system:serviceaccount:" + namespace + ":"
 	writes := map[string]int{}
 	nodeWriters := map[string]int{}
-	s.readAudit(t, func(server string, e auditEvent) {
-		if e.Stage != "ResponseComplete" || !slices.Contains(writeVerbs, e.Verb) || e.ObjectRef == nil || e.UserAgent == admissionCheckAgent {
+	s.readAudit(t, func(server string, e auditlog.Event) {
+		if e.Stage != "ResponseComplete" || !e.IsWrite() || e.ObjectRef == nil || e.UserAgent == admissionCheckAgent {
 			return
 		}
-		r := e.ObjectRef
-		what := fmt.Sprintf("%s %s %s/%s", e.Verb, r.Resource, r.Namespace, r.Name)
-		if r.Subresource != "" {
-			what += "/" + r.Subresource
-		}
+		r, what := e.ObjectRef, e.What()
 		if r.Resource == "nodes" {
 			nodeWriters[e.User.Username]++
 			if e.User.Username == "system:admin" {
@@ -728,7 +685,7 @@ func (s *scenario) checkAudit(t *testing.T) {
 			t.Errorf("%s wrote something other than a %s of ConfigMap %s/%s on %s: %s", who, strings.Join(verbs, " or "), namespace, cm, server, what)
 			return
 		}
-		if e.ResponseStatus == nil || e.ResponseStatus.Code < 400 {
+		if e.Code() < 400 {
 			writes[who]++
 		}
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/auditlog"
 	"github.com/fleet-role/fleet-role/lab/k3sfleet"
 	"github.com/fleet-role/fleet-role/lab/statuscheck"
 )
@@ -91,7 +92,7 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 func (s *scenario) controllerAPIServers(t *testing.T, since time.Time) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
-	s.readAudit(t, func(server string, e auditEvent) {
+	s.readAudit(t, func(server string, e auditlog.Event) {
 		if e.User.Username == "system:serviceaccount:"+namespace+":"+ctrlSA && !e.StageTimestamp.Before(since) {
 			out[server] = true
 		}
