@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleet-role/fleet-role/bench"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/cluster"
@@ -194,6 +195,7 @@ func TestK3s(t *testing.T) {
 	s.checkBaseline(t, ctx, st, before)
 	s.checkRecords(t, ctx, before)
 	s.checkMetricsPage(t, ctx)
+	s.readMemory(t)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -490,6 +492,7 @@ type figures struct {
 	baseline            time.Duration
 	pageBytes           int
 	activePeers         string
+	memory              []string // each host's k3s process at the baseline
 	etcdVersion         string
 	target              string
 	targetWhy           string
@@ -519,6 +522,7 @@ func (f figures) log(t *testing.T, s settings.Settings) {
 	fmt.Fprintf(&b, "  manifest applied by k3s (leader lease held by %s) %.1f s after it was written; every pod Ready after %.1f s\n", f.leaseHolder, f.applied.Seconds(), f.podsReady.Seconds())
 	fmt.Fprintf(&b, "  baseline (all fit, cooldown passed) %.0f s after the start\n", f.baseline.Seconds())
 	fmt.Fprintf(&b, "  k3s's etcd %s: metrics page %d bytes; etcd_network_active_peers %s\n", f.etcdVersion, f.pageBytes, f.activePeers)
+	fmt.Fprintf(&b, "  k3s process memory at the baseline, resident now / peak so far: %s\n", strings.Join(f.memory, "; "))
 	fmt.Fprintf(&b, "  faulted voter %s (%s)\n", f.target, f.targetWhy)
 	if f.swapAfter > 0 {
 		fmt.Fprintf(&b, "  slow voter: delay %v each way -> swap %s -> %s named after %.1f s = %.1f periods, published after %.1f s; %d decisions while delayed; fit again %.1f s after the delay was removed\n",
@@ -549,6 +553,23 @@ func (f figures) log(t *testing.T, s settings.Settings) {
 	}
 	fmt.Fprintf(&b, "  whole scenario %.0f s\n", f.total.Seconds())
 	t.Log(b.String())
+}
+
+// readMemory notes each host's k3s process's resident memory (VmRSS) and
+// its peak (VmHWM) at the baseline: k3s with fleet-role running, every
+// server's etcd, API server, controllers and kubelet in one process, an
+// agent's kubelet and kube-proxy. A figure, not a limit: memory is judged
+// in benchmarks, never here.
+func (s *scenario) readMemory(t *testing.T) {
+	t.Helper()
+	for _, name := range hosts {
+		m, err := bench.ReadMemory(s.fleet.Host(name).K3s().PID())
+		if err != nil {
+			t.Errorf("%s's k3s memory: %v", name, err)
+			continue
+		}
+		s.fig.memory = append(s.fig.memory, fmt.Sprintf("%s %d / %d MiB", name, m.RSS>>20, m.HWM>>20))
+	}
 }
 
 // sortedKeys is m's keys in order.
