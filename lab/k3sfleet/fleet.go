@@ -138,8 +138,8 @@ type Fleet struct {
 	Transitions []Transition
 	Members     []MemberChange
 	// Formed is how long the fleet took from the first server's start to
-	// every Node Ready and every server a voter; FirstServer the first
-	// server's start to its API answering.
+	// every Node Ready and rid of its start's taints and every server a
+	// voter; FirstServer the first server's start to its API answering.
 	Formed, FirstServer time.Duration
 
 	cfg   Config
@@ -172,8 +172,9 @@ func CheckHost(t testing.TB) {
 	}
 }
 
-// Start brings the fleet up and returns once every Node is Ready and every
-// server is an etcd voter by its EtcdIsVoter condition. Everything is
+// Start brings the fleet up and returns once every Node is Ready and rid
+// of its start's taints (settlingTaints) and every server is an etcd voter
+// by its EtcdIsVoter condition. Everything is
 // stopped and removed in t.Cleanup.
 func Start(t testing.TB, cfg Config) *Fleet {
 	t.Helper()
@@ -393,8 +394,18 @@ func (f *Fleet) waitAPI(ctx context.Context, h *Host) error {
 	})
 }
 
-// waitFormed waits for every host's Node Ready and every server's
-// EtcdIsVoter condition True, recording each change of the condition.
+// settlingTaints are the taints a Node carries while it starts: the node
+// lifecycle controller's not-ready and unreachable, which it removes some
+// seconds after it sees the Node Ready (on a loaded machine a Ready Node
+// still had not-ready), and the cloud controller's uninitialized (k3s runs
+// its kubelets with an external cloud provider, its own). A fleet is
+// formed once they are gone, so that what a scenario reads of the Nodes
+// then is what they settle at, not a start still under way.
+var settlingTaints = []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, "node.cloudprovider.kubernetes.io/uninitialized"}
+
+// waitFormed waits for every host's Node Ready and untainted by its start,
+// and every server's EtcdIsVoter condition True, recording each change of
+// the condition.
 func (f *Fleet) waitFormed(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
@@ -405,7 +416,7 @@ func (f *Fleet) waitFormed(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
-	return waitFor(wctx, "every Node Ready and every server an etcd voter", func() error {
+	return waitFor(wctx, "every Node Ready and untainted, every server an etcd voter", func() error {
 		mctx, mcancel := context.WithTimeout(wctx, 5*time.Second)
 		ml, err := cli.MemberList(mctx)
 		mcancel()
@@ -463,6 +474,11 @@ func (f *Fleet) waitFormed(ctx context.Context) error {
 			}
 			if !ready {
 				waiting = append(waiting, n.Name+" not Ready")
+			}
+			for _, taint := range n.Spec.Taints {
+				if slices.Contains(settlingTaints, taint.Key) {
+					waiting = append(waiting, n.Name+" still tainted "+taint.Key)
+				}
 			}
 			if h.Server && (voter == nil || voter.Status != corev1.ConditionTrue) {
 				waiting = append(waiting, n.Name+" not an etcd voter")
