@@ -28,3 +28,23 @@ func TestSpans(t *testing.T) {
 		t.Fatalf("spans: got %v, want %v", got, want)
 	}
 }
+
+// The next fault waits until every window holds only samples taken after
+// the last one ended: the window's periods and the one straddling the end.
+func TestResidue(t *testing.T) {
+	r := Ranges{Period: 2 * time.Second, Window: 10}
+	if got, want := r.residue(), 22*time.Second; got != want {
+		t.Fatalf("residue: got %v, want %v", got, want)
+	}
+}
+
+// A load that could not be read (-1) is left out of the board's figures.
+func TestFaultLoads(t *testing.T) {
+	got := faultLoads([]Fault{{Load: 3}, {Load: -1}, {Load: 1.5}})
+	if !reflect.DeepEqual(got, []float64{1.5, 3}) {
+		t.Fatalf("loads: %v", got)
+	}
+	if l := load1(); l < 0 {
+		t.Fatalf("load1: /proc/loadavg unreadable")
+	}
+}
