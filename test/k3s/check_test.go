@@ -389,11 +389,11 @@ func (s *scenario) checkBaseline(t *testing.T, ctx context.Context, st *decide.S
 			}
 		}
 	}
-	ctrl, err := s.readyPods(ctx, ctrlLabel)
-	if err != nil || len(ctrl) != 1 {
-		t.Fatalf("the controller pod: %v (%d)", err, len(ctrl))
+	ctrl, err := s.leaderPod(ctx)
+	if err != nil {
+		t.Fatalf("the controller pod that leads: %v", err)
 	}
-	started := ctrl[0].CreationTimestamp.UTC()
+	started := ctrl.CreationTimestamp.UTC()
 	got := st.Memory.VotersChangedAt.UTC()
 	s.votersChangedAt = got
 	if !got.Equal(latest) {

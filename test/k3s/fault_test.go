@@ -38,11 +38,11 @@ import (
 func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	for attempt := 1; attempt <= 3; attempt++ {
-		pods, err := s.readyPods(ctx, ctrlLabel)
-		if err != nil || len(pods) != 1 {
-			t.Fatalf("the controller pod: %v (%d Ready)", err, len(pods))
+		// The leader: the follower decides and writes nothing.
+		ctrl, err := s.leaderPod(ctx)
+		if err != nil {
+			t.Fatalf("the controller pod that leads: %v", err)
 		}
-		ctrl := pods[0]
 		apis := s.controllerAPIServers(t, ctrl.CreationTimestamp.Time)
 		var target string
 		for _, c := range servers {
@@ -69,12 +69,12 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 			t.Fatal(err)
 		}
 		err = poll(ctx, applyTimeout, func() error {
-			ps, err := s.readyPods(ctx, ctrlLabel)
+			p, err := s.leaderPod(ctx)
 			if err != nil {
 				return err
 			}
-			if len(ps) != 1 || ps[0].Name == ctrl.Name {
-				return fmt.Errorf("no new controller pod Ready yet")
+			if p.Name == ctrl.Name {
+				return fmt.Errorf("the deleted controller pod %s still leads", ctrl.Name)
 			}
 			return nil
 		})
