@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/record"
@@ -647,16 +648,19 @@ func (s *scenario) readAudit(t *testing.T, fn func(server string, e auditlog.Eve
 // checkAudit reads the servers' audit logs: the scenario's own credential
 // (k3s's admin) wrote no Node, so every label, annotation and condition
 // fleet-role read is k3s's; and every write of fleet-role's components is
-// one of its own ConfigMaps: the controller patches the status, the probe
-// of node X creates or patches the record named X (the admission check's
-// requests with the probe's token aside).
+// one of its own ConfigMaps: the controller patches the status (and its
+// replicas create and update the Lease fleet-role), the probe of node X
+// creates or patches the record named X (the admission check's requests
+// with the probe's token and the probe's server-side dry runs aside).
 func (s *scenario) checkAudit(t *testing.T) {
 	t.Helper()
 	prefix := "system:serviceaccount:" + namespace + ":"
 	writes := map[string]int{}
 	nodeWriters := map[string]int{}
 	s.readAudit(t, func(server string, e auditlog.Event) {
-		if e.Stage != "ResponseComplete" || !e.IsWrite() || e.ObjectRef == nil || e.UserAgent == admissionCheckAgent {
+		// A server-side dry run (the probe's check that the policy is
+		// enforced, docs/records.md, Fail closed) changes nothing.
+		if e.Stage != "ResponseComplete" || !e.IsWrite() || e.ObjectRef == nil || e.UserAgent == admissionCheckAgent || e.DryRun() {
 			return
 		}
 		r, what := e.ObjectRef, e.What()
@@ -670,6 +674,13 @@ func (s *scenario) checkAudit(t *testing.T) {
 		verbs := []string{"create", "patch"}
 		switch e.User.Username {
 		case prefix + ctrlSA:
+			// Its replicas run for the Lease fleet-role (One writer).
+			if r.Resource == "leases" && r.Namespace == namespace && r.Name == controller.LeaseName && (e.Verb == "create" || e.Verb == "update") {
+				if e.Code() < 400 {
+					writes["controller lease"]++
+				}
+				return
+			}
 			who, cm, verbs = "controller", s.settings.StatusConfigMap, []string{"patch"}
 		case prefix + probeSA:
 			nodes := e.User.Extra[record.NodeNameClaim]
