@@ -115,7 +115,7 @@ func ParseFootprint(out []byte) (Footprint, error) {
 	return f, nil
 }
 
-// ConfigMapLimit is the most data a ConfigMap holds (FACTS.md).
+// ConfigMapLimit is the most data a ConfigMap holds (docs/facts.md).
 const ConfigMapLimit = 1 << 20
 
 // KeyBytes is the length of a long node name, the key each entry is stored

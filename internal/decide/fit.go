@@ -8,7 +8,7 @@ import (
 	"slices"
 )
 
-// MaxStatusBytes is the most bytes Marshal writes. FACTS.md: "A ConfigMap
+// MaxStatusBytes is the most bytes Marshal writes. docs/facts.md: "A ConfigMap
 // holds at most 1 MiB (1,048,576 bytes) of data; the API server refuses
 // more." The document's key is taken off too, so that it fits whether the
 // key's length is counted or not.

@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// electionTimeout is k3s's etcd election timeout (5000 ms, FACTS.md "etcd
+// electionTimeout is k3s's etcd election timeout (5000 ms, docs/facts.md "etcd
 // timing"): ten times the largest round trip fit between voters (500 ms).
 // The servers' timeouts derive from it.
 const electionTimeout = 5 * time.Second

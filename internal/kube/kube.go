@@ -14,7 +14,7 @@ import (
 )
 
 // MaxConfigMapDataBytes is the most data a ConfigMap may hold: the sum of
-// the lengths of its values (FACTS.md, "Kubernetes limits": 1 MiB; the API
+// the lengths of its values (docs/facts.md, "Kubernetes limits": 1 MiB; the API
 // server's ValidateConfigMap counts values, not keys).
 const MaxConfigMapDataBytes = 1 << 20
 
@@ -54,7 +54,7 @@ type ConfigMaps interface {
 	// PatchKey sets data[key] to *value, or removes the key when value is
 	// nil, with a JSON merge patch {"data":{key:value}} and no
 	// resourceVersion: it changes only that key, so writers of different
-	// keys never conflict (FACTS.md, "Kubernetes limits"). Removing a key
+	// keys never conflict (docs/facts.md, "Kubernetes limits"). Removing a key
 	// that is absent succeeds. The ConfigMap must exist (ErrNotFound).
 	PatchKey(ctx context.Context, name, key string, value *string) error
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Facts the validation rests on (FACTS.md).
+// Facts the validation rests on (docs/facts.md).
 const (
 	// etcd refuses an election timeout under 5 x the heartbeat interval.
 	minHeartbeatsPerElection = 5

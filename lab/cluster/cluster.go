@@ -204,7 +204,7 @@ func (c *Cluster) startEtcd(t testing.TB, ctx context.Context) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logf.Close() })
-	// k3s's timing (FACTS.md: heartbeat 500 ms, election timeout 5 s) and
+	// k3s's timing (docs/facts.md: heartbeat 500 ms, election timeout 5 s) and
 	// its metrics on 127.0.0.1:2381, where the probe reads them; the data
 	// on this machine's disk, as k3s keeps it.
 	cl, err := etcdproc.Start(ctx, etcdproc.Config{

@@ -97,7 +97,7 @@ func Defaults() Options {
 	}
 }
 
-// etcd's own election timeout (FACTS.md, "etcd timing"), the demo's default
+// etcd's own election timeout (docs/facts.md, "etcd timing"), the demo's default
 // so that it is quick.
 const etcdElectionTimeout = time.Second
 
@@ -119,7 +119,7 @@ type Result struct {
 }
 
 // Settings are the demo's: etcd's own timing (heartbeat 100 ms, election
-// timeout 1000 ms, FACTS.md) so that it is quick, a one-second period, and the
+// timeout 1000 ms, docs/facts.md) so that it is quick, a one-second period, and the
 // smallest window the percentile allows. The learner stall time is zero: it is
 // k3s's (learnerMaxStallTime) and these members are plain etcd, which adds no
 // learner, so the cooldown is one window from the start.

@@ -3,7 +3,7 @@
 // scenario and the benchmarks.
 //
 // One process per member is the point: members embedded in one process share
-// one metrics registry (FACTS.md, "etcd metrics as they really appear"), so
+// one metrics registry (docs/facts.md, "etcd metrics as they really appear"), so
 // per-member metrics pages exist only when every member is its own process.
 // Each member serves its metrics on a listener of its own
 // (--listen-metrics-urls), as k3s serves them on 127.0.0.1:2381.
@@ -36,7 +36,7 @@ import (
 const (
 	StandardClientPort  = 2379
 	StandardPeerPort    = 2380
-	StandardMetricsPort = 2381 // k3s serves metrics here (FACTS.md, k3s)
+	StandardMetricsPort = 2381 // k3s serves metrics here (docs/facts.md, k3s)
 )
 
 // Config says what cluster to start.
@@ -48,7 +48,7 @@ type Config struct {
 	// Members is the number of voting members to start (default 3).
 	Members int
 	// HeartbeatInterval and ElectionTimeout are passed to every member;
-	// zero leaves etcd's own defaults (100 ms and 1000 ms, FACTS.md).
+	// zero leaves etcd's own defaults (100 ms and 1000 ms, docs/facts.md).
 	HeartbeatInterval, ElectionTimeout time.Duration
 	// QuotaBackendBytes is passed as --quota-backend-bytes when non-zero.
 	QuotaBackendBytes int64
@@ -635,7 +635,7 @@ func (c *Cluster) put(ctx context.Context, cli *clientv3.Client, key, val string
 
 // AddLearner adds one member to the running cluster as a learner, starts its
 // process, and waits until it answers and sees the leader. The flow is the
-// one k3s uses (FACTS.md, k3s): MemberAddAsLearner, retried while a new
+// one k3s uses (docs/facts.md, k3s): MemberAddAsLearner, retried while a new
 // cluster still refuses reconfiguration (ErrUnhealthy, about 5 s after
 // start), then the process with initial-cluster-state=existing.
 func (c *Cluster) AddLearner(ctx context.Context) (*Member, error) {
