@@ -307,7 +307,7 @@ func TestControllerProcess(t *testing.T) {
 	if waited := time.Since(stopped); waited < 2*period {
 		t.Errorf("/readyz failed %v after the API server stopped, before three periods could pass", waited)
 	}
-	if !strings.Contains(notReady, "over three intervals") {
+	if !strings.Contains(notReady, "over three sample periods") {
 		t.Errorf("/readyz said %q", notReady)
 	}
 	p.running(t)

@@ -16,19 +16,20 @@ func newControllerCommand() *cobra.Command {
 	var metricsAddr, kubeconfig string
 	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "Decide every period from the probes' samples and publish fleet-role-status (dry-run)",
-		Long: `Runs as the fleet-role Deployment. Every sample period it reads the probes'
-records (a shared informer lists and watches the ConfigMaps labelled
-fleet-role.io/record=probe in its namespace), the Nodes (watched the same
-way, keeping of each one only what the decision reads) and its previous
-status, decides which
-hosts are fit, unfit or unknown and the swap it would make, and writes the
-status document to status.json of the fleet-role-status ConfigMap when it
-changed (and at least once a window). It changes nothing else.
+		Short: "Decide twice a period from the probes' samples and publish fleet-role-status (dry-run)",
+		Long: `Runs as the fleet-role Deployment. Twice every sample period it reads the
+probes' records (a shared informer lists and watches the ConfigMaps labelled
+fleet-role.io/record=probe in its namespace) and the Nodes (watched the same
+way, keeping of each one only what the decision reads), decides which hosts
+are fit, unfit or unknown and the swap it would make, and writes the status
+document to status.json of the fleet-role-status ConfigMap: at once when the
+decision or a verdict changed, at most once a period when only figures did,
+and at least once a window. It reads its previous status once, at start, so
+that what a decision remembers survives a restart. It changes nothing else.
 
 Dry-run is the only mode: it refuses to start unless FLEET_ROLE_DRY_RUN=true
-(exit 2). It serves /metrics, /healthz and /readyz (ready while the last
-decision succeeded within three periods).`,
+(exit 2). It serves /metrics, /healthz and /readyz (ready while a decision
+succeeded within the last three sample periods).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()

@@ -272,7 +272,10 @@ func keyReasons(d decide.Decision) []decide.Reason {
 	return out
 }
 
-// Ready reports whether the last loop succeeded within three intervals.
+// Ready reports whether a decision succeeded within the last three sample
+// periods: six decisions at DecisionsPerPeriod, so that one or two failed
+// rounds (an API server restarting) do not take the controller out of its
+// Service, and a controller that stopped deciding is not ready for long.
 func (c *Controller) Ready() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -284,7 +287,7 @@ func (c *Controller) Ready() error {
 		return errors.New("no decision yet")
 	}
 	if age := c.cfg.Now().Sub(c.lastSuccess); age > limit {
-		return fmt.Errorf("last successful decision %s ago, over three intervals (%s): %v", age.Round(10*time.Millisecond), limit, c.lastErr)
+		return fmt.Errorf("last successful decision %s ago, over three sample periods (%s): %v", age.Round(10*time.Millisecond), limit, c.lastErr)
 	}
 	return nil
 }
