@@ -7,7 +7,8 @@
 // (cpulimit, a cgroup with a CPU quota), named so that a crashed run's
 // leftovers can be swept (leftover) and shown gone (mountinfo); what
 // builds the tools and the image (toolcache, image); and what drives the
-// product's code from tests (testenv, probetest) and from the demo (demo,
-// run by cmd/fleet-role-demo). No product package imports it outside its
+// product's code from tests (testenv, probetest, and kubefake's in-memory
+// doubles of internal/kube) and from the demo (demo, run by
+// cmd/fleet-role-demo). No product package imports it outside its
 // tests.
 package lab

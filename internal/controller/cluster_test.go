@@ -28,6 +28,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -134,7 +135,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 		startProbe(t, c, s, n, samplers[n])
 	}
 	cl := c.Client(t, probetest.ControllerSA)
-	store := &probetest.ConfigMapStore{Inner: cl.ConfigMaps(s.Namespace)}
+	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
 	metrics := controller.NewMetrics()
 	log := probetest.NewLog()
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics})
@@ -319,7 +320,7 @@ func TestWritesOnlyOnChange(t *testing.T) {
 		}
 	}
 	cl := c.Client(t, probetest.ControllerSA)
-	store := &probetest.ConfigMapStore{Inner: cl.ConfigMaps(s.Namespace)}
+	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
 	clk := &clock{now: t0}
 	metrics := controller.NewMetrics()
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics, Now: clk.Now})

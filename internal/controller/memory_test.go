@@ -13,9 +13,9 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -29,7 +29,7 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 	s.DryRun = true
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	voters := []string{"voter-0", "voter-1", "voter-2"}
-	records := kube.NewMemRecords(s.Namespace)
+	records := kubefake.NewRecords(s.Namespace)
 	var nodes []corev1.Node
 	for i := range len(voters) + standbys {
 		name, self := fmt.Sprintf("standby-%04d.fleet.example.internal", i-len(voters)), -1
@@ -52,9 +52,9 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 			t.Fatal(err)
 		}
 	}
-	mem := &kube.MemNodes{}
+	mem := &kubefake.Nodes{}
 	mem.Set(nodes...)
-	store := kube.NewMemConfigMaps()
+	store := kubefake.NewConfigMaps()
 	if err := store.Create(s.StatusConfigMap, map[string]string{}); err != nil {
 		t.Fatal(err)
 	}

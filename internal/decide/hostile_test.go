@@ -173,7 +173,12 @@ const escapes = "ok\nforged-host  voter  fit  100  -\r\x1b[2J\x1b]0;title\x07\u0
 // judged, entry texts cut, and a table with nothing a terminal acts on.
 func checkHostile(t *testing.T, in decide.Input) decide.Status {
 	t.Helper()
-	st := decide.Decide(in)
+	return checkHostileStatus(t, in, decide.Decide(in))
+}
+
+// checkHostileStatus checks st, the decision of in, as checkHostile does.
+func checkHostileStatus(t *testing.T, in decide.Input, st decide.Status) decide.Status {
+	t.Helper()
 	if len(st.Hosts) != len(in.Nodes) {
 		t.Fatalf("%d hosts listed, want %d", len(st.Hosts), len(in.Nodes))
 	}
@@ -285,13 +290,7 @@ func TestPanicInOneHost(t *testing.T) {
 	want := decide.Decide(in)
 	long := strings.Repeat("p", 10*decide.TextCap)
 	for _, value := range []any{"boom", fmt.Errorf("wrapped: %w", fmt.Errorf("index out of range")), long, []int{1, 2}, nil} {
-		restore := decide.SetJudgeHook(func(node string) {
-			if node == "voter-1" {
-				panic(value)
-			}
-		})
-		got := checkHostile(t, in)
-		restore()
+		got := checkHostileStatus(t, in, decide.DecidePanicking(in, "voter-1", value))
 		for i, h := range got.Hosts {
 			if h.Name != "voter-1" {
 				if !reflect.DeepEqual(h, want.Hosts[i]) {

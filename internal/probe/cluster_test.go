@@ -30,6 +30,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
@@ -39,7 +40,7 @@ type running struct {
 	node    string
 	prober  *probe.Prober
 	sampler *probetest.Sampler
-	store   *probetest.Store
+	store   *kubefake.CountingRecords
 	log     *probetest.Log
 	*probetest.Loop
 }
@@ -54,7 +55,7 @@ func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node st
 
 func startProbeWith(t *testing.T, s settings.Settings, node string, sampler probe.Sampler, store kube.Records, nodes kube.Nodes) *running {
 	t.Helper()
-	r := &running{node: node, store: &probetest.Store{Inner: store}, log: probetest.NewLog()}
+	r := &running{node: node, store: &kubefake.CountingRecords{Inner: store}, log: probetest.NewLog()}
 	if ps, ok := sampler.(*probetest.Sampler); ok {
 		r.sampler = ps
 	}

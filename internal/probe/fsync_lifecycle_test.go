@@ -17,6 +17,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -64,9 +65,9 @@ func dirNames(t *testing.T, dir string) []string {
 
 // eligibleAgent is a store and a Node list in memory with one eligible
 // non-voter, agent-1, whose entry holds seed when seed is not nil.
-func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kube.MemRecords, *kube.MemNodes) {
+func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kubefake.Records, *kubefake.Nodes) {
 	t.Helper()
-	store := kube.NewMemRecords(s.Namespace)
+	store := kubefake.NewRecords(s.Namespace)
 	if seed != nil {
 		text, err := entry.Encode(*seed)
 		if err != nil {
@@ -76,7 +77,7 @@ func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kube.
 			t.Fatal(err)
 		}
 	}
-	nodes := &kube.MemNodes{}
+	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	return store, nodes
 }

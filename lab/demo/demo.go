@@ -39,6 +39,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/toolcache"
 )
 
@@ -204,7 +205,7 @@ type fleet struct {
 	// the API server of --kubeconfig.
 	records      kube.Records
 	recordSource kube.RecordSource
-	nodes        *kube.MemNodes
+	nodes        *kubefake.Nodes
 	ctrl         *controller.Controller
 	log          *slog.Logger
 	logFile      *os.File
@@ -481,12 +482,12 @@ func (f *fleet) startProxy(listen string) (proxy.Server, string, error) {
 
 func (f *fleet) startStore(ctx context.Context) error {
 	if f.opt.Kubeconfig == "" {
-		mem := kube.NewMemConfigMaps()
+		mem := kubefake.NewConfigMaps()
 		if err := mem.Create(f.set.StatusConfigMap, nil); err != nil {
 			return err
 		}
 		f.store = mem
-		records := kube.NewMemRecords(f.set.Namespace)
+		records := kubefake.NewRecords(f.set.Namespace)
 		f.records, f.recordSource = records, records
 		return nil
 	}
@@ -510,7 +511,7 @@ func (f *fleet) startStore(ctx context.Context) error {
 
 // registerNodes makes the Node objects k3s would have for the demo's hosts.
 func (f *fleet) registerNodes() {
-	f.nodes = &kube.MemNodes{}
+	f.nodes = &kubefake.Nodes{}
 	var nodes []corev1.Node
 	for i, h := range f.hosts {
 		n := corev1.Node{
