@@ -15,6 +15,7 @@ require (
 	go.etcd.io/etcd/client/v3 v3.6.15
 	go.etcd.io/etcd/pkg/v3 v3.6.15
 	go.uber.org/zap v1.27.0
+	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.50.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

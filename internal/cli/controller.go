@@ -72,16 +72,16 @@ succeeded within the last three sample periods).`,
 		if err != nil {
 			return usageError(err)
 		}
-		ctx, cancel := signalContext()
-		defer cancel()
-		records.Start(ctx)
-		nodes.Start(ctx)
-		stop, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log)
+		server, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		return c.Run(ctx)
+		ctx, cancel := signalContext(cmd.Context())
+		defer cancel()
+		return runParts(ctx, append(server,
+			part{"records informer", records.Run},
+			part{"nodes informer", nodes.Run},
+			part{"decision loop", c.Run})...)
 	}
 	return cmd
 }

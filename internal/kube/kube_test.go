@@ -391,7 +391,7 @@ func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Inte
 		t.Fatal(err)
 	}
 	inf := c.NewRecordInformer(ns)
-	inf.Start(ctx)
+	go inf.Run(ctx)
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interf
 	if _, err := inf.List(ctx); err == nil {
 		t.Fatal("the informer lists Nodes before it has run: an empty cache would read as no Nodes at all")
 	}
-	inf.Start(ctx)
+	go inf.Run(ctx)
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}

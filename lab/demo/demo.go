@@ -501,7 +501,7 @@ func (f *fleet) startStore(ctx context.Context) error {
 	f.store = client.ConfigMaps(f.set.Namespace)
 	f.records = client.Records(f.set.Namespace)
 	inf := client.NewRecordInformer(f.set.Namespace)
-	inf.Start(ctx)
+	go inf.Run(ctx) // it stops with ctx, the run's
 	if err := inf.WaitForSync(ctx); err != nil {
 		return err
 	}

@@ -340,9 +340,16 @@ func (c *Cluster) WriteRecord(ctx context.Context, node, text string) error {
 func RecordSource(t testing.TB, cl *kube.Client, namespace string) *kube.RecordInformer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	inf := cl.NewRecordInformer(namespace)
-	inf.Start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = inf.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if err := inf.WaitForSync(wctx); err != nil {
