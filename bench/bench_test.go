@@ -113,15 +113,21 @@ func TestWALVerdict(t *testing.T) {
 // with -cpuprofile or -memprofile; cpu-ns/op is the process's user+sys.
 func BenchmarkProbeSample(b *testing.B) {
 	e := startEnv(b)
-	p, err := e.NewProber()
+	ctx := context.Background()
+	p, err := e.NewProber(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	ProbeSamples(ctx, p, e.Settings.Window)
+	defer p.Close()
+	if _, err := ProbeSamples(ctx, p, e.Settings.Window); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	c := ProbeSamples(ctx, p, b.N)
+	c, err := ProbeSamples(ctx, p, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(c.CPU.Nanoseconds()), "cpu-ns/op")
 	b.StopTimer()
 	if err := e.CheckProbeEntry(ctx, e.Settings.Window); err != nil {

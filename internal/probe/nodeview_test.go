@@ -53,13 +53,7 @@ func TestPlanFromTheNodeView(t *testing.T) {
 			mem.Set(nodes...)
 			store := kubefake.NewRecords(s.Namespace)
 			sampler := &probetest.Sampler{}
-			p, err := probe.New(probe.Config{Node: self, Settings: s, Records: store, Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			p.Tick(ctx)
-			cancel()
+			firstPeriod(t, probe.Config{Node: self, Settings: s, Records: store, Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
 			plans[name] = sampler.Plans()
 			l, err := store.List(context.Background())
 			if err != nil {
@@ -83,11 +77,7 @@ func TestPlanFromTheNodeView(t *testing.T) {
 	mem := &kubefake.Nodes{}
 	mem.Set(viewed...)
 	sampler := &probetest.Sampler{}
-	p, err := probe.New(probe.Config{Node: "server-1", Settings: s, Records: kubefake.NewRecords(s.Namespace), Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Tick(context.Background())
+	firstPeriod(t, probe.Config{Node: "server-1", Settings: s, Records: kubefake.NewRecords(s.Namespace), Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
 	if got := sampler.Plans(); len(got) != 1 || !reflect.DeepEqual(got[0].Peers, want) || !got[0].Voter {
 		t.Fatalf("server-1 from the view: plans %+v, want one voter's plan with peers %+v", got, want)
 	}

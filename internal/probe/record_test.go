@@ -116,10 +116,11 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	store := &refusing{Records: kubefake.NewRecords(s.Namespace), max: 600}
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	r := startProbeWith(t, s, "agent-1", &probetest.Sampler{}, store, nodes)
+	clk := newClocked(s.SamplePeriod)
+	r := startProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
 
 	var e entry.Entry
-	probetest.Eventually(t, time.Minute, func() error {
+	clk.await(t, time.Minute, func() error {
 		raw, err := store.Get(context.Background(), "agent-1")
 		if err != nil {
 			return err
@@ -173,7 +174,7 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	store.mu.Lock()
 	store.max = 1 << 20
 	store.mu.Unlock()
-	probetest.Eventually(t, time.Minute, func() error {
+	clk.await(t, time.Minute, func() error {
 		raw, _ := store.Get(context.Background(), "agent-1")
 		e, err := entry.Decode(raw)
 		if err != nil {

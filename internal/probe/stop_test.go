@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -43,8 +44,16 @@ func TestStopFinishesTheSampleInFlight(t *testing.T) {
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &blockingSampler{started: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan bool, 1)}
-	r := startProbeWith(t, s, "agent-1", b, store, nodes)
-	<-b.started
+	clk := newClocked(s.SamplePeriod)
+	r := startProbeWith(t, clk, s, "agent-1", b, store, nodes)
+	clk.await(t, time.Minute, func() error {
+		select {
+		case <-b.started:
+			return nil
+		default:
+			return errors.New("the second sample has not begun")
+		}
+	})
 	r.Cancel()
 	close(b.release)
 	if <-b.cancelled {

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -383,6 +384,10 @@ type Sampler struct {
 	Make func(plan probe.Plan, seq int, at time.Time) entry.Sample
 	// FsyncReading is what Fsync returns; nil returns a fit reading.
 	FsyncReading func(ctx context.Context) entry.FsyncReading
+	// Clock stamps the samples and readings; nil is the real clock. A test
+	// that runs the probe on a fake clock gives the sampler the same one,
+	// so that samples are a period apart as the loop sees them.
+	Clock clock.PassiveClock
 
 	mu     sync.Mutex
 	taken  []entry.Sample
@@ -394,7 +399,7 @@ type Sampler struct {
 func (s *Sampler) Sample(_ context.Context, plan probe.Plan) entry.Sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at := time.Now().UTC()
+	at := s.now().UTC()
 	mk := s.Make
 	if mk == nil {
 		mk = Fit
@@ -414,7 +419,14 @@ func (s *Sampler) Fsync(ctx context.Context) entry.FsyncReading {
 	if f != nil {
 		return f(ctx)
 	}
-	return FitFsync(time.Now())
+	return FitFsync(s.now())
+}
+
+func (s *Sampler) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
 }
 
 // Taken returns the samples taken so far.

@@ -162,12 +162,16 @@ func run(ctx context.Context, o options) error {
 	}
 	defer env.Stop()
 	if o.onlyController {
-		p, err := env.NewProber()
+		p, err := env.NewProber(ctx)
 		if err != nil {
 			return err
 		}
 		step("a full window of probe samples, the record the standbys' are copied from")
-		bench.ProbeSamples(ctx, p, env.Settings.Window)
+		_, err = bench.ProbeSamples(ctx, p, env.Settings.Window)
+		p.Close()
+		if err != nil {
+			return err
+		}
 		rows, err := controllerRows(ctx, env, binary, o, step)
 		if err != nil {
 			return err
@@ -278,12 +282,15 @@ func memoryRows(ctx context.Context, env *bench.Env, binary string, o options, s
 }
 
 func sampleCosts(ctx context.Context, env *bench.Env, o options, step func(string, ...any)) ([]bench.Row, []string, error) {
-	p, err := env.NewProber()
+	p, err := env.NewProber(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer p.Close()
 	step("warm-up: %d probe samples (a full window) and 2 shell samples", env.Settings.Window)
-	bench.ProbeSamples(ctx, p, env.Settings.Window)
+	if _, err := bench.ProbeSamples(ctx, p, env.Settings.Window); err != nil {
+		return nil, nil, err
+	}
 	if _, err := env.ShellSamples(ctx, 2); err != nil {
 		return nil, nil, err
 	}
@@ -294,14 +301,15 @@ func sampleCosts(ctx context.Context, env *bench.Env, o options, step func(strin
 		var err error
 		// Alternate which goes first, so that neither always runs on a
 		// machine the other has just warmed or loaded.
+		var probeErr error
 		if round%2 == 0 {
-			ours = bench.ProbeSamples(ctx, p, o.probeSamples)
+			ours, probeErr = bench.ProbeSamples(ctx, p, o.probeSamples)
 			shell, err = env.ShellSamples(ctx, o.shellSamples)
 		} else {
 			shell, err = env.ShellSamples(ctx, o.shellSamples)
-			ours = bench.ProbeSamples(ctx, p, o.probeSamples)
+			ours, probeErr = bench.ProbeSamples(ctx, p, o.probeSamples)
 		}
-		if err != nil {
+		if err = errors.Join(probeErr, err); err != nil {
 			return nil, nil, err
 		}
 		cpu, wall = append(cpu, ours.CPU.Seconds()), append(wall, ours.Wall.Seconds())
