@@ -103,10 +103,10 @@ func holdsExactly(e entry.Entry, want []entry.Sample) error {
 	return nil
 }
 
-// Ten probes, one per Node, each with its own token, write one ConfigMap at
-// once for sixty periods. Every sample each took reaches the ConfigMap (an
-// admin watch sees every version the API server accepted), and no entry is
-// ever lost or overwritten by another node's.
+// Ten probes, one per Node, each with its own token, write their records at
+// once for sixty periods. Every sample each took reaches its record (an
+// admin watch sees every version the API server accepted), and no record
+// ever holds another node's entry.
 func TestConcurrentProbes(t *testing.T) {
 	const (
 		voters   = 3
@@ -146,7 +146,7 @@ func TestConcurrentProbes(t *testing.T) {
 		r.Stop(t)
 	}
 	elapsed := time.Since(began)
-	// Every probe has stopped, so the ConfigMap holds its last word: wait
+	// Every probe has stopped, so each record holds its last word: wait
 	// for the watch to have seen it, then stop the watch.
 	probetest.Eventually(t, time.Minute, func() error {
 		for _, r := range probes {
@@ -166,7 +166,7 @@ func TestConcurrentProbes(t *testing.T) {
 	for i, r := range probes {
 		all := r.sampler.Taken()
 		taken += len(all)
-		// The ConfigMap's last word is the last window the probe took.
+		// The record's last word is the last window the probe took.
 		e, ok := c.Entry(t, r.node)
 		if !ok {
 			t.Fatalf("no entry for %s", r.node)
@@ -174,7 +174,7 @@ func TestConcurrentProbes(t *testing.T) {
 		if err := holdsExactly(e, lastN(all, s.Window)); err != nil {
 			t.Error(err)
 		}
-		// Every version of the key is this node's own and holds only
+		// Every version of the record is this node's own and holds only
 		// samples this node took; together they hold every sample.
 		byMilli := map[int64]entry.Sample{}
 		for _, x := range all {
@@ -188,7 +188,7 @@ func TestConcurrentProbes(t *testing.T) {
 				t.Fatalf("a version of %s's entry: %v", r.node, err)
 			}
 			if v.Node != r.node {
-				t.Fatalf("key %s held %s's entry", r.node, v.Node)
+				t.Fatalf("the record of %s held %s's entry", r.node, v.Node)
 			}
 			for _, x := range v.Samples {
 				want, ok := byMilli[x.At.UnixMilli()]
@@ -205,7 +205,7 @@ func TestConcurrentProbes(t *testing.T) {
 					missing = append(missing, probetest.Seq(x))
 				}
 			}
-			t.Errorf("%s took %d samples, %d reached the ConfigMap; missing seq %v", r.node, len(all), len(seen), missing)
+			t.Errorf("%s took %d samples, %d reached its record; missing seq %v", r.node, len(all), len(seen), missing)
 		}
 		// Only the first sample since the start carries the restart mark.
 		if v, _ := entry.Decode(versions[0]); len(v.Samples) == 0 || !v.Samples[0].Restart {
@@ -239,7 +239,7 @@ func TestConcurrentProbes(t *testing.T) {
 		}
 	}
 	t.Logf("%d probes, one per node, each its own token: %d periods of %v on a fake clock, %d samples taken and all written, "+
-		"%d patches (%d ok, %d cut short by the stop and then flushed), %d versions of the ConfigMap seen by the watch, in %.1f s; entries %d to %d bytes",
+		"%d patches (%d ok, %d cut short by the stop and then flushed), %d versions of the records seen by the watch, in %.1f s; entries %d to %d bytes",
 		len(probes), periods, s.SamplePeriod, taken, patches, written, cancelled, hist.Events(), elapsed.Seconds(), minBytes, maxBytes)
 }
 
