@@ -60,6 +60,10 @@ type gHost struct {
 	record func(cm *corev1.ConfigMap)
 	// until is when the last sample was taken (default: a second before now).
 	until time.Time
+	// etcdMod and connectMod change sample i of n's etcd sample and its
+	// connect to voter to, after they are made.
+	etcdMod    func(i, n int, x *entry.EtcdSample)
+	connectMod func(i, n int, to string, c *entry.Connect)
 }
 
 func yes() *bool { b := true; return &b }
@@ -160,7 +164,11 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 			if h.stall != nil {
 				rt += h.stall(i, n)
 			}
-			s.Connect[m.name] = entry.Connect{Seconds: rt}
+			c := entry.Connect{Seconds: rt}
+			if h.connectMod != nil {
+				h.connectMod(i, n, m.name, &c)
+			}
+			s.Connect[m.name] = c
 		}
 		s.MemTotalBytes = 16 * gib
 		s.MemAvailableBytes = 9*gib + uint64(rng.IntN(1<<20))*1024
@@ -193,6 +201,9 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 					obs[bucket(rttBounds, rt)] = 1
 				}
 				x.PeerRTT[memberID(m.name)] = hist(rttBounds, obs)
+			}
+			if h.etcdMod != nil {
+				h.etcdMod(i, n, x)
 			}
 			s.Etcd = x
 		}

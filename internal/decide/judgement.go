@@ -80,6 +80,7 @@ const (
 	vSkipped        // kindFdatasync: skipped by the probe
 	vMemoryFS       // kindFdatasync: taken on a memory filesystem
 	vSomeFailed     // kindEtcd: some scrapes failed, judged from the others
+	vTooFew         // a histogram with no more observations than the window forgives
 )
 
 // judgement is one signal of one host judged, before it is words: the
@@ -117,6 +118,13 @@ type judgement struct {
 	count int
 	text  string
 	at    time.Time
+	// trailingFailed counts a connect tail's latest connects that failed in
+	// a row (no answer within the probe's reading timeout).
+	trailingFailed int
+	// atP is the percentile a histogram's tail was taken at, lower than the
+	// tail percentile when the window holds fewer observations than a window
+	// holds samples (merged.tail).
+	atP float64
 	// unmerged is set when some of the window's histograms could not be
 	// merged with the others.
 	unmerged *unmerged
@@ -227,12 +235,33 @@ func verdictOf(gs []judgement) Verdict {
 	for i := range gs {
 		switch gs[i].out {
 		case unknown:
-			return Unknown
+			if gs[i].kind.ofRecord() {
+				return Unknown
+			}
+			if v == Fit {
+				v = Unknown
+			}
 		case fail:
 			v = Unfit
 		}
 	}
 	return v
+}
+
+// ofRecord: the kind judges whether the record can be judged at all (it is
+// there and readable, holds a full window, and is fresh). When it cannot,
+// the host is unknown whatever its samples say: a stale record's last
+// samples may look healthy or not, and say nothing of now. When it can, a
+// signal over its limit makes the host unfit even if another reading
+// failed: a reading that failed cannot vouch for the host, and one over its
+// limit speaks against it (a starved host's probe reads its own etcd too
+// late to scrape it, and its own timer fires a second late).
+func (k kind) ofRecord() bool {
+	switch k {
+	case kindEntry, kindRecord, kindSamples, kindFreshness:
+		return true
+	}
+	return false
 }
 
 // minHeadroom is the tightest headroom among gs that pass keep.

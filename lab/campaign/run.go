@@ -482,9 +482,6 @@ func (r *runner) starve(sp Spec) (func() error, error) {
 	return release, g.SetQuota(sp.Severity.CPU, cpuPeriod)
 }
 
-// cpuPeriod is the CFS enforcement period of a starved host's group.
-const cpuPeriod = 100 * time.Millisecond
-
 // copyLogs copies the fleet's logs to dir, for the reader of the board.
 func copyLogs(from, to string) {
 	matches, _ := filepath.Glob(filepath.Join(from, "*.log"))
