@@ -95,8 +95,8 @@ func TestLinksResolve(t *testing.T) {
 	}
 }
 
-// No file of the repository cites FACTS.md, a file outside it: the facts
-// the code relies on are docs/facts.md, with their sources.
+// No file of the repository cites the facts file that lives outside it:
+// the facts the code relies on are docs/facts.md, with their sources.
 func TestNoCitationOutsideTheRepository(t *testing.T) {
 	out, err := exec.Command("git", "-C", "..", "grep", "-n", "-I", "FACTS"+".md").CombinedOutput()
 	if err == nil {
