@@ -344,6 +344,61 @@ func TestStallBoundary(t *testing.T) {
 	}
 }
 
+// The wake-up lateness is judged on every recording host, voter and
+// standby alike: a standby that starves would be as bad a voter.
+func TestWakeupBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			l := s.WakeupLimit().Value
+			set := func(x *entry.Sample, v float64) { x.WakeupLateSeconds = &v }
+			for _, voter := range []bool{false, true} {
+				role := map[bool]string{false: "standby: ", true: "voter: "}[voter]
+				runBoundaries(t, s, []boundary{
+					{name: role + "at (under: unfit)", voter: voter, mod: over(100, l, l, set), signal: decide.SignalWakeup, ok: false},
+					{name: role + "just under", voter: voter, mod: over(100, l-1e-6, l, set), signal: decide.SignalWakeup, ok: true},
+					{name: role + "just over", voter: voter, mod: over(100, l+1e-6, l, set), signal: decide.SignalWakeup, ok: false},
+					{name: role + "one period of 100 over", voter: voter, mod: over(1, 2*l, 0.005, set), signal: decide.SignalWakeup, ok: true},
+					{name: role + "two periods of 100 over", voter: voter, mod: over(2, 2*l, 0.005, set), signal: decide.SignalWakeup, ok: false},
+					{name: role + "not measured: not held against", voter: voter, mod: func(_ int, x *entry.Sample) { x.WakeupLateSeconds = nil }, signal: decide.SignalWakeup, ok: true},
+				})
+			}
+			// The detail states the figures: the tail, the timer's
+			// interval, the limit, and how many periods were over.
+			h := judge(t, s, baseWindow(s, "standby", false, over(2, 2*l, 0.005, set)), false, nil)
+			r := reasonOf(t, h, decide.SignalWakeup)
+			hb := decide.FormatValue(s.HeartbeatInterval.Seconds(), "seconds")
+			want := "p99 of 100 periods' largest lateness of a timer due every heartbeat interval (" + hb + "): " +
+				decide.FormatValue(2*l, "seconds") + " late, must be under " + hb + "; 2 of 100 over"
+			if r.Detail != want || *r.Value != 2*l || *r.Limit != l || r.Rule != settings.Under {
+				t.Fatalf("two periods over: %+v\nwant detail %q", r, want)
+			}
+			// Samples without a reading are left out of the tail, which is
+			// taken by rank among those measured: among 50, the p99's rank
+			// is the 50th, their largest, so one over is not forgiven.
+			half := func(i int, x *entry.Sample) {
+				if i%2 == 0 {
+					x.WakeupLateSeconds = nil
+					return
+				}
+				v := 0.005
+				if i == 1 {
+					v = 2 * l
+				}
+				x.WakeupLateSeconds = &v
+			}
+			h = judge(t, s, baseWindow(s, "standby", false, half), false, nil)
+			if r := reasonOf(t, h, decide.SignalWakeup); r.OK || !strings.HasPrefix(r.Detail, "p99 of 50 periods'") {
+				t.Fatalf("one of 50 measured over: %+v", r)
+			}
+			h = judge(t, s, baseWindow(s, "standby", false, func(_ int, x *entry.Sample) { x.WakeupLateSeconds = nil }), false, nil)
+			if r := reasonOf(t, h, decide.SignalWakeup); !r.OK || r.Value != nil || r.Limit != nil || r.Basis != s.WakeupLimit().Basis ||
+				r.Detail != "no wake-up readings in the window (a probe that does not take them): reported, not held against the host" {
+				t.Fatalf("no readings: %+v", r)
+			}
+		})
+	}
+}
+
 func TestLinkClasses(t *testing.T) {
 	s := settings.Defaults()
 	link := func(class string) func(int, *entry.Sample) {

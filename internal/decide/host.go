@@ -18,8 +18,8 @@ import (
 type limits struct {
 	s settings.Settings
 	// now is the decision's time, which ages are stated against.
-	now                                                     time.Time
-	window, stale, connect, rtt, wal, backend, fsync, stall settings.Limit
+	now                                                             time.Time
+	window, stale, connect, rtt, wal, backend, fsync, stall, wakeup settings.Limit
 	// pn names the tail percentile ("99"); connectMust is the connect
 	// limit as it ends a sentence (", must be at most 25ms").
 	pn, connectMust string
@@ -40,7 +40,7 @@ type limits struct {
 
 func limitsOf(s settings.Settings, now time.Time) *limits {
 	l := &limits{s: s, now: now, window: s.WindowLimit(), stale: s.StaleAfter(), connect: s.ConnectLimit(), rtt: s.RTTLimit(),
-		wal: s.WALFsyncLimit(), backend: s.BackendCommitLimit(), fsync: s.FdatasyncLimit(), stall: s.StallLimit(),
+		wal: s.WALFsyncLimit(), backend: s.BackendCommitLimit(), fsync: s.FdatasyncLimit(), stall: s.StallLimit(), wakeup: s.WakeupLimit(),
 		pn: settings.PercentileName(s.TailPercentile), forgiven: s.Window - quantile.Rank(s.TailPercentile, s.Window)}
 	l.connectMust = ", must be " + ruleWord(l.connect.Rule) + " " + FormatValue(l.connect.Value, l.connect.Unit)
 	return l
@@ -237,7 +237,7 @@ func (h *host) measure(j *limits, voters []string, members map[string]string) {
 	} else {
 		h.own = append(h.own, h.fdatasync(j))
 	}
-	h.own = append(h.own, h.memory(j), stallTail(j, w))
+	h.own = append(h.own, h.memory(j), stallTail(j, w), wakeupTail(j, w))
 	var failed int
 	var lastErr string
 	for _, x := range w {
@@ -531,19 +531,36 @@ func (h *host) memory(j *limits) judgement {
 
 // stallTail judges the memory full-stall time gained per sample period.
 func stallTail(j *limits, w []entry.Sample) judgement {
-	s, l := j.s, &j.stall
+	return perSampleTail(j, w, kindStall, &j.stall, func(x *entry.Sample) *float64 { return x.MemFullStallSeconds })
+}
+
+// wakeupTail judges the largest lateness of the probe's timer per sample
+// period: how late the host ran it.
+func wakeupTail(j *limits, w []entry.Sample) judgement {
+	return perSampleTail(j, w, kindWakeup, &j.wakeup, func(x *entry.Sample) *float64 { return x.WakeupLateSeconds })
+}
+
+// perSampleTail judges the nearest-rank p-tail of a figure each sample may
+// have (of) against l. Samples without it are left out; a window with none
+// is reported, not held against the host (no PSI, a probe that takes no
+// wake-up reading). over counts the samples over the limit.
+func perSampleTail(j *limits, w []entry.Sample, k kind, l *settings.Limit, of func(*entry.Sample) *float64) judgement {
 	values := j.column(len(w))
-	for _, x := range w {
-		if x.MemFullStallSeconds != nil {
-			values = append(values, *x.MemFullStallSeconds)
+	over := 0
+	for i := range w {
+		if v := of(&w[i]); v != nil {
+			values = append(values, *v)
+			if !l.OK(*v) {
+				over++
+			}
 		}
 	}
 	if len(values) == 0 {
-		return unmeasuredAs(kindStall, vNone, "", l, pass)
+		return unmeasuredAs(k, vNone, "", l, pass)
 	}
-	v, _ := quantile.High(values, s.TailPercentile)
-	g := judged(kindStall, "", l, v)
-	g.count = len(values)
+	v, _ := quantile.High(values, j.s.TailPercentile)
+	g := judged(k, "", l, v)
+	g.count, g.over = len(values), over
 	return g
 }
 

@@ -27,6 +27,7 @@ const (
 	kindFdatasync                 // a non-member's own disk reading
 	kindMemory                    // available memory, low tail
 	kindStall                     // memory full stall per period
+	kindWakeup                    // a timer's largest lateness per period
 	kindReadingErrors             // readings that failed, reported only
 )
 
@@ -35,7 +36,7 @@ var signalOf = [...]string{
 	kindEntry: SignalEntry, kindRecord: SignalRecord, kindSamples: SignalSamples, kindFreshness: SignalFreshness,
 	kindEtcd: SignalEtcd, kindLink: SignalLink, kindConnect: SignalConnect, kindPeerRTT: SignalPeerRTT,
 	kindWALFsync: SignalWALFsync, kindBackendCommit: SignalBackendCommit, kindFdatasync: SignalFdatasync,
-	kindMemory: SignalMemory, kindStall: SignalStall, kindReadingErrors: SignalReadingErrors,
+	kindMemory: SignalMemory, kindStall: SignalStall, kindWakeup: SignalWakeup, kindReadingErrors: SignalReadingErrors,
 }
 
 // isLink: the kind judges the path to another host.
@@ -144,6 +145,9 @@ type unmerged struct {
 
 // failedMeasure: the judgement makes its host unfit.
 func (g *judgement) failedMeasure() bool { return g.out == fail && g.kind.isMeasure() }
+
+// failedOwnMeasure: a failed measure of the host's own, not of a link.
+func (g *judgement) failedOwnMeasure() bool { return g.failedMeasure() && !g.kind.isLink() }
 
 // figure is the judgement's value against its limit, when it has both.
 func (g *judgement) figure() (v, l float64, rule settings.Rule, ok bool) {

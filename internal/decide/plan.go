@@ -133,11 +133,15 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, mem *
 	if shared {
 		return "", ""
 	}
-	if r, lagging := rttLagging(j.now, mem.ConnectsSlowAt, slowVoterLinks(voters, links, kindPeerRTT)); lagging && len(slowVoterLinks(voters, links, kindConnect)) == 0 {
-		d.Reasons = append(d.Reasons, r)
-		return "", ""
+	var at Reason
+	var suspects []*host
+	slow, lagging := false, false
+	if len(slowVoterLinks(voters, links, kindConnect)) == 0 {
+		at, lagging = rttLagging(j.now, mem.ConnectsSlowAt, slowVoterLinks(voters, links, kindPeerRTT))
 	}
-	at, suspects, slow := attribute(j.s, voters, links)
+	if !lagging {
+		at, suspects, slow = attribute(j.s, voters, links)
+	}
 	d.Reasons = append(d.Reasons, at)
 	if !at.OK {
 		return "", ""
@@ -152,7 +156,7 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, mem *
 		return "", ""
 	}
 	out = leaving.node.Name
-	return out, candidates(j, voters, standbys, out, links, d)
+	return out, candidates(j, voters, standbys, out, suspects, links, d)
 }
 
 // worstOf names the host's judgement furthest over its limit, with its

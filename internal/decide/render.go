@@ -182,6 +182,13 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 			return "no memory pressure (PSI) figures on this host: reported, not held against it", ""
 		}
 		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' memory full stall: " + FormatValue(g.value, l.Unit) + must(), ""
+	case kindWakeup:
+		if g.variant == vNone {
+			return "no wake-up readings in the window (a probe that does not take them): reported, not held against the host", ""
+		}
+		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' largest lateness of a timer due every heartbeat interval (" +
+			FormatValue(s.HeartbeatInterval.Seconds(), l.Unit) + "): " + FormatValue(g.value, l.Unit) + " late" + must() +
+			"; " + strconv.Itoa(g.over) + " of " + strconv.Itoa(g.count) + " over", ""
 	case kindReadingErrors:
 		return fmt.Sprintf("%d of %d samples had a reading fail, the latest: %s", g.failed, g.count, g.text), ""
 	}

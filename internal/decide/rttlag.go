@@ -7,8 +7,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 // etcd's peer round trip lags the path it times (docs/facts.md, etcd's
@@ -41,7 +39,9 @@ var rttLag = func() time.Duration {
 // decision less than rttLag ago (connectsSlowAt, from the memory): those
 // round trips may be the connects' fault still carried by etcd's smoothed
 // average, on whichever links its last observations fell, and would name a
-// voter the connects never did. ok is false when the round trips may stand.
+// voter the connects never did. They are then held against no voter: the
+// voters are judged by their own readings alone, as with no slow link. ok
+// is false when the round trips may stand.
 func rttLagging(now, connectsSlowAt time.Time, rttLinks map[link]bool) (Reason, bool) {
 	if len(rttLinks) == 0 || connectsSlowAt.IsZero() {
 		return Reason{}, false
@@ -52,12 +52,11 @@ func rttLagging(now, connectsSlowAt time.Time, rttLinks map[link]bool) (Reason, 
 	}
 	head := "slow links between voters by peer_rtt only: " + joinLinks(sortedLinks(rttLinks)) + "; but the connects between voters were slow "
 	age := ago.Round(time.Millisecond).String() + " ago, "
-	r := step(StepAttribution, "", attributionBasis, false, head+age+fmt.Sprintf(
-		"at %s: etcd's round trip is a smoothed average of probes every %v (weight %g on the newest), observed every %v, and may carry a delay the connects no longer show for %v after: nothing is swapped until then",
-		connectsSlowAt.UTC().Format(time.RFC3339), probeInterval, srttWeight, rttObserveInterval, rttLag))
-	r.Value, r.Limit, r.Unit, r.Rule = num(ago.Seconds()), num(rttLag.Seconds()), "seconds", settings.AtLeast
-	// Its value and detail state an age: the fingerprint compares when the
-	// connects were last slow (in the memory).
+	r := step(StepAttribution, "", attributionBasis, true, head+age+fmt.Sprintf(
+		"at %s, under %v: etcd's round trip is a smoothed average of probes every %v (weight %g on the newest), observed every %v, and may carry a delay the connects no longer show for %v after: until then the round trips are held against no voter, and a voter is unfit by its own readings only",
+		connectsSlowAt.UTC().Format(time.RFC3339), rttLag, probeInterval, srttWeight, rttObserveInterval, rttLag))
+	// Its detail states an age: the fingerprint compares when the connects
+	// were last slow (in the memory).
 	r.age = spanOf(len(head), age)
 	return r, true
 }

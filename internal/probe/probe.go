@@ -143,6 +143,7 @@ func (p *Prober) Run(ctx context.Context) error {
 	period := p.cfg.Settings.SamplePeriod
 	p.log.Info("probe started", "period", period, "window", p.cfg.Settings.Window)
 	p.removeStaleFsync()
+	defer p.startBeside(ctx)()
 	ticker := p.cfg.Clock.NewTicker(period)
 	defer ticker.Stop()
 	for done := false; !done; {
@@ -219,6 +220,7 @@ func (p *Prober) tick(ctx context.Context) {
 		p.cfg.Metrics.readingFailed(readingName(e))
 	}
 	p.cfg.Metrics.sampled()
+	p.cfg.Metrics.wokeLate(s.WakeupLateSeconds)
 	if plan.Fsync {
 		p.startFsync(ctx)
 	}

@@ -180,6 +180,9 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 	f.Hosts = append(append([]string(nil), f.Voters...), f.Standbys...)
 	f.Pinned = f.Voters[0]
 
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
 	f.SettingsPath = filepath.Join(f.dir, "settings.yaml")
 	if err := os.WriteFile(f.SettingsPath, []byte(cfg.Settings), 0o644); err != nil {
 		return nil, fmt.Errorf("fleet: write the settings: %w", err)
