@@ -95,10 +95,13 @@ func TestLinksResolve(t *testing.T) {
 	}
 }
 
-// No file of the repository cites the facts file that lives outside it:
-// the facts the code relies on are docs/facts.md, with their sources.
+// No file of the repository cites the notes that live outside it, on the
+// machine it was built on: the facts the code relies on are docs/facts.md,
+// and those the harness relies on docs/testing.md, with their sources. (The
+// names are split so that this file does not cite them.)
 func TestNoCitationOutsideTheRepository(t *testing.T) {
-	out, err := exec.Command("git", "-C", "..", "grep", "-n", "-I", "FACTS"+".md").CombinedOutput()
+	out, err := exec.Command("git", "-C", "..", "grep", "-n", "-I",
+		"-e", "FACTS"+".md", "-e", "REAL-COMPONENTS"+".md", "-e", "reference-seed"+".md", "-e", "/work/"+"shared").CombinedOutput()
 	if err == nil {
 		t.Errorf("git grep finds citations of a file outside the repository:\n%s", out)
 	} else if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {

@@ -14,8 +14,8 @@
 // hostPath) is removed or restored when the test ends, also when it fails;
 // see Start.
 //
-// The settings this kind of host needs (REAL-COMPONENTS.md, "A kubelet, so
-// that pods really run"): containerd's restrict_oom_score_adj (the VM's
+// The settings this kind of host needs (docs/testing.md, "What the harness
+// rests on"): containerd's restrict_oom_score_adj (the VM's
 // capability bounding set lacks CAP_SYS_RESOURCE), runc rather than crun
 // (hybrid cgroups), the kubelet's failCgroupV1: false with the cgroupfs
 // driver (containerd 1.6 lacks the RuntimeConfig call), and, with no

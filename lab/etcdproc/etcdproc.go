@@ -76,7 +76,7 @@ type Config struct {
 	StartTimeout time.Duration
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL
 	// (default 2 s; a leader whose peers are gone waits about 10 s for a
-	// leadership transfer that cannot happen, REAL-COMPONENTS.md).
+	// leadership transfer that cannot happen, docs/testing.md).
 	StopGrace time.Duration
 }
 
@@ -730,7 +730,8 @@ func (c *Cluster) Remove(ctx context.Context, m *Member) error {
 }
 
 // unhealthy is etcd refusing a membership change for now: a new cluster
-// refuses reconfiguration for about 5 s after it starts (REAL-COMPONENTS.md).
+// refuses reconfiguration for about 5 s after it starts (docs/testing.md,
+// "What the harness rests on").
 func unhealthy(err error) bool { return errors.Is(err, rpctypes.ErrUnhealthy) }
 
 // retry calls op until it succeeds, fails with an error retryable does not
