@@ -149,9 +149,13 @@ func TestConcurrentProbes(t *testing.T) {
 	// Every probe has stopped, so each record holds its last word: wait
 	// for the watch to have seen it, then stop the watch.
 	probetest.Eventually(t, time.Minute, func() error {
+		if err := hist.Err(); err != nil {
+			t.Fatalf("waiting for the watch to see the last writes: %v", err)
+		}
+		last := c.Records(t) // one list a try, not one per probe
 		for _, r := range probes {
 			v := hist.Versions(r.node)
-			if len(v) == 0 || v[len(v)-1] != c.Records(t)[r.node] {
+			if len(v) == 0 || v[len(v)-1] != last[r.node] {
 				return fmt.Errorf("the watch has not yet seen %s's last write", r.node)
 			}
 		}

@@ -594,6 +594,15 @@ func (h *History) fail(err error) {
 	}
 }
 
+// Err is the watch's error so far, if it has failed (closed early, or an
+// error event), without waiting: a test that waits for the watch to see a
+// write can then say why it never will.
+func (h *History) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
 // Wait waits for the watch to end and returns its error.
 func (h *History) Wait() error {
 	<-h.done
