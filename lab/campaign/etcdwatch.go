@@ -36,12 +36,11 @@ type Interval struct {
 // probes and independent of them.
 type etcdWatch struct {
 	mu    sync.Mutex
-	since map[string]time.Time  // a voter's current interval, when one is open
-	held  map[string][]Interval // each voter's closed intervals
+	spans spans
 }
 
 func watchEtcd(ctx context.Context, lab *netlab.Lab, voters []string) *etcdWatch {
-	w := &etcdWatch{since: map[string]time.Time{}, held: map[string][]Interval{}}
+	w := &etcdWatch{spans: newSpans()}
 	for _, v := range voters {
 		h := lab.Host(v)
 		client := &http.Client{
@@ -82,14 +81,7 @@ func (w *etcdWatch) watch(ctx context.Context, voter string, client *http.Client
 func (w *etcdWatch) mark(voter string, at time.Time, held bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	from, open := w.since[voter]
-	switch {
-	case held && !open:
-		w.since[voter] = at
-	case !held && open:
-		w.held[voter] = append(w.held[voter], Interval{From: from, To: at})
-		delete(w.since, voter)
-	}
+	w.spans.mark(voter, held, at, at)
 }
 
 // intervals is every voter's intervals without a leader or with a peer
@@ -97,14 +89,7 @@ func (w *etcdWatch) mark(voter string, at time.Time, held bool) {
 func (w *etcdWatch) intervals(now time.Time) map[string][]Interval {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[string][]Interval{}
-	for v, is := range w.held {
-		out[v] = append(out[v], is...)
-	}
-	for v, from := range w.since {
-		out[v] = append(out[v], Interval{From: from, To: now})
-	}
-	return out
+	return w.spans.all(now)
 }
 
 // readState reads etcd_server_has_leader and counts the distinct peers

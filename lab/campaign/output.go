@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -110,11 +112,15 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "; caught %.1f%% of the swap-worthy faults the gates did not hold (%d of %d) within their bound", 100*float64(t.Caught)/float64(n), t.Caught, n)
 	}
 	fmt.Fprintln(w)
+	if loads := faultLoads(r.Faults); len(loads) > 0 {
+		fmt.Fprintf(w, "the machine's load average at the faults' starts: median %.1f, max %.1f, on %d cores\n",
+			loads[len(loads)/2], loads[len(loads)-1], runtime.NumCPU())
+	}
 	for i, f := range r.Faults {
 		if f.OK {
 			continue
 		}
-		fmt.Fprintf(w, "fault %d, %s: %s (truth: %s)\n", i+1, f.Spec, f.Outcome, truthLine(f.Truth))
+		fmt.Fprintf(w, "fault %d, %s: %s (truth: %s; load %.1f)\n", i+1, f.Spec, f.Outcome, truthLine(f.Truth), f.Load)
 		for _, n := range f.Notes {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
@@ -131,4 +137,16 @@ func (r *Result) WriteTable(w io.Writer) {
 
 func pct(p float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", p*100), "0"), ".")
+}
+
+// faultLoads is the load averages read at the faults' starts, sorted.
+func faultLoads(fs []Fault) []float64 {
+	var out []float64
+	for _, f := range fs {
+		if f.Load >= 0 {
+			out = append(out, f.Load)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -27,13 +27,12 @@ type recordWatch struct {
 
 	mu      sync.Mutex
 	written map[string]time.Time // a record's last write, by its node
-	since   map[string]time.Time
-	held    map[string][]Interval
+	spans   spans
 }
 
 func watchRecords(ctx context.Context, admin kubernetes.Interface, namespace string, voters []string, stale time.Duration) *recordWatch {
 	w := &recordWatch{admin: admin, namespace: namespace, stale: stale,
-		written: map[string]time.Time{}, since: map[string]time.Time{}, held: map[string][]Interval{}}
+		written: map[string]time.Time{}, spans: newSpans()}
 	now := time.Now()
 	for _, v := range voters {
 		w.written[v] = now // judged from the campaign's start
@@ -83,15 +82,9 @@ func (w *recordWatch) check(ctx context.Context) {
 		now := time.Now()
 		w.mu.Lock()
 		for v, at := range w.written {
-			from, open := w.since[v]
-			stale := now.Sub(at) > w.stale
-			switch {
-			case stale && !open:
-				w.since[v] = at.Add(w.stale)
-			case !stale && open:
-				w.held[v] = append(w.held[v], Interval{From: from, To: at})
-				delete(w.since, v)
-			}
+			// Stale from the freshness limit past its last write, until
+			// the write that ends it.
+			w.spans.mark(v, now.Sub(at) > w.stale, at.Add(w.stale), at)
 		}
 		w.mu.Unlock()
 	}
@@ -101,12 +94,5 @@ func (w *recordWatch) check(ctx context.Context) {
 func (w *recordWatch) intervals(now time.Time) map[string][]Interval {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := map[string][]Interval{}
-	for v, is := range w.held {
-		out[v] = append(out[v], is...)
-	}
-	for v, from := range w.since {
-		out[v] = append(out[v], Interval{From: from, To: now})
-	}
-	return out
+	return w.spans.all(now)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,7 +212,7 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	// etcd's gates hold for a window after their last such sample, the
 	// reported gate only while the record is stale, and a period more for
 	// the decision that sees either gone.
-	heldSpans(res.Faults, watched.intervals(res.Ended), "etcd reported it without a leader or a peer", time.Duration(s.Window)*s.SamplePeriod+s.SamplePeriod)
+	heldSpans(res.Faults, watched.intervals(res.Ended), "etcd reported it without a leader or a peer", r.ranges.residue())
 	heldSpans(res.Faults, writes.intervals(res.Ended), "its record went unwritten past the freshness limit", s.SamplePeriod)
 	res.Faults, res.Totals = Score(res.Faults, res.decisions, s.SamplePeriod, fl.Standbys)
 	res.OK = res.Aborted == "" && res.Totals.OK(res.Faults)
@@ -351,7 +352,8 @@ func (r *runner) inject(ctx context.Context, i, n int, sp Spec) (*Fault, error) 
 			return nil, fmt.Errorf("fault %d: %w", i+1, err)
 		}
 	}
-	r.logf("fault %d/%d: %s; truth: %s", i+1, n, sp, truthLine(f.Truth))
+	f.Load = load1()
+	r.logf("fault %d/%d: %s; truth: %s; load %.1f", i+1, n, sp, truthLine(f.Truth), f.Load)
 	undo, err := r.start(sp)
 	f.Start = time.Now()
 	if err == nil {
@@ -374,6 +376,15 @@ func (r *runner) inject(ctx context.Context, i, n int, sp Spec) (*Fault, error) 
 	}
 	f.Recovered = st.GeneratedAt
 	r.logf("  undone after %.1f s; every host fit again %.1f s later", f.End.Sub(f.Start).Seconds(), f.Recovered.Sub(f.End).Seconds())
+	// Fit is not clean: a window may still hold the slow samples its tail
+	// forgives, and the next fault's first would then turn a host unfit
+	// with the residue of this one (a swap named a period into the next
+	// fault, for this one's voter). The next fault waits until every
+	// window holds only samples taken after this one ended: a window's
+	// periods and one more for the sample straddling the end.
+	if err := sleep(ctx, time.Until(f.End.Add(r.ranges.residue()))); err != nil {
+		return f, err
+	}
 	if sp.Leader {
 		lctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
@@ -536,3 +547,17 @@ func copyLogs(from, to string) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// load1 is the machine's one-minute load average, or -1 when
+// /proc/loadavg cannot be read.
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f, err := strconv.ParseFloat(strings.Fields(string(b) + " x")[0], 64)
+	if err != nil {
+		return -1
+	}
+	return f
+}

@@ -100,6 +100,12 @@ func RangesOf(s settings.Settings, timeout time.Duration) Ranges {
 	}
 }
 
+// residue is how long a window holds samples taken before a moment: its
+// periods and one more for the sample that straddles it.
+func (r Ranges) residue() time.Duration {
+	return time.Duration(r.Window+1) * r.Period
+}
+
 func (r Ranges) periods(p float64) time.Duration { return time.Duration(p * float64(r.Period)) }
 
 // between draws a duration uniformly in [lo, hi], in whole milliseconds

@@ -20,6 +20,10 @@ type Fault struct {
 	// Bound is the periods from Start within which a swap-worthy fault's
 	// swap must be published.
 	Bound float64 `json:"bound_periods,omitempty"`
+	// Load is the machine's load average over the minute before the fault
+	// started (/proc/loadavg): every host shares this machine's cores, and
+	// a busy machine is a fault of every host that no schedule drew.
+	Load float64 `json:"load1"`
 	// Held lists, by voter, the spans in which a gate of docs/limits.md held
 	// every swap because of that voter, by the fleet's own state read
 	// beside the probes: etcd itself reported it without a leader or
