@@ -2,9 +2,9 @@
 # Runs the tests that judge real latencies, one at a time and without the
 # race detector: the fsync reading against fio, the slow disk against fio, a
 # CPU quota against a busy loop, the wake-up reading of a starved process,
-# then the three end-to-end
-# scenarios (the demo, the mesh, the pods). hack/test.sh runs it after the
-# raced packages; bench/busy.sh runs it again beside a busy loop on each core.
+# then the four end-to-end scenarios (the demo, the mesh, the pods, k3s).
+# hack/test.sh runs it after the raced packages; bench/busy.sh runs it again
+# beside a busy loop on each core.
 # It expects the tools in the environment as hack/test.sh exports them
 # (FLEET_ROLE_ETCD and the rest); arguments pass to every `go test`.
 #
@@ -43,3 +43,10 @@ go test -count=1 -p 1 -v -timeout 30m "$@" ./test/mesh
 # verbose, so that the log shows the host's readings in and out of the pod.
 step "the pods"
 go test -count=1 -p 1 -v -timeout 30m "$@" ./test/pods
+# The k3s scenario: fleet-role installed on real k3s (three servers with
+# embedded etcd and an agent, each host with its own containerd) through
+# k3s's manifests directory and configuration drop-ins; verbose, so that the
+# log shows what k3s wrote on its Nodes and served, and each fault's figures.
+# It takes the host lock itself (test/pods is the other holder).
+step "k3s"
+go test -count=1 -p 1 -v -timeout 30m "$@" ./test/k3s

@@ -12,6 +12,8 @@
 #                                    from Debian when absent; prints what it installed
 #   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
 #   hack/tools.sh promtool        -> path of Prometheus' promtool v0.316.0 (rules checks and unit tests)
+#   hack/tools.sh k3s             -> path of k3s v1.34.2+k3s1, built from the source kept beside
+#                                    the checkout (../shared/k3s, or $FLEET_ROLE_K3S_SRC)
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -23,6 +25,9 @@ mkdir -p "$cache/bin"
 etcd_version=v3.6.15
 kube_version=v1.37.2
 promtool_version=v0.316.0 # github.com/prometheus/prometheus, Prometheus 3.16
+k3s_version=v1.34.2+k3s1
+k3s_commit=8dac81b2
+k3s_tarball=k3s-$k3s_version-$k3s_commit-src.tar.gz
 
 build() { # name version dir [ldflags] [package] [go build flags]
   local name=$1 version=$2 dir=$3 ldflags=${4:-} pkg=${5:-.} flags=${6:-}
@@ -85,6 +90,63 @@ containerd_tools() {
   done
 }
 
+# k3s is not a Go module the proxy serves (its release tags are not module
+# versions), so it is built from its source tree, kept beside the checkout as
+# a tarball prepared to build (docs/testing.md, "What the harness rests
+# on"): the two fork modules whose archives the proxy refuses replaced by
+# their upstream releases, the manifests and a placeholder embedded. The tarball is
+# extracted into the tool cache and the binary cached by the tarball's
+# checksum, so that a changed tarball builds anew and an unchanged one never
+# does. The folder beside it is a one-file module proxy for the one .mod file
+# the public proxy refuses (github.com/k3s-io/kubernetes@v1.34.2-k3s1): it
+# comes first in GOPROXY, the usual proxy after it.
+k3s() {
+  local src=${FLEET_ROLE_K3S_SRC:-$top/../shared/k3s}
+  local tarball="$src/$k3s_tarball" overlay="$src/goproxy"
+  if [ ! -f "$tarball" ] || [ ! -d "$overlay" ]; then
+    {
+      echo "k3s $k3s_version is built from its source, kept beside the checkout and not in it:"
+      echo "  $tarball (the k3s tree at $k3s_commit, prepared to build)"
+      echo "  $overlay/ (a Go module proxy overlay for github.com/k3s-io/kubernetes@v1.34.2-k3s1.mod)"
+      [ -f "$tarball" ] || echo "the tarball is missing"
+      [ -d "$overlay" ] || echo "the overlay folder is missing"
+      echo "put them at ../shared/k3s beside the checkout, or set FLEET_ROLE_K3S_SRC to the folder holding both"
+    } >&2
+    exit 1
+  fi
+  src=$(cd "$src" && pwd); tarball="$src/$k3s_tarball"; overlay="$src/goproxy"
+  local sum; sum=$(sha256sum "$tarball" | cut -c1-16)
+  local out="$cache/bin/k3s-$k3s_version-$sum"
+  exec 9>"$cache/bin/.k3s.lock"  # lab/toolcache takes the same lock
+  flock 9
+  if [ ! -x "$out" ]; then
+    local tree="$cache/src/k3s-$k3s_version-$sum"
+    if [ ! -f "$tree/.extracted" ]; then
+      rm -rf "$tree"; mkdir -p "$tree"
+      tar -xzf "$tarball" -C "$tree"
+      touch "$tree/.extracted"
+    fi
+    echo "building k3s $k3s_version from $tarball (cached in $out; the first build takes about 8 minutes on 2 cores)" >&2
+    local goversion proxy
+    goversion=$(go env GOVERSION)
+    proxy="file://$overlay,$(go env GOPROXY)"
+    # The tags and version stamps of k3s's own build (scripts/build),
+    # without the embedded containerd (no ctrd tag) and cri-dockerd: the
+    # lab runs Debian's containerd beside it. k3s refuses to start unless
+    # UpstreamGolang names the Go that built it.
+    if ! (cd "$tree" && GOPROXY="$proxy" CGO_ENABLED=1 \
+        CGO_CFLAGS="-DSQLITE_ENABLE_DBSTAT_VTAB=1 -DSQLITE_USE_ALLOCA=1" \
+        go build -mod=mod \
+        -tags "netcgo osusergo providerless urfave_cli_no_docs sqlite_omit_load_extension no_cri_dockerd" \
+        -ldflags "-w -s -X github.com/k3s-io/k3s/pkg/version.UpstreamGolang=$goversion -X github.com/k3s-io/k3s/pkg/version.Version=$k3s_version -X github.com/k3s-io/k3s/pkg/version.GitCommit=$k3s_commit -X k8s.io/client-go/pkg/version.gitVersion=$k3s_version -X k8s.io/component-base/version.gitVersion=$k3s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34 -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=34" \
+        -o "$out.tmp" ./cmd/server) >&2; then
+      rm -f "$out.tmp"; exit 1
+    fi
+    mv "$out.tmp" "$out"
+  fi
+  echo "$out"
+}
+
 case "${1:-}" in
   etcd)
     build etcd "$etcd_version" tools/etcd "-s -w"
@@ -116,8 +178,11 @@ case "${1:-}" in
   containerd)
     containerd_tools
     ;;
+  k3s)
+    k3s
+    ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|k3s" >&2
     exit 2
     ;;
 esac

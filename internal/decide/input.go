@@ -39,6 +39,9 @@ type Node struct {
 	PeerAddress string
 	// VoterSince: when k3s last turned this node's EtcdIsVoter condition
 	// True (its lastTransitionTime); zero when unknown. A controller with no
-	// previous status takes from it when the voter set formed.
+	// previous status takes from it when the voter set formed. k3s writes
+	// the condition some time after etcd promotes the member (about 30 s
+	// on k3s v1.34.2, docs/k3s.md), so the date errs late, which lengthens
+	// the cooldown and never shortens it.
 	VoterSince time.Time
 }

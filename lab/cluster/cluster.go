@@ -45,6 +45,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/lab/apiserver"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/hostfs"
 	"github.com/fleet-role/fleet-role/lab/proc"
 )
 
@@ -327,17 +328,24 @@ func (c *Cluster) start(t testing.TB, name string, cmd *exec.Cmd) *proc.Proc {
 	return p
 }
 
-// cniConfig is a bridge on the cluster's own range with host-local
-// addresses kept in the cluster's directory; no masquerading, since pods
-// talk only to the node's own address.
+// CNIConfig is a CNI configuration list of one bridge plugin: the bridge
+// named bridge, acting as the pods' gateway, with host-local addresses of
+// subnet kept in ipamDir, and masquerading of what the pods send to other
+// hosts when masquerade is set. The one-node cluster needs none (its pods
+// talk only to the node's own address); hosts that have no route to each
+// other's pod ranges do.
+func CNIConfig(name, bridge, subnet, ipamDir string, masquerade bool) string {
+	return fmt.Sprintf(cniConfig, name, bridge, masquerade, subnet, ipamDir)
+}
+
 const cniConfig = `{
   "cniVersion": "1.0.0",
-  "name": "fleet-role-test-pods",
+  "name": %q,
   "plugins": [{
     "type": "bridge",
     "bridge": %q,
     "isGateway": true,
-    "ipMasq": false,
+    "ipMasq": %t,
     "hairpinMode": true,
     "ipam": {
       "type": "host-local",
@@ -348,6 +356,15 @@ const cniConfig = `{
   }]
 }
 `
+
+// ContainerdConfig is containerd 1.6's configuration (version 2) with
+// every path given: its root and state directories, its socket, its opt
+// plugin's directory, the CNI configuration directory and runc's state
+// root; the pods' sandbox image; and the settings this kind of host needs
+// (containerdConfig).
+func ContainerdConfig(root, state, sock, opt, sandboxImage, cniConfDir, runcRoot string) string {
+	return fmt.Sprintf(containerdConfig, root, state, sock, opt, sandboxImage, cniConfDir, runcRoot)
+}
 
 // containerdConfig is containerd 1.6's configuration (version 2) with
 // every path in the cluster's directory. restrict_oom_score_adj: this VM's
@@ -395,12 +412,12 @@ func (c *Cluster) startContainerd(t testing.TB, ctx context.Context) {
 			t.Fatal(err)
 		}
 	}
-	conflist := fmt.Sprintf(cniConfig, bridgeLink, PodSubnet.String(), filepath.Join(c.cfg.Dir, "cni", "ipam"))
+	conflist := CNIConfig("fleet-role-test-pods", bridgeLink, PodSubnet.String(), filepath.Join(c.cfg.Dir, "cni", "ipam"), false)
 	if err := os.WriteFile(filepath.Join(cniDir, "10-fleet-role-test.conflist"), []byte(conflist), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c.Sock = filepath.Join(dir, "containerd.sock")
-	conf := fmt.Sprintf(containerdConfig, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Sock,
+	conf := ContainerdConfig(filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Sock,
 		filepath.Join(dir, "opt"), c.cfg.PauseImage, cniDir, filepath.Join(dir, "runc"))
 	confPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
@@ -582,7 +599,7 @@ func (c *Cluster) cleanHost() {
 	// Container processes and shims the drain did not end: shims carry
 	// containerd's socket in their command line.
 	if c.Sock != "" {
-		for _, pid := range processesMatching(c.Sock) {
+		for _, pid := range hostfs.ProcessesMatching(c.Sock) {
 			c.logf("killing containerd shim %d left running", pid)
 			_ = killPid(pid)
 		}
@@ -613,7 +630,7 @@ func (c *Cluster) leftovers() []error {
 	if cg := kubepodsCgroups(); len(cg) > 0 {
 		errs = append(errs, fmt.Errorf("cgroups left: %s", strings.Join(cg, ", ")))
 	}
-	if m := mountsUnder(c.cfg.Dir); len(m) > 0 {
+	if m := hostfs.MountsUnder(c.cfg.Dir); len(m) > 0 {
 		errs = append(errs, fmt.Errorf("mounts left: %s", strings.Join(m, ", ")))
 	}
 	for _, l := range []string{bridgeLink, nodeLink} {
@@ -623,7 +640,7 @@ func (c *Cluster) leftovers() []error {
 	}
 	for _, bin := range []string{"iptables", "ip6tables"} {
 		for _, table := range iptablesTables {
-			chains, _, err := listChains(bin, table)
+			chains, _, err := hostfs.ListChains(bin, table)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -635,7 +652,7 @@ func (c *Cluster) leftovers() []error {
 			}
 		}
 	}
-	for _, s := range kubeletSysctls {
+	for _, s := range KubeletSysctls {
 		b, _ := os.ReadFile(filepath.Join("/proc/sys", s))
 		if got := strings.TrimSpace(string(b)); got != c.host.sysctls[s] {
 			errs = append(errs, fmt.Errorf("sysctl %s is %s, was %s", s, got, c.host.sysctls[s]))
@@ -646,7 +663,7 @@ func (c *Cluster) leftovers() []error {
 			errs = append(errs, fmt.Errorf("%s left", d))
 		}
 	}
-	if pids := processesMatching(c.cfg.Dir); len(pids) > 0 {
+	if pids := hostfs.ProcessesMatching(c.cfg.Dir); len(pids) > 0 {
 		errs = append(errs, fmt.Errorf("processes left running with the cluster's directory in their command line: %v", pids))
 	}
 	return errs

@@ -11,16 +11,16 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/fleet-role/fleet-role/lab/mountinfo"
+	"github.com/fleet-role/fleet-role/lab/hostfs"
 	"golang.org/x/sys/unix"
 )
 
-// kubeletSysctls are the kernel settings the kubelet sets on start
+// KubeletSysctls are the kernel settings the kubelet sets on start
 // (k8s.io/kubernetes pkg/kubelet/cm/container_manager_linux.go,
 // setupKernelTunables, v1.37.2) unless protectKernelDefaults is on, in which
 // case it refuses to start on a machine whose values differ. The cluster
 // reads them before the kubelet starts and writes them back after it stops.
-var kubeletSysctls = []string{
+var KubeletSysctls = []string{
 	"vm/overcommit_memory",
 	"vm/panic_on_oom",
 	"kernel/panic",
@@ -63,7 +63,7 @@ type hostState struct {
 // that was killed, and removing them is not this run's business.
 func snapshotHost() (*hostState, error) {
 	h := &hostState{sysctls: map[string]string{}}
-	for _, s := range kubeletSysctls {
+	for _, s := range KubeletSysctls {
 		b, err := os.ReadFile(filepath.Join("/proc/sys", s))
 		if err != nil {
 			return nil, fmt.Errorf("read sysctl %s: %w", s, err)
@@ -77,7 +77,7 @@ func snapshotHost() (*hostState, error) {
 	}
 	for _, bin := range []string{"iptables", "ip6tables"} {
 		for _, table := range iptablesTables {
-			chains, _, err := listChains(bin, table)
+			chains, _, err := hostfs.ListChains(bin, table)
 			if err != nil {
 				return nil, err
 			}
@@ -98,7 +98,7 @@ func snapshotHost() (*hostState, error) {
 // appeared. It returns what it could not do.
 func (h *hostState) restore(logf func(string, ...any)) []error {
 	var errs []error
-	for _, s := range kubeletSysctls {
+	for _, s := range KubeletSysctls {
 		path := filepath.Join("/proc/sys", s)
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -117,7 +117,7 @@ func (h *hostState) restore(logf func(string, ...any)) []error {
 		if _, err := os.Lstat(d); err != nil {
 			continue
 		}
-		if m := mountsUnder(d); len(m) > 0 {
+		if m := hostfs.MountsUnder(d); len(m) > 0 {
 			errs = append(errs, fmt.Errorf("%s appeared and still holds mounts %s", d, strings.Join(m, ", ")))
 			continue
 		}
@@ -130,27 +130,6 @@ func (h *hostState) restore(logf func(string, ...any)) []error {
 	return errs
 }
 
-// listChains lists a table's chains and its rules (iptables -S lines).
-func listChains(bin, table string) (chains, rules []string, err error) {
-	out, err := exec.Command(bin, "-w", "-t", table, "-S").Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return nil, nil, fmt.Errorf("%s -t %s -S: %w: %s", bin, table, err, ee.Stderr)
-		}
-		return nil, nil, fmt.Errorf("%s -t %s -S: %w", bin, table, err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		switch {
-		case strings.HasPrefix(line, "-N "):
-			chains = append(chains, strings.TrimPrefix(line, "-N "))
-		case strings.HasPrefix(line, "-A "):
-			rules = append(rules, strings.TrimPrefix(line, "-A "))
-		}
-	}
-	return chains, rules, nil
-}
-
 // removeChains deletes every rule that jumps to an owned chain from the
 // chains not owned, then flushes and deletes the owned chains, in both
 // address families and every table.
@@ -158,7 +137,7 @@ func removeChains(logf func(string, ...any)) []error {
 	var errs []error
 	for _, bin := range []string{"iptables", "ip6tables"} {
 		for _, table := range iptablesTables {
-			chains, rules, err := listChains(bin, table)
+			chains, rules, err := hostfs.ListChains(bin, table)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -229,22 +208,11 @@ func shellWords(s string) []string {
 	return words
 }
 
-// cgroupMounts are the mount points of every cgroup hierarchy (v1 and v2).
-func cgroupMounts() []string {
-	var out []string
-	for _, m := range readMountInfo() {
-		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
-			out = append(out, m.Point)
-		}
-	}
-	return out
-}
-
 // kubepodsCgroups are the kubelet's cgroup trees (cgroupfs driver, cgroup
 // root /) in every hierarchy.
 func kubepodsCgroups() []string {
 	var out []string
-	for _, m := range cgroupMounts() {
+	for _, m := range hostfs.CgroupMounts() {
 		p := filepath.Join(m, "kubepods")
 		if _, err := os.Stat(p); err == nil {
 			out = append(out, p)
@@ -304,31 +272,13 @@ func retryRmdir(d string) error {
 	return err
 }
 
-// readMountInfo reads this process's mount table; a table that cannot be
-// read lists nothing, so the cleanup goes on with what it can do.
-func readMountInfo() []mountinfo.Mount {
-	ms, _ := mountinfo.Read()
-	return ms
-}
-
-// mountsUnder lists the mount points at or below dir.
-func mountsUnder(dir string) []string {
-	var out []string
-	for _, m := range readMountInfo() {
-		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
-			out = append(out, m.Point)
-		}
-	}
-	return out
-}
-
 // unmountUnder detaches every mount at or below each dir, deepest first.
 func unmountUnder(logf func(string, ...any), dirs ...string) []error {
 	var errs []error
 	for pass := 0; pass < 3; pass++ {
 		var ms []string
 		for _, d := range dirs {
-			ms = append(ms, mountsUnder(d)...)
+			ms = append(ms, hostfs.MountsUnder(d)...)
 		}
 		if len(ms) == 0 {
 			return nil
@@ -365,27 +315,6 @@ func linksOf(bridge string) []string {
 	var out []string
 	for _, e := range ents {
 		out = append(out, e.Name())
-	}
-	return out
-}
-
-// processesMatching lists the processes whose command line contains s.
-func processesMatching(s string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if strings.Contains(string(b), s) {
-			out = append(out, pid)
-		}
 	}
 	return out
 }

@@ -57,6 +57,20 @@ func Promtool(t testing.TB) string {
 	return find(t, "FLEET_ROLE_PROMTOOL", toolcache.PromtoolPath(), "promtool")
 }
 
+// K3s returns the path of the k3s binary (test/k3s), built by
+// hack/tools.sh k3s from the source kept beside the checkout.
+func K3s(t testing.TB, root string) string {
+	t.Helper()
+	if p := os.Getenv("FLEET_ROLE_K3S"); p != "" {
+		return find(t, "FLEET_ROLE_K3S", "", "k3s")
+	}
+	cached, err := toolcache.K3sPath(root)
+	if err != nil {
+		t.Fatalf("%v: run hack/tools.sh k3s, which says what it needs", err)
+	}
+	return find(t, "FLEET_ROLE_K3S", cached, "k3s")
+}
+
 // Fio returns the path of fio.
 func Fio(t testing.TB) string {
 	if p, err := exec.LookPath("fio"); err == nil {

@@ -6,6 +6,8 @@ package toolcache
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,11 @@ const (
 	// PromtoolVersion is the github.com/prometheus/prometheus module
 	// promtool is built from.
 	PromtoolVersion = "v0.316.0"
+	// K3sVersion and K3sCommit name the k3s source hack/tools.sh builds
+	// k3s from: the tarball K3sTarball, kept beside the checkout.
+	K3sVersion = "v1.34.2+k3s1"
+	K3sCommit  = "8dac81b2"
+	K3sTarball = "k3s-" + K3sVersion + "-" + K3sCommit + "-src.tar.gz"
 )
 
 // ModulePath is fleet-role's module; the etcd build is a nested module in it.
@@ -67,6 +74,33 @@ func KubeletPath() string { return filepath.Join(Dir(), "bin", "kubelet-"+KubeVe
 // KubeSchedulerPath is where hack/tools.sh keeps the kube-scheduler binary.
 func KubeSchedulerPath() string {
 	return filepath.Join(Dir(), "bin", "kube-scheduler-"+KubeVersion)
+}
+
+// K3sSource is the folder holding k3s's source tarball and its module proxy
+// overlay: $FLEET_ROLE_K3S_SRC, else ../shared/k3s beside the checkout at
+// root, where hack/tools.sh looks too.
+func K3sSource(root string) string {
+	if d := os.Getenv("FLEET_ROLE_K3S_SRC"); d != "" {
+		return d
+	}
+	return filepath.Join(root, "..", "shared", "k3s")
+}
+
+// K3sPath is where hack/tools.sh keeps the k3s binary built from the
+// tarball in K3sSource(root): the name carries the first 16 hex digits of
+// the tarball's SHA-256, so that another tarball is another build.
+func K3sPath(root string) (string, error) {
+	tarball := filepath.Join(K3sSource(root), K3sTarball)
+	f, err := os.Open(tarball)
+	if err != nil {
+		return "", fmt.Errorf("k3s %s is built from its source kept beside the checkout (../shared/k3s, or $FLEET_ROLE_K3S_SRC): %w", K3sVersion, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("checksum %s: %w", tarball, err)
+	}
+	return filepath.Join(Dir(), "bin", "k3s-"+K3sVersion+"-"+hex.EncodeToString(h.Sum(nil))[:16]), nil
 }
 
 // ErrNoSource means the etcd binary is not built and there is no checkout of

@@ -1,14 +1,11 @@
 package mesh
 
 import (
-	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"os/exec"
 	"reflect"
 	"slices"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/lab/auditlog"
 )
 
 // canI is one question to the API server's authorizer, in fleet-role's
@@ -351,28 +349,6 @@ func isKey(m map[string]bool, k string) bool {
 	return ok
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event this test reads.
-type auditEvent struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	User      struct {
-		Username string              `json:"username"`
-		Extra    map[string][]string `json:"extra"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-}
-
-var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
-
 // writer is one fleet-role component as the audit log names it, and the one
 // ConfigMap it may write, with the verbs it writes it by.
 type writer struct {
@@ -384,7 +360,7 @@ type writer struct {
 // writerOf tells which component made e: the controller, or the probe of
 // the node its token is bound to (the node-name claim in the user's extra),
 // whose one ConfigMap is that node's record. ok is false for anyone else.
-func (m *mesh) writerOf(e auditEvent) (w writer, ok bool) {
+func (m *mesh) writerOf(e auditlog.Event) (w writer, ok bool) {
 	prefix := "system:serviceaccount:" + m.settings.Namespace + ":"
 	switch e.User.Username {
 	case prefix + controllerSA:
@@ -407,46 +383,29 @@ func (m *mesh) writerOf(e auditEvent) (w writer, ok bool) {
 // look for its record before its first write created it.
 func (m *mesh) checkAudit(t *testing.T) {
 	t.Helper()
-	f, err := os.Open(m.audit)
-	if err != nil {
-		fatalf(t, "audit log: %v", err)
-	}
-	defer f.Close()
 	ns := m.settings.Namespace
 	writes := map[string]int{}
 	requests := map[string]int{}
 	serverErrors := map[string]int{}
 	notFound := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			fatalf(t, "audit log line: %v", err)
-		}
+	err := auditlog.Read(m.audit, func(e auditlog.Event) {
 		w, ok := m.writerOf(e)
 		if !ok || e.Stage != "ResponseComplete" || e.UserAgent == admissionCheckAgent {
-			continue
+			return
 		}
 		if w.cm == "" {
 			errorf(t, "%s made a request: %s", w.who, e.Verb)
-			continue
+			return
 		}
 		requests[w.who]++
-		what := e.Verb
+		what := e.What()
 		r := e.ObjectRef
-		if r != nil {
-			what = fmt.Sprintf("%s %s %s/%s", e.Verb, r.Resource, r.Namespace, r.Name)
-		}
 		own := r != nil && r.Resource == "configmaps" && r.Namespace == ns && r.Name == w.cm && r.Subresource == ""
 		// A 4xx is the API server refusing the request (RBAC, the admission
 		// policy, an invalid or conflicting write); a 5xx is its own
 		// trouble, only counted. The one 4xx expected: the probe's get and
 		// merge patch of its record before it exists (404; a create follows).
-		code := 0
-		if e.ResponseStatus != nil {
-			code = e.ResponseStatus.Code
-		}
+		code := e.Code()
 		switch {
 		case code == 404 && own && strings.HasPrefix(w.who, "probe ") && (e.Verb == "get" || e.Verb == "patch"):
 			notFound[w.who]++
@@ -455,19 +414,19 @@ func (m *mesh) checkAudit(t *testing.T) {
 		case code >= 500:
 			serverErrors[w.who]++
 		}
-		if !slices.Contains(writeVerbs, e.Verb) {
-			continue
+		if !e.IsWrite() {
+			return
 		}
 		if !own || !slices.Contains(w.verbs, e.Verb) {
 			errorf(t, "%s wrote something other than a %s of ConfigMap %s/%s: %s", w.who, strings.Join(w.verbs, " or "), ns, w.cm, what)
-			continue
+			return
 		}
 		if code < 400 {
 			writes[w.who]++
 		}
-	}
-	if err := sc.Err(); err != nil {
-		fatalf(t, "audit log: %v", err)
+	})
+	if err != nil {
+		fatalf(t, "%v", err)
 	}
 	want := map[string]writer{}
 	for _, h := range m.hosts {

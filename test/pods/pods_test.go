@@ -13,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/yaml"
@@ -30,6 +28,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/cluster"
 	"github.com/fleet-role/fleet-role/lab/image"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
@@ -38,7 +37,7 @@ const (
 	node = "server-1"
 	// imageTag is the image deploy/fleet-role.yaml names; the scenario
 	// imports the image built from the checkout under it.
-	imageTag   = "ghcr.io/fleet-role/fleet-role:latest"
+	imageTag   = probetest.ImageTag
 	pauseTag   = "fleet-role.test/pause:v1"
 	namespace  = "fleet-role"
 	probeSA    = "fleet-role-probe"
@@ -52,20 +51,11 @@ const (
 	podsTimeout = 3 * time.Minute
 )
 
-// Substitutions: what the scenario changes in deploy/fleet-role.yaml, each
-// for the reason given, and nothing else.
-//
-//  1. imagePullPolicy: Never on every container: the image is imported
-//     into containerd from the checkout's build, and a :latest tag would
-//     otherwise be pulled (there is no registry here).
-//  2. The settings' time: the mesh scenario's (a 2 s period, window 20 at
-//     the p95: window >= 1/(1-p)) rather than 15 s and 100 at the p99, so
-//     that a full window takes 40 s rather than 25 minutes.
-var settingsSubstitutions = [][2]string{
-	{"tail_percentile: 0.99 ", "tail_percentile: 0.95 "},
-	{"window: 100 ", "window: 20 "},
-	{"sample_period: 15s ", "sample_period: 2s "},
-}
+// settingsSubstitutions are what the scenario changes in
+// deploy/fleet-role.yaml beside the image pull policy
+// (probetest.LocalManifest): the time, compressed as every scenario with
+// real pods compresses it (probetest.CompressedTime), and nothing else.
+var settingsSubstitutions = probetest.CompressedTime
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -79,36 +69,11 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// manifest is deploy/fleet-role.yaml with the substitutions made; each
-// must apply exactly where named, or the test fails (the manifest changed
-// under it).
+// manifest is deploy/fleet-role.yaml with the settings substitutions made
+// and the image never pulled (probetest.LocalManifest).
 func manifest(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "fleet-role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	for _, s := range settingsSubstitutions {
-		if strings.Count(text, s[0]) != 1 {
-			t.Fatalf("deploy/fleet-role.yaml holds %q %d times, want once: the settings substitution no longer applies", s[0], strings.Count(text, s[0]))
-		}
-		text = strings.Replace(text, s[0], s[1], 1)
-	}
-	var out []string
-	images := 0
-	for _, line := range strings.Split(text, "\n") {
-		out = append(out, line)
-		if strings.TrimSpace(line) == "image: "+imageTag {
-			indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
-			out = append(out, indent+"imagePullPolicy: Never")
-			images++
-		}
-	}
-	if images != 3 {
-		t.Fatalf("deploy/fleet-role.yaml names the image %s %d times, want 3 (controller, probe, its init container)", imageTag, images)
-	}
-	return []byte(strings.Join(out, "\n"))
+	return probetest.LocalManifest(t, settingsSubstitutions)
 }
 
 // scenario is the running cluster with fleet-role installed.
@@ -121,6 +86,7 @@ type scenario struct {
 
 func TestPods(t *testing.T) {
 	testenv.RequireRoot(t)
+	testenv.HoldHost(t) // one kubelet run at a time: test/k3s takes it too
 	began := time.Now()
 	s := &scenario{dir: t.TempDir()}
 	root := repoRoot(t)
@@ -273,22 +239,7 @@ func (s *scenario) kubectl(t *testing.T, ctx context.Context, args ...string) st
 // readSettings reads the settings as the cluster holds them.
 func (s *scenario) readSettings(t *testing.T, ctx context.Context) {
 	t.Helper()
-	cm, err := s.c.Admin.CoreV1().ConfigMaps(namespace).Get(ctx, "fleet-role-settings", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(s.dir, "settings.yaml")
-	if err := os.WriteFile(p, []byte(cm.Data["settings.yaml"]), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	st, err := settings.ReadFile(p, settings.Defaults())
-	if err == nil {
-		err = st.Validate()
-	}
-	if err != nil {
-		t.Fatalf("the applied settings: %v", err)
-	}
-	s.settings = st
+	s.settings = probetest.AppliedSettings(t, ctx, s.c.Admin, namespace, s.dir)
 }
 
 // waitReady waits for the one pod matching selector, other than the pod
@@ -518,75 +469,11 @@ func (s *scenario) exec(ctx context.Context, pod *corev1.Pod, container string, 
 // checkAdmission: the admission policy of the records holds for the token
 // the kubelet itself issued to the probe pod (read from the pod's
 // projected volume on the host): it carries the node, may write its own
-// record, and may not write another node's record or the status. Each
-// write is a server-side dry run.
+// record, and may not write another node's record or the status.
 func (s *scenario) checkAdmission(t *testing.T, ctx context.Context, pod *corev1.Pod) {
-	matches, err := filepath.Glob(filepath.Join(s.c.KubeletRoot, "pods", string(pod.UID), "volumes", "kubernetes.io~projected", "kube-api-access-*", "token"))
-	if err != nil || len(matches) != 1 {
-		t.Fatalf("the probe pod's token under the kubelet's root: %v %v", matches, err)
-	}
-	tok, err := os.ReadFile(matches[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(s.c.API.TokenConfig(strings.TrimSpace(string(tok))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	who, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := who.Status.UserInfo
-	if u.Username != "system:serviceaccount:"+namespace+":"+probeSA || !equal(u.Extra["authentication.kubernetes.io/node-name"], node) ||
-		!equal(u.Extra["authentication.kubernetes.io/pod-name"], pod.Name) {
-		t.Errorf("the kubelet-issued token is %s with extra %v: want the probe's ServiceAccount bound to pod %s on node %s", u.Username, u.Extra, pod.Name, node)
-	}
-	cms := cs.CoreV1().ConfigMaps(namespace)
-	dry := []string{metav1.DryRunAll}
-	other := "server-2"
-	otherRecord := record.Object(namespace, record.Owner{Name: other, UID: "00000000-0000-0000-0000-000000000002"}, "pods admission check")
-	ownPatch := fmt.Sprintf(`{"data":{%q:%q}}`, record.DataKey, "pods admission check")
-	attempts := []struct {
-		what    string
-		allowed bool
-		do      func() error
-	}{
-		{"patch its own record " + node, true, func() error {
-			_, err := cms.Patch(ctx, record.Name(node), types.MergePatchType, []byte(ownPatch), metav1.PatchOptions{DryRun: dry})
-			return err
-		}},
-		{"create the record of " + other, false, func() error {
-			_, err := cms.Create(ctx, otherRecord, metav1.CreateOptions{DryRun: dry})
-			return err
-		}},
-		{"patch fleet-role-status", false, func() error {
-			_, err := cms.Patch(ctx, "fleet-role-status", types.MergePatchType, []byte(`{"data":{"status.json":"{}"}}`), metav1.PatchOptions{DryRun: dry})
-			return err
-		}},
-		{"delete fleet-role-status", false, func() error {
-			return cms.Delete(ctx, "fleet-role-status", metav1.DeleteOptions{DryRun: dry})
-		}},
-	}
-	for _, a := range attempts {
-		err := a.do()
-		switch {
-		case a.allowed && err != nil:
-			t.Errorf("the probe pod's token could not %s: %v", a.what, err)
-		case a.allowed:
-			t.Logf("the probe pod's token may %s (dry run)", a.what)
-		case err == nil:
-			t.Errorf("the admission policy let the probe pod's token %s", a.what)
-		case !apierrors.IsForbidden(err):
-			t.Errorf("the probe pod's token asked to %s: %v, want Forbidden by the admission policy", a.what, err)
-		default:
-			t.Logf("the probe pod's token may not %s: %v", a.what, err)
-		}
-	}
-}
-
-func equal(vals authenticationv1.ExtraValue, want string) bool {
-	return len(vals) == 1 && vals[0] == want
+	tok := probetest.PodToken(t, s.c.KubeletRoot, pod)
+	other := record.Owner{Name: "server-2", UID: "00000000-0000-0000-0000-000000000002"}
+	probetest.CheckProbePodToken(t, ctx, s.c.API.TokenConfig(tok), namespace, pod, other)
 }
 
 // checkResume: deleting the probe pod leaves its record, and the pod the

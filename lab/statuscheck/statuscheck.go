@@ -1,0 +1,152 @@
+// Package statuscheck reads the status fleet-role's controller publishes
+// the way the end-to-end scenarios judge it: a host's reasons, the
+// decision's, the swap a decision names, every host fit with a full
+// window, and the bounds (in sample periods) within which a fault must
+// show. It is harness: test/k3s stands on it (test/mesh holds the same
+// rules in its own files).
+package statuscheck
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// HostOf is the host named name in st, or nil.
+func HostOf(st *decide.Status, name string) *decide.Host {
+	for i := range st.Hosts {
+		if st.Hosts[i].Name == name {
+			return &st.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// ReasonOf is h's reason of signal about subject, or nil.
+func ReasonOf(h *decide.Host, signal, subject string) *decide.Reason {
+	for i := range h.Reasons {
+		if r := &h.Reasons[i]; r.Signal == signal && r.Subject == subject {
+			return r
+		}
+	}
+	return nil
+}
+
+// DecisionReason is the decision's reason of signal about subject, or nil.
+func DecisionReason(st *decide.Status, signal, subject string) *decide.Reason {
+	for i := range st.Decision.Reasons {
+		if r := &st.Decision.Reasons[i]; r.Signal == signal && r.Subject == subject {
+			return r
+		}
+	}
+	return nil
+}
+
+// NamedSwap is the swap a decision names: published (action swap), or
+// named and held by the hysteresis (a steady reason on the leaving voter,
+// "...: held until every voter has written again (for STANDBY)"). ok is
+// false when it names none; in is empty when the held swap's detail names
+// no standby.
+func NamedSwap(st *decide.Status) (out, in string, published, ok bool) {
+	d := st.Decision
+	if d.Action == decide.ActionSwap {
+		return d.Out, d.In, true, true
+	}
+	for _, r := range d.Reasons {
+		if r.Signal == decide.StepSteady && r.Subject != "" {
+			if _, rest, found := strings.Cut(r.Detail, "(for "); found {
+				in, _, _ = strings.Cut(rest, ")")
+			}
+			return r.Subject, in, false, true
+		}
+	}
+	return "", "", false, false
+}
+
+// Brief is a status in one line: every host's verdict, and the decision,
+// with what holds a host or the decision back.
+func Brief(st *decide.Status) string {
+	var parts []string
+	for _, h := range st.Hosts {
+		p := h.Name + " " + string(h.Verdict)
+		if h.Verdict != decide.Fit {
+			if r, ok := decide.DecidingReason(h); ok {
+				p += " (" + decide.Summary(r) + ")"
+			}
+		}
+		parts = append(parts, p)
+	}
+	d := st.Decision
+	what := "decision " + d.Action
+	if d.Action == decide.ActionSwap {
+		what += " " + d.Out + " -> " + d.In
+	} else {
+		for _, r := range d.Reasons {
+			if !r.OK {
+				what += ": " + decide.Summary(r)
+				break
+			}
+		}
+	}
+	return strings.Join(parts, "; ") + "; " + what
+}
+
+// AllFit holds every one of hosts present with a full window and fit, no
+// other host, and the decision none because every voter is fit.
+func AllFit(st *decide.Status, hosts []string, s settings.Settings) error {
+	for _, name := range hosts {
+		h := HostOf(st, name)
+		if h == nil {
+			return fmt.Errorf("%s is not in the status", name)
+		}
+		if h.Samples != s.Window {
+			return fmt.Errorf("%s has %d of %d samples", name, h.Samples, s.Window)
+		}
+		if h.Verdict != decide.Fit {
+			r, _ := decide.DecidingReason(*h)
+			return fmt.Errorf("%s is %s: %s", name, h.Verdict, decide.Summary(r))
+		}
+	}
+	if len(st.Hosts) != len(hosts) {
+		return fmt.Errorf("%d hosts in the status, want %d", len(st.Hosts), len(hosts))
+	}
+	if st.Decision.Action != decide.ActionNone {
+		return fmt.Errorf("decision %s %s -> %s, want none", st.Decision.Action, st.Decision.Out, st.Decision.In)
+	}
+	r := DecisionReason(st, decide.StepReplace, "")
+	if r == nil || r.OK || r.Detail != "every voter is fit: nothing to replace" {
+		return errors.New("the decision does not say that nothing is unfit")
+	}
+	return nil
+}
+
+// Periods is d in sample periods, to a tenth.
+func Periods(d, period time.Duration) float64 {
+	return math.Round(float64(d)/float64(period)*10) / 10
+}
+
+// DetectBound is the periods within which a delay on a host's links must
+// show in a decision: the nearest-rank p of a window is its
+// Rank(p, window)-th smallest sample, so it turns slow once
+// window-Rank+1 samples are slow (2 of 20 at p95). A probe takes those
+// within that many periods of the delay's start, the first of them
+// possibly straddling it; the controller reads them within one more
+// period; one more for a loaded machine (a probe on a slowed host needs
+// round trips of twice the delay for its own API calls).
+func DetectBound(s settings.Settings) (need int, bound float64) {
+	need = s.Window - quantile.Rank(s.TailPercentile, s.Window) + 1
+	return need, float64(need + 3)
+}
+
+// StaleBound is the periods within which a probe that stopped reporting
+// is reported so: the stale limit is 3 periods of the entry unchanged as
+// the controller sees it; it may first see the last write up to a period
+// after the stop, and judges at its next tick: 5 periods, and one more for
+// the document to be read.
+const StaleBound = 3 + 3.0

@@ -1,0 +1,710 @@
+package k3s
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/auditlog"
+	"github.com/fleet-role/fleet-role/lab/k3sfleet"
+	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/statuscheck"
+	"github.com/fleet-role/fleet-role/lab/testenv"
+)
+
+// What k3s writes on a server's Node that fleet-role reads, by k3s's own
+// names (pkg/etcd/etcd.go, pkg/util/labels.go); decide's constants must
+// match them.
+const (
+	k3sEtcdRoleLabel   = "node-role.kubernetes.io/etcd"
+	k3sNameAnnotation  = "etcd.k3s.cattle.io/node-name"
+	k3sAddrAnnotation  = "etcd.k3s.cattle.io/node-address"
+	k3sVoterReason     = "MemberNotLearner"
+	k3sVoterMessage    = "Node is a voting member of the etcd cluster"
+	k3sMetricsLoopback = "http://127.0.0.1:2381/metrics"
+)
+
+// snapshot is what fleet-role must never change: the etcd membership and
+// what k3s put on the Nodes (labels, annotations, taints), but for the
+// times k3s itself writes on them as it runs (k3sClock).
+//
+// That fleet-role changes no Node at all is the audit check's (no Node
+// write by its ServiceAccounts, nor by the scenario's own credential).
+type snapshot struct {
+	members []member
+	nodes   map[string]nodeView
+}
+
+// k3sClock are the annotations k3s rewrites on a server's Node as it runs:
+// when its etcd snapshot controller last reconciled the snapshots on the
+// node's disk and on S3 (pkg/etcd/snapshot.go, annotationLocalReconciled
+// and annotationS3Reconciled), at each start of that controller.
+var k3sClock = []string{
+	"etcd.k3s.cattle.io/local-snapshots-timestamp",
+	"etcd.k3s.cattle.io/s3-snapshots-timestamp",
+}
+
+type member struct {
+	ID        uint64
+	Name      string
+	PeerURLs  []string
+	IsLearner bool
+}
+
+type nodeView struct {
+	Labels, Annotations map[string]string
+	Taints              []corev1.Taint
+}
+
+func (s *scenario) snapshot(t *testing.T, ctx context.Context) snapshot {
+	t.Helper()
+	cli, err := s.fleet.Etcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var snap snapshot
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ml, err := cli.MemberList(cctx)
+	if err != nil {
+		t.Fatalf("etcd member list with k3s's client certificate: %v", err)
+	}
+	for _, x := range ml.Members {
+		snap.members = append(snap.members, member{x.ID, x.Name, slices.Sorted(slices.Values(x.PeerURLs)), x.IsLearner})
+	}
+	slices.SortFunc(snap.members, func(a, b member) int { return strings.Compare(a.Name, b.Name) })
+	nodes, err := s.fleet.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.nodes = map[string]nodeView{}
+	for _, n := range nodes.Items {
+		ann := maps.Clone(n.Annotations)
+		for _, k := range k3sClock {
+			delete(ann, k)
+		}
+		snap.nodes[n.Name] = nodeView{n.Labels, ann, n.Spec.Taints}
+	}
+	return snap
+}
+
+// memberOf is the etcd member whose peer URL is at the host's address.
+func (snap snapshot) memberOf(addr string) *member {
+	for i := range snap.members {
+		for _, u := range snap.members[i].PeerURLs {
+			if u == "https://"+addr+":2380" {
+				return &snap.members[i]
+			}
+		}
+	}
+	return nil
+}
+
+// checkNodes holds what k3s put on each Node against what fleet-role reads
+// (decide.NodesFromKube): on a server, k3s's etcd role label, its two etcd
+// annotations naming the member and its peer address, and its EtcdIsVoter
+// condition True/MemberNotLearner, whose transition time fleet-role takes
+// as the voter's since; on the agent none of them; on every host the two
+// labels of its fleet-role drop-in, set by k3s from its configuration.
+func (s *scenario) checkNodes(t *testing.T, ctx context.Context, snap snapshot) {
+	t.Helper()
+	if decide.EtcdRoleLabel != k3sEtcdRoleLabel || decide.NodeAddressAnnotation != k3sAddrAnnotation || decide.EtcdIsVoterCondition != k3sfleet.EtcdIsVoter {
+		t.Errorf("fleet-role reads %s, %s and %s; k3s writes %s, %s and %s",
+			decide.EtcdRoleLabel, decide.NodeAddressAnnotation, decide.EtcdIsVoterCondition, k3sEtcdRoleLabel, k3sAddrAnnotation, k3sfleet.EtcdIsVoter)
+	}
+	if len(snap.members) != len(servers) {
+		t.Errorf("etcd has %d members, want %d: %+v", len(snap.members), len(servers), snap.members)
+	}
+	l, err := s.fleet.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shipped label keys: the drop-ins were rendered with them.
+	st := settings.Defaults()
+	read := map[string]decide.Node{}
+	for _, n := range decide.NodesFromKube(l.Items, st) {
+		read[n.Name] = n
+	}
+	for _, k := range l.Items {
+		h := s.fleet.Host(k.Name)
+		n := read[k.Name]
+		var cond *corev1.NodeCondition
+		for i, c := range k.Status.Conditions {
+			if string(c.Type) == k3sfleet.EtcdIsVoter {
+				cond = &k.Status.Conditions[i]
+			}
+		}
+		wantPinned := k.Name == pinnedHost
+		if got := k.Labels[st.EligibleLabel]; got != "true" {
+			t.Errorf("%s: label %s=%q, want true from its drop-in", k.Name, st.EligibleLabel, got)
+		}
+		if got := k.Labels[st.PinnedLabel]; got != strconv.FormatBool(wantPinned) {
+			t.Errorf("%s: label %s=%q, want %v from its drop-in", k.Name, st.PinnedLabel, got, wantPinned)
+		}
+		if !n.Eligible || !n.EligibleMarked || n.Pinned != wantPinned {
+			t.Errorf("%s reads eligible %v (marked %v), pinned %v: want eligible, pinned %v", k.Name, n.Eligible, n.EligibleMarked, n.Pinned, wantPinned)
+		}
+		if !h.Server {
+			if _, ok := k.Labels[k3sEtcdRoleLabel]; ok || cond != nil || k.Annotations[k3sAddrAnnotation] != "" {
+				t.Errorf("%s, an agent, carries etcd's role label, address annotation or %s condition", k.Name, k3sfleet.EtcdIsVoter)
+			}
+			if n.Voter || n.Learner {
+				t.Errorf("%s, an agent, reads as voter %v, learner %v", k.Name, n.Voter, n.Learner)
+			}
+			t.Logf("%s (agent): labels %s=%s %s=%s, no etcd role, no %s; fleet-role reads a standby",
+				k.Name, st.EligibleLabel, k.Labels[st.EligibleLabel], st.PinnedLabel, k.Labels[st.PinnedLabel], k3sfleet.EtcdIsVoter)
+			continue
+		}
+		m := snap.memberOf(h.Addr.String())
+		switch {
+		case k.Labels[k3sEtcdRoleLabel] != "true":
+			t.Errorf("%s: label %s=%q, want true", k.Name, k3sEtcdRoleLabel, k.Labels[k3sEtcdRoleLabel])
+		case k.Annotations[k3sAddrAnnotation] != h.Addr.String():
+			t.Errorf("%s: annotation %s=%q, want its address %s", k.Name, k3sAddrAnnotation, k.Annotations[k3sAddrAnnotation], h.Addr)
+		case m == nil:
+			t.Errorf("%s: no etcd member's peer URL is at https://%s:2380", k.Name, h.Addr)
+		case k.Annotations[k3sNameAnnotation] != m.Name:
+			t.Errorf("%s: annotation %s=%q, etcd's member there is named %q", k.Name, k3sNameAnnotation, k.Annotations[k3sNameAnnotation], m.Name)
+		case cond == nil:
+			t.Errorf("%s: no %s condition", k.Name, k3sfleet.EtcdIsVoter)
+		case cond.Status != corev1.ConditionTrue || cond.Reason != k3sVoterReason || cond.Message != k3sVoterMessage:
+			t.Errorf("%s: %s %s/%s %q, want True/%s %q", k.Name, k3sfleet.EtcdIsVoter, cond.Status, cond.Reason, cond.Message, k3sVoterReason, k3sVoterMessage)
+		case !n.Voter || n.Learner || n.PeerAddress != h.Addr.String() || !n.VoterSince.Equal(cond.LastTransitionTime.UTC()):
+			t.Errorf("%s reads %+v: want a voter, not a learner, peer address %s, voter since %s", k.Name, n, h.Addr, cond.LastTransitionTime.UTC())
+		default:
+			t.Logf("%s: %s=true; %s=%s (etcd member %x), %s=%s; %s True/%s since %s; labels %s=%s %s=%s",
+				k.Name, k3sEtcdRoleLabel, k3sNameAnnotation, m.Name, m.ID, k3sAddrAnnotation, h.Addr,
+				k3sfleet.EtcdIsVoter, cond.Reason, cond.LastTransitionTime.UTC().Format(time.RFC3339),
+				st.EligibleLabel, k.Labels[st.EligibleLabel], st.PinnedLabel, k.Labels[st.PinnedLabel])
+		}
+		for _, mf := range k.ManagedFields {
+			if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:`+st.EligibleLabel+`"`) {
+				t.Logf("%s: label %s written by field manager %q (%s)", k.Name, st.EligibleLabel, mf.Manager, mf.Operation)
+			}
+		}
+	}
+	if len(l.Items) != len(hosts) {
+		t.Errorf("%d Nodes, want %d", len(l.Items), len(hosts))
+	}
+	// The transitions k3s wrote while the cluster formed: a joining
+	// server's member is a learner until k3s's leader promotes it.
+	for _, tr := range s.fleet.Transitions {
+		t.Logf("seen while forming: %s %s %s/%s at %s", tr.Node, k3sfleet.EtcdIsVoter, tr.Status, tr.Reason, tr.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+}
+
+// checkEtcdStart reads the line etcd logs as it starts inside each
+// server's k3s ("starting an etcd server"): the heartbeat interval and
+// election timeout k3s gives it, which the shipped settings must name (every
+// limit derives from them), its metrics listeners (127.0.0.1:2381, where
+// the probe reads, and the node's address with --etcd-expose-metrics), and
+// the etcd release k3s embeds.
+func (s *scenario) checkEtcdStart(t *testing.T) {
+	t.Helper()
+	d := settings.Defaults()
+	for _, name := range servers {
+		h := s.fleet.Host(name)
+		b, err := os.ReadFile(h.K3s().Log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var start struct {
+			Version    string   `json:"etcd-version"`
+			Heartbeat  string   `json:"heartbeat-interval"`
+			Election   string   `json:"election-timeout"`
+			MetricURLs []string `json:"listen-metrics-urls"`
+			PeerURLs   []string `json:"listen-peer-urls"`
+		}
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, `"msg":"starting an etcd server"`) {
+				if err := json.Unmarshal([]byte(line), &start); err != nil {
+					t.Fatalf("%s: etcd's start line: %v", name, err)
+				}
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s: no \"starting an etcd server\" line in k3s's log", name)
+			continue
+		}
+		hb, herr := time.ParseDuration(start.Heartbeat)
+		el, eerr := time.ParseDuration(start.Election)
+		metrics := []string{"http://127.0.0.1:2381", "http://" + h.Addr.String() + ":2381"}
+		switch {
+		case herr != nil || eerr != nil || hb != d.HeartbeatInterval || el != d.ElectionTimeout:
+			t.Errorf("%s: k3s started etcd with heartbeat %q and election timeout %q; fleet-role's settings ship %v and %v",
+				name, start.Heartbeat, start.Election, d.HeartbeatInterval, d.ElectionTimeout)
+		case !slices.Equal(start.MetricURLs, metrics):
+			t.Errorf("%s: etcd's metrics listen on %v, want %v", name, start.MetricURLs, metrics)
+		default:
+			t.Logf("%s: k3s started etcd %s with heartbeat %s, election timeout %s, metrics on %s, peers on %s",
+				name, start.Version, start.Heartbeat, start.Election, strings.Join(start.MetricURLs, " "), strings.Join(start.PeerURLs, " "))
+		}
+	}
+}
+
+// checkRBAC asks `kubectl auth can-i` as each ServiceAccount, on k3s, what
+// deploy/base/rbac.yaml lets it do and what it must not: the Nodes read
+// through informers and never changed; no Secret; the probe writes
+// ConfigMaps of its namespace (the admission policy narrows that to its
+// own record) and lists none; the controller lists them and writes only
+// the status. test/mesh asks the full design on a plain API server.
+func (s *scenario) checkRBAC(t *testing.T, ctx context.Context) {
+	t.Helper()
+	qs := []struct {
+		sa, verb, resource string
+		want               bool
+	}{
+		{probeSA, "list", "nodes", true}, {probeSA, "watch", "nodes", true}, {probeSA, "patch", "nodes", false},
+		{probeSA, "get", "secrets", false}, {probeSA, "create", "configmaps", true}, {probeSA, "patch", "configmaps/server-1", true},
+		{probeSA, "list", "configmaps", false},
+		{ctrlSA, "list", "nodes", true}, {ctrlSA, "update", "nodes", false}, {ctrlSA, "get", "secrets", false},
+		{ctrlSA, "list", "configmaps", true}, {ctrlSA, "patch", "configmaps/fleet-role-status", true},
+		{ctrlSA, "patch", "configmaps/server-1", false}, {ctrlSA, "create", "configmaps", false},
+	}
+	for _, q := range qs {
+		as := "system:serviceaccount:" + namespace + ":" + q.sa
+		// The answer on standard output; kubectl warns on standard error
+		// that Nodes are not namespaced.
+		cmd := exec.CommandContext(ctx, testenv.Kubectl(t), "--kubeconfig", s.fleet.AdminKC,
+			"auth", "can-i", q.verb, q.resource, "-n", namespace, "--as", as)
+		out, err := cmd.Output()
+		answer := strings.TrimSpace(string(out))
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1 && answer == "no") {
+			t.Fatalf("kubectl auth can-i %s %s --as %s: %v: %s", q.verb, q.resource, as, err, out)
+		}
+		if got := answer == "yes"; got != q.want {
+			t.Errorf("%s can %s %s: %q, want %v", q.sa, q.verb, q.resource, answer, q.want)
+		}
+	}
+	t.Logf("kubectl auth can-i: %d questions as the two ServiceAccounts answered as deploy/base/rbac.yaml says", len(qs))
+}
+
+// checkAdmission: the admission policy holds on k3s for the token k3s's
+// kubelet issued to the probe pod on the pinned server (read from the
+// pod's projected volume, in that host's own /var/lib/kubelet): it carries
+// the node, may write its own record, and may not write another node's
+// record or the status.
+func (s *scenario) checkAdmission(t *testing.T, ctx context.Context) {
+	t.Helper()
+	pods, err := s.readyPods(ctx, probeLabel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	for i := range pods {
+		if pods[i].Spec.NodeName == pinnedHost {
+			pod = &pods[i]
+		}
+	}
+	if pod == nil {
+		t.Fatalf("no probe pod on %s", pinnedHost)
+	}
+	tok := probetest.PodToken(t, s.fleet.Host(pinnedHost).File("/var/lib/kubelet"), pod)
+	other, err := s.fleet.Admin.CoreV1().Nodes().Get(ctx, servers[1], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probetest.CheckProbePodToken(t, ctx, s.tokenConfig(tok), namespace, pod, record.Owner{Name: other.Name, UID: other.UID})
+}
+
+// admissionCheckAgent marks the requests checkAdmission makes with the
+// probe's token, so that checkAudit, which holds every write the probes
+// make, leaves them out.
+const admissionCheckAgent = "fleet-role-k3s/admission-check"
+
+// tokenConfig is the admin's connection to the first server with token as
+// the credential instead of k3s's admin certificate.
+func (s *scenario) tokenConfig(token string) *rest.Config {
+	cfg := rest.AnonymousClientConfig(s.fleet.AdminConfig)
+	cfg.BearerToken = token
+	cfg.UserAgent = admissionCheckAgent
+	return cfg
+}
+
+// checkBaseline holds what the first all-fit status says: the roles and
+// labels as k3s wrote them, the disk reading skipped for the settings'
+// reason, and the voter set dated by k3s's EtcdIsVoter transitions (the
+// controller's first decision had no earlier status: the cooldown runs
+// from the latest transition, not from the controller's start).
+func (s *scenario) checkBaseline(t *testing.T, ctx context.Context, st *decide.Status, snap snapshot) {
+	t.Helper()
+	logStatus(t, st)
+	if !st.DryRun {
+		t.Errorf("the status is not a dry run")
+	}
+	for _, name := range hosts {
+		h := statuscheck.HostOf(st, name)
+		role := decide.RoleVoter
+		if name == standby {
+			role = decide.RoleStandby
+		}
+		if h.Role != role || !h.Eligible || h.Pinned != (name == pinnedHost) {
+			t.Errorf("%s: role %s eligible %v pinned %v, want %s, eligible, pinned %v", name, h.Role, h.Eligible, h.Pinned, role, name == pinnedHost)
+		}
+	}
+	var fs *decide.Reason
+	for i, r := range statuscheck.HostOf(st, standby).Reasons {
+		if r.Signal == decide.SignalFdatasync {
+			fs = &statuscheck.HostOf(st, standby).Reasons[i]
+		}
+	}
+	if fs == nil || !fs.OK || !strings.Contains(fs.Detail, fsyncSkipReason) {
+		t.Errorf("the standby's fdatasync reason does not say the disk reading is skipped because %q: %+v", fsyncSkipReason, fs)
+	}
+
+	l, err := s.fleet.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latest time.Time
+	for _, n := range l.Items {
+		for _, c := range n.Status.Conditions {
+			if string(c.Type) == k3sfleet.EtcdIsVoter && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(latest) {
+				latest = c.LastTransitionTime.UTC()
+			}
+		}
+	}
+	ctrl, err := s.readyPods(ctx, ctrlLabel)
+	if err != nil || len(ctrl) != 1 {
+		t.Fatalf("the controller pod: %v (%d)", err, len(ctrl))
+	}
+	started := ctrl[0].CreationTimestamp.UTC()
+	got := st.Memory.VotersChangedAt.UTC()
+	s.votersChangedAt = got
+	if !got.Equal(latest) {
+		t.Errorf("the voter set dates from %s; k3s's latest EtcdIsVoter transition to True is %s (the controller pod was created at %s)",
+			got.Format(time.RFC3339Nano), latest.Format(time.RFC3339), started.Format(time.RFC3339))
+	} else {
+		r := statuscheck.DecisionReason(st, decide.GateCooldown, "")
+		t.Logf("the voter set dates from k3s's latest EtcdIsVoter transition, %s, %.0f s before the controller pod was created; %s",
+			latest.Format(time.RFC3339), started.Sub(latest).Seconds(), decide.Summary(*r))
+	}
+}
+
+// checkRecords holds what each probe pod recorded, read from its record:
+// on a server, the etcd member k3s runs there (its ID as etcd's member
+// list gives it), read from k3s's metrics on 127.0.0.1:2381, with a
+// leader, every other member connected and known, and exactly one leader
+// among them; on every host, a connect to every voter's peer port with no
+// failure.
+func (s *scenario) checkRecords(t *testing.T, ctx context.Context, snap snapshot) {
+	t.Helper()
+	leaders := 0
+	for _, name := range hosts {
+		cm, err := s.fleet.Admin.CoreV1().ConfigMaps(namespace).Get(ctx, record.Name(name), metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("record %s: %v", name, err)
+			continue
+		}
+		_, raw, err := record.Read(cm)
+		if err != nil {
+			t.Errorf("record %s: %v", name, err)
+			continue
+		}
+		e, err := entry.Decode(raw)
+		if err != nil {
+			t.Errorf("record %s: %v", name, err)
+			continue
+		}
+		last := e.Samples[len(e.Samples)-1]
+		var connects []string
+		for _, v := range servers {
+			c, ok := last.Connect[v]
+			switch {
+			case v == name:
+			case !ok:
+				t.Errorf("%s's last sample has no connect to %s's peer port", name, v)
+			case c.Err != "":
+				t.Errorf("%s's connect to %s's peer port failed: %s", name, v, c.Err)
+			default:
+				connects = append(connects, fmt.Sprintf("%s %.2f ms", v, c.Seconds*1000))
+			}
+		}
+		if len(last.Errors) > 0 {
+			t.Errorf("%s's last sample records failed readings: %v", name, last.Errors)
+		}
+		h := s.fleet.Host(name)
+		if !h.Server {
+			if last.Etcd != nil {
+				t.Errorf("%s, an agent, recorded an etcd reading: %+v", name, last.Etcd)
+			}
+			t.Logf("record %s: %d samples; connects %s; link %s (%s)", name, len(e.Samples), strings.Join(connects, ", "), last.Link.Interface, last.Link.Class)
+			continue
+		}
+		m := snap.memberOf(h.Addr.String())
+		x := last.Etcd
+		switch {
+		case x == nil || x.Err != "":
+			t.Errorf("%s recorded no etcd reading from %s: %+v", name, k3sMetricsLoopback, x)
+			continue
+		case m == nil || x.MemberID != strconv.FormatUint(m.ID, 16):
+			t.Errorf("%s read etcd member %s from %s; etcd's member there is %+v", name, x.MemberID, k3sMetricsLoopback, m)
+		case !x.HasLeader || x.IsLearner || x.ConnectedPeers != len(servers)-1 || x.KnownPeers != len(servers)-1:
+			t.Errorf("%s read has leader %v, learner %v, %d connected and %d known peers: want a leader, a voter, %d of each",
+				name, x.HasLeader, x.IsLearner, x.ConnectedPeers, x.KnownPeers, len(servers)-1)
+		}
+		if x.IsLeader {
+			leaders++
+		}
+		t.Logf("record %s: %d samples; etcd member %s (leader %v) read from k3s's %s, %d peers connected, %d known; connects %s; link %s (%s)",
+			name, len(e.Samples), x.MemberID, x.IsLeader, k3sMetricsLoopback, x.ConnectedPeers, x.KnownPeers, strings.Join(connects, ", "), last.Link.Interface, last.Link.Class)
+	}
+	if leaders != 1 {
+		t.Errorf("%d servers' probes read their member as etcd's leader, want 1", leaders)
+	}
+}
+
+// checkMetricsPage reads what k3s's etcd serves on each server's own
+// address (--etcd-expose-metrics; the probe reads the same page on the
+// loopback): its size against fleet-role's page cap, the etcd release k3s
+// embeds, and etcd_network_active_peers as it is, which fleet-role counts
+// as distinct Remote peers above zero, never a sum.
+func (s *scenario) checkMetricsPage(t *testing.T, ctx context.Context) {
+	t.Helper()
+	var peers []string
+	for _, name := range servers {
+		h := s.fleet.Host(name)
+		url := "http://" + h.Addr.String() + ":2381/metrics"
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Errorf("%s: %v", url, err)
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			t.Errorf("%s: %v", url, err)
+			continue
+		}
+		if len(b) > s.fig.pageBytes {
+			s.fig.pageBytes = len(b)
+		}
+		var values []string
+		// The bytes of series of the k3s process's other components, by
+		// subsystem (the name up to its first underscore).
+		others := map[string]int{}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.FieldsFunc(strings.TrimPrefix(strings.TrimPrefix(line, "# HELP "), "# TYPE "),
+				func(r rune) bool { return r == ' ' || r == '{' })
+			if len(f) > 0 && !slices.ContainsFunc([]string{"etcd_", "go_", "process_", "grpc_", "promhttp_", "os_"}, func(p string) bool { return strings.HasPrefix(f[0], p) }) {
+				others[strings.SplitN(f[0], "_", 2)[0]] += len(line) + 1
+			}
+			switch {
+			case strings.HasPrefix(line, "etcd_network_active_peers{"):
+				values = append(values, strings.Fields(line)[1])
+			case strings.HasPrefix(line, "etcd_server_version{"):
+				if _, v, ok := strings.Cut(line, `server_version="`); ok {
+					s.fig.etcdVersion, _, _ = strings.Cut(v, `"`)
+				}
+			}
+		}
+		peers = append(peers, fmt.Sprintf("%s %s", name, strings.Join(values, ",")))
+		var of []string
+		total := 0
+		for _, k := range sortedKeys(others) {
+			of = append(of, fmt.Sprintf("%s %d", k, others[k]))
+			total += others[k]
+		}
+		t.Logf("%s: %d bytes, etcd_network_active_peers %s; %d bytes of other components' series (%s)", url, len(b), strings.Join(values, ","), total, strings.Join(of, ", "))
+	}
+	s.fig.activePeers = strings.Join(peers, "; ")
+}
+
+// checkUnchanged holds that fleet-role changed neither the etcd membership
+// nor what k3s put on the Nodes, once every server is a voter again by
+// k3s's condition (a paused server's may have turned False and back).
+func (s *scenario) checkUnchanged(t *testing.T, ctx context.Context, before snapshot) {
+	t.Helper()
+	err := poll(ctx, time.Minute, func() error {
+		l, err := s.fleet.Admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range l.Items {
+			for _, c := range n.Status.Conditions {
+				if string(c.Type) == k3sfleet.EtcdIsVoter && c.Status != corev1.ConditionTrue {
+					return fmt.Errorf("%s: %s %s/%s", n.Name, c.Type, c.Status, c.Reason)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("every server a voter again by k3s's condition: %v", err)
+	}
+	// The faults made k3s's conditions change (a paused server's), not
+	// the voter set: fleet-role's cooldown still dates from where it did.
+	if st, err := s.status(ctx); err != nil {
+		t.Error(err)
+	} else if got := st.Memory.VotersChangedAt.UTC(); !got.Equal(s.votersChangedAt) {
+		t.Errorf("the voter set now dates from %s; it dated from %s at the baseline", got.Format(time.RFC3339Nano), s.votersChangedAt.Format(time.RFC3339Nano))
+	} else {
+		t.Logf("the voter set still dates from %s", got.Format(time.RFC3339))
+	}
+	// A frozen server's Node may have turned NotReady and been tainted
+	// unreachable meanwhile; k3s and the node controller put it back.
+	var after snapshot
+	var diff []string
+	_ = poll(ctx, 90*time.Second, func() error {
+		after = s.snapshot(t, ctx)
+		if diff = diffNodes(before.nodes, after.nodes); len(diff) > 0 {
+			return errors.New(strings.Join(diff, "; "))
+		}
+		return nil
+	})
+	if !reflect.DeepEqual(before.members, after.members) {
+		t.Errorf("the etcd member list changed:\nbefore %+v\nafter  %+v", before.members, after.members)
+	} else {
+		t.Logf("etcd member list unchanged: %+v", after.members)
+	}
+	if len(diff) > 0 {
+		t.Errorf("the Nodes changed:\n  %s", strings.Join(diff, "\n  "))
+	} else {
+		t.Logf("%d Nodes unchanged (labels, annotations, taints)", len(after.nodes))
+	}
+}
+
+// diffNodes lists what differs between two views of the Nodes: a Node
+// added or gone, a label or annotation added, changed or removed, the
+// taints.
+func diffNodes(before, after map[string]nodeView) []string {
+	var out []string
+	diff := func(node, what string, a, b map[string]string) {
+		for _, k := range sortedKeys(a) {
+			if v, ok := b[k]; !ok {
+				out = append(out, fmt.Sprintf("%s: %s %s=%q removed", node, what, k, a[k]))
+			} else if v != a[k] {
+				out = append(out, fmt.Sprintf("%s: %s %s %q -> %q", node, what, k, a[k], v))
+			}
+		}
+		for _, k := range sortedKeys(b) {
+			if _, ok := a[k]; !ok {
+				out = append(out, fmt.Sprintf("%s: %s %s=%q added", node, what, k, b[k]))
+			}
+		}
+	}
+	for _, n := range sortedKeys(before) {
+		b, ok := after[n]
+		if !ok {
+			out = append(out, n+": gone")
+			continue
+		}
+		a := before[n]
+		diff(n, "label", a.Labels, b.Labels)
+		diff(n, "annotation", a.Annotations, b.Annotations)
+		if !reflect.DeepEqual(a.Taints, b.Taints) {
+			out = append(out, fmt.Sprintf("%s: taints %v -> %v", n, a.Taints, b.Taints))
+		}
+	}
+	for _, n := range sortedKeys(after) {
+		if _, ok := before[n]; !ok {
+			out = append(out, n+": added")
+		}
+	}
+	return out
+}
+
+// readAudit calls fn with every event of every server's audit log, and
+// the server's name.
+func (s *scenario) readAudit(t *testing.T, fn func(server string, e auditlog.Event)) {
+	t.Helper()
+	for _, name := range servers {
+		if err := auditlog.Read(s.fleet.Host(name).AuditLog, func(e auditlog.Event) { fn(name, e) }); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+// checkAudit reads the servers' audit logs: the scenario's own credential
+// (k3s's admin) wrote no Node, so every label, annotation and condition
+// fleet-role read is k3s's; and every write of fleet-role's components is
+// one of its own ConfigMaps: the controller patches the status, the probe
+// of node X creates or patches the record named X (the admission check's
+// requests with the probe's token aside).
+func (s *scenario) checkAudit(t *testing.T) {
+	t.Helper()
+	prefix := "system:serviceaccount:" + namespace + ":"
+	writes := map[string]int{}
+	nodeWriters := map[string]int{}
+	s.readAudit(t, func(server string, e auditlog.Event) {
+		if e.Stage != "ResponseComplete" || !e.IsWrite() || e.ObjectRef == nil || e.UserAgent == admissionCheckAgent {
+			return
+		}
+		r, what := e.ObjectRef, e.What()
+		if r.Resource == "nodes" {
+			nodeWriters[e.User.Username]++
+			if e.User.Username == "system:admin" {
+				t.Errorf("the scenario's admin credential wrote a Node on %s: %s", server, what)
+			}
+		}
+		var who, cm string
+		verbs := []string{"create", "patch"}
+		switch e.User.Username {
+		case prefix + ctrlSA:
+			who, cm, verbs = "controller", s.settings.StatusConfigMap, []string{"patch"}
+		case prefix + probeSA:
+			nodes := e.User.Extra[record.NodeNameClaim]
+			if len(nodes) != 1 {
+				t.Errorf("a probe with node claim %q wrote: %s", nodes, what)
+				return
+			}
+			who, cm = "probe on "+nodes[0], record.Name(nodes[0])
+		default:
+			return
+		}
+		if r.Resource != "configmaps" || r.Namespace != namespace || r.Name != cm || r.Subresource != "" || !slices.Contains(verbs, e.Verb) {
+			t.Errorf("%s wrote something other than a %s of ConfigMap %s/%s on %s: %s", who, strings.Join(verbs, " or "), namespace, cm, server, what)
+			return
+		}
+		if e.Code() < 400 {
+			writes[who]++
+		}
+	})
+	for _, w := range append([]string{"controller"}, prefixed("probe on ", hosts)...) {
+		if writes[w] == 0 {
+			t.Errorf("%s never wrote its ConfigMap", w)
+		}
+	}
+	var ws []string
+	for _, u := range sortedKeys(nodeWriters) {
+		ws = append(ws, fmt.Sprintf("%s %d", u, nodeWriters[u]))
+	}
+	t.Logf("audit: Node writes by %s; fleet-role's writes, each of its own ConfigMap: %v", strings.Join(ws, ", "), writes)
+}
+
+func prefixed(p string, names []string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, p+n)
+	}
+	return out
+}
