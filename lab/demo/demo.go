@@ -692,11 +692,28 @@ func writeStatus(path string, st *decide.Status) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	// A temporary file of its own beside the path, renamed over it: a
+	// reader never sees half a document, and two demos at once (tests on
+	// one machine) never rename each other's file away.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
-	return os.Rename(tmp, path)
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write status %s: %w", path, err)
+	}
+	return nil
 }
 
 func phase(w io.Writer, format string, a ...any) {
