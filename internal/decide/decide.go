@@ -104,6 +104,7 @@ func Decide(in Input) Status {
 		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
 			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons, Observation: h.obs})
 	}
+	st.FailureTolerance = toleranceOf(st.Hosts)
 	// Every record counts, a host's the decision leaves out (neither voter
 	// nor eligible any more) too: they are what fleet-role stores.
 	for _, name := range sortedKeys(in.Entries) {

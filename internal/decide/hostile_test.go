@@ -206,7 +206,9 @@ func checkHostile(t *testing.T, in decide.Input) decide.Status {
 		t.Fatal(err)
 	}
 	wantPrintable(t, table.String())
-	if lines := strings.Count(table.String(), "\n"); lines != 1+len(st.Hosts)+1+len(st.Decision.Reasons) {
+	// The header, a line per host, the failure tolerance, the decision and
+	// its reasons: no text of an entry adds a line.
+	if lines := strings.Count(table.String(), "\n"); lines != 1+len(st.Hosts)+1+1+len(st.Decision.Reasons) {
 		t.Fatalf("table of %d lines for %d hosts and %d decision reasons", lines, len(st.Hosts), len(st.Decision.Reasons))
 	}
 	t.Logf("%d hosts: status %d bytes, form %s, dropped %+v", len(st.Hosts), len(b), back.Form, back.Dropped)

@@ -55,8 +55,12 @@ type Status struct {
 	Settings    Settings  `json:"settings"`
 	Hosts       []Host    `json:"hosts"`
 	Decision    Decision  `json:"decision"`
-	Memory      Memory    `json:"memory"`
-	Records     Records   `json:"records"`
+	// FailureTolerance is how many more voters may fail before etcd loses
+	// quorum (tolerance.go). It is counted over every host, so that it
+	// stands in every form, also one that leaves hosts out.
+	FailureTolerance FailureTolerance `json:"failure_tolerance"`
+	Memory           Memory           `json:"memory"`
+	Records          Records          `json:"records"`
 	// Texts is the document's table of texts that several reasons repeat,
 	// which those reasons name by BasisRef and DetailRef. Only a document
 	// that would not fit otherwise has one; Decide and UnmarshalStatus give a

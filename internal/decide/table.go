@@ -39,6 +39,7 @@ func (s Status) WriteTable(w io.Writer) error {
 		line = fmt.Sprintf("decision: none (%s)", mode)
 	}
 	var b strings.Builder
+	b.WriteString(s.FailureTolerance.Sentence() + "\n")
 	b.WriteString(line + "\n")
 	for _, r := range d.Reasons {
 		mark := "ok"
