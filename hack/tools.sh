@@ -12,6 +12,8 @@
 #                                    from Debian when absent; prints what it installed
 #   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
 #   hack/tools.sh promtool        -> path of Prometheus' promtool v0.316.0 (rules checks and unit tests)
+#   hack/tools.sh prometheus      -> path of the Prometheus server v0.316.0 (the live alert test)
+#   hack/tools.sh chromium        -> path of Debian's Chromium, installed with apt-get when absent
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -101,6 +103,16 @@ case "${1:-}" in
     # cloud SDKs: about half of the build), which rules checks never use.
     build promtool "$promtool_version" tools/promtool "-s -w" github.com/prometheus/prometheus/cmd/promtool -tags=remove_all_sd
     ;;
+  prometheus)
+    # The server the live alert test runs (lab/promserver): the same module,
+    # version and tags as promtool, so that the rules promtool checks are
+    # the rules this server evaluates, and the two builds share every
+    # package of rules, PromQL and the TSDB. Without remove_all_sd it would
+    # compile every cloud SDK for service discovery the test never uses
+    # (it scrapes static targets); without the builtinassets tag it serves
+    # no web UI, which the test does not read (it reads /api/v1).
+    build prometheus "$promtool_version" tools/promtool "-s -w" github.com/prometheus/prometheus/cmd/prometheus -tags=remove_all_sd
+    ;;
   fio)
     if ! command -v fio >/dev/null 2>&1; then
       echo "installing fio with apt-get" >&2
@@ -117,7 +129,7 @@ case "${1:-}" in
     containerd_tools
     ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|prometheus|chromium" >&2
     exit 2
     ;;
 esac
