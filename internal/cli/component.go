@@ -43,13 +43,14 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 }
 
-// serveMetrics starts /metrics, /healthz and /readyz on addr; an empty addr
-// serves nothing. The returned stop function shuts the server down.
-func serveMetrics(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) (func(), error) {
+// serveMetrics starts /metrics, /healthz and /readyz, and routes, on addr;
+// an empty addr serves nothing. The returned stop function shuts the server
+// down.
+func serveMetrics(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, routes ...httpserve.Route) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
-	srv, err := httpserve.Start(addr, reg, ready, log)
+	srv, err := httpserve.Start(addr, reg, ready, log, routes...)
 	if err != nil {
 		return nil, err
 	}

@@ -18,8 +18,10 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
 // Config is everything the loop needs.
@@ -33,6 +35,13 @@ type Config struct {
 	Log     *slog.Logger
 	Metrics *Metrics // optional
 	Now     func() time.Time
+	// Page, when set, is given every decision, for the status page the
+	// controller serves (internal/statuspage).
+	Page *statuspage.Server
+	// Events, when set, records an Event on a host's Node when its verdict
+	// changes and when the swap is advised or held by another step
+	// (internal/nodeevents).
+	Events *nodeevents.Recorder
 }
 
 // Controller holds what one decision passes to the next.
@@ -135,6 +144,8 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		Previous:   c.previous,
 	})
 	c.cfg.Metrics.observeStatus(&st)
+	c.cfg.Page.Observe(&st)
+	c.cfg.Events.Observe(c.previous, &st, kubeNodes)
 	c.logChange(&st)
 
 	// Write when the document changed, and at least once a window so that
