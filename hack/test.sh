@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
 # or installs what the tests need (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, the kubelet and promtool from the
-# Go module proxy, cached; fio, containerd, runc and the CNI plugins from
-# Debian),
+# kube-controller-manager, kube-scheduler, the kubelet, promtool and the
+# Prometheus server from the Go module proxy, cached; fio, containerd, runc,
+# the CNI plugins and Chromium from Debian),
 # then checks formatting, vets, and runs the unit, fuzz-seed, race and
 # real-component tests.
 set -euo pipefail
@@ -26,12 +26,18 @@ FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
 hack/tools.sh containerd
 # promtool: internal/alerts runs `promtool check rules` and `promtool test rules`.
 FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
-export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL
+# The demo's run checks the shipped alerts in a real Prometheus (built from
+# promtool's module) and the controller's status page in Debian's Chromium.
+FLEET_ROLE_PROMETHEUS=$(hack/tools.sh prometheus)
+hack/tools.sh chromium >/dev/null
+export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL FLEET_ROLE_PROMETHEUS
 export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
 echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
 echo "promtool: $FLEET_ROLE_PROMTOOL"
+echo "prometheus: $FLEET_ROLE_PROMETHEUS"
+echo "chromium: $(command -v chromium) ($(chromium --version 2>/dev/null))"
 echo "fio: $(command -v fio) ($(fio --version))"
 
 step "gofmt"

@@ -128,6 +128,24 @@ case "${1:-}" in
   containerd)
     containerd_tools
     ;;
+  chromium)
+    # Debian's Chromium, for the status page's test in a real browser
+    # (lab/browser); its fonts are fonts-dejavu-core's, which the page's
+    # screenshot needs and a minimal image may lack.
+    missing=()
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+    if [ ${#missing[@]} -gt 0 ]; then
+      echo "installing ${missing[*]} with apt-get" >&2
+      if [ "$(id -u)" != 0 ]; then echo "${missing[*]} missing and installing needs root: apt-get install -y ${missing[*]}" >&2; exit 1; fi
+      log=$(mktemp)
+      if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}") >"$log" 2>&1; then
+        cat "$log" >&2; rm -f "$log"; echo "apt-get install ${missing[*]} failed" >&2; exit 1
+      fi
+      rm -f "$log"
+    fi
+    command -v chromium
+    ;;
   *)
     echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|prometheus|chromium" >&2
     exit 2

@@ -296,6 +296,18 @@ func (r *recording) conditions(rule Rule, i int) []map[string]string {
 		if unfitVoter {
 			eq1("fleet_role_decision_held", nil, nil)
 		}
+	case "FleetRoleFailureToleranceZero":
+		margin := false
+		for _, s := range r.at(i, "fleet_role_failure_tolerance", map[string]string{"lost": "unknown"}) {
+			if s.values[i] > 0 {
+				margin = true
+			}
+		}
+		for _, s := range r.at(i, "fleet_role_failure_tolerance", map[string]string{"lost": "unfit_and_unknown"}) {
+			if margin && s.values[i] == 0 {
+				out = append(out, alertLabels(rule, s.labels))
+			}
+		}
 	case "FleetRoleProbeNotWriting":
 		eq1("fleet_role_host_record_issue", nil, in("issue", "stale", "missing"))
 	case "FleetRoleRecordRefusedOrFull":

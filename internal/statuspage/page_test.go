@@ -17,6 +17,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
+	"github.com/fleet-role/fleet-role/lab/browser"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -92,32 +93,6 @@ func parse(t testing.TB, page []byte) *html.Node {
 	return doc
 }
 
-func walk(n *html.Node, f func(*html.Node)) {
-	f(n)
-	for c := n.FirstChild; c != nil; c = c.NextSibling {
-		walk(c, f)
-	}
-}
-
-func attr(n *html.Node, key string) (string, bool) {
-	for _, a := range n.Attr {
-		if a.Key == key {
-			return a.Val, true
-		}
-	}
-	return "", false
-}
-
-func text(n *html.Node) string {
-	var b strings.Builder
-	walk(n, func(x *html.Node) {
-		if x.Type == html.TextNode {
-			b.WriteString(x.Data)
-		}
-	})
-	return b.String()
-}
-
 // A record's markup and script are text on the page: no element, no
 // attribute, no script comes from them, and the text reads as written.
 func TestRecordTextIsEscaped(t *testing.T) {
@@ -136,7 +111,7 @@ func TestRecordTextIsEscaped(t *testing.T) {
 	page := render(t, st, nil)
 	doc := parse(t, page)
 	shown := 0
-	walk(doc, func(n *html.Node) {
+	browser.Walk(doc, func(n *html.Node) {
 		if n.Type != html.ElementNode {
 			return
 		}
@@ -149,7 +124,7 @@ func TestRecordTextIsEscaped(t *testing.T) {
 				t.Errorf("<%s> has attribute %s=%q", n.Data, a.Key, a.Val)
 			}
 		}
-		if n.Data == "td" && strings.Contains(text(n), payload) {
+		if n.Data == "td" && strings.Contains(browser.Text(n), payload) {
 			shown++
 		}
 	})
@@ -165,11 +140,11 @@ func TestColourIsNeverAlone(t *testing.T) {
 	page := render(t, st, nil)
 	marks := map[string][]string{"ok": {"✓"}, "bad": {"✗", "U"}, "fail": {"✗ failed"}, "unk": {"?"}, "none": {"·", "-", "self"}, "self": {"self"}}
 	cells := map[string]int{}
-	walk(parse(t, page), func(n *html.Node) {
+	browser.Walk(parse(t, page), func(n *html.Node) {
 		if n.Type != html.ElementNode || (n.Data != "td" && n.Data != "span" && n.Data != "p") {
 			return
 		}
-		class, ok := attr(n, "class")
+		class, ok := browser.Attr(n, "class")
 		if !ok {
 			return
 		}
@@ -181,12 +156,12 @@ func TestColourIsNeverAlone(t *testing.T) {
 			cells[c]++
 			found := false
 			for _, m := range want {
-				if strings.Contains(text(n), m) {
+				if strings.Contains(browser.Text(n), m) {
 					found = true
 				}
 			}
 			if !found {
-				t.Errorf("<%s class=%q> %q carries none of the marks %q", n.Data, class, text(n), want)
+				t.Errorf("<%s class=%q> %q carries none of the marks %q", n.Data, class, browser.Text(n), want)
 			}
 		}
 	})

@@ -36,6 +36,10 @@ const ContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; im
 // whatever its record holds (docs/status-page.md, "Size").
 const TextRunes = 200
 
+// TimeLayout is how the page writes the decision's time: to the
+// millisecond, which tells apart decisions half a period apart.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
 //go:embed page.html.tmpl
 var pageTemplate string
 
@@ -49,7 +53,7 @@ var tmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"rclass":  readingClass,
 	"vclass":  verdictClass,
 	"repeat":  strings.Repeat,
-	"time":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"time":    func(t time.Time) string { return t.UTC().Format(TimeLayout) },
 	"add":     func(a, b int) int { return a + b },
 }).Parse(pageTemplate))
 
