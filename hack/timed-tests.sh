@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the tests that judge real latencies, one at a time and without the
-# race detector: the fsync reading against fio, then the three end-to-end
+# race detector: the fsync reading against fio, the slow disk against fio, a
+# CPU quota against a busy loop, then the three end-to-end
 # scenarios (the demo, the mesh, the pods). hack/test.sh runs it after the
 # raced packages; bench/busy.sh runs it again beside a busy loop on each core.
 # It expects the tools in the environment as hack/test.sh exports them
@@ -19,6 +20,12 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 
 step "fsync reading against fio"
 go test -count=1 -p 1 -v -run '^TestMeasureAgreesWithFio$' -timeout 30m "$@" ./internal/fsync
+# The slow disk's delay as fio reads it, and the CPU share a quota leaves a
+# busy loop: both judge real latencies and shares against measured noise.
+step "the slow disk against fio"
+go test -count=1 -p 1 -v -run '^TestFioSeesTheDelay$' -timeout 10m "$@" ./lab/slowdisk
+step "a CPU quota against a busy loop"
+go test -count=1 -p 1 -v -run '^TestQuotaStarvesABusyLoop$' -timeout 10m "$@" ./lab/cpulimit
 step "the demo"
 go test -count=1 -p 1 -timeout 30m "$@" ./lab/demo
 # The mesh scenario runs verbose, so that the log shows each variant's

@@ -31,6 +31,7 @@ var banned = []string{
 	"go.etcd.io/etcd/server",
 	"google.golang.org/grpc",
 	"go.uber.org/zap",
+	"github.com/hanwen/go-fuse", // the slow disk's FUSE server (lab/slowdisk)
 }
 
 // harnessIn lists the packages of deps that banned names.

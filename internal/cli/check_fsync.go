@@ -77,6 +77,9 @@ func writeFsync(w io.Writer, r fsync.Reading) error {
 	if r.Note != "" {
 		fmt.Fprintf(tw, "note\t%s\n", r.Note)
 	}
+	if r.Cut != "" {
+		fmt.Fprintf(tw, "cut\t%s: the figures are those of the writes made\n", r.Cut)
+	}
 	return tw.Flush()
 }
 

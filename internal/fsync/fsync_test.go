@@ -181,27 +181,56 @@ func TestMeasureTmpfsSaysNoDisk(t *testing.T) {
 	assertEmpty(t, dir)
 }
 
-func TestMeasureCancelledMidRunRemovesFile(t *testing.T) {
-	dir := diskDir(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	const at = 100
-	var during int
-	opts := Options{Dir: dir, afterWrite: func(n int) {
-		if n == at {
-			entries, _ := os.ReadDir(dir)
-			during = len(entries)
-			cancel()
-		}
-	}}
-	_, err := Measure(ctx, opts)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), fmt.Sprintf("after %d of", at)) {
-		t.Errorf("err %v, want context.Canceled after %d writes", err, at)
+// A reading stopped before it has made MinWrites writes, too few for a p99
+// of their own, fails, naming how far it got; one stopped at or after
+// MinWrites is the reading of the writes it made, cut. Either way its file
+// is gone.
+func TestMeasureStoppedMidRun(t *testing.T) {
+	if MinWrites != 100 {
+		t.Fatalf("MinWrites = %d, want 100: the fewest values whose p99 is not their maximum", MinWrites)
 	}
-	if during != 1 {
-		t.Errorf("%d files in %s mid-run, want the one being written", during, dir)
+	for _, at := range []int{MinWrites - 1, MinWrites, MinWrites + 1} {
+		t.Run(fmt.Sprintf("after %d writes", at), func(t *testing.T) {
+			dir := diskDir(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var during int
+			opts := Options{Dir: dir, afterWrite: func(n int) {
+				if n == at {
+					entries, _ := os.ReadDir(dir)
+					during = len(entries)
+					cancel()
+				}
+			}}
+			r, err := Measure(ctx, opts)
+			switch {
+			case at < MinWrites:
+				if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), fmt.Sprintf("after %d of", at)) {
+					t.Errorf("err %v, want context.Canceled after %d writes", err, at)
+				}
+			case err != nil:
+				t.Errorf("stopped after %d writes, at least MinWrites: %v, want the cut reading", at, err)
+			default:
+				want := fmt.Sprintf("stopped after %d of %d writes: %v", at, opts.withDefaultsMust(t).Writes(), context.Canceled)
+				if r.Writes != at || r.Cut != want || r.P99Seconds <= 0 || r.MaxSeconds < r.P99Seconds {
+					t.Errorf("cut reading %+v: want %d writes, cut %q and its p99", r, at, want)
+				}
+			}
+			if during != 1 {
+				t.Errorf("%d files in %s mid-run, want the one being written", during, dir)
+			}
+			assertEmpty(t, dir)
+		})
 	}
-	assertEmpty(t, dir)
+}
+
+func (o Options) withDefaultsMust(t *testing.T) Options {
+	t.Helper()
+	o, err := o.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 func TestMeasureDeadlineAlreadyPassed(t *testing.T) {

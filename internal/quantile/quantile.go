@@ -31,6 +31,32 @@ func Rank(p float64, n int) int {
 	return r
 }
 
+// MinCount is the fewest values whose nearest-rank p-quantile is not their
+// maximum: the smallest n with Rank(p, n) < n, which is ceil(1/(1-p))
+// without floating point's off-by-one (1/(1-0.99) is 100.00000000000009).
+// It is 0 for a p outside (0, 1), and math.MaxInt for one so close to 1 that
+// no count fits an int.
+func MinCount(p float64) int {
+	if !(p > 0 && p < 1) {
+		return 0
+	}
+	est := 1 / (1 - p)
+	if est > 1<<40 {
+		return math.MaxInt
+	}
+	n := int(math.Round(est))
+	if n < 2 {
+		n = 2
+	}
+	for Rank(p, n) >= n {
+		n++
+	}
+	for n > 2 && Rank(p, n-1) < n-1 {
+		n--
+	}
+	return n
+}
+
 // High returns the nearest-rank p-quantile of values (the high tail: the
 // value at rank ceil(p*n) in ascending order). It does not modify values.
 // ok is false when values is empty.

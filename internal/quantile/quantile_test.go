@@ -134,3 +134,21 @@ func TestSortedFormsAgree(t *testing.T) {
 		}
 	}
 }
+
+// MinCount is the smallest n whose nearest-rank p-quantile is not the
+// maximum: at n the rank is under n, at n-1 it is not.
+func TestMinCount(t *testing.T) {
+	for _, c := range []struct {
+		p    float64
+		want int
+	}{{0.99, 100}, {0.95, 20}, {0.9, 10}, {0.5, 2}, {0.999, 1000}, {0, 0}, {1, 0}, {-0.5, 0}} {
+		got := MinCount(c.p)
+		if got != c.want {
+			t.Errorf("MinCount(%v) = %d, want %d", c.p, got, c.want)
+			continue
+		}
+		if got > 2 && (Rank(c.p, got) >= got || Rank(c.p, got-1) < got-1) {
+			t.Errorf("MinCount(%v) = %d: rank at n %d, at n-1 %d", c.p, got, Rank(c.p, got), Rank(c.p, got-1))
+		}
+	}
+}

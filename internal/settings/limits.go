@@ -177,27 +177,7 @@ func (s Settings) Limits() []Limit {
 // the window's extreme: the smallest n with Rank(p, n) < n, which is
 // ceil(1/(1-p)) without floating point's off-by-one (1/(1-0.99) is
 // 100.00000000000009). It uses the rank rule the verdicts use.
-func (s Settings) MinWindow() int {
-	p := s.TailPercentile
-	if !(p > 0 && p < 1) {
-		return 0
-	}
-	est := 1 / (1 - p)
-	if est > 1<<40 {
-		return math.MaxInt
-	}
-	n := int(math.Round(est))
-	if n < 2 {
-		n = 2
-	}
-	for quantile.Rank(p, n) >= n {
-		n++
-	}
-	for n > 2 && quantile.Rank(p, n-1) < n-1 {
-		n--
-	}
-	return n
-}
+func (s Settings) MinWindow() int { return quantile.MinCount(s.TailPercentile) }
 
 // percentileName renders 0.99 as "99".
 func PercentileName(p float64) string {

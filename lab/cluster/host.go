@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fleet-role/fleet-role/lab/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -233,8 +233,8 @@ func shellWords(s string) []string {
 func cgroupMounts() []string {
 	var out []string
 	for _, m := range readMountInfo() {
-		if m.fstype == "cgroup" || m.fstype == "cgroup2" {
-			out = append(out, m.point)
+		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
+			out = append(out, m.Point)
 		}
 	}
 	return out
@@ -304,54 +304,19 @@ func retryRmdir(d string) error {
 	return err
 }
 
-type mount struct{ point, fstype string }
-
-// readMountInfo reads this process's mount table.
-func readMountInfo() []mount {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
-			continue
-		}
-		out = append(out, mount{point: unescapeMount(fields[4]), fstype: fields[sep+1]})
-	}
-	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+// readMountInfo reads this process's mount table; a table that cannot be
+// read lists nothing, so the cleanup goes on with what it can do.
+func readMountInfo() []mountinfo.Mount {
+	ms, _ := mountinfo.Read()
+	return ms
 }
 
 // mountsUnder lists the mount points at or below dir.
 func mountsUnder(dir string) []string {
 	var out []string
 	for _, m := range readMountInfo() {
-		if m.point == dir || strings.HasPrefix(m.point, dir+"/") {
-			out = append(out, m.point)
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			out = append(out, m.Point)
 		}
 	}
 	return out

@@ -37,17 +37,3 @@ func TestOwnedChain(t *testing.T) {
 		}
 	}
 }
-
-// TestUnescapeMount reads mountinfo's octal escapes.
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/tmp/a\040b`:  "/tmp/a b",
-		`/plain`:       "/plain",
-		`/x\011y\134z`: "/x\ty\\z",
-		`/end\04`:      `/end\04`,
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

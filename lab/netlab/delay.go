@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -46,7 +47,54 @@ const maxPacket = 65535
 type Stats struct {
 	Forwarded uint64 // packets held and written back
 	Dropped   uint64 // packets dropped: queue full, not IPv4, or not written back
+	Lost      uint64 // packets dropped on purpose by a host's loss rate (SetLoss)
+	Cut       uint64 // packets discarded on a cut link (CutLink)
 	Queued    int    // packets held right now
+}
+
+// impairments is what the delay goroutine does to the packets the router
+// diverts to it. It is replaced whole on every change, so the reader never
+// locks; a packet with no entry in any map is written back at once.
+type impairments struct {
+	delay map[[4]byte]time.Duration // a host's delay, in each direction
+	loss  map[[4]byte]float64       // a host's loss rate, in each direction
+	link  map[[8]byte]linkRule      // a pair of hosts, by pairKey
+}
+
+// linkRule is what happens to the packets between two given hosts, in both
+// directions, on top of what each host's own delay and loss do.
+type linkRule struct {
+	delay time.Duration
+	cut   bool
+}
+
+// pairKey is the key of the link between a and b, whichever sends: the lower
+// address first.
+func pairKey(a, b [4]byte) [8]byte {
+	if string(b[:]) < string(a[:]) {
+		a, b = b, a
+	}
+	var k [8]byte
+	copy(k[:4], a[:])
+	copy(k[4:], b[:])
+	return k
+}
+
+// judge returns what becomes of a packet from src to dst: dropped on a cut
+// link, lost at the rate of its ends (each end's loss independent, so the
+// packet survives with (1-ls)(1-ld)), or held for the delays of both ends
+// and of their link.
+func (im *impairments) judge(src, dst [4]byte) (hold time.Duration, cut, lost bool) {
+	lr := im.link[pairKey(src, dst)]
+	if lr.cut {
+		return 0, true, false
+	}
+	if ls, ld := im.loss[src], im.loss[dst]; ls > 0 || ld > 0 {
+		if rand.Float64() >= (1-ls)*(1-ld) {
+			return 0, false, true
+		}
+	}
+	return im.delay[src] + im.delay[dst] + lr.delay, false, false
 }
 
 // packet is one IPv4 packet held for delay.
@@ -54,7 +102,7 @@ type packet struct {
 	buf     []byte
 	pair    [8]byte       // source and destination address: the order is kept per pair
 	arrival int64         // when the TUN handed it over, in ns on the delayer's clock
-	delay   time.Duration // its hold: the delays of its source and destination summed
+	delay   time.Duration // its hold: the delays of its source, its destination and their link summed
 	release int64         // when to write it back, set by delayQueue.push
 	seq     uint64        // arrival order, which breaks ties in release
 }
@@ -151,13 +199,12 @@ type delayer struct {
 	wg      sync.WaitGroup // the reader and the waker
 	epoch   time.Time
 	q       *delayQueue
-	// delays maps an IPv4 address to its host's delay; replaced whole, so the
-	// reader never locks.
-	delays atomic.Pointer[map[[4]byte]time.Duration]
+	// rules is replaced whole on every change, so the reader never locks.
+	rules atomic.Pointer[impairments]
 
-	forwarded, dropped atomic.Uint64
-	queued             atomic.Int64
-	closeOnce          sync.Once
+	forwarded, dropped, lost, cut atomic.Uint64
+	queued                        atomic.Int64
+	closeOnce                     sync.Once
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
@@ -228,7 +275,7 @@ func startDelayer(ctx context.Context, router string, maxQueued int) (*delayer, 
 		epoch:  time.Now(),
 		q:      newDelayQueue(maxQueued),
 	}
-	d.setDelays(nil)
+	d.setRules(&impairments{})
 	d.wg.Add(2)
 	d.schedWG.Add(1)
 	go d.read()
@@ -237,12 +284,7 @@ func startDelayer(ctx context.Context, router string, maxQueued int) (*delayer, 
 	return d, nil
 }
 
-func (d *delayer) setDelays(m map[[4]byte]time.Duration) {
-	if m == nil {
-		m = map[[4]byte]time.Duration{}
-	}
-	d.delays.Store(&m)
-}
+func (d *delayer) setRules(im *impairments) { d.rules.Store(im) }
 
 // now is the delayer's clock: monotonic ns since it started.
 func (d *delayer) now() int64 { return int64(time.Since(d.epoch)) }
@@ -267,8 +309,16 @@ func (d *delayer) read() {
 			d.dropped.Add(1)
 			continue
 		}
-		m := *d.delays.Load()
-		p := &packet{arrival: now, delay: m[[4]byte(b[12:16])] + m[[4]byte(b[16:20])]}
+		hold, cut, lost := d.rules.Load().judge([4]byte(b[12:16]), [4]byte(b[16:20]))
+		switch {
+		case cut:
+			d.cut.Add(1)
+			continue
+		case lost:
+			d.lost.Add(1)
+			continue
+		}
+		p := &packet{arrival: now, delay: hold}
 		copy(p.pair[:], b[12:20])
 		pb := bufPool.Get().(*[]byte)
 		p.buf = append((*pb)[:0], b...)
@@ -372,6 +422,8 @@ func (d *delayer) stats() Stats {
 	return Stats{
 		Forwarded: d.forwarded.Load(),
 		Dropped:   d.dropped.Load(),
+		Lost:      d.lost.Load(),
+		Cut:       d.cut.Load(),
 		Queued:    int(d.queued.Load()),
 	}
 }

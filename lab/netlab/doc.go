@@ -6,12 +6,14 @@
 // beside) the hosts and talk over real TCP.
 //
 // Why user space: this machine's kernel has no netem qdisc, and tbf delays
-// only under load. So the router sends every packet to or from a delayed host
-// through a TUN device that this process serves; a goroutine holds each
+// only under load. So the router sends every packet to or from an impaired
+// host through a TUN device that this process serves; a goroutine holds each
 // packet for the sum of the delays of its source and destination hosts and
-// writes it back, and the router forwards it on. A TCP connect and a
-// long-lived stream see the delay alike, because the kernel's own packets are
-// delayed, not a proxy's.
+// of the link between them (SetDelay, SetLinkDelay), drops it at its ends'
+// loss rates (SetLoss) or discards it on a cut link (CutLink), and writes the
+// rest back for the router to forward. A TCP connect and a long-lived stream
+// see it alike, because the kernel's own packets are held or lost, not a
+// proxy's. LinkDown cuts a host off from everything, the router included.
 //
 // Topology (addresses from Config.Subnet, 198.18.0.0/24 by default):
 //

@@ -87,11 +87,17 @@ type Lab struct {
 	RootAddr   netip.Addr   // the root namespace's address; invalid unless ConnectRoot
 	RootLink   string       // the root namespace's veth; empty unless ConnectRoot
 
-	cfg     Config
-	delay   *delayer
-	mu      sync.Mutex // serializes changes of delays and links
-	delays  map[*Host]time.Duration
-	created []string // namespaces made so far, router first
+	cfg    Config
+	delay  *delayer
+	mu     sync.Mutex // serializes changes of delays, losses and links
+	delays map[*Host]time.Duration
+	losses map[*Host]float64
+	links  map[[2]*Host]linkRule // by hostPair
+	// diverted holds the hosts whose traffic the router sends through the
+	// TUN: those with a delay, a loss or a link rule of their own. The
+	// others' packets never reach user space.
+	diverted map[*Host]bool
+	created  []string // namespaces made so far, router first
 
 	closeOnce sync.Once
 	closeErr  error
@@ -152,9 +158,12 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 	}
 
 	l := &Lab{
-		Router: fmt.Sprintf("%s-%d-%d", cfg.Prefix, os.Getpid(), labSeq.Add(1)),
-		cfg:    cfg,
-		delays: map[*Host]time.Duration{},
+		Router:   fmt.Sprintf("%s-%d-%d", cfg.Prefix, os.Getpid(), labSeq.Add(1)),
+		cfg:      cfg,
+		delays:   map[*Host]time.Duration{},
+		losses:   map[*Host]float64{},
+		links:    map[[2]*Host]linkRule{},
+		diverted: map[*Host]bool{},
 	}
 	live.Store(l.Router, true)
 	if err := l.build(ctx); err != nil {
@@ -361,25 +370,68 @@ func (l *Lab) SetDelay(host string, d time.Duration) error {
 		return fmt.Errorf("netlab: delay %v: must not be negative", d)
 	}
 	return l.change(host, func(ctx context.Context, h *Host) error {
-		old := l.delays[h]
-		switch {
-		case d > 0:
-			// The goroutine learns the delay before the first packet can
-			// reach it.
-			l.delays[h] = d
-			l.delay.setDelays(l.delayMap())
-			if old == 0 {
-				return ipAll(ctx, h.ruleArgs("add")...)
-			}
-		case old > 0:
-			if err := ipAll(ctx, h.ruleArgs("del")...); err != nil {
-				return err
-			}
+		if d == 0 {
 			delete(l.delays, h)
-			l.delay.setDelays(l.delayMap())
+		} else {
+			l.delays[h] = d
 		}
-		return nil
+		return l.apply(ctx)
 	})
+}
+
+// SetLinkDelay delays every packet between hosts a and b by d, in each
+// direction, on top of each host's own delay: a round trip between them gains
+// 2d, and no other path is touched. d = 0 removes it.
+func (l *Lab) SetLinkDelay(a, b string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("netlab: link delay %v: must not be negative", d)
+	}
+	return l.changeLink(a, b, func(r *linkRule) { r.delay = d })
+}
+
+// SetLoss drops each packet to or from host with probability p, each packet
+// on its own (independent, as radio loss is to a first approximation): a TCP
+// handshake then loses its SYN or its SYN-ACK with probability 1-(1-p)^2, and
+// the kernel retransmits it after its initial retransmission timeout. p = 0
+// removes it; p = 1 drops everything.
+func (l *Lab) SetLoss(host string, p float64) error {
+	if !(p >= 0 && p <= 1) {
+		return fmt.Errorf("netlab: loss %v: must be between 0 and 1", p)
+	}
+	return l.change(host, func(ctx context.Context, h *Host) error {
+		if p == 0 {
+			delete(l.losses, h)
+		} else {
+			l.losses[h] = p
+		}
+		return l.apply(ctx)
+	})
+}
+
+// CutLink silently discards every packet between hosts a and b, in both
+// directions, while each still reaches every other host and the root
+// namespace: a partition of the two from each other alone. Connects between
+// them time out rather than fail fast, as behind a real partition.
+func (l *Lab) CutLink(a, b string) error {
+	return l.changeLink(a, b, func(r *linkRule) { r.cut = true })
+}
+
+// MendLink undoes CutLink. Connections that survived the cut resume.
+func (l *Lab) MendLink(a, b string) error {
+	return l.changeLink(a, b, func(r *linkRule) { r.cut = false })
+}
+
+// Clear removes every delay, loss and link rule at once, as if each had been
+// set back to none (LinkDown is not touched: LinkUp undoes it).
+func (l *Lab) Clear() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	clear(l.delays)
+	clear(l.losses)
+	clear(l.links)
+	return l.apply(ctx)
 }
 
 // change runs fn on the named host with the lab's changes serialized, under
@@ -395,6 +447,80 @@ func (l *Lab) change(host string, fn func(context.Context, *Host) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	return fn(ctx, h)
+}
+
+// changeLink changes the rule of the link between two distinct hosts.
+func (l *Lab) changeLink(a, b string, fn func(*linkRule)) error {
+	ha, hb := l.Host(a), l.Host(b)
+	switch {
+	case ha == nil:
+		return fmt.Errorf("netlab: no host %q", a)
+	case hb == nil:
+		return fmt.Errorf("netlab: no host %q", b)
+	case ha == hb:
+		return fmt.Errorf("netlab: link %s-%s: a link joins two different hosts", a, b)
+	}
+	return l.change(a, func(ctx context.Context, _ *Host) error {
+		k := hostPair(ha, hb)
+		r := l.links[k]
+		fn(&r)
+		if r == (linkRule{}) {
+			delete(l.links, k)
+		} else {
+			l.links[k] = r
+		}
+		return l.apply(ctx)
+	})
+}
+
+// hostPair is the key of the link between a and b in Lab.links.
+func hostPair(a, b *Host) [2]*Host {
+	if b.index < a.index {
+		a, b = b, a
+	}
+	return [2]*Host{a, b}
+}
+
+// apply hands the delay goroutine the lab's rules and diverts through the TUN
+// exactly the hosts that have one. The goroutine learns the rules before the
+// router's new policy rules send it a host's first packet; a host no longer
+// diverted has no rule left, so a packet of it still in flight is forwarded
+// without hold. Called with l.mu held.
+func (l *Lab) apply(ctx context.Context) error {
+	im := &impairments{
+		delay: make(map[[4]byte]time.Duration, len(l.delays)),
+		loss:  make(map[[4]byte]float64, len(l.losses)),
+		link:  make(map[[8]byte]linkRule, len(l.links)),
+	}
+	want := map[*Host]bool{}
+	for h, d := range l.delays {
+		im.delay[h.Addr.As4()] = d
+		want[h] = true
+	}
+	for h, p := range l.losses {
+		im.loss[h.Addr.As4()] = p
+		want[h] = true
+	}
+	for k, r := range l.links {
+		im.link[pairKey(k[0].Addr.As4(), k[1].Addr.As4())] = r
+		want[k[0]], want[k[1]] = true, true
+	}
+	l.delay.setRules(im)
+	for _, h := range l.Hosts { // in order, so that the rules' order is the same every run
+		switch {
+		case want[h] && !l.diverted[h]:
+			if err := ipAll(ctx, h.ruleArgs("add")...); err != nil {
+				return err
+			}
+			l.diverted[h] = true
+		case !want[h] && l.diverted[h]:
+			if err := ipAll(ctx, h.ruleArgs("del")...); err != nil {
+				return err
+			}
+			delete(l.diverted, h)
+		}
+	}
+	return nil
 }
 
 // Delay returns the delay set on host (0 for none or no such host).
@@ -416,14 +542,6 @@ func (h *Host) ruleArgs(verb string) [][]string {
 		{"-n", r, "rule", verb, "iif", h.link, "lookup", table, "priority", prio},
 		{"-n", r, "rule", verb, "to", h.Addr.String() + "/32", "lookup", table, "priority", prio},
 	}
-}
-
-func (l *Lab) delayMap() map[[4]byte]time.Duration {
-	m := make(map[[4]byte]time.Duration, len(l.delays))
-	for h, d := range l.delays {
-		m[h.Addr.As4()] = d
-	}
-	return m
 }
 
 // LinkDown partitions host: its link into the router goes down (the host

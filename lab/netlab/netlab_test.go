@@ -370,10 +370,12 @@ func TestDelay(t *testing.T) {
 	if n := countDelayRules(t, l); n != 4 {
 		t.Fatalf("%d delay rules after changing b's delay, want 4", n)
 	}
-	for _, took := range connectTimes(t, a, b.AddrPort(echoPort), 3) {
-		if took < d || took >= 2*d {
-			t.Errorf("connect a -> b with d/2 took %v, want at least %v and under %v", took, d, 2*d)
-		}
+	// The fastest of three: a connect made right after the change may wait
+	// behind the closing packets of an earlier connection of the same pair,
+	// still held for the old delay, since a pair's packets keep their order.
+	took := connectTimes(t, a, b.AddrPort(echoPort), 3)
+	if fast := slices.Min(took); fast < d || fast >= 2*d {
+		t.Errorf("connects a -> b with d/2 took %v, want the fastest at least %v and under %v", took, d, 2*d)
 	}
 
 	// Removing it restores the direct path, for new connects and the stream.

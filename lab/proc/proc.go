@@ -112,6 +112,10 @@ func (p *Proc) Resume() error {
 	return nil
 }
 
+// PID is the process's ID (a command run through `ip netns exec` is the
+// program itself, which that command execs in place).
+func (p *Proc) PID() int { return p.cmd.Process.Pid }
+
 // Tail is the last n lines of the process's log, for failure messages.
 func (p *Proc) Tail(n int) string { return Tail(p.Log, n) }
 

@@ -65,10 +65,10 @@ func rbacDesign() []canI {
 		)
 	}
 	return append(qs,
-		canI{sa: probeSA, verb: "get", resource: "configmaps/server-1", want: true},
+		canI{sa: probeSA, verb: "get", resource: "configmaps/voter-1", want: true},
 		canI{sa: probeSA, verb: "create", resource: "configmaps", want: true},
-		canI{sa: probeSA, verb: "patch", resource: "configmaps/server-1", want: true},
-		canI{sa: probeSA, verb: "delete", resource: "configmaps/server-1", want: true},
+		canI{sa: probeSA, verb: "patch", resource: "configmaps/voter-1", want: true},
+		canI{sa: probeSA, verb: "delete", resource: "configmaps/voter-1", want: true},
 		canI{sa: probeSA, verb: "list", resource: "configmaps"},
 		canI{sa: probeSA, verb: "watch", resource: "configmaps"},
 		canI{sa: controllerSA, verb: "list", resource: "configmaps", want: true},
@@ -78,9 +78,9 @@ func rbacDesign() []canI {
 		canI{sa: controllerSA, verb: "update", resource: "configmaps/fleet-role-status"},
 		canI{sa: controllerSA, verb: "delete", resource: "configmaps/fleet-role-status"},
 		canI{sa: controllerSA, verb: "create", resource: "configmaps"},
-		canI{sa: controllerSA, verb: "get", resource: "configmaps/server-1"},
-		canI{sa: controllerSA, verb: "patch", resource: "configmaps/server-1"},
-		canI{sa: controllerSA, verb: "delete", resource: "configmaps/server-1"},
+		canI{sa: controllerSA, verb: "get", resource: "configmaps/voter-1"},
+		canI{sa: controllerSA, verb: "patch", resource: "configmaps/voter-1"},
+		canI{sa: controllerSA, verb: "delete", resource: "configmaps/voter-1"},
 		canI{sa: controllerSA, verb: "get", resource: "configmaps/fleet-role-settings"},
 	)
 }
@@ -144,7 +144,7 @@ func (m *mesh) checkRecords(t *testing.T) {
 		}
 	}
 	slices.Sort(got)
-	if want := slices.Sorted(slices.Values(hosts)); !slices.Equal(got, want) {
+	if want := slices.Sorted(slices.Values(m.hosts)); !slices.Equal(got, want) {
 		errorf(t, "records %v, want one per host %v", got, want)
 	} else {
 		t.Logf("records %s: each named after its node, labelled %s, owned by its Node", strings.Join(got, ", "), record.Selector)
@@ -165,7 +165,7 @@ func (m *mesh) checkAdmission(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	node, other := servers[0], servers[1]
+	node, other := m.fl.Voters[0], m.fl.Voters[1]
 	cfg := m.api.TokenConfig(m.probeTokens[node])
 	cfg.UserAgent = admissionCheckAgent
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -297,8 +297,8 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	} else {
 		t.Logf("etcd member list unchanged: %+v", after.members)
 	}
-	if len(before.nodes) != len(hosts) {
-		errorf(t, "%d nodes before, want %d", len(before.nodes), len(hosts))
+	if len(before.nodes) != len(m.hosts) {
+		errorf(t, "%d nodes before, want %d", len(before.nodes), len(m.hosts))
 	}
 	if !reflect.DeepEqual(before.nodes, after.nodes) {
 		errorf(t, "the Nodes changed:\nbefore %+v\nafter  %+v", before.nodes, after.nodes)
@@ -308,7 +308,7 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 
 	ours := map[string]bool{}
 	names := []string{m.settings.StatusConfigMap}
-	for _, h := range hosts {
+	for _, h := range m.hosts {
 		names = append(names, record.Name(h))
 	}
 	for _, cm := range names {
@@ -343,7 +343,7 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 		}
 	}
 	t.Logf("of %d objects stored, written during the scenario: fleet-role's %d ConfigMaps (%s and the records %s), and the API server's own %s",
-		len(after.keys), len(ours), m.settings.StatusConfigMap, strings.Join(hosts, ", "), strings.Join(house, ", "))
+		len(after.keys), len(ours), m.settings.StatusConfigMap, strings.Join(m.hosts, ", "), strings.Join(house, ", "))
 }
 
 func isKey(m map[string]bool, k string) bool {
@@ -470,7 +470,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 		fatalf(t, "audit log: %v", err)
 	}
 	want := map[string]writer{}
-	for _, h := range hosts {
+	for _, h := range m.hosts {
 		want["probe on "+h] = writer{"probe on " + h, record.Name(h), []string{"create", "patch"}}
 	}
 	want["controller"] = writer{"controller", m.settings.StatusConfigMap, []string{"patch"}}

@@ -1,0 +1,134 @@
+package campaign
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Duration is a time.Duration that JSON writes as a Go duration string
+// ("1.5s"), which a reader of the board can read without knowing it counts
+// nanoseconds.
+type Duration time.Duration
+
+// D is d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Write writes the board (scoreboard.json), every published decision
+// (decisions.jsonl), the timeline (timeline.svg) and the table (table.txt)
+// to dir.
+func (r *Result) Write(dir string) error {
+	board := struct {
+		*Result
+		Decisions int `json:"decisions"`
+	}{r, len(r.decisions)}
+	b, err := json.MarshalIndent(board, "", "  ")
+	if err != nil {
+		return fmt.Errorf("campaign: encode the board: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "scoreboard.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "decisions.jsonl"))
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, d := range r.decisions {
+		if err := enc.Encode(d); err != nil {
+			f.Close()
+			return fmt.Errorf("campaign: encode a decision: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("campaign: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	var svg strings.Builder
+	r.Timeline(&svg)
+	if err := os.WriteFile(filepath.Join(dir, "timeline.svg"), []byte(svg.String()), 0o644); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	var table strings.Builder
+	r.WriteTable(&table)
+	return os.WriteFile(filepath.Join(dir, "table.txt"), []byte(table.String()), 0o644)
+}
+
+// Decisions is every status the controller published during the campaign.
+func (r *Result) Decisions() []Decision { return r.decisions }
+
+// WriteTable prints the per-kind table, every fault that was not ok with
+// its notes, and the totals.
+func (r *Result) WriteTable(w io.Writer) {
+	s := r.Settings
+	fmt.Fprintf(w, "seed %d; %d voters, %d standbys; election timeout %v, heartbeat %v, period %v, window %d at the p%s; swaps published within %.0f periods\n",
+		r.Seed, len(r.Fleet.Voters), len(r.Fleet.Standbys), s.ElectionTimeout, s.HeartbeatInterval, s.SamplePeriod, s.Window,
+		pct(s.TailPercentile), r.Ranges.Bounds.Publish)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tINJECTED\tSWAP-WORTHY\tCAUGHT\tMISSED\tWRONG SWAPS\tFLAPS\tNOT OK\tPERIODS TO PUBLISH (MEDIAN / MAX)")
+	for _, k := range ByKind(r.Faults) {
+		per := "-"
+		if k.Published > 0 {
+			per = fmt.Sprintf("%.1f / %.1f", k.MedianPeriods, k.MaxPer)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Injected, k.SwapWorthy, k.Caught, k.Missed, k.WrongSwaps, k.Flaps, k.Failed, per)
+	}
+	t := r.Totals
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", t.Faults, t.SwapWorthy, t.Caught, t.Missed, t.WrongSwaps, t.Flaps)
+	tw.Flush()
+	fmt.Fprintf(w, "%d decisions published, %d of them between faults", t.Decisions, t.CleanDecisions)
+	if t.SwapWorthy > 0 {
+		fmt.Fprintf(w, "; caught %.1f%% of swap-worthy faults within their bound", 100*float64(t.Caught)/float64(t.SwapWorthy))
+	}
+	fmt.Fprintln(w)
+	for i, f := range r.Faults {
+		if f.OK {
+			continue
+		}
+		fmt.Fprintf(w, "fault %d, %s: %s (truth: %s)\n", i+1, f.Spec, f.Outcome, truthLine(f.Truth))
+		for _, n := range f.Notes {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
+	}
+	if r.Aborted != "" {
+		fmt.Fprintf(w, "stopped early: %s\n", r.Aborted)
+	}
+	if r.OK {
+		fmt.Fprintln(w, "PASS: no wrong swap, no flap, every swap-worthy fault caught within its bound")
+	} else {
+		fmt.Fprintln(w, "FAIL")
+	}
+}
+
+func pct(p float64) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", p*100), "0"), ".")
+}

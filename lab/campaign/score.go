@@ -1,0 +1,267 @@
+package campaign
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// Fault is one injected fault as it happened, with its truth and score.
+type Fault struct {
+	Spec
+	// Start and End are when it was injected and undone; Recovered when the
+	// first status generated after End found every host fit again (zero if
+	// the fleet never did within the campaign's wait).
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end"`
+	Recovered time.Time `json:"recovered"`
+	Truth     Truth     `json:"truth"`
+	// Bound is the periods from Start within which a swap-worthy fault's
+	// swap must be published.
+	Bound float64 `json:"bound_periods,omitempty"`
+
+	// Outcome is one of: caught, late (published after its bound), missed
+	// (never published), held (no swap, as the truth says), wrong-swap,
+	// flap, unseen (a host the truth calls unfit was never reported so),
+	// unrecovered.
+	Outcome string `json:"outcome"`
+	// PeriodsToPublish is the periods from Start to the first status that
+	// published the right swap; nil when none did.
+	PeriodsToPublish *float64 `json:"periods_to_publish"`
+	WrongSwaps       int      `json:"wrong_swaps"`
+	Flaps            int      `json:"flaps"`
+	OK               bool     `json:"ok"`
+	// Notes say what went wrong, with times, for the reader of the board.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Decision is one status the controller published, as decisions.jsonl
+// holds it: enough to score the campaign again.
+type Decision struct {
+	Time   time.Time `json:"time"`
+	Action string    `json:"action"`
+	Out    string    `json:"out,omitempty"`
+	In     string    `json:"in,omitempty"`
+	// Hosts maps every host to its verdict.
+	Hosts map[string]string `json:"hosts"`
+	// UnfitBy maps each unfit host to the signals it is unfit by.
+	UnfitBy map[string][]string `json:"unfit_by,omitempty"`
+	// Why is the first decision reason that is not ok, in words (what held
+	// a swap back), or the swap's.
+	Why string `json:"why,omitempty"`
+}
+
+// Totals sum a campaign's score.
+type Totals struct {
+	Faults         int      `json:"faults"`
+	SwapWorthy     int      `json:"swap_worthy"`
+	Caught         int      `json:"caught"`
+	Missed         int      `json:"missed"`
+	WrongSwaps     int      `json:"wrong_swaps"`
+	Flaps          int      `json:"flaps"`
+	CleanDecisions int      `json:"clean_decisions"`
+	Decisions      int      `json:"decisions"`
+	Unrecovered    int      `json:"unrecovered"`
+	Kinds          []string `json:"kinds"`
+}
+
+// OK reports whether the campaign passes: no wrong swap, no flap, no
+// swap-worthy fault missed, every fault recovered from and every unfit
+// host the truth names reported so.
+func (t Totals) OK(faults []Fault) bool {
+	if t.WrongSwaps > 0 || t.Flaps > 0 || t.Missed > 0 || t.Unrecovered > 0 {
+		return false
+	}
+	for _, f := range faults {
+		if !f.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// Score scores every fault against the published decisions, and the
+// decisions between faults against a clean fleet's truth: nothing to swap.
+// It is pure: faults and decisions in, the same faults scored and the
+// totals out.
+func Score(faults []Fault, decisions []Decision, period time.Duration, standbys []string) ([]Fault, Totals) {
+	ds := slices.SortedFunc(slices.Values(decisions), func(a, b Decision) int { return a.Time.Compare(b.Time) })
+	out := slices.Clone(faults)
+	var t Totals
+	kinds := map[string]bool{}
+	// owner returns the fault whose truth holds at time x: from its start
+	// until the fleet recovered from it (its samples stay in the windows
+	// until they roll out), or until the next fault's start if it never
+	// did; -1 for a clean moment.
+	owner := func(x time.Time) int {
+		for i := range out {
+			f := &out[i]
+			until := f.Recovered
+			if until.IsZero() {
+				until = time.Unix(1<<40, 0)
+				if i+1 < len(out) {
+					until = out[i+1].Start
+				}
+			}
+			if !x.Before(f.Start) && !x.After(until) {
+				return i
+			}
+		}
+		return -1
+	}
+	caughtAt := make([]time.Time, len(out))
+	seenUnfit := make([]bool, len(out))
+	for k, d := range ds {
+		t.Decisions++
+		i := owner(d.Time)
+		if i < 0 {
+			t.CleanDecisions++
+			if d.Action == "swap" {
+				t.WrongSwaps++
+			}
+			continue
+		}
+		f := &out[i]
+		for _, h := range f.Truth.Unfit {
+			if slices.Contains(d.UnfitBy[h], f.Truth.Signal) {
+				seenUnfit[i] = true
+			}
+		}
+		if d.Action == "swap" {
+			if f.Truth.RightOut(d.Out) && slices.Contains(standbys, d.In) {
+				if caughtAt[i].IsZero() {
+					caughtAt[i] = d.Time
+				}
+			} else {
+				f.WrongSwaps++
+				t.WrongSwaps++
+				f.Notes = append(f.Notes, d.Time.Format(time.RFC3339Nano)+": wrong swap "+d.Out+" -> "+d.In+" ("+d.Why+")")
+			}
+		}
+		// A published swap withdrawn, or turned to another voter, at the
+		// next decision while the fault still lasts: a flap (the voter set
+		// never changes in dry run).
+		if k > 0 {
+			p := ds[k-1]
+			if p.Action == "swap" && owner(p.Time) == i && !d.Time.After(f.End) && (d.Action != "swap" || d.Out != p.Out) {
+				f.Flaps++
+				t.Flaps++
+				f.Notes = append(f.Notes, d.Time.Format(time.RFC3339Nano)+": flap: swap "+p.Out+" -> "+p.In+" withdrawn ("+d.Action+" "+d.Out+"; "+d.Why+")")
+			}
+		}
+	}
+	for i := range out {
+		f := &out[i]
+		kinds[string(f.Kind)] = true
+		t.Faults++
+		f.PeriodsToPublish = nil
+		if !caughtAt[i].IsZero() {
+			p := float64(caughtAt[i].Sub(f.Start)) / float64(period)
+			f.PeriodsToPublish = &p
+		}
+		switch {
+		case f.Truth.SwapWorthy():
+			t.SwapWorthy++
+			switch {
+			case f.PeriodsToPublish == nil:
+				f.Outcome = "missed"
+				t.Missed++
+			case *f.PeriodsToPublish > f.Bound:
+				f.Outcome = "late"
+				t.Missed++
+			default:
+				f.Outcome = "caught"
+				t.Caught++
+			}
+		default:
+			f.Outcome = "held"
+		}
+		if len(f.Truth.Unfit) > 0 && !seenUnfit[i] {
+			f.Outcome = "unseen"
+			f.Notes = append(f.Notes, "never reported unfit by "+f.Truth.Signal+": "+strings.Join(f.Truth.Unfit, ", "))
+		}
+		if f.Flaps > 0 {
+			f.Outcome = "flap"
+		}
+		if f.WrongSwaps > 0 {
+			f.Outcome = "wrong-swap"
+		}
+		if f.Recovered.IsZero() {
+			t.Unrecovered++
+			f.Outcome = "unrecovered"
+		}
+		f.OK = f.Outcome == "caught" || f.Outcome == "held"
+	}
+	t.Kinds = slices.Sorted(func(yield func(string) bool) {
+		for k := range kinds {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	return out, t
+}
+
+// KindRow is one row of the table a campaign prints: one kind's faults.
+type KindRow struct {
+	Kind                  Kind
+	Injected, SwapWorthy  int
+	Caught, Missed        int
+	WrongSwaps, Flaps     int
+	Failed                int // faults not ok, whatever the reason
+	MedianPeriods, MaxPer float64
+	Published             int // faults whose right swap was published
+}
+
+// ByKind sums the scored faults per kind, in the catalogue's order.
+func ByKind(faults []Fault) []KindRow {
+	rows := map[Kind]*KindRow{}
+	per := map[Kind][]float64{}
+	for _, f := range faults {
+		r := rows[f.Kind]
+		if r == nil {
+			r = &KindRow{Kind: f.Kind}
+			rows[f.Kind] = r
+		}
+		r.Injected++
+		r.WrongSwaps += f.WrongSwaps
+		r.Flaps += f.Flaps
+		if !f.OK {
+			r.Failed++
+		}
+		if f.Truth.SwapWorthy() {
+			r.SwapWorthy++
+			if f.Outcome == "caught" {
+				r.Caught++
+			} else {
+				r.Missed++
+			}
+		}
+		if f.PeriodsToPublish != nil {
+			per[f.Kind] = append(per[f.Kind], *f.PeriodsToPublish)
+		}
+	}
+	var out []KindRow
+	for _, k := range Kinds {
+		r := rows[k]
+		if r == nil {
+			continue
+		}
+		if ps := per[k]; len(ps) > 0 {
+			slices.Sort(ps)
+			r.Published = len(ps)
+			r.MedianPeriods = median(ps)
+			r.MaxPer = ps[len(ps)-1]
+		}
+		out = append(out, *r)
+	}
+	return out
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
