@@ -68,7 +68,10 @@ remembers (a window's worth).`,
 		}
 		metrics := controller.NewMetrics()
 		page := statuspage.NewServer(statuspage.HistoryFor(s, controller.DecisionsPerPeriod), "controller "+kube.EventComponent)
-		rec, stopEvents := client.EventRecorder()
+		rec, stopEvents, err := client.EventRecorder()
+		if err != nil {
+			return err
+		}
 		defer stopEvents()
 		records := client.NewRecordInformer(s.Namespace)
 		nodes := client.NewNodeInformer(decide.NodeView(s))

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,10 +31,19 @@ const EventComponent = "fleet-role-controller"
 // cluster-scoped object (a Node) go to namespace default: the recorder puts
 // them there, and the API server admits an Event on a cluster-scoped
 // object in no other (docs/operators.md, "Events").
-func (c *Client) EventRecorder() (rec record.EventRecorder, stop func()) {
+//
+// The Events go through a client of their own, with its own rate limit (the
+// same figures): a fleet whose hosts all change verdict at once (every
+// window filling after an install) records an Event per host, and through
+// the shared client they would queue the status's own write behind them.
+func (c *Client) EventRecorder() (rec record.EventRecorder, stop func(), err error) {
+	rc, err := newCoreREST(c.cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("events client: %w", err)
+	}
 	b := record.NewBroadcaster()
-	b.StartRecordingToSink(eventSink{rc: c.rc})
-	return b.NewRecorder(coreScheme, corev1.EventSource{Component: EventComponent}), b.Shutdown
+	b.StartRecordingToSink(eventSink{rc: rc})
+	return b.NewRecorder(coreScheme, corev1.EventSource{Component: EventComponent}), b.Shutdown, nil
 }
 
 // eventSink is record.EventSink over the core/v1 client, as client-go's

@@ -34,7 +34,10 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 		}
 		nodes = append(nodes, *n)
 	}
-	rec, stop := c.Client(t, probetest.ControllerSA).EventRecorder()
+	rec, stop, err := c.Client(t, probetest.ControllerSA).EventRecorder()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer stop()
 	r := nodeevents.New(rec)
 	prev := status(none, host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Fit))
