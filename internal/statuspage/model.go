@@ -7,9 +7,9 @@
 //
 // The page is self-contained (no script, font or style from anywhere else;
 // it works offline and from a file), every text that came from a record is
-// escaped by html/template, colour always comes with a mark and a number,
+// escaped, colour always comes with a mark and a number,
 // and its size is bounded at the largest fleet measured
-// (docs/status-page.md). The controller serves it on its metrics port;
+// (docs/operators.md). The controller serves it on its metrics port;
 // `fleet-role status --html` and `fleet-role decide -o html` write it.
 package statuspage
 

@@ -242,7 +242,7 @@ func TestHostWithoutRecordHasARow(t *testing.T) {
 	}
 }
 
-// PageBytesAt500 is the stated bound of docs/status-page.md: the page for
+// PageBytesAt500 is the stated bound of docs/operators.md: the page for
 // the bench's largest fleet, 500 recording standbys and three voters,
 // whatever their records hold.
 const PageBytesAt500 = 1 << 20
