@@ -27,10 +27,10 @@ func newDecideCommand() *cobra.Command {
 		Long: `Makes the controller's decision from saved inputs and prints it, touching no
 cluster:
 
-  kubectl -n fleet-role get configmap -l fleet-role.io/record=probe -o json > probe.json
+  kubectl -n fleet-role get configmap -l fleet-role.io/record=probe -o json > records.json
   kubectl get nodes -o json > nodes.json
   kubectl -n fleet-role get configmap fleet-role-status -o json > previous.json
-  fleet-role decide --probe probe.json --nodes nodes.json --previous previous.json -o table
+  fleet-role decide --probe records.json --nodes nodes.json --previous previous.json -o table
 
 --probe takes the records as kubectl lists them (a List of ConfigMaps), one
 record, or the single fleet-role-probe ConfigMap of installs before records

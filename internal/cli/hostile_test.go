@@ -13,7 +13,6 @@ import (
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/record"
@@ -55,16 +54,13 @@ func TestDecideOnHostileRecords(t *testing.T) {
 	base := filepath.Join("..", "decide", "testdata", "all-fit")
 	var nodes corev1.NodeList
 	readJSONFile(t, filepath.Join(base, "nodes.json"), &nodes)
-	var old corev1.ConfigMap
-	readJSONFile(t, filepath.Join(base, "probe.json"), &old)
-
-	list := corev1.ConfigMapList{TypeMeta: metav1.TypeMeta{Kind: "List", APIVersion: "v1"}}
+	// The scenario's records, and a record beside them for every hostile
+	// one.
+	var list corev1.ConfigMapList
+	readJSONFile(t, filepath.Join(base, "records.json"), &list)
 	add := func(node, text string) {
 		cm := record.Object("fleet-role", record.Owner{Name: node}, text)
 		list.Items = append(list.Items, *cm)
-	}
-	for node, text := range old.Data {
-		add(node, text)
 	}
 	hostile := hostileRecords()
 	for node, text := range hostile {

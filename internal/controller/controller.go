@@ -51,7 +51,7 @@ type Controller struct {
 
 	previous    *decide.Status // the last decision, in memory; read from the ConfigMap once at start
 	loaded      bool
-	lastWritten [sha256.Size]byte // the digest of the last document written, without its timestamp: the document itself is a ConfigMap's worth at a large fleet
+	lastWritten [sha256.Size]byte // the fingerprint of the last decision written (decide.Status.Fingerprint): the document itself is a ConfigMap's worth at a large fleet
 	lastWriteAt time.Time         // when it was written
 	lastOutcome string            // its decision and verdicts (outcomeOf)
 
@@ -148,26 +148,26 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	c.cfg.Events.Observe(c.previous, &st, kubeNodes)
 	c.logChange(&st)
 
-	// Write when the document changed, and at least once a window so that
+	// Write when the decision changed, and at least once a window so that
 	// a reader can tell the controller is alive. A change of figures alone
 	// waits until most of a period has passed since the last write (three
 	// quarters, so that a late tick does not skip a whole one), keeping the
 	// status's writes to the etcd it judges at one a period at most; a
-	// changed decision or verdict is written at once. The document, a
-	// ConfigMap's worth at a large fleet, is encoded only when it may be
-	// written: to learn whether it changed when a write is due, and again,
-	// with its timestamp, when it did.
+	// changed decision or verdict is written at once. Whether it changed is
+	// its fingerprint, which leaves out the ages that change every round;
+	// it and the document, a ConfigMap's worth at a large fleet, are
+	// encoded only when a write may be due.
 	window := time.Duration(s.Window) * s.SamplePeriod
 	outcome := outcomeOf(&st)
 	since := now.Sub(c.lastWriteAt)
 	overdue := c.lastWriteAt.IsZero() || since >= window
 	due := since >= s.SamplePeriod*3/4 || outcome != c.lastOutcome
 	if overdue || due {
-		digest, err := digestWithoutTimestamp(&st)
+		fingerprint, err := st.Fingerprint()
 		if err != nil {
 			return nil, err
 		}
-		if overdue || digest != c.lastWritten {
+		if overdue || fingerprint != c.lastWritten {
 			doc, err := st.Marshal()
 			if err != nil {
 				return nil, fmt.Errorf("encode status: %w", err)
@@ -179,7 +179,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 				c.previous = remembered(&st)
 				return &st, fmt.Errorf("write configmap %s: %w", s.StatusConfigMap, err)
 			}
-			c.lastWritten = digest
+			c.lastWritten = fingerprint
 			c.lastWriteAt = now
 			c.lastOutcome = outcome
 			c.cfg.Metrics.written()
@@ -281,68 +281,6 @@ func keyReasons(d decide.Decision) []decide.Reason {
 		}
 	}
 	return out
-}
-
-// digestWithoutTimestamp is the digest of the document as it is compared
-// between rounds: without its timestamp and without what follows from the
-// timestamp alone. Every host's freshness reason and the cooldown gate
-// state an age (now minus when something was seen), which grows every
-// round; compared as they are, the document would differ every round and
-// be written every round. Their verdicts (ok or not) stay compared, so a
-// host going stale or a cooldown ending is still a change; so do the times
-// they count from (each host's observation and the voter set's change time).
-// It blanks those fields of st in place and puts them back before it
-// returns, rather than encoding a copy: the copy of every host's reasons
-// would be as large as the reasons.
-func digestWithoutTimestamp(st *decide.Status) ([sha256.Size]byte, error) {
-	type was struct {
-		r      *decide.Reason
-		value  *float64
-		detail string
-	}
-	var undo []was
-	blank := func(r *decide.Reason, value *float64, detail string) {
-		undo = append(undo, was{r, r.Value, r.Detail})
-		r.Value, r.Detail = value, detail
-	}
-	generated := st.GeneratedAt
-	defer func() {
-		st.GeneratedAt = generated
-		for i := len(undo) - 1; i >= 0; i-- { // last first, should one reason be blanked twice
-			undo[i].r.Value, undo[i].r.Detail = undo[i].value, undo[i].detail
-		}
-	}()
-	st.GeneratedAt = time.Time{}
-	var ages []string // details that state an age, as other details quote them
-	for i := range st.Hosts {
-		for j := range st.Hosts[i].Reasons {
-			if r := &st.Hosts[i].Reasons[j]; r.Signal == decide.SignalFreshness {
-				if r.Detail != "" {
-					ages = append(ages, r.Detail)
-				}
-				blank(r, nil, "")
-			}
-		}
-	}
-	for i := range st.Decision.Reasons {
-		r := &st.Decision.Reasons[i]
-		if r.Signal == decide.GateCooldown {
-			blank(r, nil, "")
-		}
-		// A gate that names a stale voter quotes its freshness detail.
-		detail := r.Detail
-		for _, a := range ages {
-			detail = strings.ReplaceAll(detail, a, "")
-		}
-		if detail != r.Detail {
-			blank(r, r.Value, detail)
-		}
-	}
-	b, err := st.Marshal()
-	if err != nil {
-		return [sha256.Size]byte{}, fmt.Errorf("encode status: %w", err)
-	}
-	return sha256.Sum256(b), nil
 }
 
 // Ready reports whether the last loop succeeded within three intervals.

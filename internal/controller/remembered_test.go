@@ -65,17 +65,17 @@ func TestRememberedDecidesAlike(t *testing.T) {
 	}
 }
 
-// The digest blanks the ages in place and puts them back: the Status it was
-// given encodes as before, and a later decision over the same records, whose
-// ages alone differ, has the same digest.
-func TestDigestLeavesStatus(t *testing.T) {
+// The fingerprint the controller compares leaves the Status it was given as
+// it was, and a later decision over the same records, whose ages alone
+// differ, has the same fingerprint; a host made unknown changes it.
+func TestFingerprintLeavesStatus(t *testing.T) {
 	cfg, now := largeFleet(t, 5)
 	st := decideOver(t, cfg, now, nil, "")
 	before, err := st.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d1, err := controller.DigestWithoutTimestamp(&st)
+	d1, err := st.Fingerprint()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +84,14 @@ func TestDigestLeavesStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(before, after) {
-		t.Fatalf("the digest changed the status:\n%s\n%s", before, after)
+		t.Fatalf("the fingerprint changed the status:\n%s\n%s", before, after)
 	}
 	older := decideOver(t, cfg, now.Add(time.Second), &st, "")
-	if d2, err := controller.DigestWithoutTimestamp(&older); err != nil || d2 != d1 {
-		t.Errorf("a second later the digest differs (%v): the ages are compared", err)
+	if d2, err := older.Fingerprint(); err != nil || d2 != d1 {
+		t.Errorf("a second later the fingerprint differs (%v): the ages are compared", err)
 	}
 	changed := decideOver(t, cfg, now.Add(time.Second), &st, st.Hosts[len(st.Hosts)-1].Name)
-	if d3, err := controller.DigestWithoutTimestamp(&changed); err != nil || d3 == d1 {
-		t.Errorf("a host made unknown leaves the digest as it was (%v)", err)
+	if d3, err := changed.Fingerprint(); err != nil || d3 == d1 {
+		t.Errorf("a host made unknown leaves the fingerprint as it was (%v)", err)
 	}
 }

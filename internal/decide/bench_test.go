@@ -81,7 +81,7 @@ func TestDecideAtScale(t *testing.T) {
 // be read.
 func TestDecideExitCodes(t *testing.T) {
 	dir := filepath.Join("testdata", "all-fit")
-	probe, nodes := filepath.Join(dir, "probe.json"), filepath.Join(dir, "nodes.json")
+	probe, nodes := filepath.Join(dir, "records.json"), filepath.Join(dir, "nodes.json")
 	tmp := t.TempDir()
 	notJSON := filepath.Join(tmp, "not.json")
 	writeFile(t, notJSON, []byte("{"))

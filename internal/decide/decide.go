@@ -26,7 +26,58 @@ import (
 
 // Decide makes one decision. It never fails: a host whose entry cannot be
 // read is unknown with the error as its reason, and the others are judged.
+//
+// It goes in three steps: every host is judged into typed judgements and a
+// link matrix (assess), the plan is made from those (plan.go), and the
+// reasons are written last, into the Status.
 func Decide(in Input) Status {
+	a := assess(in)
+	s, now := a.j.s, a.j.now
+	mem := remember(in.Previous, a.hosts, now)
+	d := planSafely(a.j, a.hosts, a.links, in.Previous, &mem)
+	st := Status{
+		Schema:      Schema,
+		Form:        FormFull,
+		GeneratedAt: now,
+		DryRun:      s.DryRun,
+		Settings:    Settings{Values: s, Limits: s.Limits()},
+		Hosts:       make([]Host, 0, len(a.hosts)),
+		Decision:    d,
+		Memory:      mem,
+		Records:     Records{CapBytes: record.CapBytes(s.Window, s.MaxServers)},
+	}
+	for _, h := range a.hosts {
+		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
+			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons(a.j), Observation: h.obs})
+	}
+	st.FailureTolerance = toleranceOf(st.Hosts)
+	// Every record counts, a host's the decision leaves out (neither voter
+	// nor eligible any more) too: they are what fleet-role stores.
+	for _, name := range sortedKeys(in.Entries) {
+		b := len(in.Entries[name])
+		st.Records.Count++
+		st.Records.TotalBytes += b
+		if b > st.Records.LargestBytes {
+			st.Records.LargestBytes, st.Records.Largest = b, name
+		}
+	}
+	return st
+}
+
+// assessment is every host of a decision judged: the hosts (those the
+// decision reports, by name), each with its judgements and verdict, and the
+// link matrix between them.
+type assessment struct {
+	j      *limits
+	hosts  []*host
+	byName map[string]*host
+	links  *linkMatrix
+}
+
+// assess judges every host of in. A host's own entry is judged first, every
+// host's; then each link is held against its other end as well (links.go),
+// and the verdicts follow.
+func assess(in Input) *assessment {
 	s := in.Settings
 	now := in.Now.UTC()
 	prev := map[string]*Observation{}
@@ -39,7 +90,7 @@ func Decide(in Input) Status {
 	}
 	nodes := slices.SortedFunc(slices.Values(in.Nodes), func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
 
-	j := limitsOf(s)
+	j := limitsOf(s, now)
 	var hosts []*host
 	byName := map[string]*host{}
 	for _, n := range nodes {
@@ -58,7 +109,7 @@ func Decide(in Input) Status {
 				h.read(s, &j.dec, true)
 			}
 		}
-		h.role = roleOf(n, latestEtcd(h.window))
+		h.role = roleOf(n, h.etcd)
 		if h.role == RoleOther && !h.hasEntry {
 			continue // a host that records nothing has nothing to report
 		}
@@ -71,51 +122,30 @@ func Decide(in Input) Status {
 	for _, h := range hosts {
 		if h.isMember() {
 			voters = append(voters, h.node.Name)
-			if x := latestEtcd(h.window); x != nil && x.MemberID != "" {
-				members[x.MemberID] = h.node.Name
+			if x := h.etcd; x != nil && x.memberID != "" {
+				members[x.memberID] = h.node.Name
 			}
 		}
 	}
+	// One block for every host's judgements, each host given room for all
+	// it can make (ownRoom); one that makes more grows out of it.
+	room := 0
 	for _, h := range hosts {
+		room += h.ownRoom(len(voters))
+	}
+	block := make([]judgement, room)
+	for _, h := range hosts {
+		n := h.ownRoom(len(voters))
+		h.own, block = block[:0:n], block[n:]
 		h.judge(j, now, voters, members)
+		sortJudgements(h.own)
 	}
-	mirrorSlowLinks(hosts, byName)
+	links := linksOf(hosts, byName)
 	for _, h := range hosts {
-		slices.SortStableFunc(h.reasons, func(a, b Reason) int {
-			return cmp.Or(cmp.Compare(signalOrder[a.Signal], signalOrder[b.Signal]), cmp.Compare(a.Subject, b.Subject))
-		})
-		h.verdict = verdictOf(h.reasons)
+		h.judgements(links, byName)
+		h.verdict = verdictOf(h.all)
 	}
-
-	mem := remember(in.Previous, hosts, now)
-	d := planSafely(s, now, hosts, in.Previous, &mem)
-	st := Status{
-		Schema:      Schema,
-		Form:        FormFull,
-		GeneratedAt: now,
-		DryRun:      s.DryRun,
-		Settings:    Settings{Values: s, Limits: s.Limits()},
-		Hosts:       make([]Host, 0, len(hosts)),
-		Decision:    d,
-		Memory:      mem,
-		Records:     Records{CapBytes: record.CapBytes(s.Window, s.MaxServers)},
-	}
-	for _, h := range hosts {
-		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
-			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons, Observation: h.obs})
-	}
-	st.FailureTolerance = toleranceOf(st.Hosts)
-	// Every record counts, a host's the decision leaves out (neither voter
-	// nor eligible any more) too: they are what fleet-role stores.
-	for _, name := range sortedKeys(in.Entries) {
-		b := len(in.Entries[name])
-		st.Records.Count++
-		st.Records.TotalBytes += b
-		if b > st.Records.LargestBytes {
-			st.Records.LargestBytes, st.Records.Largest = b, name
-		}
-	}
-	return st
+	return &assessment{j: j, hosts: hosts, byName: byName, links: links}
 }
 
 // decodeEntry reads one host's entry. A panic in the reader is that entry's
@@ -146,10 +176,11 @@ func decodeEntry(dec *entry.Decoder, kept bool, raw, node string, l entry.Limits
 // judgeHook, when set (by tests), runs before each host is judged.
 var judgeHook func(node string)
 
-// read decodes the host's entry with dec and takes its window. A host whose
-// window is let go once it is judged (not an etcd member) reads it into the
-// memory of the host judged before it; an etcd member's window outlives its
-// judging and is kept, in memory of its own.
+// read decodes the host's entry with dec and takes its window. An etcd
+// member's entry is read before any host is judged (its role depends on
+// it), so it is kept, in memory of its own, until the member is judged;
+// every other host reads its entry as it is judged, into the memory of the
+// host judged before it.
 func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
 	h.wasRead = true
 	e, connects, err := decodeEntry(dec, kept, h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
@@ -165,11 +196,10 @@ func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
 			h.connects[v] = c.Slice(from)
 		}
 	}
-	// An etcd member's window and connects outlive its judging: the plan
-	// reads its connects by voter (fitOutside); every other host's are let
-	// go. Its histograms were read into dec's memory, which dec's next entry
-	// reuses: merged now, the one use the decision has for them, and
-	// dropped from its samples.
+	h.etcd = etcdStateOf(latestEtcd(h.window))
+	// A kept entry's histograms were read into dec's memory, which dec's
+	// next entry reuses: merged now, the one use the decision has for them,
+	// and dropped from its samples.
 	if kept {
 		h.merged = mergeEtcd(h.window)
 		for i := range e.Samples {
@@ -180,24 +210,38 @@ func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
 	}
 }
 
-// judge judges one host. A panic while judging it makes that host unknown
-// with the panic's value as its reason, and leaves its samples out of the
-// rest of the decision; the other hosts are judged as usual. The samples of
-// a host that is not an etcd member are let go once it is judged: the plan
-// reads only its reasons, and a fleet's decoded windows would otherwise all
-// be held at once.
+// ownRoom is room for the judgements measure makes of the host's own entry:
+// the evidence (samples, freshness), the link, a connect to each voter, the
+// disk, memory and stall, and one of those made only now and then (a full
+// record, failed readings); a member's etcd adds a round trip to each other
+// member and its second disk, and it does not connect to itself. A host
+// without a readable entry has one.
+func (h *host) ownRoom(voters int) int {
+	switch {
+	case !h.hasEntry || h.readErr != nil:
+		return 1
+	case h.isMember():
+		return 7 + 2*voters
+	}
+	return 8 + voters
+}
+
+// judge judges one host's own entry into h.own. A panic while judging it makes that
+// host unknown with the panic's value as its reason, and leaves its samples
+// out of the rest of the decision; the other hosts are judged as usual. The
+// samples are let go once the host is judged: the plan reads judgements,
+// and a fleet's decoded windows would otherwise all be held at once.
 func (h *host) judge(j *limits, now time.Time, voters []string, members map[string]string) {
 	s := j.s
 	defer func() {
 		if p := recover(); p != nil {
-			h.window, h.connects, h.decoded, h.judged = nil, nil, false, false
-			h.reasons = []Reason{unmeasured(SignalEntry, "", panicBasis,
-				"judging this host's entry panicked: "+clip(fmt.Sprint(p)), false)}
+			h.window, h.connects, h.decoded, h.judged, h.etcd = nil, nil, false, false, nil
+			g := unmeasuredAs(kindEntry, vPanic, "", nil, unknown)
+			g.text = clip(fmt.Sprint(p))
+			h.own = []judgement{g}
 		}
 		h.samples = len(h.window)
-		if !h.isMember() {
-			h.window, h.connects, h.entry = nil, nil, entry.Entry{}
-		}
+		h.window, h.connects, h.entry, h.merged = nil, nil, entry.Entry{}, nil
 	}()
 	if judgeHook != nil {
 		judgeHook(h.node.Name)
@@ -205,38 +249,25 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 	if h.hasEntry && !h.wasRead {
 		h.read(s, &j.dec, h.isMember())
 	}
-	if h.reasons == nil {
-		// Room for every reason measure can give: the evidence (record,
-		// samples, freshness), the link, a connect to each voter, the disk,
-		// memory, stall and reading errors; a member's etcd has a round trip
-		// to each other member, its two disks and its failed scrapes.
-		n := 9 + len(voters)
-		if h.isMember() {
-			n += len(voters) + 2
-		}
-		h.reasons = make([]Reason, 0, n)
-	}
 	h.evidence(j, now, h.readErr)
 	if h.decoded {
 		h.measure(j, voters, members)
 	}
 }
 
-const panicBasis = "a host is judged only when judging it completes; a panic is a fault of fleet-role's, reported on the host whose entry caused it and never held against the others"
-
 // StepPlan is the decision's reason when planning itself panicked.
 const StepPlan = "plan"
 
 // planSafely plans the swap; a panic while planning is a decision of none,
 // with the panic as its reason, so that the verdicts are still published.
-func planSafely(s settings.Settings, now time.Time, hosts []*host, prev *Status, mem *Memory) (d Decision) {
+func planSafely(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) (d Decision) {
 	defer func() {
 		if p := recover(); p != nil {
 			d = Decision{Action: ActionNone, Reasons: []Reason{step(StepPlan, "", panicBasis, false,
 				"planning panicked: "+clip(fmt.Sprint(p)))}}
 		}
 	}()
-	return plan(s, now, hosts, prev, mem)
+	return plan(j, hosts, links, prev, mem)
 }
 
 // observe carries when the controller first saw this exact entry, so that
@@ -249,82 +280,8 @@ func observe(prev *Observation, raw string, now time.Time) *Observation {
 	return o
 }
 
-// mirrorSlowLinks names a slow link on both its ends. Between two voters it
-// makes both unfit: either end may be the one on the poor path, and the voter
-// on the most slow links is the one replaced. A slow link that a host which
-// does not vote measured to a voter is named on the voter but held only
-// against the measuring host: a voter is judged by the paths the quorum uses,
-// and a poor path from one standby must not make a healthy voter the one to
-// swap out (for that very standby, which would then be judged without it).
-// Only measurements of judged hosts (a full, fresh window) count against
-// another host.
-func mirrorSlowLinks(hosts []*host, byName map[string]*host) {
-	for _, x := range hosts {
-		if !x.judged {
-			continue
-		}
-		for _, r := range x.reasons {
-			if !isLink(r) || r.OK {
-				continue
-			}
-			y := byName[r.Subject]
-			if y == nil || hasSlowLink(y.reasons, x.node.Name) {
-				continue
-			}
-			m := r
-			m.Subject = x.node.Name
-			// The copy repeats the numbers, not the entry's error texts,
-			// which stay in the measuring host's own reason.
-			detail := cmp.Or(r.brief, r.Detail)
-			if r.brief != "" && r.brief != r.Detail {
-				detail += " (the latest error is in " + x.node.Name + "'s reasons)"
-			}
-			m.Detail, m.brief = "measured by "+x.node.Name+": "+detail, ""
-			if !votes(x) && votes(y) {
-				m.Value, m.Limit, m.OK = nil, nil, true
-				m.Detail += "; held against " + x.node.Name + ", which does not vote, not against this voter, whose paths to the other voters decide"
-			}
-			y.reasons = append(y.reasons, m)
-		}
-	}
-}
-
 // votes reports a host that holds an etcd vote or is becoming one.
 func votes(h *host) bool { return h.role == RoleVoter || h.role == RoleLearner }
-
-func hasSlowLink(rs []Reason, other string) bool {
-	for _, r := range rs {
-		if isLink(r) && !r.OK && r.Subject == other {
-			return true
-		}
-	}
-	return false
-}
-
-// slowLinks lists the other ends of a host's slow links.
-func slowLinks(rs []Reason) []string {
-	set := map[string]bool{}
-	for _, r := range rs {
-		if isLink(r) && !r.OK {
-			set[r.Subject] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
-}
-
-func verdictOf(rs []Reason) Verdict {
-	v := Fit
-	for _, r := range rs {
-		if r.OK {
-			continue
-		}
-		if r.unknown {
-			return Unknown
-		}
-		v = Unfit
-	}
-	return v
-}
 
 // remember carries the voter set and when it last changed. A change seen
 // between two decisions dates from the later one. With no previous decision

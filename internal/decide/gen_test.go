@@ -12,10 +12,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
@@ -53,6 +55,9 @@ type gHost struct {
 	stall   func(i, n int) float64
 	raw     string // the entry text as is (a malformed entry)
 	noEntry bool
+	// record, when set, changes the host's record after it is made (a
+	// record written around the admission policy).
+	record func(cm *corev1.ConfigMap)
 	// until is when the last sample was taken (default: a second before now).
 	until time.Time
 }
@@ -214,7 +219,28 @@ func (f *gFleet) rawEntry(t testing.TB, h *gHost) string {
 	return text
 }
 
-func (f *gFleet) probeConfigMap(t testing.TB) corev1.ConfigMap {
+// records is the probes' records as the controller lists them and
+// `kubectl get configmap -l fleet-role.io/record=probe -o json` prints
+// them: a List of one ConfigMap per recording host, owned by its Node.
+func (f *gFleet) records(t testing.TB) corev1.ConfigMapList {
+	list := corev1.ConfigMapList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+	for _, h := range f.hosts {
+		if h.noEntry {
+			continue
+		}
+		cm := record.Object(f.s.Namespace, record.Owner{Name: h.name, UID: nodeUID(h.name)}, f.rawEntry(t, h))
+		if h.record != nil {
+			h.record(cm)
+		}
+		list.Items = append(list.Items, *cm)
+	}
+	return list
+}
+
+// legacyConfigMap is the same entries in the one fleet-role-probe
+// ConfigMap that installs before records shared, a key per node: what the
+// legacy reader (decide.EntriesFromConfigMap) still reads.
+func (f *gFleet) legacyConfigMap(t testing.TB) corev1.ConfigMap {
 	cm := corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: "fleet-role-probe", Namespace: f.s.Namespace},
@@ -228,13 +254,18 @@ func (f *gFleet) probeConfigMap(t testing.TB) corev1.ConfigMap {
 	return cm
 }
 
+// nodeUID is a host's Node UID, made from its name.
+func nodeUID(name string) types.UID {
+	return types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", seed("uid", name)>>32, seed("uid", name)&0xffffffffffff))
+}
+
 func (f *gFleet) nodes() corev1.NodeList {
 	list := corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
 	for i, h := range f.hosts {
 		ip := fmt.Sprintf("10.0.0.%d", 10+i)
 		n := corev1.Node{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
-			ObjectMeta: metav1.ObjectMeta{Name: h.name, Labels: map[string]string{"kubernetes.io/hostname": h.name}, Annotations: map[string]string{}},
+			ObjectMeta: metav1.ObjectMeta{Name: h.name, UID: nodeUID(h.name), Labels: map[string]string{"kubernetes.io/hostname": h.name}, Annotations: map[string]string{}},
 			Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}},
 		}
 		if h.voter {
@@ -259,11 +290,17 @@ func (f *gFleet) nodes() corev1.NodeList {
 	return list
 }
 
-// input is the decision's input as the CLI would build it from the files.
+// input is the decision's input as the controller builds it from the
+// records, and the CLI from the file that lists them.
 func (f *gFleet) input(t testing.TB, prev *decide.Status) decide.Input {
-	cm := f.probeConfigMap(t)
+	list := f.records(t)
+	records := make([]*corev1.ConfigMap, len(list.Items))
+	for i := range list.Items {
+		records[i] = &list.Items[i]
+	}
+	entries, unreadable := record.ReadAll(records)
 	return decide.Input{Now: f.now, Settings: f.s, Nodes: decide.NodesFromKube(f.nodes().Items, f.s),
-		Entries: decide.EntriesFromConfigMap(&cm), Previous: prev}
+		Entries: entries, Unreadable: unreadable, Previous: prev}
 }
 
 func mustJSON(t testing.TB, v any) []byte {

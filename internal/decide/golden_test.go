@@ -3,12 +3,15 @@ package decide_test
 import (
 	"bytes"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/decide"
@@ -19,7 +22,14 @@ var update = flag.Bool("update", false, "rewrite the golden scenarios under test
 
 // scenario is one golden case: a generated fleet, an optional previous
 // status and settings file, and what the decision must hold (asserted
-// beside the golden bytes, so that a wrong golden cannot pass).
+// beside the golden bytes, so that a wrong golden cannot pass): its
+// verdicts and action, and the numbers that decide them, from the
+// generator's model of the fleet.
+//
+// The fleet's entries are written as the controller reads them: a List of
+// records (records.json), one per host. One scenario (legacy) writes them
+// in the one shared ConfigMap of installs before records (probe.json),
+// which must decide the same as the records it copies (sameAs).
 type scenario struct {
 	name     string
 	fleet    *gFleet
@@ -27,7 +37,27 @@ type scenario struct {
 	// settingsYAML is written as settings.yaml and passed with --settings.
 	settingsYAML string
 	check        func(t *testing.T, st decide.Status)
+	legacy       bool
+	sameAs       string
 }
+
+// The generator's figures (gen_test.go): a connect on the LAN is two
+// one-way delays of 0.2 to 0.5 ms and up to 0.4 ms more; a slow path adds
+// its delay both ways.
+const lanConnect = 2*0.0005 + 0.0004
+
+// slowConnect bounds a connect over a path slowed by oneWay seconds each
+// way.
+func slowConnect(oneWay float64) (lo, hi float64) {
+	return 2 * (0.0002 + oneWay), 2*(0.0005+oneWay) + 0.0004
+}
+
+// The generator's slow WAL puts most fsyncs in etcd's bucket (16 ms, 32 ms],
+// a slow standby disk reads 20 ms, and low memory is 1 to 2 GiB available.
+const (
+	slowWALLo, slowWALHi = 0.016, 0.032
+	slowFsync            = 0.02
+)
 
 func k3s() settings.Settings { return settings.Defaults() }
 
@@ -37,9 +67,19 @@ func scenarios(t testing.TB) []scenario {
 
 	f := standardFleet(k3s())
 	add(scenario{name: "all-fit", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+		s := k3s()
 		for _, h := range st.Hosts {
 			wantVerdict(t, st, h.Name, decide.Fit)
+			for _, r := range h.Reasons {
+				if r.Signal == decide.SignalConnect {
+					wantFigure(t, r, 0.0004, lanConnect, s.ConnectLimit().Value, true)
+				}
+			}
 		}
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalMemory, ""), 9*float64(gib), 10*float64(gib), 2*float64(gib), true)
+		wantFigure(t, hostReason(t, st, "delta", decide.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), 0.0021, 0.0021, s.FdatasyncLimit().Value, true)
+		wantFigure(t, decisionReason(t, st, decide.StepEligible, ""), 5, 5, 3, true)
+		wantFigure(t, decisionReason(t, st, decide.GateCooldown, ""), 7200, 7200, s.Cooldown().Value, true)
 		wantNone(t, st, decide.StepReplace)
 	}})
 
@@ -54,6 +94,16 @@ func scenarios(t testing.TB) []scenario {
 		if st.Decision.Action != decide.ActionSwap || !slices.Contains([]string{"alpha", "bravo"}, st.Decision.Out) {
 			t.Fatalf("decision %+v, want a swap of alpha or bravo", st.Decision)
 		}
+		s := k3s()
+		lo, hi := slowConnect(0.4)
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalConnect, "bravo"), lo, hi, s.ConnectLimit().Value, false)
+		wantFigure(t, hostReason(t, st, "charlie", decide.SignalConnect, "alpha"), 0.0004, lanConnect, s.ConnectLimit().Value, true)
+		// etcd's round trip lands in its bucket (409.6 ms, 819.2 ms]: over
+		// the limit, from the bucket's interpolation.
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalPeerRTT, "bravo"), s.RTTLimit().Value, 0.8192, s.RTTLimit().Value, false)
+		wantFigure(t, decisionReason(t, st, decide.StepAttribution, ""), 1, 1, 1, true)
+		wantFigure(t, decisionReason(t, st, decide.StepReplace, st.Decision.Out), 1, 1, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, decide.StepSteady, st.Decision.Out), 3, 3, 3, true)
 	}})
 
 	f = standardFleet(k3s())
@@ -72,6 +122,18 @@ func scenarios(t testing.TB) []scenario {
 		if decisionReason(t, st, decide.StepCandidate, "echo").OK {
 			t.Fatal("echo, on Wi-Fi, was a fit candidate")
 		}
+		s := k3s()
+		lo, hi := slowConnect(0.4)
+		wantFigure(t, hostReason(t, st, "delta", decide.SignalConnect, "charlie"), lo, hi, s.ConnectLimit().Value, false)
+		// charlie's slow links are to the two other voters: delta's, a
+		// standby's, is named on it and held only against delta.
+		wantFigure(t, decisionReason(t, st, decide.StepReplace, "charlie"), 2, 2, math.NaN(), true)
+		if r := hostReasonBy(t, st, "charlie", decide.SignalConnect, "delta"); !r.OK || r.Value != nil {
+			t.Fatalf("delta's slow link on charlie: %+v", r)
+		}
+		// delta's headroom is its disk's: 2.1 ms of 10 ms.
+		f := s.FdatasyncLimit().Value
+		wantFigure(t, decisionReason(t, st, decide.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
 	}})
 
 	mostLinks := func() *gFleet {
@@ -87,13 +149,14 @@ func scenarios(t testing.TB) []scenario {
 			wantVerdict(t, st, n, decide.Unfit)
 		}
 		wantSwap(t, st, "bravo", "delta")
-		r := decisionReason(t, st, decide.StepReplace, "bravo")
-		if r.Value == nil || *r.Value != 2 {
-			t.Fatalf("bravo's slow links: %+v", r)
-		}
-		if !decisionReason(t, st, decide.StepCandidate, "echo").OK {
-			t.Fatal("echo is fit but was no candidate")
-		}
+		wantFigure(t, decisionReason(t, st, decide.StepReplace, "bravo"), 2, 2, math.NaN(), true)
+		// echo's headroom is its connect's, 150 ms more than the LAN's;
+		// delta's its disk's, larger.
+		l := k3s().ConnectLimit().Value
+		lo, hi := slowConnect(0)
+		wantFigure(t, decisionReason(t, st, decide.StepCandidate, "echo"), (l-hi-0.15)/l, (l-lo-0.15)/l, math.NaN(), true)
+		f := k3s().FdatasyncLimit().Value
+		wantFigure(t, decisionReason(t, st, decide.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
 	}})
 
 	f = mostLinks()
@@ -110,6 +173,7 @@ func scenarios(t testing.TB) []scenario {
 				t.Fatalf("a candidate was judged for a pinned voter: %+v", r)
 			}
 		}
+		wantFigure(t, decisionReason(t, st, decide.StepReplace, "bravo"), 2, 2, math.NaN(), true)
 	}})
 
 	f = standardFleet(k3s())
@@ -126,6 +190,11 @@ func scenarios(t testing.TB) []scenario {
 		if r := decisionReason(t, st, decide.GateReported, "charlie"); !strings.Contains(r.Detail, "stopped reporting") {
 			t.Fatalf("gate: %+v", r)
 		}
+		s := k3s()
+		// Seen changing four periods ago: over the three periods allowed.
+		age := (4 * s.SamplePeriod).Seconds()
+		wantFigure(t, hostReason(t, st, "charlie", decide.SignalFreshness, ""), age, age, s.StaleAfter().Value, false)
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalWALFsync, ""), slowWALLo, slowWALHi, s.WALFsyncLimit().Value, false)
 	}})
 
 	f = standardFleet(k3s())
@@ -137,6 +206,7 @@ func scenarios(t testing.TB) []scenario {
 		}
 		wantNone(t, st, decide.GateLearner)
 		wantNone(t, st, decide.GateMembers)
+		wantFigure(t, decisionReason(t, st, decide.GateMembers, ""), 4, 4, 3, false)
 	}})
 
 	f = standardFleet(k3s())
@@ -146,6 +216,7 @@ func scenarios(t testing.TB) []scenario {
 		if !decisionReason(t, st, decide.StepCandidate, "delta").OK {
 			t.Fatal("delta should be a fit candidate; only the cooldown holds the swap")
 		}
+		wantFigure(t, decisionReason(t, st, decide.GateCooldown, ""), 600, 600, k3s().Cooldown().Value, false)
 	}})
 
 	f = standardFleet(k3s())
@@ -155,6 +226,7 @@ func scenarios(t testing.TB) []scenario {
 	add(scenario{name: "too-few-samples", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
 		for _, h := range st.Hosts {
 			wantVerdict(t, st, h.Name, decide.Unknown)
+			wantFigure(t, hostReason(t, st, h.Name, decide.SignalSamples, ""), 60, 60, float64(k3s().Window), false)
 		}
 		wantNone(t, st, decide.GateReported)
 	}})
@@ -186,6 +258,7 @@ func scenarios(t testing.TB) []scenario {
 		if r := decisionReason(t, st, decide.StepEligible, ""); !strings.Contains(r.Detail, "refused: 2 hosts") {
 			t.Fatalf("eligible: %+v", r)
 		}
+		wantFigure(t, decisionReason(t, st, decide.StepEligible, ""), 2, 2, 3, false)
 	}})
 
 	f = standardFleet(k3s())
@@ -197,6 +270,7 @@ func scenarios(t testing.TB) []scenario {
 			t.Fatalf("echo's first reason: %+v", r)
 		}
 		wantSwap(t, st, "alpha", "delta")
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalWALFsync, ""), slowWALLo, slowWALHi, k3s().WALFsyncLimit().Value, false)
 	}})
 
 	// k3s on an external datastore: no node carries the etcd role.
@@ -217,6 +291,11 @@ func scenarios(t testing.TB) []scenario {
 	add(scenario{name: "etcd-timing", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), settingsYAML: etcdTiming, check: func(t *testing.T, st decide.Status) {
 		wantVerdict(t, st, "alpha", decide.Unfit)
 		wantSwap(t, st, "alpha", "delta")
+		// 60 ms over the path: fit under k3s's 250 ms, over etcd's 50 ms.
+		lo, hi := slowConnect(0.03)
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalConnect, "bravo"), lo, hi, s.ConnectLimit().Value, false)
+		wantFigure(t, hostReason(t, st, "bravo", decide.SignalConnect, "charlie"), 0.0004, lanConnect, s.ConnectLimit().Value, true)
+		wantFigure(t, decisionReason(t, st, decide.StepReplace, "alpha"), 2, 2, math.NaN(), true)
 	}})
 
 	// A stall of the whole machine: every connect slow, every host unfit,
@@ -230,6 +309,10 @@ func scenarios(t testing.TB) []scenario {
 			wantVerdict(t, st, h.Name, decide.Unfit)
 		}
 		wantNone(t, st, decide.StepAttribution)
+		lo, hi := slowConnect(0)
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalConnect, "bravo"), lo+0.3, hi+0.3, k3s().ConnectLimit().Value, false)
+		// Two of the three voters touch every slow link: not a minority.
+		wantFigure(t, decisionReason(t, st, decide.StepAttribution, ""), 2, 2, 1, false)
 	}})
 
 	// What a stall of between one and two periods leaves: alpha caught two
@@ -248,6 +331,14 @@ func scenarios(t testing.TB) []scenario {
 		wantVerdict(t, st, "alpha", decide.Unfit)
 		wantVerdict(t, st, "bravo", decide.Unfit) // its link to alpha
 		wantNone(t, st, decide.StepAttribution)
+		// alpha's two slow samples reach its tail; bravo's one is forgiven,
+		// and bravo is unfit by alpha's measurement alone.
+		l := k3s().ConnectLimit().Value
+		lo, hi := slowConnect(0)
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalConnect, "bravo"), lo+0.3, hi+0.3, l, false)
+		wantFigure(t, hostReason(t, st, "bravo", decide.SignalConnect, "alpha"), lo, hi, l, true)
+		wantFigure(t, hostReasonBy(t, st, "bravo", decide.SignalConnect, "alpha"), lo+0.3, hi+0.3, l, false)
+		wantFigure(t, decisionReason(t, st, decide.StepAttribution, ""), 1, 1, 1, false)
 	}})
 
 	fiveVoters := "# five voters\ntarget_voters: 5\nmax_servers: 7\n"
@@ -265,9 +356,9 @@ func scenarios(t testing.TB) []scenario {
 	}
 	add(scenario{name: "slow-voter-of-five", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), settingsYAML: fiveVoters, check: func(t *testing.T, st decide.Status) {
 		wantSwap(t, st, "bravo", "foxtrot")
-		if r := decisionReason(t, st, decide.StepAttribution, ""); !r.OK || *r.Value != 1 {
-			t.Fatalf("attribution: %+v", r)
-		}
+		wantFigure(t, decisionReason(t, st, decide.StepAttribution, ""), 1, 1, 2, true)
+		wantFigure(t, decisionReason(t, st, decide.StepReplace, "bravo"), 4, 4, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, decide.GateMembers, ""), 5, 5, 5, true)
 	}})
 
 	f = standardFleet(k3s())
@@ -279,6 +370,10 @@ func scenarios(t testing.TB) []scenario {
 			wantVerdict(t, st, n, decide.Unfit)
 		}
 		wantNone(t, st, decide.StepFleetWide)
+		// Three of the five recording hosts over a disk limit: more than
+		// half of five.
+		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "disk"), 3, 3, 2.5, false)
+		wantFigure(t, hostReason(t, st, "delta", decide.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), slowFsync, slowFsync, k3s().FdatasyncLimit().Value, false)
 	}})
 
 	f = standardFleet(k3s())
@@ -289,6 +384,9 @@ func scenarios(t testing.TB) []scenario {
 		if r := decisionReason(t, st, decide.StepPinned, "alpha"); !r.OK {
 			t.Fatalf("pinned: %+v", r)
 		}
+		// bravo's quota is etcd's own, 2 GiB.
+		wantFigure(t, hostReason(t, st, "bravo", decide.SignalMemory, ""), float64(gib), 2*float64(gib), 2*float64(gib), false)
+		wantFigure(t, decisionReason(t, st, decide.StepReplace, "bravo"), 0, 0, math.NaN(), true)
 	}})
 
 	f = standardFleet(k3s())
@@ -297,6 +395,37 @@ func scenarios(t testing.TB) []scenario {
 		wantNone(t, st, decide.StepSteady)
 		if st.Memory.Named != "alpha" || st.Memory.NamedDecisions != 1 {
 			t.Fatalf("memory %+v", st.Memory)
+		}
+		// Named at this decision: no voter has written since.
+		wantFigure(t, decisionReason(t, st, decide.StepSteady, "alpha"), 0, 0, 3, false)
+	}})
+
+	// The same fleet as slow-voter-link in the one shared ConfigMap of
+	// installs before records: the legacy reader decides the same.
+	f = standardFleet(k3s())
+	f.slow[pairOf("alpha", "bravo")] = 0.4
+	add(scenario{name: "legacy-shared-configmap", legacy: true, sameAs: "slow-voter-link", fleet: f,
+		previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st decide.Status) {
+			wantSwap(t, st, "bravo", "delta")
+		}})
+
+	// A record written around the admission policy, owned by another
+	// node's Node: read as unreadable, its host unknown and no candidate.
+	f = standardFleet(k3s())
+	f.host("alpha").slowWAL = true
+	f.host("echo").record = func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].Name = "delta" }
+	add(scenario{name: "unreadable-record", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), check: func(t *testing.T, st decide.Status) {
+		wantVerdict(t, st, "echo", decide.Unknown)
+		if r := hostOf(t, st, "echo").Reasons[0]; r.Signal != decide.SignalEntry || !strings.Contains(r.Detail, `owned by Node "delta"`) {
+			t.Fatalf("echo's first reason: %+v", r)
+		}
+		if r := decisionReason(t, st, decide.StepCandidate, "echo"); r.OK {
+			t.Fatalf("echo's candidacy: %+v", r)
+		}
+		wantSwap(t, st, "alpha", "delta")
+		// The record that cannot be read is not counted among the records.
+		if st.Records.Count != 4 || hostOf(t, st, "echo").RecordBytes != 0 {
+			t.Fatalf("records %+v, echo's %d bytes", st.Records, hostOf(t, st, "echo").RecordBytes)
 		}
 	}})
 	return out
@@ -324,7 +453,7 @@ func TestGoldenScenarios(t *testing.T) {
 					t.Fatalf("%s is out of date with the generator; run go test ./internal/decide -run TestGoldenScenarios -update", name)
 				}
 			}
-			args := []string{"decide", "--probe", filepath.Join(dir, "probe.json"), "--nodes", filepath.Join(dir, "nodes.json"),
+			args := []string{"decide", "--probe", filepath.Join(dir, sc.recordsFile()), "--nodes", filepath.Join(dir, "nodes.json"),
 				"--now", strings.TrimSpace(string(inputs["now"]))}
 			if _, ok := inputs["previous.json"]; ok {
 				args = append(args, "--previous", filepath.Join(dir, "previous.json"))
@@ -345,8 +474,14 @@ func TestGoldenScenarios(t *testing.T) {
 				t.Errorf("fleet-role decide -o table differs from table.txt:\n%s", tableOut)
 			}
 
+			if sc.sameAs != "" {
+				if want := readFile(t, filepath.Join("testdata", sc.sameAs, "status.json")); !bytes.Equal(jsonOut, want) {
+					t.Errorf("%s decides otherwise than %s", sc.name, sc.sameAs)
+				}
+			}
+
 			// The core called directly gives the same bytes as the CLI.
-			st := decide.Decide(sc.fleet.input(t, sc.previous))
+			st := decide.Decide(sc.input(t))
 			b, err := st.Marshal()
 			if err != nil {
 				t.Fatal(err)
@@ -362,13 +497,35 @@ func TestGoldenScenarios(t *testing.T) {
 	}
 }
 
+// recordsFile is the file that holds the scenario's entries.
+func (sc scenario) recordsFile() string {
+	if sc.legacy {
+		return "probe.json"
+	}
+	return "records.json"
+}
+
+// input is the decision's input, read from the records or, for the legacy
+// scenario, from the shared ConfigMap.
+func (sc scenario) input(t testing.TB) decide.Input {
+	in := sc.fleet.input(t, sc.previous)
+	if sc.legacy {
+		cm := sc.fleet.legacyConfigMap(t)
+		in.Entries, in.Unreadable = decide.EntriesFromConfigMap(&cm), nil
+	}
+	return in
+}
+
 func (sc scenario) inputs(t testing.TB) map[string][]byte {
 	f := sc.fleet
-	cm := f.probeConfigMap(t)
 	in := map[string][]byte{
-		"probe.json": mustJSON(t, cm),
 		"nodes.json": mustJSON(t, f.nodes()),
 		"now":        []byte(f.now.Format(time.RFC3339) + "\n"),
+	}
+	if sc.legacy {
+		in[sc.recordsFile()] = mustJSON(t, f.legacyConfigMap(t))
+	} else {
+		in[sc.recordsFile()] = mustJSON(t, f.records(t))
 	}
 	if sc.previous != nil {
 		b, err := sc.previous.Marshal()
@@ -468,4 +625,47 @@ func wantLinkNamed(t *testing.T, st decide.Status, host, other string) {
 		}
 	}
 	t.Fatalf("%s does not name its slow link to %s", host, other)
+}
+
+// hostReason is host's own reason of signal about subject.
+func hostReason(t *testing.T, st decide.Status, host, signal, subject string) decide.Reason {
+	t.Helper()
+	for _, r := range hostOf(t, st, host).Reasons {
+		if r.Signal == signal && r.Subject == subject && !strings.HasPrefix(r.Detail, "measured by ") {
+			return r
+		}
+	}
+	t.Fatalf("%s has no %s %q reason of its own", host, signal, subject)
+	return decide.Reason{}
+}
+
+// hostReasonBy is the reason of signal that by measured of its link to
+// host and that is named on host.
+func hostReasonBy(t *testing.T, st decide.Status, host, signal, by string) decide.Reason {
+	t.Helper()
+	for _, r := range hostOf(t, st, host).Reasons {
+		if r.Signal == signal && r.Subject == by && strings.HasPrefix(r.Detail, "measured by "+by+": ") {
+			return r
+		}
+	}
+	t.Fatalf("%s has no %s reason measured by %s", host, signal, by)
+	return decide.Reason{}
+}
+
+// wantFigure asserts a reason's numbers: its value within [lo, hi] (a
+// thousandth of the value's size either side, for the figures that are
+// ratios of floats), its limit (NaN: none), and whether it is ok.
+func wantFigure(t *testing.T, r decide.Reason, lo, hi, limit float64, ok bool) {
+	t.Helper()
+	slack := 1e-9 + 1e-3*math.Max(math.Abs(lo), math.Abs(hi))
+	switch {
+	case r.Value == nil:
+		t.Fatalf("%s %s has no value, want %v to %v: %+v", r.Signal, r.Subject, lo, hi, r)
+	case *r.Value < lo-slack || *r.Value > hi+slack:
+		t.Fatalf("%s %s: value %v, want %v to %v: %s", r.Signal, r.Subject, *r.Value, lo, hi, r.Detail)
+	case math.IsNaN(limit) != (r.Limit == nil) || r.Limit != nil && math.Abs(*r.Limit-limit) > 1e-9:
+		t.Fatalf("%s %s: limit %v, want %v: %s", r.Signal, r.Subject, deref(r.Limit), limit, r.Detail)
+	case r.OK != ok:
+		t.Fatalf("%s %s: ok %v, want %v: %s", r.Signal, r.Subject, r.OK, ok, r.Detail)
+	}
 }

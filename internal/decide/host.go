@@ -3,9 +3,7 @@ package decide
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -18,7 +16,9 @@ import (
 // by, derived once a decision rather than once a reason (each derivation
 // formats its basis), and the scratch column the reasons' quantiles read.
 type limits struct {
-	s                                                       settings.Settings
+	s settings.Settings
+	// now is the decision's time, which ages are stated against.
+	now                                                     time.Time
 	window, stale, connect, rtt, wal, backend, fsync, stall settings.Limit
 	// pn names the tail percentile ("99"); connectMust is the connect
 	// limit as it ends a sentence (", must be at most 25ms").
@@ -34,8 +34,8 @@ type limits struct {
 	dec entry.Decoder
 }
 
-func limitsOf(s settings.Settings) *limits {
-	l := &limits{s: s, window: s.WindowLimit(), stale: s.StaleAfter(), connect: s.ConnectLimit(), rtt: s.RTTLimit(),
+func limitsOf(s settings.Settings, now time.Time) *limits {
+	l := &limits{s: s, now: now, window: s.WindowLimit(), stale: s.StaleAfter(), connect: s.ConnectLimit(), rtt: s.RTTLimit(),
 		wal: s.WALFsyncLimit(), backend: s.BackendCommitLimit(), fsync: s.FdatasyncLimit(), stall: s.StallLimit(),
 		pn: settings.PercentileName(s.TailPercentile)}
 	l.connectMust = ", must be " + ruleWord(l.connect.Rule) + " " + FormatValue(l.connect.Value, l.connect.Unit)
@@ -61,22 +61,46 @@ type host struct {
 	// its entry is read (its histograms are then dropped); nil otherwise.
 	merged *etcdWindow
 	// window is the samples judged: the entry's last Window samples; let go
-	// once the host is judged unless it is an etcd member. samples is its
-	// length.
+	// once the host is judged. samples is its length.
 	window []entry.Sample
 	// connects is the window's connects by voter, aligned with window.
 	connects map[string]*entry.Connects
 	samples  int
+	// etcd is what the host's etcd said of itself in its latest sample
+	// read; nil when none was.
+	etcd *etcdState
+	// memLimit is the host's own memory limit (its etcd's quota), which its
+	// memory judgement points to.
+	memLimit settings.Limit
 	// wasRead: the entry was decoded, into entry (decoded) or readErr.
 	wasRead bool
 	readErr error
 	decoded bool
 	obs     *Observation
-	reasons []Reason
+	// own is what the host's own entry says, judged, in reason order;
+	// all adds the links that hosts at their other ends measured and that
+	// count against this one (links.go). all is own when there are none.
+	own, all []judgement
 	// judged: the entry was read, is fresh and holds a full window, so the
 	// host's measurements count, also against the hosts at their other ends.
 	judged  bool
 	verdict Verdict
+}
+
+// etcdState is what a member's etcd said of itself at its latest sample
+// read: the gates and the members' map read it once the window is gone.
+type etcdState struct {
+	memberID                   string
+	isLearner, hasLeader       bool
+	connectedPeers, knownPeers int
+}
+
+func etcdStateOf(x *entry.EtcdSample) *etcdState {
+	if x == nil {
+		return nil
+	}
+	return &etcdState{memberID: x.MemberID, isLearner: x.IsLearner, hasLeader: x.HasLeader,
+		connectedPeers: x.ConnectedPeers, knownPeers: x.KnownPeers}
 }
 
 // Digest identifies an entry's raw text in the status's observations.
@@ -93,9 +117,9 @@ func Digest(raw string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func roleOf(n Node, latest *entry.EtcdSample) Role {
+func roleOf(n Node, latest *etcdState) Role {
 	switch {
-	case n.Voter && (n.Learner || latest != nil && latest.IsLearner):
+	case n.Voter && (n.Learner || latest != nil && latest.isLearner):
 		return RoleLearner
 	case n.Voter:
 		return RoleVoter
@@ -123,52 +147,50 @@ func (h *host) isMember() bool { return h.role == RoleVoter || h.role == RoleLea
 func (h *host) evidence(j *limits, now time.Time, decodeErr error) {
 	s := j.s
 	if !h.hasEntry {
-		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "every voter and eligible host runs the probe, which keeps one record per host",
-			fmt.Sprintf("no probe record for this host (ConfigMap %s/%s)", s.Namespace, record.Name(h.node.Name)), false))
+		h.own = append(h.own, unmeasuredAs(kindEntry, vMissing, "", nil, unknown))
 		return
 	}
 	if decodeErr != nil {
-		h.reasons = append(h.reasons, unmeasured(SignalEntry, "", "the record and entry formats of docs/records.md and docs/entry.md",
-			"record cannot be read: "+clip(decodeErr.Error()), false))
+		g := unmeasuredAs(kindEntry, vFailed, "", nil, unknown)
+		g.text = clip(decodeErr.Error())
+		h.own = append(h.own, g)
 		return
 	}
-	if r, ok := h.recordReason(s); ok {
-		h.reasons = append(h.reasons, r)
+	if g, ok := h.recordState(s); ok {
+		h.own = append(h.own, g)
 	}
 	n := len(h.window)
-	r := against(j.window, SignalSamples, "", float64(n), strconv.Itoa(n)+" of "+strconv.Itoa(s.Window)+" samples")
-	r.unknown = !r.OK
-	h.reasons = append(h.reasons, r)
-	age := now.Sub(h.obs.ChangedAt)
-	r = against(j.stale, SignalFreshness, "", age.Seconds(),
-		"entry last seen changing "+age.Round(time.Millisecond).String()+" ago, at "+h.obs.ChangedAt.Format(time.RFC3339))
-	r.unknown = !r.OK
-	if !r.OK {
-		r.Detail += ": the probe has stopped reporting"
+	samples := judged(kindSamples, "", &j.window, float64(n))
+	freshness := judged(kindFreshness, "", &j.stale, now.Sub(h.obs.ChangedAt).Seconds())
+	freshness.at = h.obs.ChangedAt
+	h.judged = samples.out == pass && freshness.out == pass
+	// Too few samples or a stale entry is not a host over a limit: it is
+	// a host that cannot be judged.
+	for _, g := range []*judgement{&samples, &freshness} {
+		if g.out == fail {
+			g.out = unknown
+		}
 	}
-	h.reasons = append(h.reasons, r)
-	h.judged = h.reasons[len(h.reasons)-1].OK && h.reasons[len(h.reasons)-2].OK
+	h.own = append(h.own, samples, freshness)
 }
 
-// recordReason says why a record holds less than the probe's window: full
+// recordState says why a record holds less than the probe's window: full
 // (the probe left its oldest samples out to fit the cap) or refused (the API
 // server refused the probe's last write). Either is why such a host has no
 // full, fresh window, and is named as such rather than as a host that
 // stopped reporting.
-func (h *host) recordReason(s settings.Settings) (Reason, bool) {
-	limit := record.CapBytes(s.Window, s.MaxServers)
-	const basis = "a record holds at most the largest legitimate entry at these settings (docs/records.md, Capacity); the probe shrinks a larger one and marks a refused write"
+func (h *host) recordState(s settings.Settings) (judgement, bool) {
 	switch {
 	case h.entry.Refused != "":
-		return unmeasured(SignalRecord, "", basis,
-			"refused: the API server refused the probe's last write of its window: "+clip(h.entry.Refused), false), true
+		g := unmeasuredAs(kindRecord, vRefused, "", nil, unknown)
+		g.text = clip(h.entry.Refused)
+		return g, true
 	case h.entry.Shrunk > 0:
-		r := Reason{Signal: SignalRecord, Value: num(float64(len(h.raw))), Limit: num(float64(limit)), Unit: "bytes",
-			Rule: settings.AtMost, Basis: basis, OK: false, unknown: true,
-			Detail: fmt.Sprintf("full: the %d oldest samples were left out so that the record fits its cap", h.entry.Shrunk)}
-		return r, true
+		l := &settings.Limit{Value: float64(record.CapBytes(s.Window, s.MaxServers)), Unit: "bytes", Rule: settings.AtMost, Basis: recordBasis}
+		return judgement{kind: kindRecord, variant: vShrunk, value: float64(len(h.raw)), measured: true, limit: l,
+			out: unknown, count: h.entry.Shrunk}, true
 	}
-	return Reason{}, false
+	return judgement{}, false
 }
 
 // measure judges every signal of a decoded entry. voters are the nodes the
@@ -179,18 +201,18 @@ func (h *host) measure(j *limits, voters []string, members map[string]string) {
 		return
 	}
 	last := w[len(w)-1]
-	h.reasons = append(h.reasons, h.link(last.Link))
+	h.own = append(h.own, linkClass(last.Link))
 	for _, v := range voters {
 		if v != h.node.Name {
-			h.reasons = append(h.reasons, connectReason(j, h.connects[v], v))
+			h.own = append(h.own, connectTail(j, h.connects[v], v))
 		}
 	}
 	if h.isMember() {
-		h.reasons = append(h.reasons, h.etcd(j, members)...)
+		h.own = h.etcdSignals(j, members, h.own)
 	} else {
-		h.reasons = append(h.reasons, h.fdatasync(j))
+		h.own = append(h.own, h.fdatasync(j))
 	}
-	h.reasons = append(h.reasons, h.memory(j), stallReason(j, w))
+	h.own = append(h.own, h.memory(j), stallTail(j, w))
 	var failed int
 	var lastErr string
 	for _, x := range w {
@@ -200,27 +222,21 @@ func (h *host) measure(j *limits, voters []string, members map[string]string) {
 		}
 	}
 	if failed > 0 {
-		h.reasons = append(h.reasons, Reason{Signal: SignalReadingErrors, Value: num(float64(failed)), Unit: "samples",
-			Basis: "reported, not held against the host: each signal is judged from the samples that have it", OK: true,
-			Detail: fmt.Sprintf("%d of %d samples had a reading fail, the latest: %s", failed, len(w), lastErr)})
+		h.own = append(h.own, judgement{kind: kindReadingErrors, value: float64(failed), measured: true, out: pass,
+			failed: failed, count: len(w), text: lastErr})
 	}
 }
 
-func (h *host) link(l entry.Link) Reason {
-	l.Interface = clip(l.Interface)
-	const basis = "a default route that leaves by Wi-Fi is unfit: its retransmissions and power saving delay frames past a heartbeat"
+// linkClass judges the class of the default route's interface.
+func linkClass(l entry.Link) judgement {
+	iface := clip(l.Interface)
 	switch l.Class {
 	case entry.ClassWifi:
-		return unfitNoNumber(SignalLink, l.Interface, basis, fmt.Sprintf("the default route leaves by %s, a Wi-Fi interface", l.Interface))
+		return unmeasuredAs(kindLink, vWifi, iface, nil, fail)
 	case entry.ClassWired:
-		return unmeasured(SignalLink, l.Interface, basis, "the default route leaves by "+l.Interface+", wired", true)
+		return unmeasuredAs(kindLink, vWired, iface, nil, pass)
 	}
-	return unmeasured(SignalLink, l.Interface, basis, fmt.Sprintf("the link of %s cannot be seen: reported, not held against the host", orDash(l.Interface)), true)
-}
-
-// unfitNoNumber is a failed reason with no number that makes a host unfit.
-func unfitNoNumber(signal, subject, basis, detail string) Reason {
-	return Reason{Signal: signal, Subject: subject, Basis: basis, Detail: detail}
+	return unmeasuredAs(kindLink, vUnseen, iface, nil, pass)
 }
 
 func orDash(s string) string {
@@ -230,15 +246,17 @@ func orDash(s string) string {
 	return s
 }
 
-// connectReason judges the connects to voter over the window. A failed
-// connect counts as over the limit: it sorts above every time.
-func connectReason(j *limits, col *entry.Connects, voter string) Reason {
-	s, l := j.s, j.connect
+// connectTail judges the connects to voter over the window. A failed
+// connect counts as over the limit: it sorts above every time. A tail of
+// failures has the value +Inf and is not measured: there is no time to
+// show.
+func connectTail(j *limits, col *entry.Connects, voter string) judgement {
+	s, l := j.s, &j.connect
 	if col == nil {
 		col = &entry.Connects{}
 	}
 	values := j.column(len(col.At))
-	failed := 0
+	failed, over := 0, 0
 	var lastErr string
 	for i, at := range col.At {
 		if !at {
@@ -247,50 +265,59 @@ func connectReason(j *limits, col *entry.Connects, voter string) Reason {
 		c := col.Connect[i]
 		if c.Err != "" {
 			failed++
-			lastErr = clip(c.Err)
+			over++
+			lastErr = c.Err
 			values = append(values, math.Inf(1))
 			continue
+		}
+		if !l.OK(c.Seconds) {
+			over++
 		}
 		values = append(values, c.Seconds)
 	}
 	if len(values) == 0 {
-		return unmeasured(SignalConnect, voter, l.Basis, "no connect to this voter's peer port in the window: reported, not held against the host", true)
+		return unmeasuredAs(kindConnect, vNone, voter, l, pass)
 	}
 	// One question of this column: its tail is selected, not sorted.
 	v, _ := quantile.High(values, s.TailPercentile)
-	pn := j.pn
-	// brief is the detail without the entry's error text, for the copy of
-	// the reason on the voter's side of the link.
-	fails, briefFails := "", ""
-	if failed > 0 {
-		briefFails = "; " + strconv.Itoa(failed) + " of " + strconv.Itoa(len(values)) + " failed"
-		fails = briefFails + ", the latest: " + lastErr
-	}
-	var r Reason
-	var head string
+	g := judged(kindConnect, voter, l, v)
 	if math.IsInf(v, 1) {
-		head = "p" + pn + " of " + strconv.Itoa(len(values)) + " connects to " + voter + "'s peer port: failed"
-		r = Reason{Signal: SignalConnect, Subject: voter, Limit: num(l.Value), Unit: l.Unit, Rule: l.Rule, Basis: l.Basis}
-	} else {
-		head = "p" + pn + " of " + strconv.Itoa(len(values)) + " connects to " + voter + "'s peer port: " + FormatValue(v, l.Unit) + j.connectMust
-		r = against(l, SignalConnect, voter, v, "")
+		g.variant, g.measured = vFailed, false
 	}
-	r.Detail, r.brief = head+fails, head+briefFails
-	return r
+	g.count, g.failed, g.over, g.text = len(values), failed, over, clip(lastErr)
+	return g
 }
 
 // etcdWindow is a member's etcd samples over its window: the histograms
-// merged, the scrapes read and failed.
+// merged, the scrapes read and failed, and the histograms that could not be
+// merged.
 type etcdWindow struct {
-	wal, backend  quantile.Histogram
-	rtt           map[string]*quantile.Histogram
+	wal, backend  merged
+	rtt           map[string]*merged
 	read, failed  int
 	lastErr, self string
 }
 
-// mergeEtcd merges the etcd samples of a window.
+// merged is one histogram merged over a window, and the samples whose
+// histogram could not be merged with it.
+type merged struct {
+	quantile.Histogram
+	unmerged int
+	lastErr  string
+}
+
+func (m *merged) add(g quantile.Histogram) {
+	if err := m.Add(g); err != nil {
+		m.unmerged++
+		m.lastErr = clip(err.Error())
+	}
+}
+
+// mergeEtcd merges the etcd samples of a window. Bounds are one set per
+// entry (docs/entry.md), so a merge cannot fail on a decoded entry; should
+// one fail, the signal says so and is not judged on the rest (etcdSignals).
 func mergeEtcd(window []entry.Sample) *etcdWindow {
-	w := &etcdWindow{rtt: map[string]*quantile.Histogram{}}
+	w := &etcdWindow{rtt: map[string]*merged{}}
 	for _, x := range window {
 		e := x.Etcd
 		if e == nil {
@@ -303,50 +330,45 @@ func mergeEtcd(window []entry.Sample) *etcdWindow {
 		}
 		w.read++
 		w.self = e.MemberID
-		// Bounds are one set per entry (docs/entry.md), so a merge cannot
-		// fail on a decoded entry; a histogram that does is left out.
-		_ = w.wal.Add(e.WALFsync)
-		_ = w.backend.Add(e.BackendCommit)
+		w.wal.add(e.WALFsync)
+		w.backend.add(e.BackendCommit)
 		for id, g := range e.PeerRTT {
 			m := w.rtt[id]
 			if m == nil {
-				m = &quantile.Histogram{}
+				m = &merged{}
 				w.rtt[id] = m
 			}
-			_ = m.Add(g)
+			m.add(g)
 		}
 	}
 	return w
 }
 
-// etcd judges a member's own metrics: its round trips to every peer and its
-// disks, from the window's merged histogram deltas (merged when the entry
-// was read, or now).
-func (h *host) etcd(j *limits, members map[string]string) []Reason {
+// etcdSignals judges a member's own metrics, appended to out: its round
+// trips to every peer and its disks, from the window's merged histogram
+// deltas (merged when the entry was read, or now).
+func (h *host) etcdSignals(j *limits, members map[string]string, out []judgement) []judgement {
 	s := j.s
 	m := h.merged
 	if m == nil {
 		m = mergeEtcd(h.window)
 	}
-	wal, backend, rtt, read, failed, lastErr, self := m.wal, m.backend, m.rtt, m.read, m.failed, m.lastErr, m.self
-	basis := "a voter's signals are its etcd's own metrics, scraped every sample"
-	if read == 0 {
-		return []Reason{unmeasured(SignalEtcd, "", basis,
-			fmt.Sprintf("no etcd metrics read in the window (%d scrapes failed, the latest: %s)", failed, orDash(lastErr)), false)}
+	if m.read == 0 {
+		g := unmeasuredAs(kindEtcd, vNone, "", nil, unknown)
+		g.failed, g.text = m.failed, m.lastErr
+		return append(out, g)
 	}
-	var out []Reason
-	if failed > 0 {
-		out = append(out, Reason{Signal: SignalEtcd, Value: num(float64(failed)), Unit: "samples", Basis: basis, OK: true,
-			Detail: fmt.Sprintf("%d of %d scrapes failed, the latest: %s; judged from the others", failed, failed+read, lastErr)})
+	if m.failed > 0 {
+		out = append(out, judgement{kind: kindEtcd, variant: vSomeFailed, value: float64(m.failed), measured: true,
+			out: pass, failed: m.failed, count: m.read, text: m.lastErr})
 	}
-	pn := j.pn
-	for _, id := range sortedKeys(rtt) {
-		if id == self {
+	for _, id := range sortedKeys(m.rtt) {
+		if id == m.self {
 			continue
 		}
-		g := rtt[id]
+		g := m.rtt[id]
 		v, ok := g.Quantile(s.TailPercentile)
-		if !ok {
+		if !ok && g.unmerged == 0 {
 			continue
 		}
 		subject := members[id]
@@ -354,54 +376,68 @@ func (h *host) etcd(j *limits, members map[string]string) []Reason {
 		if subject == "" {
 			subject = "member " + shown
 		}
-		l := j.rtt
-		out = append(out, against(l, SignalPeerRTT, subject, v, fmt.Sprintf("p%s of %d round trips to %s (member %s): %s, must be %s %s",
-			pn, g.Count(), subject, shown, FormatValue(v, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit))))
+		r := judged(kindPeerRTT, subject, &j.rtt, v)
+		r.measured = ok
+		r.count, r.text = int(g.Count()), shown
+		out = append(out, r.unmergedBy(g))
 	}
-	out = append(out, histReason(j.wal, SignalWALFsync, "fsyncs", wal, s.TailPercentile),
-		histReason(j.backend, SignalBackendCommit, "commits", backend, s.TailPercentile))
-	return out
+	return append(out, histTail(&j.wal, kindWALFsync, &m.wal, s.TailPercentile),
+		histTail(&j.backend, kindBackendCommit, &m.backend, s.TailPercentile))
 }
 
-func histReason(l settings.Limit, signal, what string, g quantile.Histogram, p float64) Reason {
-	v, ok := g.Quantile(p)
-	if !ok {
-		return unmeasured(signal, "", l.Basis, "no "+what+" observed in the window: reported, not held against the host", true)
+// unmergedBy makes g unknown when some of the window's histograms could
+// not be merged: a tail of part of the window would be judged as the
+// whole's. Its figure stays, for what it is worth.
+func (g judgement) unmergedBy(m *merged) judgement {
+	if m.unmerged > 0 {
+		g.out, g.unmerged = unknown, &unmerged{count: m.unmerged, err: m.lastErr}
 	}
-	return against(l, signal, "", v, "p"+settings.PercentileName(p)+" of "+strconv.FormatUint(g.Count(), 10)+" "+what+" in the window: "+
-		FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
+	return g
 }
 
-// fdatasync judges a non-voter's own disk reading. A reading not taken on a
-// disk says why and is not held against the host.
-func (h *host) fdatasync(j *limits) Reason {
-	s, l := j.s, j.fsync
+func histTail(l *settings.Limit, k kind, m *merged, p float64) judgement {
+	v, ok := m.Quantile(p)
+	g := unmeasuredAs(k, vNone, "", l, pass)
+	if ok {
+		g = judged(k, "", l, v)
+		g.count = int(m.Count())
+	}
+	return g.unmergedBy(m)
+}
+
+// fdatasync judges a non-member's own disk reading. A reading not taken on
+// a disk says why and is not held against the host.
+func (h *host) fdatasync(j *limits) judgement {
+	s, l := j.s, &j.fsync
 	f := h.entry.Fsync
-	if f != nil {
-		c := *f
-		c.Dir, c.Filesystem, c.Skipped, c.Err = clip(c.Dir), clip(c.Filesystem), clip(c.Skipped), clip(c.Err)
-		f = &c
-	}
 	switch {
 	case f == nil && s.FsyncSkipReason != "":
-		return unmeasured(SignalFdatasync, "", l.Basis, "no disk measured: "+s.FsyncSkipReason, true)
+		return unmeasuredAs(kindFdatasync, vSkippedSetting, "", l, pass)
 	case f == nil:
-		return unmeasured(SignalFdatasync, "", l.Basis, "no disk reading yet (the probe takes one per window)", false)
-	case f.Skipped != "":
-		return unmeasured(SignalFdatasync, f.Dir, l.Basis, "no disk measured: "+f.Skipped, true)
-	case f.Err != "":
-		return unmeasured(SignalFdatasync, f.Dir, l.Basis, "the disk reading failed: "+f.Err, false)
-	case !f.MeasuredDisk:
-		return unmeasured(SignalFdatasync, f.Dir, l.Basis,
-			fmt.Sprintf("no disk measured: %s is on %s, a memory filesystem where fdatasync does nothing", f.Dir, orDash(f.Filesystem)), true)
+		return unmeasuredAs(kindFdatasync, vNone, "", l, unknown)
 	}
-	return against(l, SignalFdatasync, f.Dir, f.P99Seconds, fmt.Sprintf("p99 of %d fdatasyncs in %s (%s) at %s: %s, must be %s %s",
-		f.Writes, f.Dir, orDash(f.Filesystem), f.At.UTC().Format(time.RFC3339), FormatValue(f.P99Seconds, l.Unit), ruleWord(l.Rule), FormatValue(l.Value, l.Unit)))
+	dir := clip(f.Dir)
+	var g judgement
+	switch {
+	case f.Skipped != "":
+		g = unmeasuredAs(kindFdatasync, vSkipped, dir, l, pass)
+		g.text = clip(f.Skipped)
+	case f.Err != "":
+		g = unmeasuredAs(kindFdatasync, vFailed, dir, l, unknown)
+		g.text = clip(f.Err)
+	case !f.MeasuredDisk:
+		g = unmeasuredAs(kindFdatasync, vMemoryFS, dir, l, pass)
+		g.text = clip(f.Filesystem)
+	default:
+		g = judged(kindFdatasync, dir, l, f.P99Seconds)
+		g.count, g.text, g.at = f.Writes, clip(f.Filesystem), f.At
+	}
+	return g
 }
 
 // memory judges the low tail of available memory against the storage quota
 // etcd reports for a member, else the setting.
-func (h *host) memory(j *limits) Reason {
+func (h *host) memory(j *limits) judgement {
 	s := j.s
 	values := j.column(len(h.window))
 	for _, x := range h.window {
@@ -418,18 +454,20 @@ func (h *host) memory(j *limits) Reason {
 			}
 		}
 	}
-	l := s.MemoryLimit(quota, fromEtcd)
+	h.memLimit = s.MemoryLimit(quota, fromEtcd)
+	l := &h.memLimit
 	if len(values) == 0 {
-		return unmeasured(SignalMemory, "", l.Basis, "memory could not be read in any sample of the window", false)
+		return unmeasuredAs(kindMemory, vNone, "", l, unknown)
 	}
 	v, _ := quantile.Low(values, s.TailPercentile)
-	return against(l, SignalMemory, "", v, "low tail (rank "+strconv.Itoa(quantile.Rank(s.TailPercentile, len(values)))+" of "+strconv.Itoa(len(values))+
-		" from the top) of available memory: "+FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
+	g := judged(kindMemory, "", l, v)
+	g.count = len(values)
+	return g
 }
 
-// stallReason judges the memory full-stall time gained per sample period.
-func stallReason(j *limits, w []entry.Sample) Reason {
-	s, l := j.s, j.stall
+// stallTail judges the memory full-stall time gained per sample period.
+func stallTail(j *limits, w []entry.Sample) judgement {
+	s, l := j.s, &j.stall
 	values := j.column(len(w))
 	for _, x := range w {
 		if x.MemFullStallSeconds != nil {
@@ -437,11 +475,12 @@ func stallReason(j *limits, w []entry.Sample) Reason {
 		}
 	}
 	if len(values) == 0 {
-		return unmeasured(SignalStall, "", l.Basis, "no memory pressure (PSI) figures on this host: reported, not held against it", true)
+		return unmeasuredAs(kindStall, vNone, "", l, pass)
 	}
 	v, _ := quantile.High(values, s.TailPercentile)
-	return against(l, SignalStall, "", v, "p"+j.pn+" of "+strconv.Itoa(len(values))+" periods' memory full stall: "+
-		FormatValue(v, l.Unit)+", must be "+ruleWord(l.Rule)+" "+FormatValue(l.Value, l.Unit))
+	g := judged(kindStall, "", l, v)
+	g.count = len(values)
+	return g
 }
 
 // clipEntry cuts every text of a decoded entry to TextCap as soon as it is

@@ -30,13 +30,6 @@ const (
 	SignalReadingErrors = "reading_errors" // readings that failed, reported only
 )
 
-// signalOrder fixes the order of a host's reasons.
-var signalOrder = map[string]int{
-	SignalEntry: 0, SignalRecord: 0, SignalSamples: 1, SignalFreshness: 2, SignalEtcd: 3, SignalLink: 4,
-	SignalConnect: 5, SignalPeerRTT: 6, SignalWALFsync: 7, SignalBackendCommit: 8,
-	SignalFdatasync: 9, SignalMemory: 10, SignalStall: 11, SignalReadingErrors: 12,
-}
-
 func num(v float64) *float64 { return &v }
 
 // against judges v against l.
@@ -45,15 +38,10 @@ func against(l settings.Limit, signal, subject string, v float64, detail string)
 		Rule: l.Rule, Basis: l.Basis, OK: l.OK(v), Detail: detail}
 }
 
-// unmeasured reports a signal with no number, which is not held against the
-// host (ok) or makes its verdict unknown (!ok).
-func unmeasured(signal, subject, basis, detail string, ok bool) Reason {
-	return Reason{Signal: signal, Subject: subject, Basis: basis, OK: ok, Detail: detail, unknown: !ok}
-}
-
 // headroom is how far a reason's value is inside its limit, as a fraction of
 // the limit: positive inside, negative over, -Inf for a failure with no
-// number, +Inf for a reason with nothing to compare.
+// number, +Inf for a reason with nothing to compare (judgement.headroom,
+// for a published reason).
 func headroom(r Reason) float64 {
 	if r.Value == nil || r.Limit == nil {
 		if r.OK {
@@ -61,40 +49,24 @@ func headroom(r Reason) float64 {
 		}
 		return math.Inf(-1)
 	}
-	v, l := *r.Value, *r.Limit
-	d := l - v
-	if r.Rule == settings.AtLeast {
-		d = v - l
-	}
-	if l == 0 {
-		return d
-	}
-	return d / math.Abs(l)
+	return margin(*r.Value, *r.Limit, r.Rule)
 }
 
-// minHeadroom is the tightest headroom among reasons that pass keep.
-func minHeadroom(rs []Reason, keep func(Reason) bool) float64 {
-	m := math.Inf(1)
-	for _, r := range rs {
-		if keep(r) {
-			m = math.Min(m, headroom(r))
-		}
+// kindOf is each host signal's kind, by its name in the status.
+var kindOf = func() map[string]kind {
+	m := make(map[string]kind, len(signalOf))
+	for k, s := range signalOf {
+		m[s] = kind(k)
 	}
 	return m
-}
+}()
 
-// isMeasure reports a reason about a measured signal, as opposed to the
-// evidence that the host can be judged at all; only these have margins.
+// isMeasure reports a published reason about a measured signal, as opposed
+// to the evidence that the host can be judged at all (kind.isMeasure).
 func isMeasure(r Reason) bool {
-	switch r.Signal {
-	case SignalEntry, SignalSamples, SignalFreshness, SignalEtcd, SignalReadingErrors:
-		return false
-	}
-	return true
+	k, ok := kindOf[r.Signal]
+	return !ok || k.isMeasure()
 }
-
-// isLink reports a reason about the path between two hosts.
-func isLink(r Reason) bool { return r.Signal == SignalConnect || r.Signal == SignalPeerRTT }
 
 // FormatValue renders a number in a reason's unit for people: durations as
 // Go durations to the microsecond, bytes in binary units.
@@ -124,10 +96,10 @@ func formatBytes(v float64) string {
 		name string
 	}{{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
 		if math.Abs(v) >= u.size {
-			return fmt.Sprintf("%.2f %s", v/u.size, u.name)
+			return strconv.FormatFloat(v/u.size, 'f', 2, 64) + " " + u.name
 		}
 	}
-	return fmt.Sprintf("%.0f B", v)
+	return strconv.FormatFloat(v, 'f', 0, 64) + " B"
 }
 
 // ruleWord is how a rule reads in a sentence.

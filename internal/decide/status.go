@@ -131,10 +131,18 @@ type Reason struct {
 	// unknown marks a failed reason that means "cannot judge" rather than
 	// "unfit": it makes the verdict unknown.
 	unknown bool
-	// brief, when set, is Detail without the texts taken from the entry:
-	// what a copy of the reason on another host repeats.
-	brief string
+	// age is where Detail states an age (the decision's time less a time
+	// the status holds elsewhere), which grows with every decision; the
+	// Value of a reason with one is that age. The fingerprint leaves both
+	// out (fingerprint.go).
+	age span
 }
+
+// span is the bytes [from, to) of a text; the zero span is none.
+type span struct{ from, to int32 }
+
+// spanOf is the span of part, written at offset at of a text.
+func spanOf(at int, part string) span { return span{int32(at), int32(at + len(part))} }
 
 // Decision is the swap that would be made, or none and why.
 type Decision struct {

@@ -20,7 +20,7 @@ func TestDecideWritesThePage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probe, nodes := filepath.Join(dir, "probe.json"), filepath.Join(dir, "nodes.json")
+	probe, nodes := filepath.Join(dir, "records.json"), filepath.Join(dir, "nodes.json")
 	var out, errb bytes.Buffer
 	args := []string{"decide", "--probe", probe, "--nodes", nodes, "--previous", filepath.Join(dir, "previous.json"),
 		"--now", strings.TrimSpace(string(now)), "-o", "html"}

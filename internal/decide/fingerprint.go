@@ -1,0 +1,61 @@
+package decide
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Fingerprint identifies what the status says, leaving out what changes
+// with the time of the decision alone: when it was generated, and the ages
+// stated by each host's freshness reason, by the cooldown gate and by the
+// decision's reasons that quote a host's age. The times those ages count
+// from are compared (each host's observation, the memory's
+// voters_changed_at), and so is every verdict and ok: a host going stale or
+// a cooldown ending is a change. Two decisions with the same fingerprint
+// would publish the same document but for their ages, so the controller
+// need not write the second.
+//
+// It is defined on a Status as Decide returns it, which knows which of its
+// figures are ages; a Status read back from its document does not, and its
+// fingerprint compares them too.
+func (s *Status) Fingerprint() ([sha256.Size]byte, error) {
+	sum := sha256.New()
+	enc := json.NewEncoder(sum)
+	// Host by host, through one scratch slice of reasons: a copy of every
+	// host's reasons at once would be as large as the reasons.
+	head := *s
+	head.GeneratedAt, head.Hosts = time.Time{}, nil
+	head.Decision.Reasons = withoutAges(nil, s.Decision.Reasons)
+	if err := enc.Encode(head); err != nil {
+		return [sha256.Size]byte{}, fmt.Errorf("fingerprint status: %w", err)
+	}
+	var scratch []Reason
+	for _, h := range s.Hosts {
+		scratch = withoutAges(scratch[:0], h.Reasons)
+		h.Reasons = scratch
+		if err := enc.Encode(h); err != nil {
+			return [sha256.Size]byte{}, fmt.Errorf("fingerprint status: host %s: %w", h.Name, err)
+		}
+	}
+	var out [sha256.Size]byte
+	sum.Sum(out[:0])
+	return out, nil
+}
+
+// withoutAges appends rs to buf, each reason that states an age as it reads
+// without it: the age cut out of its detail, by where it was written, and
+// its value left out.
+func withoutAges(buf, rs []Reason) []Reason {
+	buf = append(buf, rs...)
+	for i := range buf {
+		r := &buf[i]
+		// A detail moved to a table of shared texts no longer holds the
+		// age where it was written.
+		if a := r.age; a.to > 0 && int(a.to) <= len(r.Detail) {
+			r.Detail, r.Value, r.age = r.Detail[:a.from]+r.Detail[a.to:], nil, span{}
+		}
+	}
+	return buf
+}

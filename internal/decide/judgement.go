@@ -1,0 +1,258 @@
+package decide
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// kind is what a judgement judges. Its order is the order of a host's
+// reasons in the status.
+type kind uint8
+
+const (
+	kindEntry         kind = iota // the record is missing or unreadable, or judging it panicked
+	kindRecord                    // the record is full or its last write was refused
+	kindSamples                   // a full window
+	kindFreshness                 // the entry changed recently enough
+	kindEtcd                      // a member's etcd metrics were read
+	kindLink                      // the default route's interface
+	kindConnect                   // TCP connect to a voter's peer port
+	kindPeerRTT                   // etcd's own round trip to a peer
+	kindWALFsync                  // etcd's WAL fsync
+	kindBackendCommit             // etcd's backend commit
+	kindFdatasync                 // a non-member's own disk reading
+	kindMemory                    // available memory, low tail
+	kindStall                     // memory full stall per period
+	kindReadingErrors             // readings that failed, reported only
+)
+
+// signalOf is each kind's name in the status (the Signal constants).
+var signalOf = [...]string{
+	kindEntry: SignalEntry, kindRecord: SignalRecord, kindSamples: SignalSamples, kindFreshness: SignalFreshness,
+	kindEtcd: SignalEtcd, kindLink: SignalLink, kindConnect: SignalConnect, kindPeerRTT: SignalPeerRTT,
+	kindWALFsync: SignalWALFsync, kindBackendCommit: SignalBackendCommit, kindFdatasync: SignalFdatasync,
+	kindMemory: SignalMemory, kindStall: SignalStall, kindReadingErrors: SignalReadingErrors,
+}
+
+// isLink: the kind judges the path to another host.
+func (k kind) isLink() bool { return k == kindConnect || k == kindPeerRTT }
+
+// isMeasure: the kind is a measured signal, as opposed to the evidence that
+// the host can be judged at all; only these have margins and make a host
+// unfit.
+func (k kind) isMeasure() bool {
+	switch k {
+	case kindEntry, kindSamples, kindFreshness, kindEtcd, kindReadingErrors:
+		return false
+	}
+	return true
+}
+
+// outcome is what one judgement says of its host.
+type outcome uint8
+
+const (
+	pass    outcome = iota // within its limit, or reported and not held against the host
+	fail                   // over its limit, or failed with no number: the host is unfit
+	unknown                // the signal cannot be judged: the host is unknown
+)
+
+// variant tells apart the forms a kind's judgement takes where the detail
+// says different things (a disk reading skipped, failed or taken).
+type variant uint8
+
+const (
+	vMeasured variant = iota // the figure, judged
+	vNone                    // nothing measured in the window
+	vFailed                  // the reading failed (an entry's error, a tail of failures)
+	vMissing                 // no record (kindEntry)
+	vPanic                   // judging panicked (kindEntry)
+	vRefused                 // the probe's last write was refused (kindRecord)
+	vShrunk                  // the record is full (kindRecord)
+	vWifi                    // kindLink's classes
+	vWired
+	vUnseen
+	vSkippedSetting // kindFdatasync: skipped by fsync_skip_reason
+	vSkipped        // kindFdatasync: skipped by the probe
+	vMemoryFS       // kindFdatasync: taken on a memory filesystem
+	vSomeFailed     // kindEtcd: some scrapes failed, judged from the others
+)
+
+// judgement is one signal of one host judged, before it is words: the
+// figure against its limit, the outcome, and the facts its reason's detail
+// is written from (render.go). Decide judges every host into judgements,
+// plans from them and the link matrix, and renders the reasons last.
+type judgement struct {
+	kind    kind
+	variant variant
+	out     outcome
+	// measured: value is the figure.
+	measured bool
+	// bare: the signal has a limit but no figure to judge against it (it
+	// was not measured): its reason states only the limit's basis.
+	bare bool
+	// held: a link judged from its other end (from) that passes here and is
+	// held against the measuring host, which does not vote.
+	held bool
+	// failed and over count a connect tail's connects that failed, and
+	// that were over the limit or failed; failed also counts an etcd
+	// member's failed scrapes and a window's samples with a failed reading.
+	failed, over int
+	// subject is the other end of a link (a node name, or "member ID" for a
+	// peer etcd knows and no host runs), the directory of a disk reading, or
+	// the interface of a link class.
+	subject string
+	value   float64
+	// limit is what the signal is judged against; nil when nothing is (a
+	// count of samples reported, a link class: basisOf says why).
+	limit *settings.Limit
+
+	// The facts the detail states beyond the figure: how many readings the
+	// figure is of; a text from the entry (an error, a filesystem) or the
+	// member ID; when a reading was taken or an entry last changed.
+	count int
+	text  string
+	at    time.Time
+	// unmerged is set when some of the window's histograms could not be
+	// merged with the others.
+	unmerged *unmerged
+
+	// from is set on a link judged from its other end: the measuring host's
+	// own judgement of it, whose figure this repeats; the subject is then
+	// the measuring host.
+	from *judgement
+}
+
+// unmerged is how many of a window's histograms could not be merged with
+// the others, and the latest merge's error.
+type unmerged struct {
+	count int
+	err   string
+}
+
+// failedMeasure: the judgement makes its host unfit.
+func (g *judgement) failedMeasure() bool { return g.out == fail && g.kind.isMeasure() }
+
+// figure is the judgement's value against its limit, when it has both.
+func (g *judgement) figure() (v, l float64, rule settings.Rule, ok bool) {
+	if !g.measured || g.limit == nil || g.bare || g.held {
+		return 0, 0, "", false
+	}
+	return g.value, g.limit.Value, g.limit.Rule, true
+}
+
+// headroom is how far the judgement's value is inside its limit, as a
+// fraction of the limit: positive inside, negative over, -Inf for a failure
+// with no number, +Inf for a judgement with nothing to compare.
+func (g *judgement) headroom() float64 {
+	v, l, rule, ok := g.figure()
+	if !ok {
+		if g.out == pass {
+			return math.Inf(1)
+		}
+		return math.Inf(-1)
+	}
+	return margin(v, l, rule)
+}
+
+func margin(v, l float64, rule settings.Rule) float64 {
+	d := l - v
+	if rule == settings.AtLeast {
+		d = v - l
+	}
+	if l == 0 {
+		return d
+	}
+	return d / math.Abs(l)
+}
+
+// judged is a figure judged against l.
+func judged(k kind, subject string, l *settings.Limit, v float64) judgement {
+	out := fail
+	if l.OK(v) {
+		out = pass
+	}
+	return judgement{kind: k, subject: subject, value: v, measured: true, limit: l, out: out}
+}
+
+// unmeasuredAs is a judgement with no number, of a signal judged by l (nil
+// for one judged by no limit): passing, failing with no number, or making
+// the host's verdict unknown.
+func unmeasuredAs(k kind, v variant, subject string, l *settings.Limit, out outcome) judgement {
+	return judgement{kind: k, variant: v, subject: subject, limit: l, bare: l != nil, out: out}
+}
+
+// The bases of the judgements no limit is behind.
+const (
+	missingBasis       = "every voter and eligible host runs the probe, which keeps one record per host"
+	unreadableBasis    = "the record and entry formats of docs/records.md and docs/entry.md"
+	panicBasis         = "a host is judged only when judging it completes; a panic is a fault of fleet-role's, reported on the host whose entry caused it and never held against the others"
+	recordBasis        = "a record holds at most the largest legitimate entry at these settings (docs/records.md, Capacity); the probe shrinks a larger one and marks a refused write"
+	etcdBasis          = "a voter's signals are its etcd's own metrics, scraped every sample"
+	linkBasis          = "a default route that leaves by Wi-Fi is unfit: its retransmissions and power saving delay frames past a heartbeat"
+	readingErrorsBasis = "reported, not held against the host: each signal is judged from the samples that have it"
+)
+
+// basisOf is the basis of a judgement no limit is behind.
+func basisOf(g *judgement) string {
+	switch g.kind {
+	case kindEntry:
+		switch g.variant {
+		case vMissing:
+			return missingBasis
+		case vPanic:
+			return panicBasis
+		}
+		return unreadableBasis
+	case kindRecord:
+		return recordBasis
+	case kindEtcd:
+		return etcdBasis
+	case kindLink:
+		return linkBasis
+	case kindReadingErrors:
+		return readingErrorsBasis
+	}
+	return ""
+}
+
+// verdictOf is the verdict of a host's judgements: unknown when any cannot
+// be judged, else unfit when any fails.
+func verdictOf(gs []judgement) Verdict {
+	v := Fit
+	for i := range gs {
+		switch gs[i].out {
+		case unknown:
+			return Unknown
+		case fail:
+			v = Unfit
+		}
+	}
+	return v
+}
+
+// minHeadroom is the tightest headroom among gs that pass keep.
+func minHeadroom(gs []judgement, keep func(*judgement) bool) float64 {
+	m := math.Inf(1)
+	for i := range gs {
+		if keep(&gs[i]) {
+			m = math.Min(m, gs[i].headroom())
+		}
+	}
+	return m
+}
+
+// otherEnds lists the other ends of the failed links among gs, by name.
+func otherEnds(gs []judgement) []string {
+	set := map[string]bool{}
+	for i := range gs {
+		if g := &gs[i]; g.kind.isLink() && g.out == fail {
+			set[g.subject] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}

@@ -1,0 +1,205 @@
+package decide
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/record"
+)
+
+// The reasons are written last, from the judgements: the decision compares
+// figures and outcomes, and only what it publishes (and the few places its
+// own reasons quote a host's) is put into words.
+
+// reasons renders the host's judgements as its reasons, in order.
+func (h *host) reasons(j *limits) []Reason {
+	out := make([]Reason, len(h.all))
+	for i := range h.all {
+		out[i] = h.all[i].reason(j, h.node.Name)
+	}
+	return out
+}
+
+// reason renders g as the reason of node's host.
+func (g *judgement) reason(j *limits, node string) Reason {
+	r, _ := g.render(j, node)
+	return r
+}
+
+// render writes g's reason, and the brief of its detail: the detail
+// without the texts taken from the entry, which is what the other end of a
+// link repeats (empty where the detail holds no such text).
+func (g *judgement) render(j *limits, node string) (r Reason, brief string) {
+	if g.from != nil {
+		return g.fromOtherEnd(j), ""
+	}
+	r = Reason{Signal: signalOf[g.kind], Subject: g.subject, OK: g.out == pass, unknown: g.out == unknown}
+	switch {
+	case g.limit != nil && !g.bare:
+		r.Limit, r.Unit, r.Rule, r.Basis = num(g.limit.Value), g.limit.Unit, g.limit.Rule, g.limit.Basis
+	case g.limit != nil:
+		r.Basis = g.limit.Basis
+	case g.measured:
+		// A figure judged against no limit is a count of samples reported
+		// (failed scrapes, failed readings).
+		r.Unit, r.Basis = "samples", basisOf(g)
+	default:
+		r.Basis = basisOf(g)
+	}
+	if g.measured {
+		r.Value = num(g.value)
+	}
+	if g.kind == kindFreshness {
+		r.Detail, r.age = g.freshness(j)
+	} else {
+		r.Detail, brief = g.detail(j, node)
+	}
+	if u := g.unmerged; u != nil {
+		r.Detail += fmt.Sprintf("; %d of the window's histograms could not be merged with the others, the latest: %s: not judged on part of the window",
+			u.count, u.err)
+	}
+	return r, brief
+}
+
+// fromOtherEnd renders a link measured by the host at its other end (the
+// subject) on this host: the measuring host's numbers, not its entry's
+// error texts, which stay in its own reason.
+func (g *judgement) fromOtherEnd(j *limits) Reason {
+	by := g.subject
+	r, brief := g.from.render(j, by)
+	r.Subject = by
+	detail := cmp.Or(brief, r.Detail)
+	if brief != "" && brief != r.Detail {
+		detail += " (the latest error is in " + by + "'s reasons)"
+	}
+	r.Detail = "measured by " + by + ": " + detail
+	if g.held {
+		r.Value, r.Limit, r.OK = nil, nil, true
+		r.Detail += "; held against " + by + ", which does not vote, not against this voter, whose paths to the other voters decide"
+	}
+	return r
+}
+
+// detail says what g found; brief is set for a connect tail (render).
+func (g *judgement) detail(j *limits, node string) (detail, brief string) {
+	s := j.s
+	l := g.limit
+	// must is how the limit ends a sentence: ", must be at most 25ms".
+	must := func() string {
+		return ", must be " + ruleWord(l.Rule) + " " + FormatValue(l.Value, l.Unit)
+	}
+	switch g.kind {
+	case kindEntry:
+		switch g.variant {
+		case vMissing:
+			return fmt.Sprintf("no probe record for this host (ConfigMap %s/%s)", s.Namespace, record.Name(node)), ""
+		case vPanic:
+			return "judging this host's entry panicked: " + g.text, ""
+		}
+		return "record cannot be read: " + g.text, ""
+	case kindRecord:
+		if g.variant == vRefused {
+			return "refused: the API server refused the probe's last write of its window: " + g.text, ""
+		}
+		return fmt.Sprintf("full: the %d oldest samples were left out so that the record fits its cap", g.count), ""
+	case kindSamples:
+		return strconv.Itoa(int(g.value)) + " of " + strconv.Itoa(s.Window) + " samples", ""
+	case kindEtcd:
+		if g.variant == vNone {
+			return fmt.Sprintf("no etcd metrics read in the window (%d scrapes failed, the latest: %s)", g.failed, orDash(g.text)), ""
+		}
+		return fmt.Sprintf("%d of %d scrapes failed, the latest: %s; judged from the others", g.failed, g.failed+g.count, g.text), ""
+	case kindLink:
+		switch g.variant {
+		case vWifi:
+			return fmt.Sprintf("the default route leaves by %s, a Wi-Fi interface", g.subject), ""
+		case vWired:
+			return "the default route leaves by " + g.subject + ", wired", ""
+		}
+		return fmt.Sprintf("the link of %s cannot be seen: reported, not held against the host", orDash(g.subject)), ""
+	case kindConnect:
+		if g.variant == vNone {
+			return "no connect to this voter's peer port in the window: reported, not held against the host", ""
+		}
+		head := "p" + j.pn + " of " + strconv.Itoa(g.count) + " connects to " + g.subject + "'s peer port: "
+		if g.variant == vFailed {
+			head += "failed"
+		} else {
+			head += FormatValue(g.value, l.Unit) + j.connectMust
+		}
+		if g.failed == 0 {
+			return head, head
+		}
+		fails := "; " + strconv.Itoa(g.failed) + " of " + strconv.Itoa(g.count) + " failed"
+		return head + fails + ", the latest: " + g.text, head + fails
+	case kindPeerRTT:
+		if !g.measured {
+			return fmt.Sprintf("no round trips to %s (member %s) in the histograms merged", g.subject, g.text), ""
+		}
+		return fmt.Sprintf("p%s of %d round trips to %s (member %s): %s", j.pn, g.count, g.subject, g.text, FormatValue(g.value, l.Unit)) + must(), ""
+	case kindWALFsync, kindBackendCommit:
+		what := "fsyncs"
+		if g.kind == kindBackendCommit {
+			what = "commits"
+		}
+		if g.variant == vNone {
+			return "no " + what + " observed in the window: reported, not held against the host", ""
+		}
+		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " " + what + " in the window: " + FormatValue(g.value, l.Unit) + must(), ""
+	case kindFdatasync:
+		switch g.variant {
+		case vSkippedSetting:
+			return "no disk measured: " + s.FsyncSkipReason, ""
+		case vNone:
+			return "no disk reading yet (the probe takes one per window)", ""
+		case vSkipped:
+			return "no disk measured: " + g.text, ""
+		case vFailed:
+			return "the disk reading failed: " + g.text, ""
+		case vMemoryFS:
+			return fmt.Sprintf("no disk measured: %s is on %s, a memory filesystem where fdatasync does nothing", g.subject, orDash(g.text)), ""
+		}
+		return "p99 of " + strconv.Itoa(g.count) + " fdatasyncs in " + g.subject + " (" + orDash(g.text) + ") at " + g.at.UTC().Format(time.RFC3339) +
+			": " + FormatValue(g.value, l.Unit) + must(), ""
+	case kindMemory:
+		if g.variant == vNone {
+			return "memory could not be read in any sample of the window", ""
+		}
+		return "low tail (rank " + strconv.Itoa(quantile.Rank(s.TailPercentile, g.count)) + " of " + strconv.Itoa(g.count) +
+			" from the top) of available memory: " + FormatValue(g.value, l.Unit) + must(), ""
+	case kindStall:
+		if g.variant == vNone {
+			return "no memory pressure (PSI) figures on this host: reported, not held against it", ""
+		}
+		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' memory full stall: " + FormatValue(g.value, l.Unit) + must(), ""
+	case kindReadingErrors:
+		return fmt.Sprintf("%d of %d samples had a reading fail, the latest: %s", g.failed, g.count, g.text), ""
+	}
+	return "", ""
+}
+
+// freshness is the freshness judgement's detail, and where it states the
+// age: the fingerprint compares the time it counts from, which the
+// observation holds, and the outcome.
+func (g *judgement) freshness(j *limits) (string, span) {
+	const head = "entry last seen changing "
+	age := j.now.Sub(g.at).Round(time.Millisecond).String() + " ago, "
+	d := head + age + "at " + g.at.Format(time.RFC3339)
+	if g.out != pass {
+		d += ": the probe has stopped reporting"
+	}
+	return d, spanOf(len(head), age)
+}
+
+// quoting sets r's detail to prefix and q's detail, as a decision's reason
+// quotes a host's, and the age q's detail states, where r's states it.
+func quoting(r Reason, prefix string, q Reason) Reason {
+	r.Detail = prefix + q.Detail
+	if q.age.to > 0 {
+		r.age = span{q.age.from + int32(len(prefix)), q.age.to + int32(len(prefix))}
+	}
+	return r
+}

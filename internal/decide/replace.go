@@ -1,0 +1,118 @@
+package decide
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them, and the one on the most slow links is replaced (ties: an unpinned voter, which takes the same links out; then the worst margin over its limits, then the name); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned"
+
+// onMostSlowLinks is the voter to replace among those the attribution rule
+// names: the one on the most slow links. A pinned voter so chosen stops the
+// plan: the slow links stay with it whichever other voter goes.
+func onMostSlowLinks(j *limits, voters, suspects []*host, d *Decision) *host {
+	type ranked struct {
+		h     *host
+		links []string
+		worst float64
+	}
+	// Two voters on as many slow links share the poor paths that make them
+	// unfit, and either taken out takes those links out: the unpinned one
+	// goes, where a margin between two readings of one link would be noise
+	// naming the pinned one.
+	pinnedLast := func(a, b ranked) int {
+		if a.h.node.Pinned == b.h.node.Pinned {
+			return 0
+		}
+		if a.h.node.Pinned {
+			return 1
+		}
+		return -1
+	}
+	var rs []ranked
+	for _, v := range suspects {
+		rs = append(rs, ranked{v, otherEnds(v.all), minHeadroom(v.all, (*judgement).failedMeasure)})
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), pinnedLast(a, b), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
+	})
+	leaving := rs[0]
+	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
+		fmt.Sprintf("%s is the voter on the most slow links (%d%s) of those that explain them (%s); its worst reason: %s; unfit voters: %s",
+			leaving.h.node.Name, len(leaving.links), listIn(leaving.links), names(suspects), worstOf(j, leaving.h), names(unfitOf(voters))))
+	r.Value, r.Unit = num(float64(len(leaving.links))), "links"
+	d.Reasons = append(d.Reasons, r)
+	if leaving.h.node.Pinned {
+		d.Reasons = append(d.Reasons, step(StepPinned, leaving.h.node.Name, pinnedBasis(j.s), false,
+			fmt.Sprintf("%s is pinned and on the most slow links: nothing is swapped (no other voter is swapped in its place: it is not the one on the poor paths)", leaving.h.node.Name)))
+		return nil
+	}
+	return leaving.h
+}
+
+func pinnedBasis(s settings.Settings) string {
+	return fmt.Sprintf("a voter labelled %s=true is never swapped out. On the most slow links it keeps them whichever other voter goes, so nothing is swapped; unfit by its own readings only, it is passed over for the next unfit unpinned voter", s.PinnedLabel)
+}
+
+// worstOwnReadings is the voter to replace when no link between voters is
+// slow: every unfit voter is unfit by its own readings (disk, memory, link
+// class), and the one furthest over its limits goes. A pinned voter is passed
+// over for the next unpinned one: its fault is its own and stays with it, and
+// another voter's is another's.
+func worstOwnReadings(j *limits, voters []*host, d *Decision) *host {
+	unfit := unfitOf(voters)
+	if len(unfit) == 0 {
+		var unknown []string
+		for _, v := range voters {
+			if v.verdict == Unknown {
+				unknown = append(unknown, v.node.Name)
+			}
+		}
+		why := "every voter is fit: nothing to replace"
+		if len(unknown) > 0 {
+			why = fmt.Sprintf("no voter is unfit (unknown: %s): nothing to replace", strings.Join(unknown, ", "))
+		}
+		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false, why))
+		return nil
+	}
+	worst := func(h *host) float64 { return minHeadroom(h.all, (*judgement).failedMeasure) }
+	slices.SortStableFunc(unfit, func(a, b *host) int {
+		return cmp.Or(cmp.Compare(worst(a), worst(b)), cmp.Compare(a.node.Name, b.node.Name))
+	})
+	var passed []string
+	for _, v := range unfit {
+		if v.node.Pinned {
+			passed = append(passed, v.node.Name)
+			d.Reasons = append(d.Reasons, step(StepPinned, v.node.Name, pinnedBasis(j.s), true,
+				fmt.Sprintf("%s is pinned and unfit by its own readings only (%s): passed over for the next unfit unpinned voter", v.node.Name, worstOf(j, v))))
+			continue
+		}
+		why := fmt.Sprintf("%s is the unfit voter furthest over its limits, by its own readings (no link between voters is slow); its worst reason: %s; unfit voters: %s",
+			v.node.Name, worstOf(j, v), names(unfit))
+		if len(passed) > 0 {
+			why = fmt.Sprintf("%s is the next unfit unpinned voter after %s; its worst reason: %s; unfit voters: %s",
+				v.node.Name, strings.Join(passed, ", "), worstOf(j, v), names(unfit))
+		}
+		r := step(StepReplace, v.node.Name, replaceBasis, true, why)
+		r.Value, r.Unit = num(0), "links"
+		d.Reasons = append(d.Reasons, r)
+		return v
+	}
+	d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
+		fmt.Sprintf("every unfit voter is pinned (%s): nothing is swapped", strings.Join(passed, ", "))))
+	return nil
+}
+
+func unfitOf(voters []*host) []*host {
+	var out []*host
+	for _, v := range voters {
+		if v.verdict == Unfit {
+			out = append(out, v)
+		}
+	}
+	return out
+}
