@@ -50,8 +50,9 @@ type HostRow struct {
 	Eligible bool
 	Pinned   bool
 	Samples  int
-	// Deciding is decide.DecidingReason's pick; nil when the host has no
-	// reason in this form of the document.
+	// Deciding is the reason the status names as deciding the verdict
+	// (the host's deciding index, decide.DecidingReason); nil when this
+	// form of the document keeps none of its reasons.
 	Deciding *decide.Reason
 }
 
@@ -74,7 +75,12 @@ func ModelOf(st *decide.Status) *Model {
 		Decision:    st.Decision,
 		Tolerance:   st.FailureTolerance,
 	}
+	// The model outlives the status: nothing of the decision is shared.
 	m.Decision.Reasons = slices.Clone(st.Decision.Reasons)
+	if i := st.Decision.Deciding; i != nil {
+		at := *i
+		m.Decision.Deciding = &at
+	}
 	for _, h := range st.Hosts {
 		row := HostRow{Name: h.Name, Role: h.Role, Verdict: h.Verdict, Eligible: h.Eligible, Pinned: h.Pinned, Samples: h.Samples}
 		if r, ok := decide.DecidingReason(h); ok {

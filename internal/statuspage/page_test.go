@@ -172,10 +172,10 @@ func TestColourIsNeverAlone(t *testing.T) {
 	}
 }
 
-// The matrix reads each link from the host that measured it: between the
-// golden scenario's slow pair, each end's own tail over its limit; a
-// mirrored copy is not a reading of the row's host.
-func TestMatrixFromTheMeasuringHost(t *testing.T) {
+// The matrix is the status's links laid out: between the golden scenario's
+// slow pair, each end's own tail over its limit with etcd's round trip, and
+// every other cell the figures the status publishes for it.
+func TestMatrixIsTheStatusLinks(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "decide", "testdata", "slow-voter-link", "status.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -185,15 +185,13 @@ func TestMatrixFromTheMeasuringHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := statuspage.ModelOf(st).Matrix
-	if strings.Join(m.Peers, ",") != "alpha,bravo,charlie" {
-		t.Fatalf("peers %q", m.Peers)
+	if strings.Join(m.Peers, ",") != "alpha,bravo,charlie" || m.Missing || m.Dropped != 0 {
+		t.Fatalf("peers %q, missing %v, dropped %d", m.Peers, m.Missing, m.Dropped)
 	}
-	want := map[string]decide.Reason{}
-	for _, h := range st.Hosts {
-		for _, r := range h.Reasons {
-			if r.Signal == decide.SignalConnect && !strings.HasPrefix(r.Detail, "measured by ") {
-				want[h.Name+">"+r.Subject] = r
-			}
+	want := map[string]decide.LinkCell{}
+	for _, r := range st.Links {
+		for _, c := range r.To {
+			want[r.From+">"+c.Peer] = c
 		}
 	}
 	n := 0
@@ -202,22 +200,64 @@ func TestMatrixFromTheMeasuringHost(t *testing.T) {
 			if c.Self != (row.Host == m.Peers[i]) {
 				t.Errorf("%s>%s: self %v", row.Host, m.Peers[i], c.Self)
 			}
-			r, ok := want[row.Host+">"+m.Peers[i]]
+			w, ok := want[row.Host+">"+m.Peers[i]]
 			if !ok {
+				if c.Connect.Present || c.RTT.Present {
+					t.Errorf("%s>%s: a reading the status does not have", row.Host, m.Peers[i])
+				}
 				continue
 			}
 			n++
-			if !c.Connect.Measured || c.Connect.Value != *r.Value || c.Connect.OK != r.OK {
-				t.Errorf("%s>%s: %+v, the reason says %v ok=%v", row.Host, m.Peers[i], c.Connect, *r.Value, r.OK)
+			if !c.Connect.Present || !c.Connect.HasSeconds || c.Connect.Seconds != *w.Connect.Seconds || c.Connect.OK != w.Connect.OK ||
+				c.Connect.Count != w.Connect.Count || c.Connect.Over != w.Connect.Over || c.Slow != w.Slow ||
+				(w.RTT != nil) != c.RTT.Present {
+				t.Errorf("%s>%s: %+v, the status says %+v %+v", row.Host, m.Peers[i], c, *w.Connect, w.RTT)
 			}
 		}
 	}
 	if n != len(want) || n == 0 {
-		t.Fatalf("%d cells matched of %d connect reasons", n, len(want))
+		t.Fatalf("%d cells matched of %d links", n, len(want))
 	}
 	alpha := m.Rows[0]
-	if alpha.Host != "alpha" || alpha.Cells[1].Connect.OK || !alpha.Cells[1].RTT.Measured {
+	if alpha.Host != "alpha" || alpha.Cells[1].Connect.OK || !alpha.Cells[1].RTT.Present || !alpha.Cells[1].Slow {
 		t.Fatalf("alpha's link to bravo: %+v, want over its limit with etcd's round trip", alpha.Cells[1])
+	}
+	// On the page: marked, its number and its count over the limit in words.
+	var cell *html.Node
+	browser.Walk(parse(t, render(t, st, nil)), func(n *html.Node) {
+		if title, _ := browser.Attr(n, "title"); n.Data == "td" && cell == nil && strings.Contains(title, "connects: 801.092ms") {
+			cell = n
+		}
+	})
+	if cell == nil {
+		t.Fatal("no cell with alpha's connect tail to bravo")
+	}
+	class, _ := browser.Attr(cell, "class")
+	title, _ := browser.Attr(cell, "title")
+	if !strings.Contains(class, "bad") || browser.Text(cell) != "801.092ms ✗rtt 815.104ms ✗" || !strings.Contains(title, "100 over the limit or failed") {
+		t.Fatalf("alpha to bravo: class %q, %q, title %q", class, browser.Text(cell), title)
+	}
+}
+
+// A document that left link rows out, or has none, says so, and a host
+// without its row says why.
+func TestMatrixLeftOut(t *testing.T) {
+	st := fleet(t, 4, false)
+	dropped := 0
+	for _, r := range st.Links[3:] {
+		dropped += len(r.To)
+	}
+	reduced := *st
+	reduced.Links = st.Links[:3]
+	reduced.Dropped = []decide.Dropped{{Part: decide.PartLinks, Count: dropped}}
+	page := string(render(t, &reduced, nil))
+	if !strings.Contains(page, fmt.Sprintf("left %d link cells out", dropped)) || !strings.Contains(page, "its links were left out of this document") {
+		t.Fatalf("the page does not say what was left out:\n%s", page)
+	}
+	old := *st
+	old.Links = nil
+	if page := string(render(t, &old, nil)); !strings.Contains(page, "has no link matrix") {
+		t.Fatalf("a document without links:\n%s", page)
 	}
 }
 

@@ -113,6 +113,14 @@ func write(b *bufio.Writer, p Page) {
 		pr(" (dropped %d %s)", x.Count, esc(x.Part))
 	}
 	pr(" · period %s, window %d, tail p%s</p>\n", m.Settings.SamplePeriod, m.Settings.Window, esc(m.Percentile))
+	// The step that decides: the voter out and why, or what holds the swap.
+	if r, ok := d.DecidingStep(); ok {
+		what := "Held back by step"
+		if swap {
+			what = "Why this voter: step"
+		}
+		pr(`<p id="deciding-step">%s <b>%s</b>: %s</p>`+"\n", what, esc(r.Signal), esc(cut(r.Detail, DecisionRunes)))
+	}
 
 	mark, class := "✓", "ok"
 	if t.Tolerance == 0 {
@@ -141,10 +149,13 @@ func write(b *bufio.Writer, p Page) {
 	str("</table></section>\n")
 
 	str(`<section id="links"><h2>Link matrix</h2>` + "\n")
-	pr("<p>Each row is the host that measured, each column the etcd member it connected to. A cell is the p%s of the window's TCP connects to the member's peer port (limit %s, %s) and, on a member's row, etcd's own peer round trip, <i>rtt</i> (limit %s): ✓ within its limit, ✗ over it, <b>✗ failed</b> the connects at the tail failed, · none no reading in the window.",
+	pr("<p>Each row is the host that measured, each column the etcd member it connected to. A cell is the p%s of the window's TCP connects to the member's peer port (limit %s, %s) and, on a member's row, etcd's own peer round trip, <i>rtt</i> (limit %s): ✓ within its limit, ✗ over it, <b>✗ failed</b> the connects at the tail failed (and how many of the window's failed), ? not judged, · none no reading in the window. A link is slow when either is over its limit; the tooltip says each reading in words.",
 		esc(m.Percentile), decide.FormatValue(m.Connect.Value, "seconds"), esc(string(m.Connect.Rule)), decide.FormatValue(m.RTT.Value, "seconds"))
-	if m.Matrix.Dropped {
-		pr(" <b>This document's form (%s) left the passing reasons out: a cell marked none may have been within its limit.</b>", esc(m.Form))
+	switch {
+	case m.Matrix.Missing:
+		str(" <b>This status document has no link matrix (it was written by a fleet-role before the status published one).</b>")
+	case m.Matrix.Dropped > 0:
+		pr(" <b>This document's form (%s) left %d link cells out: a row without readings may have had some.</b>", esc(m.Form), m.Matrix.Dropped)
 	}
 	str("</p>\n<table id=\"link-matrix\"><tr><th>measured by \\ to</th>")
 	for _, peer := range m.Matrix.Peers {
@@ -162,20 +173,21 @@ func write(b *bufio.Writer, p Page) {
 				str(`<td class="self">self</td>`)
 				continue
 			}
-			class := readingClass(c.Connect)
-			if c.Connect.Failed {
-				class = "fail"
+			class := c.Connect.class()
+			if rc := c.RTT.class(); (rc == "bad" || rc == "unk") && rc != class {
+				class += " " + rc
 			}
-			if c.RTT.Measured && !c.RTT.OK {
-				class += " bad"
+			title := c.Connect.title("connects", m.Percentile, m.Connect)
+			if t := c.RTT.title("round trips", m.Percentile, m.RTT); t != "" {
+				title += "; etcd's " + t
 			}
 			pr(`<td class="%s"`, class)
-			if c.Connect.Detail != "" {
-				pr(` title="%s"`, esc(short(c.Connect.Detail)))
+			if title != "" {
+				pr(` title="%s"`, esc(title))
 			}
-			pr(">%s", readingMark(c.Connect))
-			if c.RTT.Measured {
-				pr("<br>rtt %s", readingMark(c.RTT))
+			pr(">%s", esc(c.Connect.mark()))
+			if c.RTT.Present {
+				pr("<br>rtt %s", esc(c.RTT.mark()))
 			}
 			str("</td>")
 		}
@@ -190,9 +202,13 @@ func write(b *bufio.Writer, p Page) {
 		str("none")
 	}
 	str("</h2>\n<table><tr><th></th><th>step</th><th>subject</th><th>why</th></tr>")
-	for _, r := range d.Reasons {
+	for i, r := range d.Reasons {
 		class, mark := "ok", "✓ ok"
 		switch {
+		case d.Deciding != nil && *d.Deciding == i && r.OK:
+			mark = "✓ decides"
+		case d.Deciding != nil && *d.Deciding == i:
+			class, mark = "bad", "✗ holds, first"
 		case r.OK:
 		case r.Signal == decide.StepCandidate && r.Subject != "":
 			class, mark = "bad", "✗ not fit"
@@ -264,27 +280,4 @@ func verdictClass(v decide.Verdict) string {
 		return "bad"
 	}
 	return "unk"
-}
-
-// readingMark is a cell's reading as text: its number and a mark.
-func readingMark(r Reading) string {
-	switch {
-	case !r.Measured:
-		return "· none"
-	case r.Failed:
-		return "✗ failed"
-	case r.OK:
-		return decide.FormatValue(r.Value, "seconds") + " ✓"
-	}
-	return decide.FormatValue(r.Value, "seconds") + " ✗"
-}
-
-func readingClass(r Reading) string {
-	switch {
-	case !r.Measured:
-		return "none"
-	case r.OK:
-		return "ok"
-	}
-	return "bad"
 }

@@ -286,7 +286,7 @@ func (o *operators) page(ctx context.Context, live *Live) error {
 	if got, want := browser.Text(browser.ByID(doc, "tolerance-value")), strconv.Itoa(st.FailureTolerance.Tolerance); got != want {
 		fail("tolerance %q, the status's %s", got, want)
 	}
-	// The matrix, cell by cell, against the measuring host's own reasons.
+	// The matrix, cell by cell, against the status's link matrix.
 	table := browser.ByID(doc, "link-matrix")
 	if table == nil {
 		return fmt.Errorf("no link matrix on the page")
@@ -317,7 +317,10 @@ func (o *operators) page(ctx context.Context, live *Live) error {
 			peer := peers[i]
 			want := "self"
 			if peer != row {
-				want = expectCell(h, peer)
+				want = expectCell(st, h, peer)
+				if why := linkAsReason(st, h, peer); why != "" {
+					fail("%s", why)
+				}
 			}
 			if got := browser.Text(td); got != want {
 				fail("cell %s to %s reads %q, the status says %q", row, peer, got, want)
@@ -378,37 +381,71 @@ func (o *operators) page(ctx context.Context, live *Live) error {
 }
 
 // expectCell is what the status says the cell from h to peer reads: the
-// measuring host's own connect reason (a copy mirrored from the other end
-// is not its reading) with its mark, and etcd's round trip where measured.
-func expectCell(h *decide.Host, peer string) string {
-	reading := func(r *decide.Reason) string {
+// status's link matrix (links) for that pair, each reading its number and
+// mark, the failed connects counted, and etcd's round trip where measured.
+func expectCell(st *decide.Status, h *decide.Host, peer string) string {
+	reading := func(x *decide.LinkReading) string {
+		var s string
 		switch {
-		case r == nil || r.Value == nil && r.OK:
+		case x == nil || x.Count == 0 && x.Seconds == nil && x.Unmerged == 0:
 			return "· none"
-		case r.Value == nil:
-			return "✗ failed"
-		case r.OK:
-			return decide.FormatValue(*r.Value, "seconds") + " ✓"
+		case x.Unmerged > 0:
+			s = "? not judged"
+		case x.Seconds == nil:
+			s = "✗ failed"
+		case x.OK:
+			s = decide.FormatValue(*x.Seconds, "seconds") + " ✓"
+		default:
+			s = decide.FormatValue(*x.Seconds, "seconds") + " ✗"
 		}
-		return decide.FormatValue(*r.Value, "seconds") + " ✗"
+		if x.Failed > 0 {
+			s += fmt.Sprintf(", %d of %d failed", x.Failed, x.Count)
+		}
+		return s
 	}
-	var connect, rtt *decide.Reason
-	for i, r := range h.Reasons {
-		if r.Subject != peer || strings.HasPrefix(r.Detail, "measured by ") {
+	var cell decide.LinkCell
+	for _, r := range st.Links {
+		if r.From != h.Name {
 			continue
 		}
-		switch r.Signal {
-		case decide.SignalConnect:
-			connect = &h.Reasons[i]
-		case decide.SignalPeerRTT:
-			rtt = &h.Reasons[i]
+		for _, c := range r.To {
+			if c.Peer == peer {
+				cell = c
+			}
 		}
 	}
-	s := reading(connect)
-	if rtt != nil {
-		s += "rtt " + reading(rtt)
+	s := reading(cell.Connect)
+	if cell.RTT != nil {
+		s += "rtt " + reading(cell.RTT)
 	}
 	return s
+}
+
+// linkAsReason holds the status's link from h to peer to h's own connect
+// reason about peer (a copy from the other end starts "measured by"): the
+// same tail and ok, on a real fleet's decision. It says how they differ.
+func linkAsReason(st *decide.Status, h *decide.Host, peer string) string {
+	var link *decide.LinkReading
+	for _, r := range st.Links {
+		for _, c := range r.To {
+			if r.From == h.Name && c.Peer == peer {
+				link = c.Connect
+			}
+		}
+	}
+	for _, r := range h.Reasons {
+		if r.Signal != decide.SignalConnect || r.Subject != peer || strings.HasPrefix(r.Detail, "measured by ") {
+			continue
+		}
+		if link == nil || (link.Seconds == nil) != (r.Value == nil) || link.Seconds != nil && *link.Seconds != *r.Value || link.OK != r.OK {
+			return fmt.Sprintf("%s to %s: the status's link %+v, its reason %+v", h.Name, peer, link, r)
+		}
+		return ""
+	}
+	if link != nil {
+		return fmt.Sprintf("%s to %s: a link and no reason", h.Name, peer)
+	}
+	return ""
 }
 
 func hostOf(st *decide.Status, name string) *decide.Host {
