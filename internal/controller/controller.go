@@ -192,8 +192,8 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 // remembered is what the next decision reads of this one: decide.Input's
 // Previous reads each host's name, verdict and observation, the decision
 // and the memory; logChange reads the decision and its reasons. The hosts'
-// reasons, most of a Status at a large fleet (a few MB at 500 hosts), are
-// left out, so that they are not held between periods and live beside the
+// reasons, most of a Status at a large fleet (a few MB at 500 hosts), and
+// the link matrix are left out, so that they are not held between periods and live beside the
 // next decision's own while it is made: the collector lets the heap grow
 // to twice what is live when it runs, so every byte held raises the peak
 // twice over (docs/performance.md).
@@ -202,7 +202,7 @@ func remembered(st *decide.Status) *decide.Status {
 		Decision: st.Decision, Memory: st.Memory, Records: st.Records}
 	p.Hosts = make([]decide.Host, len(st.Hosts))
 	for i, h := range st.Hosts {
-		h.Reasons = nil
+		h.Reasons, h.Deciding = nil, nil
 		p.Hosts[i] = h
 	}
 	return p

@@ -48,8 +48,12 @@ type Event struct {
 //   - the voter a swap would take out, when the swap is new (another out or
 //     in, or none before): SwapAdvised;
 //   - every unfit voter, when no swap is made and the step that holds it
-//     back differs from the previous decision's: SwapHeld, with that step's
-//     reason.
+//     back (the decision's deciding step) differs from the previous
+//     decision's: SwapHeld, with that step's reason.
+//
+// The deciding reason and step are those the status names by index
+// (decide.DecidingReason, Decision.DecidingStep), never found by a
+// reason's words.
 //
 // A host with several of these gets one Event: the swap's reason, its
 // message followed by the verdict's.
@@ -108,15 +112,16 @@ func Changes(prev, cur *decide.Status) []Event {
 	case d.Action == decide.ActionSwap:
 		if pd.Action != decide.ActionSwap || pd.Out != d.Out || pd.In != d.In {
 			msg := fmt.Sprintf("fleet-role would swap this voter out for %s (dry run: nothing is changed)", d.In)
-			if r, ok := step(d, decide.StepReplace); ok {
+			// The step that decides a swap names the voter out and why.
+			if r, ok := d.DecidingStep(); ok {
 				msg += ": " + r.Detail
 			}
 			add(d.Out, ReasonSwapAdvised, msg, true)
 		}
 	default:
-		held, ok := holding(d)
+		held, ok := d.DecidingStep()
 		// A swap before holds nothing, so any step that holds now is new.
-		if before, _ := holding(pd); !ok || before.Signal == held.Signal {
+		if before, was := pd.DecidingStep(); !ok || was && pd.Action != decide.ActionSwap && before.Signal == held.Signal {
 			break
 		}
 		for _, h := range cur.Hosts {
@@ -146,31 +151,6 @@ func verdictReason(v decide.Verdict) string {
 		return ReasonUnfit
 	}
 	return ReasonUnknown
-}
-
-// step is the decision's reason of that step.
-func step(d decide.Decision, signal string) (decide.Reason, bool) {
-	for _, r := range d.Reasons {
-		if r.Signal == signal {
-			return r, true
-		}
-	}
-	return decide.Reason{}, false
-}
-
-// holding is the first step that holds a swap back. A candidate that is
-// not fit holds nothing while another may be chosen; the closing candidate
-// without a subject (none is fit) does.
-func holding(d decide.Decision) (decide.Reason, bool) {
-	if d.Action == decide.ActionSwap {
-		return decide.Reason{}, false
-	}
-	for _, r := range d.Reasons {
-		if !r.OK && (r.Signal != decide.StepCandidate || r.Subject == "") {
-			return r, true
-		}
-	}
-	return decide.Reason{}, false
 }
 
 // clip cuts a message to MaxMessageBytes at a character boundary.

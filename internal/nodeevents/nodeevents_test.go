@@ -1,6 +1,9 @@
 package nodeevents_test
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,24 +23,26 @@ func host(name string, role decide.Role, v decide.Verdict) decide.Host {
 	if v == decide.Fit {
 		r.Value = num(0.002)
 	}
-	return decide.Host{Name: name, Role: role, Verdict: v, Reasons: []decide.Reason{r}}
+	return decide.Host{Name: name, Role: role, Verdict: v, Reasons: []decide.Reason{r}, Deciding: at(0)}
 }
 
 func status(d decide.Decision, hosts ...decide.Host) *decide.Status {
 	return &decide.Status{Hosts: hosts, Decision: d}
 }
 
-var none = decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{
+func at(i int) *int { return &i }
+
+var none = decide.Decision{Action: decide.ActionNone, Deciding: at(0), Reasons: []decide.Reason{
 	{Signal: decide.StepReplace, OK: false, Detail: "every voter is fit: nothing to replace"}}}
 
 func held(step, detail string) decide.Decision {
-	return decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{
+	return decide.Decision{Action: decide.ActionNone, Deciding: at(2), Reasons: []decide.Reason{
 		{Signal: decide.StepReplace, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links"},
 		{Signal: decide.StepCandidate, Subject: "standby-2", OK: false, Detail: "standby-2 is unfit"},
 		{Signal: step, OK: false, Detail: detail}}}
 }
 
-var swap = decide.Decision{Action: decide.ActionSwap, Out: "voter-2", In: "standby-1", Reasons: []decide.Reason{
+var swap = decide.Decision{Action: decide.ActionSwap, Out: "voter-2", In: "standby-1", Deciding: at(0), Reasons: []decide.Reason{
 	{Signal: decide.StepReplace, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links (2: voter-1, voter-3)"}}}
 
 func TestChanges(t *testing.T) {
@@ -85,6 +90,49 @@ func TestChanges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// golden reads a golden scenario's status document, as the controller reads
+// its previous one back.
+func golden(t *testing.T, scenario string) *decide.Status {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "decide", "testdata", scenario, "status.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := decide.UnmarshalStatus(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// On the decisions of the golden scenarios, read back from their documents:
+// the messages state the deciding reason and step the documents name by
+// index, the holding step the one after every step that passed.
+func TestChangesOfGoldenDecisions(t *testing.T) {
+	fit := golden(t, "all-fit")
+	for _, tc := range []struct {
+		scenario string
+		want     []string
+	}{
+		{"swap-held", []string{"alpha SwapHeld Warning fleet-role would swap no voter: step steady holds it back: alpha has been named to leave (for delta) since 2026-11-29T12:00:00Z, at 1 decision in a row; " +
+			"the records of alpha, bravo, charlie have not changed since: held until every voter has written again; fleet-role judges this voter unfit (was fit): wal_fsync: 31.817ms, must be under 10ms"}},
+		{"slow-voter-link", []string{"bravo SwapAdvised Warning fleet-role would swap this voter out for delta (dry run: nothing is changed): bravo is the voter on the most slow links (1: alpha) of those that explain them (alpha, bravo); " +
+			"its worst reason: connect alpha: 801.103ms, must be at most 250ms (220.4% over the limit); unfit voters: alpha, bravo; fleet-role judges this voter unfit (was fit): connect alpha: 801.103ms, must be at most 250ms",
+			"alpha Unfit Warning fleet-role judges this voter unfit (was fit): connect bravo: 801.092ms, must be at most 250ms"}},
+	} {
+		got := nodeevents.Changes(fit, golden(t, tc.scenario))
+		var lines []string
+		for _, e := range got {
+			lines = append(lines, e.Node+" "+e.Reason+" "+e.Type+" "+e.Message)
+		}
+		slices.Sort(lines)
+		slices.Sort(tc.want)
+		if !slices.Equal(lines, tc.want) {
+			t.Errorf("%s:\n%s\nwant\n%s", tc.scenario, strings.Join(lines, "\n"), strings.Join(tc.want, "\n"))
+		}
 	}
 }
 
