@@ -50,7 +50,7 @@ go vet ./...
 # The end-to-end scenarios and the fsync comparison judge real latencies, so
 # they run after the raced packages, alone (hack/timed-tests.sh says why).
 e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$'
-timed_tests='^(TestMeasureAgreesWithFio|TestFioSeesTheDelay|TestQuotaStarvesABusyLoop)$'
+timed_tests='^(TestMeasureAgreesWithFio|TestFioSeesTheDelay|TestQuotaStarvesABusyLoop|TestStarvedProcessWakesLate)$'
 
 step "go test -race (every package but the end-to-end scenarios and $timed_tests)"
 go test -race -count=1 -timeout 45m -skip "$timed_tests" "$@" $(go list ./... | grep -Ev "$e2e_pattern")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the tests that judge real latencies, one at a time and without the
 # race detector: the fsync reading against fio, the slow disk against fio, a
-# CPU quota against a busy loop, then the three end-to-end
+# CPU quota against a busy loop, the wake-up reading of a starved process,
+# then the three end-to-end
 # scenarios (the demo, the mesh, the pods). hack/test.sh runs it after the
 # raced packages; bench/busy.sh runs it again beside a busy loop on each core.
 # It expects the tools in the environment as hack/test.sh exports them
@@ -26,6 +27,10 @@ step "the slow disk against fio"
 go test -count=1 -p 1 -v -run '^TestFioSeesTheDelay$' -timeout 10m "$@" ./lab/slowdisk
 step "a CPU quota against a busy loop"
 go test -count=1 -p 1 -v -run '^TestQuotaStarvesABusyLoop$' -timeout 10m "$@" ./lab/cpulimit
+# The wake-up reading (the wakeup_late signal) of a process starved by a
+# quota, against its own reading unstarved: it judges timing.
+step "a starved process's wake-up lateness"
+go test -count=1 -p 1 -v -run '^TestStarvedProcessWakesLate$' -timeout 10m "$@" ./internal/wakeup
 step "the demo"
 go test -count=1 -p 1 -timeout 30m "$@" ./lab/demo
 # The mesh scenario runs verbose, so that the log shows each variant's

@@ -20,7 +20,7 @@ taken, 1 when it could not be (the error says what and where), 2 for a usage
 error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageErrorf("check needs a reading: link, connect, memory, etcd or fsync (see fleet-role check --help)")
+			return usageErrorf("check needs a reading: link, connect, memory, etcd, fsync or wakeup (see fleet-role check --help)")
 		},
 	}
 	cmd.AddCommand(
@@ -29,6 +29,7 @@ error.`,
 		newCheckMemoryCommand(),
 		newCheckEtcdCommand(),
 		newCheckFsyncCommand(),
+		newCheckWakeupCommand(),
 	)
 	return cmd
 }

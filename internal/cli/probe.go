@@ -25,7 +25,9 @@ the Nodes (an informer that keeps of each one only what it reads). Each sample
 period it reads them from that cache, and when this node is a voter or marked
 eligible it takes one sample: the TCP connect time to every other voter's etcd
 peer port, what the local etcd member's metrics gained (voters), memory and its
-pressure, the class of the link the default route leaves by, and once a window
+pressure, the class of the link the default route leaves by, how late a timer
+due once a heartbeat interval woke (the largest lateness since the last
+sample: the timer runs beside the samples all the time), and once a window
 the fdatasync reading (non-voters). It appends the sample to its window and
 writes the window to its node's record: the ConfigMap named after the node in
 fleet-role's namespace, labelled fleet-role.io/record=probe and owned by the

@@ -55,14 +55,18 @@ func TestAttributionNamesOneSlowVoter(t *testing.T) {
 // Two slow voters of five: the smallest set touching every slow link is the
 // two, a minority (the limit, 2 of 5), and the one on the most slow links is
 // named (alpha: 4, bravo's link to alpha among them); every standby is slow
-// to the other, which would remain, so none is fit. Three slow voters are
+// to bravo, which would remain, but bravo explains the slow links too, so
+// that slowness is bravo's and the standby is fit. Three slow voters are
 // just over the limit.
 func TestAttributionMinorityBoundary(t *testing.T) {
 	f := votersFleet(t, 5)
 	f.slowHost("alpha")
 	f.slowHost("bravo")
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	wantNone(t, st, decide.StepCandidate)
+	wantSwap(t, st, "alpha", "standby-1")
+	if r := decisionReason(t, st, decide.StepCandidate, "standby-1"); !r.OK || !strings.Contains(r.Detail, "its slow links to bravo, which explain the slow links between voters too, do not count") {
+		t.Fatalf("candidate: %+v", r)
+	}
 	if r := decisionReason(t, st, decide.StepReplace, "alpha"); *r.Value != 4 {
 		t.Fatalf("replace: %+v", r)
 	}
@@ -194,41 +198,67 @@ func TestPinnedDiskBesideMemory(t *testing.T) {
 	}
 }
 
-// A disk breach on most recording hosts is the fleet's, not a host's: at,
-// just under and just over more than half.
-func TestWholeFleetDiskBreach(t *testing.T) {
-	for _, c := range []struct {
-		hosts, slow int
-		shared      bool
-	}{{5, 2, false}, {5, 3, true}, {4, 2, false}, {4, 3, true}} {
-		t.Run(fmt.Sprintf("%d of %d", c.slow, c.hosts), func(t *testing.T) {
-			f := standardFleet(settings.Defaults())
-			f.hosts = f.hosts[:c.hosts]
-			for _, h := range f.hosts[:c.slow] {
-				h.slowWAL = true
-			}
-			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-			for _, h := range f.hosts[:c.slow] {
-				wantVerdict(t, st, h.name, decide.Unfit)
-			}
-			if !c.shared {
-				r := decisionReason(t, st, decide.StepFleetWide, "disk")
-				if !r.OK || *r.Value != float64(c.slow) || *r.Limit != float64(c.hosts)/2 {
+// A disk breach, or CPU starvation (wakeup_late), on most recording hosts
+// is the fleet's, not a host's: at, just under and just over more than
+// half.
+func TestWholeFleetBreach(t *testing.T) {
+	for _, g := range []struct {
+		group  string
+		breach func(h *gHost)
+	}{
+		{"disk", func(h *gHost) { h.slowWAL = true }},
+		{"cpu", func(h *gHost) { h.late = starvedLate }},
+	} {
+		for _, c := range []struct {
+			hosts, over int
+			shared      bool
+		}{{5, 2, false}, {5, 3, true}, {4, 2, false}, {4, 3, true}} {
+			t.Run(fmt.Sprintf("%s %d of %d", g.group, c.over, c.hosts), func(t *testing.T) {
+				f := standardFleet(settings.Defaults())
+				f.hosts = f.hosts[:c.hosts]
+				for _, h := range f.hosts[:c.over] {
+					g.breach(h)
+				}
+				st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
+				for _, h := range f.hosts[:c.over] {
+					wantVerdict(t, st, h.name, decide.Unfit)
+				}
+				if !c.shared {
+					r := decisionReason(t, st, decide.StepFleetWide, g.group)
+					if !r.OK || *r.Value != float64(c.over) || *r.Limit != float64(c.hosts)/2 {
+						t.Fatalf("fleet_wide: %+v", r)
+					}
+					return
+				}
+				wantNone(t, st, decide.StepFleetWide)
+				r := decisionReason(t, st, decide.StepFleetWide, g.group)
+				if *r.Value != float64(c.over) || !strings.Contains(r.Detail, fmt.Sprintf("%d of the %d recording hosts", c.over, c.hosts)) {
 					t.Fatalf("fleet_wide: %+v", r)
 				}
-				return
-			}
-			wantNone(t, st, decide.StepFleetWide)
-			r := decisionReason(t, st, decide.StepFleetWide, "disk")
-			if *r.Value != float64(c.slow) || !strings.Contains(r.Detail, fmt.Sprintf("%d of the %d recording hosts", c.slow, c.hosts)) {
-				t.Fatalf("fleet_wide: %+v", r)
-			}
-			for _, r := range st.Decision.Reasons {
-				if r.Signal == decide.StepReplace {
-					t.Fatalf("a voter was named: %+v", r)
+				for _, r := range st.Decision.Reasons {
+					if r.Signal == decide.StepReplace {
+						t.Fatalf("a voter was named: %+v", r)
+					}
 				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// CPU starvation is a group of its own: one host starved of CPU and
+// others short of memory are each their own host's fault, and do not add
+// up to a shared one. charlie starved, alpha and delta short of memory: 1
+// and 2 of 5, no group over half, and charlie, furthest over its limits,
+// goes for echo, the one fit standby.
+func TestCPUIsAGroupOfItsOwn(t *testing.T) {
+	f := standardFleet(settings.Defaults())
+	f.host("charlie").late = starvedLate
+	f.host("alpha").lowMem, f.host("delta").lowMem = true, true
+	st := decideSteady(f.input(t, namedBefore(settled(f, 2*time.Hour), "charlie")))
+	wantSwap(t, st, "charlie", "echo")
+	if r := decisionReason(t, st, decide.StepFleetWide, "memory"); !r.OK || *r.Value != 2 ||
+		!strings.Contains(r.Detail, "(disk 0, memory 2, memory stall 0, cpu 1)") {
+		t.Fatalf("fleet_wide: %+v", r)
 	}
 }
 
@@ -364,5 +394,69 @@ func TestAttributionConnectsFirst(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// After the connects between voters were last slow, etcd's round trips,
+// a smoothed average observed every 30 s, may carry that delay for 102 s
+// (18 probes of 4 s for the average to fall from an election timeout to a
+// tenth of it, and 30 s to the next observation): slow round trips alone
+// name no voter until then. The demo's fault, a delay etcd's proxy puts on
+// data and not on the handshake, is never seen by the connects, and stands.
+func TestRoundTripsLagTheConnects(t *testing.T) {
+	const lag = 102 * time.Second
+	for _, c := range []struct {
+		name  string
+		ago   time.Duration // since the connects were last slow; 0: never
+		stand bool
+	}{
+		{"never slow by connect", 0, true},
+		{"just under the lag", lag - time.Millisecond, false},
+		{"at the lag", lag, true},
+		{"a decision after a connect fault", 15 * time.Second, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := votersFleet(t, 3)
+			f.rttOnly = map[[2]string]float64{pairOf("bravo", "alpha"): 0.4, pairOf("bravo", "charlie"): 0.4}
+			prev := settled(f, 2*time.Hour)
+			if c.ago > 0 {
+				prev.Memory.ConnectsSlowAt = f.now.Add(-c.ago)
+			}
+			st := decide.Decide(f.input(t, prev))
+			r := decisionReason(t, st, decide.StepAttribution, "")
+			if c.stand {
+				if !r.OK || st.Memory.Named != "bravo" {
+					t.Fatalf("round trips alone should name bravo: named %q, %+v", st.Memory.Named, r)
+				}
+				return
+			}
+			if !r.OK || st.Memory.Named != "" || !strings.Contains(r.Detail, "by peer_rtt only: alpha-bravo, bravo-charlie; but the connects between voters were slow") ||
+				!strings.Contains(r.Detail, "held against no voter, and a voter is unfit by its own readings only") {
+				t.Fatalf("want the round trips held as lagging: named %q, %+v", st.Memory.Named, r)
+			}
+			if rep := decisionReason(t, st, decide.StepReplace, ""); rep.OK || !strings.Contains(rep.Detail, "nothing to replace") {
+				t.Fatalf("replace: %+v", rep)
+			}
+			if !st.Memory.ConnectsSlowAt.Equal(prev.Memory.ConnectsSlowAt) {
+				t.Fatalf("memory's connects_slow_at %v, want it carried (%v)", st.Memory.ConnectsSlowAt, prev.Memory.ConnectsSlowAt)
+			}
+		})
+	}
+	// A voter unfit by its own readings is named all the same, by them.
+	f := votersFleet(t, 3)
+	f.rttOnly = map[[2]string]float64{pairOf("bravo", "alpha"): 0.4, pairOf("bravo", "charlie"): 0.4}
+	f.host("charlie").slowWAL = true
+	prev := settled(f, 2*time.Hour)
+	prev.Memory.ConnectsSlowAt = f.now.Add(-15 * time.Second)
+	st := decideSteady(f.input(t, prev))
+	wantSwap(t, st, "charlie", "standby-1")
+	if r := decisionReason(t, st, decide.StepReplace, "charlie"); !strings.Contains(r.Detail, "by its own readings") || !strings.Contains(r.Detail, "wal_fsync") {
+		t.Fatalf("replace: %+v", r)
+	}
+	// A decision with a slow connect between voters remembers it.
+	f = votersFleet(t, 3)
+	f.slowHost("bravo")
+	if st := decide.Decide(f.input(t, settled(f, 2*time.Hour))); !st.Memory.ConnectsSlowAt.Equal(f.now) {
+		t.Fatalf("connects_slow_at %v, want the decision's time %v", st.Memory.ConnectsSlowAt, f.now)
 	}
 }

@@ -222,6 +222,71 @@ func TestHistogramBoundaries(t *testing.T) {
 	}
 }
 
+// sparseMod gives the first n samples one observation each, the first k
+// of them in bucket hi and the rest in lo, and every later sample none:
+// etcd feeds its peer round-trip histogram about twice every 30 s, so a
+// short window holds a few round trips.
+func sparseMod(bounds []float64, n, k, lo, hi int, where func(x *entry.EtcdSample, h quantile.Histogram)) func(int, *entry.Sample) {
+	return func(i int, x *entry.Sample) {
+		switch {
+		case i < k:
+			where(x.Etcd, hist(bounds, map[int]uint64{hi: 1}))
+		case i < n:
+			where(x.Etcd, hist(bounds, map[int]uint64{lo: 1}))
+		default:
+			where(x.Etcd, hist(bounds, nil))
+		}
+	}
+}
+
+// A histogram with fewer observations than a window holds samples forgives
+// as many as the window forgives (1 at 100 and p99): its tail is taken no
+// higher than the rank n - 1, and with no more than 1 observation nothing
+// is judged.
+func TestHistogramWithFewObservations(t *testing.T) {
+	s := settings.Defaults()
+	signals := []struct {
+		signal string
+		limit  settings.Limit
+		where  func(x *entry.EtcdSample, h quantile.Histogram)
+		layout []float64
+	}{
+		{decide.SignalPeerRTT, s.RTTLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.PeerRTT["b2"] = h }, rttBounds},
+		{decide.SignalWALFsync, s.WALFsyncLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.WALFsync = h }, walBounds},
+		{decide.SignalBackendCommit, s.BackendCommitLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.BackendCommit = h }, walBounds},
+	}
+	for _, sig := range signals {
+		t.Run(sig.signal, func(t *testing.T) {
+			in := bucket(sig.layout, sig.limit.Value) - 1
+			cases := []struct {
+				name     string
+				n, k     int
+				ok       bool
+				detailed string
+			}{
+				{"one observation, over: too few to judge", 1, 1, true, "too few to judge, the tail forgives 1 observation as the window forgives 1 sample"},
+				{"two, one over: the lower one", 2, 1, true, "taken at the 1st of 2"},
+				{"two, both over", 2, 2, false, "taken at the 1st of 2"},
+				{"fifty, one over", 50, 1, true, "taken at the 49th of 50"},
+				{"fifty, two over", 50, 2, false, "taken at the 49th of 50"},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					e := baseWindow(s, "voter", true, sparseMod(sig.layout, c.n, c.k, in, in+3, sig.where))
+					h := judge(t, s, e, true, nil)
+					r := reasonOf(t, h, sig.signal)
+					if r.OK != c.ok || !strings.Contains(r.Detail, c.detailed) {
+						t.Fatalf("%s: ok %v, %q; want ok %v and %q", sig.signal, r.OK, r.Detail, c.ok, c.detailed)
+					}
+					if c.n == 1 && (r.Value != nil || h.Verdict != decide.Fit) {
+						t.Fatalf("too few to judge, yet value %v and verdict %s", deref(r.Value), h.Verdict)
+					}
+				})
+			}
+		})
+	}
+}
+
 func TestFdatasyncBoundary(t *testing.T) {
 	for name, s := range timings(t) {
 		t.Run(name, func(t *testing.T) {
@@ -275,6 +340,61 @@ func TestStallBoundary(t *testing.T) {
 				{name: "two periods of 100 over", mod: over(2, 10*l, 0, set), signal: decide.SignalStall, ok: false},
 				{name: "no PSI: not held against", mod: func(_ int, x *entry.Sample) { x.MemFullStallSeconds = nil }, signal: decide.SignalStall, ok: true},
 			})
+		})
+	}
+}
+
+// The wake-up lateness is judged on every recording host, voter and
+// standby alike: a standby that starves would be as bad a voter.
+func TestWakeupBoundary(t *testing.T) {
+	for name, s := range timings(t) {
+		t.Run(name, func(t *testing.T) {
+			l := s.WakeupLimit().Value
+			set := func(x *entry.Sample, v float64) { x.WakeupLateSeconds = &v }
+			for _, voter := range []bool{false, true} {
+				role := map[bool]string{false: "standby: ", true: "voter: "}[voter]
+				runBoundaries(t, s, []boundary{
+					{name: role + "at (under: unfit)", voter: voter, mod: over(100, l, l, set), signal: decide.SignalWakeup, ok: false},
+					{name: role + "just under", voter: voter, mod: over(100, l-1e-6, l, set), signal: decide.SignalWakeup, ok: true},
+					{name: role + "just over", voter: voter, mod: over(100, l+1e-6, l, set), signal: decide.SignalWakeup, ok: false},
+					{name: role + "one period of 100 over", voter: voter, mod: over(1, 2*l, 0.005, set), signal: decide.SignalWakeup, ok: true},
+					{name: role + "two periods of 100 over", voter: voter, mod: over(2, 2*l, 0.005, set), signal: decide.SignalWakeup, ok: false},
+					{name: role + "not measured: not held against", voter: voter, mod: func(_ int, x *entry.Sample) { x.WakeupLateSeconds = nil }, signal: decide.SignalWakeup, ok: true},
+				})
+			}
+			// The detail states the figures: the tail, the timer's
+			// interval, the limit, and how many periods were over.
+			h := judge(t, s, baseWindow(s, "standby", false, over(2, 2*l, 0.005, set)), false, nil)
+			r := reasonOf(t, h, decide.SignalWakeup)
+			hb := decide.FormatValue(s.HeartbeatInterval.Seconds(), "seconds")
+			want := "p99 of 100 periods' largest lateness of a timer due every heartbeat interval (" + hb + "): " +
+				decide.FormatValue(2*l, "seconds") + " late, must be under " + hb + "; 2 of 100 over"
+			if r.Detail != want || *r.Value != 2*l || *r.Limit != l || r.Rule != settings.Under {
+				t.Fatalf("two periods over: %+v\nwant detail %q", r, want)
+			}
+			// Samples without a reading are left out of the tail, which is
+			// taken by rank among those measured: among 50, the p99's rank
+			// is the 50th, their largest, so one over is not forgiven.
+			half := func(i int, x *entry.Sample) {
+				if i%2 == 0 {
+					x.WakeupLateSeconds = nil
+					return
+				}
+				v := 0.005
+				if i == 1 {
+					v = 2 * l
+				}
+				x.WakeupLateSeconds = &v
+			}
+			h = judge(t, s, baseWindow(s, "standby", false, half), false, nil)
+			if r := reasonOf(t, h, decide.SignalWakeup); r.OK || !strings.HasPrefix(r.Detail, "p99 of 50 periods'") {
+				t.Fatalf("one of 50 measured over: %+v", r)
+			}
+			h = judge(t, s, baseWindow(s, "standby", false, func(_ int, x *entry.Sample) { x.WakeupLateSeconds = nil }), false, nil)
+			if r := reasonOf(t, h, decide.SignalWakeup); !r.OK || r.Value != nil || r.Limit != nil || r.Basis != s.WakeupLimit().Basis ||
+				r.Detail != "no wake-up readings in the window (a probe that does not take them): reported, not held against the host" {
+				t.Fatalf("no readings: %+v", r)
+			}
 		})
 	}
 }
@@ -543,4 +663,46 @@ func TestTiedSlowLinkNamesTheUnpinnedVoter(t *testing.T) {
 	if r := decisionReason(t, st, decide.StepReplace, ""); r.OK || !strings.Contains(r.Detail, "every unfit voter is pinned (alpha)") {
 		t.Fatalf("replace: %+v", r)
 	}
+}
+
+// A host over a limit is unfit even when another of its readings failed:
+// the failed one cannot vouch for it. A host whose record cannot be judged
+// (too few samples, stale) is unknown whatever its samples say.
+func TestOverALimitBeatsAFailedReading(t *testing.T) {
+	s := settings.Defaults()
+	wifi := func(x *entry.Sample) { x.Link = entry.Link{Interface: "wlan0", Class: entry.ClassWifi} }
+	t.Run("a voter whose etcd could not be scraped, on Wi-Fi", func(t *testing.T) {
+		e := baseWindow(s, "voter", true, func(i int, x *entry.Sample) {
+			x.Etcd = &entry.EtcdSample{Err: "scrape http://127.0.0.1:2381/metrics: context deadline exceeded"}
+			wifi(x)
+		})
+		h := judge(t, s, e, true, nil)
+		if r := reasonOf(t, h, decide.SignalEtcd); r.OK {
+			t.Fatalf("etcd reason ok with every scrape failed: %+v", r)
+		}
+		if h.Verdict != decide.Unfit {
+			t.Fatalf("verdict %s, want unfit: its link is over its limit", h.Verdict)
+		}
+	})
+	t.Run("the same voter, its etcd read", func(t *testing.T) {
+		h := judge(t, s, baseWindow(s, "voter", true, func(i int, x *entry.Sample) { wifi(x) }), true, nil)
+		if h.Verdict != decide.Unfit {
+			t.Fatalf("verdict %s, want unfit", h.Verdict)
+		}
+	})
+	t.Run("a voter whose etcd could not be scraped, nothing over", func(t *testing.T) {
+		e := baseWindow(s, "voter", true, func(i int, x *entry.Sample) {
+			x.Etcd = &entry.EtcdSample{Err: "scrape: context deadline exceeded"}
+		})
+		if h := judge(t, s, e, true, nil); h.Verdict != decide.Unknown {
+			t.Fatalf("verdict %s, want unknown", h.Verdict)
+		}
+	})
+	t.Run("a window one sample short, on Wi-Fi", func(t *testing.T) {
+		e := baseWindow(s, "standby", false, func(i int, x *entry.Sample) { wifi(x) })
+		e.Samples = e.Samples[1:]
+		if h := judge(t, s, e, false, nil); h.Verdict != decide.Unknown {
+			t.Fatalf("verdict %s, want unknown: the record cannot be judged", h.Verdict)
+		}
+	})
 }

@@ -204,7 +204,7 @@ func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
 			h.connects[v] = c.Slice(from)
 		}
 	}
-	h.etcd = etcdStateOf(latestEtcd(h.window))
+	h.etcd = etcdStateOf(h.window)
 	// A kept entry's histograms were read into dec's memory, which dec's
 	// next entry reuses: merged now, the one use the decision has for them,
 	// and dropped from its samples.
@@ -300,6 +300,9 @@ func votes(h *host) bool { return h.role == RoleVoter || h.role == RoleLearner }
 // than guess that the set is old.
 func remember(prev *Status, hosts []*host, now time.Time) Memory {
 	m := Memory{Voters: []string{}, VotersChangedAt: now}
+	if prev != nil && !prev.Memory.ConnectsSlowAt.After(now) {
+		m.ConnectsSlowAt = prev.Memory.ConnectsSlowAt.UTC()
+	}
 	var latest time.Time
 	known := true
 	for _, h := range hosts {

@@ -18,9 +18,15 @@ var hostLocal = []struct {
 	{"disk", []kind{kindWALFsync, kindBackendCommit, kindFdatasync}},
 	{"memory", []kind{kindMemory}},
 	{"memory stall", []kind{kindStall}},
+	// A machine, a hypervisor or a neighbour that starves every host of
+	// CPU makes every host's timer late, and no swap mends it. A group of
+	// its own, not memory stall's: the two are different resources, and
+	// one host stalled on memory beside another starved of CPU are two
+	// hosts' own faults, not a shared one.
+	{"cpu", []kind{kindWakeup}},
 }
 
-const fleetWideBasis = "a host-local limit (disk: wal_fsync, backend_commit or fdatasync; memory: memory_available; memory stall: memory_full_stall) breached by most recording hosts in the same window is a fault they share (a hypervisor, a storage array, the machine), not a host's: swapping one host changes nothing (TiKV PD acts only when one store is slow; Cluster API stops remediating when too many machines are unhealthy at once). Recording hosts are those judged on a full, fresh window; most is more than half"
+const fleetWideBasis = "a host-local limit (disk: wal_fsync, backend_commit or fdatasync; memory: memory_available; memory stall: memory_full_stall; cpu: wakeup_late) breached by most recording hosts in the same window is a fault they share (a hypervisor, a storage array, the machine), not a host's: swapping one host changes nothing (TiKV PD acts only when one store is slow; Cluster API stops remediating when too many machines are unhealthy at once). Recording hosts are those judged on a full, fresh window; most is more than half"
 
 // fleetWide is the whole-fleet rule: one reason per host-local limit that
 // most recording hosts breach (each not ok: nothing is swapped), or one ok

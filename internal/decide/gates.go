@@ -10,7 +10,7 @@ import (
 
 // gates are the conditions under which no change is made, however fit the
 // plan.
-func gates(j *limits, voters, learners []*host, mem Memory) []Reason {
+func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory) []Reason {
 	s, now := j.s, j.now
 	var out []Reason
 	const reportedBasis = "a voter whose probe has not reported may be paused or cut off while its last sample still looks healthy: no change on stale readings"
@@ -25,15 +25,23 @@ func gates(j *limits, voters, learners []*host, mem Memory) []Reason {
 		out = append(out, step(GateReported, "", reportedBasis, true, "every voter's probe has reported a full, fresh window"))
 	}
 
-	const leaderBasis = "etcd without a leader cannot take a membership change"
+	const leaderBasis = "etcd without a leader cannot take a membership change, and a window with samples taken while a voter had none measured an election or a partition, not the paths: it is not judged for a swap until they roll out"
 	n = len(out)
 	for _, v := range voters {
-		if x := v.etcd; x != nil && !x.hasLeader {
+		x := v.etcd
+		switch {
+		case x == nil:
+		case !x.hasLeader:
 			out = append(out, step(GateLeader, v.node.Name, leaderBasis, false, fmt.Sprintf("%s's etcd reports no leader", v.node.Name)))
+		case x.leaderless > 0:
+			r := step(GateLeader, v.node.Name, leaderBasis, false, fmt.Sprintf("%s's etcd reported no leader in %d of its window's %d samples, the latest taken at %s: held until they roll out of the window",
+				v.node.Name, x.leaderless, x.windowSize, x.leaderlessAt.UTC().Format(time.RFC3339)))
+			r.Value, r.Limit, r.Unit, r.Rule = num(float64(x.leaderless)), num(0), "samples", settings.AtMost
+			out = append(out, r)
 		}
 	}
 	if len(out) == n {
-		out = append(out, step(GateLeader, "", leaderBasis, true, "every voter's etcd that reported has a leader"))
+		out = append(out, step(GateLeader, "", leaderBasis, true, "every voter's etcd that reported has had a leader at every sample of its window"))
 	}
 
 	const learnerBasis = "one membership change at a time: a learner is still being promoted or removed by k3s (learnerMaxStallTime)"
@@ -45,21 +53,37 @@ func gates(j *limits, voters, learners []*host, mem Memory) []Reason {
 		out = append(out, step(GateLearner, "", learnerBasis, true, "no learner"))
 	}
 
-	const connBasis = "a voter not connected to every other voter: removing another could cost the quorum"
+	const connBasis = "a voter not connected to every other voter: removing another could cost the quorum; and a window with samples taken while a voter was cut off measured a partition, not the paths: it is not judged for a swap until they roll out"
 	peers := len(voters) - 1
 	n = len(out)
 	for _, v := range voters {
-		x := v.etcd
-		if x == nil || x.connectedPeers >= peers {
+		if r, cut := cutOff(v, voters, links, j.forgiven+1); cut {
+			out = append(out, step(GateConnected, v.node.Name, connBasis, false, r))
 			continue
 		}
-		r := step(GateConnected, v.node.Name, connBasis, false,
-			fmt.Sprintf("%s's etcd is connected to %d of the %d other voters", v.node.Name, x.connectedPeers, peers))
-		r.Value, r.Limit, r.Unit, r.Rule = num(float64(x.connectedPeers)), num(float64(peers)), "peers", settings.AtLeast
+		x := v.etcd
+		if x == nil {
+			continue
+		}
+		var r Reason
+		switch {
+		case x.connectedPeers < peers:
+			r = step(GateConnected, v.node.Name, connBasis, false,
+				fmt.Sprintf("%s's etcd is connected to %d of the %d other voters", v.node.Name, x.connectedPeers, peers))
+			r.Value = num(float64(x.connectedPeers))
+		case x.fewestPeers < peers:
+			r = step(GateConnected, v.node.Name, connBasis, false,
+				fmt.Sprintf("%s's etcd was connected to %d of the %d other voters at %s, in its window: held until that sample rolls out of the window",
+					v.node.Name, x.fewestPeers, peers, x.fewestAt.UTC().Format(time.RFC3339)))
+			r.Value = num(float64(x.fewestPeers))
+		default:
+			continue
+		}
+		r.Limit, r.Unit, r.Rule = num(float64(peers)), "peers", settings.AtLeast
 		out = append(out, r)
 	}
 	if len(out) == n {
-		out = append(out, step(GateConnected, "", connBasis, true, fmt.Sprintf("every voter that reported is connected to the %d others", peers)))
+		out = append(out, step(GateConnected, "", connBasis, true, fmt.Sprintf("every voter that reported has been connected to the %d others at every sample of its window", peers)))
 	}
 
 	const membersBasis = "a swap adds one member and then removes one, so it starts from target_voters members"
@@ -88,4 +112,32 @@ func gates(j *limits, voters, learners []*host, mem Memory) []Reason {
 	c.age = spanOf(len(head), age)
 	out = append(out, c)
 	return out
+}
+
+// cutOff reports whether the latest need connects between v and each other
+// voter failed, both ways, at both ends: v is cut off from the other voters.
+// etcd's own gauges show it only once its streams time out and v's election
+// timeout has passed (a partitioned follower stays connected and led in the
+// others' gauges for seconds, docs/facts.md), while the probes' connects
+// fail from their next sample. need is the samples that turn a tail slow:
+// the slow links of a cut are named no sooner than it is seen, and the
+// swap, published a round of writes later, never before; and a lossy path,
+// whose connects fail each on its own, is seen cut off only when every one
+// of them failed need times in a row. A link with an end that measured
+// nothing says nothing either way.
+func cutOff(v *host, voters []*host, links *linkMatrix, need int) (string, bool) {
+	if links == nil || len(voters) < 2 {
+		return "", false
+	}
+	for _, w := range voters {
+		if w == v {
+			continue
+		}
+		for _, e := range []*linkEnd{links.at(v.node.Name, w.node.Name), links.at(w.node.Name, v.node.Name)} {
+			if e == nil || e.connect == nil || e.connect.trailingFailed < need {
+				return "", false
+			}
+		}
+	}
+	return fmt.Sprintf("%s is cut off from the other voters: its latest %d connects to and from each of them failed, both ways", v.node.Name, need), true
 }

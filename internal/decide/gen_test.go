@@ -52,7 +52,10 @@ type gHost struct {
 	connect  float64 // extra connect time to every voter, seconds
 	// stall adds connect time, seconds, to sample i of n (a stall of the
 	// whole machine that some samples caught).
-	stall   func(i, n int) float64
+	stall func(i, n int) float64
+	// late is sample i of n's wake-up lateness, seconds (a host starved of
+	// CPU); nil: a healthy host's, healthyLate.
+	late    func(i, n int) float64
 	raw     string // the entry text as is (a malformed entry)
 	noEntry bool
 	// record, when set, changes the host's record after it is made (a
@@ -60,6 +63,10 @@ type gHost struct {
 	record func(cm *corev1.ConfigMap)
 	// until is when the last sample was taken (default: a second before now).
 	until time.Time
+	// etcdMod and connectMod change sample i of n's etcd sample and its
+	// connect to voter to, after they are made.
+	etcdMod    func(i, n int, x *entry.EtcdSample)
+	connectMod func(i, n int, to string, c *entry.Connect)
 }
 
 func yes() *bool { b := true; return &b }
@@ -139,6 +146,9 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 	}
 	members := f.members()
 	rng := rand.New(rand.NewPCG(seed(h.name), uint64(n)))
+	// The wake-up lateness draws from a source of its own, so that the
+	// other figures are those of the scenarios before it had one.
+	lateRng := rand.New(rand.NewPCG(seed(h.name, "wakeup"), uint64(n)))
 	e := entry.Entry{Node: h.name}
 	leader := ""
 	if len(members) > 0 {
@@ -160,7 +170,11 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 			if h.stall != nil {
 				rt += h.stall(i, n)
 			}
-			s.Connect[m.name] = entry.Connect{Seconds: rt}
+			c := entry.Connect{Seconds: rt}
+			if h.connectMod != nil {
+				h.connectMod(i, n, m.name, &c)
+			}
+			s.Connect[m.name] = c
 		}
 		s.MemTotalBytes = 16 * gib
 		s.MemAvailableBytes = 9*gib + uint64(rng.IntN(1<<20))*1024
@@ -170,6 +184,13 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 		if i > 0 {
 			stall := float64(rng.IntN(2000)) * 1e-6
 			s.MemFullStallSeconds = &stall
+			// No wake-up reading in the first sample after a start: no
+			// timer has fallen due.
+			late := healthyLate(lateRng)
+			if h.late != nil {
+				late = h.late(i, n)
+			}
+			s.WakeupLateSeconds = &late
 		}
 		if h.voter {
 			x := &entry.EtcdSample{MemberID: memberID(h.name), IsLeader: h.name == leader, IsLearner: h.learner,
@@ -194,6 +215,9 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 				}
 				x.PeerRTT[memberID(m.name)] = hist(rttBounds, obs)
 			}
+			if h.etcdMod != nil {
+				h.etcdMod(i, n, x)
+			}
 			s.Etcd = x
 		}
 		entry.Append(&e, s, f.s.Window)
@@ -206,6 +230,16 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 		}
 	}
 	return e
+}
+
+// healthyLate is an unstarved host's wake-up lateness: 1 to 16 ms
+// (lab/votercpu measured 5 to 17 ms on a quiet machine).
+func healthyLate(rng *rand.Rand) float64 { return float64(1000+rng.IntN(15000)) * 1e-6 }
+
+// starvedLate is a host starved of CPU: its timer wakes 850 to 950 ms late
+// (lab/votercpu: about 900 ms at 1 to 2% of a core with a 1 s CFS period).
+func starvedLate(i, n int) float64 {
+	return 0.85 + float64(seed("starved", strconv.Itoa(i))%100_000)*1e-6
 }
 
 func (f *gFleet) rawEntry(t testing.TB, h *gHost) string {

@@ -400,6 +400,43 @@ func scenarios(t testing.TB) []scenario {
 		wantFigure(t, decisionReason(t, st, decide.StepSteady, "alpha"), 0, 0, 3, false)
 	}})
 
+	// A voter starved of CPU: its timer wakes about 900 ms late every
+	// period, and nothing else it reads moves (lab/votercpu: its disks,
+	// the connects to it and its memory did not). It is swapped by
+	// wakeup_late alone.
+	f = standardFleet(k3s())
+	f.host("charlie").late = starvedLate
+	add(scenario{name: "starved-voter", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "charlie"), check: func(t *testing.T, st decide.Status) {
+		wantSwap(t, st, "charlie", "delta")
+		l := k3s().WakeupLimit().Value
+		wantFigure(t, hostReason(t, st, "charlie", decide.SignalWakeup, ""), 0.85, 0.95, l, false)
+		for _, n := range []string{"alpha", "bravo", "delta", "echo"} {
+			wantVerdict(t, st, n, decide.Fit)
+			wantFigure(t, hostReason(t, st, n, decide.SignalWakeup, ""), 0.001, 0.016, l, true)
+		}
+		for _, r := range hostOf(t, st, "charlie").Reasons {
+			if !r.OK && r.Signal != decide.SignalWakeup {
+				t.Fatalf("charlie is unfit by %s too: %s", r.Signal, r.Detail)
+			}
+		}
+		// One of five recording hosts starved: no shared fault.
+		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "cpu"), 1, 1, 2.5, true)
+	}})
+
+	// Every host starved of CPU at once (one machine, a hypervisor over
+	// committed): every host unfit, a fault the fleet shares, no swap.
+	f = standardFleet(k3s())
+	for _, h := range f.hosts {
+		h.late = starvedLate
+	}
+	add(scenario{name: "fleet-wide-cpu", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+		for _, h := range st.Hosts {
+			wantVerdict(t, st, h.Name, decide.Unfit)
+		}
+		wantNone(t, st, decide.StepFleetWide)
+		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "cpu"), 5, 5, 2.5, false)
+	}})
+
 	// The same fleet as slow-voter-link in the one shared ConfigMap of
 	// installs before records: the legacy reader decides the same.
 	f = standardFleet(k3s())

@@ -18,11 +18,15 @@ import (
 type limits struct {
 	s settings.Settings
 	// now is the decision's time, which ages are stated against.
-	now                                                     time.Time
-	window, stale, connect, rtt, wal, backend, fsync, stall settings.Limit
+	now                                                             time.Time
+	window, stale, connect, rtt, wal, backend, fsync, stall, wakeup settings.Limit
 	// pn names the tail percentile ("99"); connectMust is the connect
 	// limit as it ends a sentence (", must be at most 25ms").
 	pn, connectMust string
+	// forgiven is the samples a full window's tail forgives: window -
+	// rank(p, window). etcd's histograms forgive as many observations
+	// (merged.tail).
+	forgiven int
 	// values is reused by each column judged in turn: Decide judges one
 	// host after another, and a quantile reads its column only while its
 	// reason is made.
@@ -36,8 +40,8 @@ type limits struct {
 
 func limitsOf(s settings.Settings, now time.Time) *limits {
 	l := &limits{s: s, now: now, window: s.WindowLimit(), stale: s.StaleAfter(), connect: s.ConnectLimit(), rtt: s.RTTLimit(),
-		wal: s.WALFsyncLimit(), backend: s.BackendCommitLimit(), fsync: s.FdatasyncLimit(), stall: s.StallLimit(),
-		pn: settings.PercentileName(s.TailPercentile)}
+		wal: s.WALFsyncLimit(), backend: s.BackendCommitLimit(), fsync: s.FdatasyncLimit(), stall: s.StallLimit(), wakeup: s.WakeupLimit(),
+		pn: settings.PercentileName(s.TailPercentile), forgiven: s.Window - quantile.Rank(s.TailPercentile, s.Window)}
 	l.connectMust = ", must be " + ruleWord(l.connect.Rule) + " " + FormatValue(l.connect.Value, l.connect.Unit)
 	return l
 }
@@ -88,19 +92,50 @@ type host struct {
 }
 
 // etcdState is what a member's etcd said of itself at its latest sample
-// read: the gates and the members' map read it once the window is gone.
+// read, and over its window whether it ever had no leader or fewer
+// connected peers: the gates and the members' map read it once the window
+// is gone.
 type etcdState struct {
 	memberID                   string
 	isLearner, hasLeader       bool
 	connectedPeers, knownPeers int
+	// leaderless counts the window's samples in which the member reported no
+	// leader, the latest at leaderlessAt; fewestPeers is the fewest peers
+	// it was connected to at any sample of the window, at fewestAt.
+	leaderless             int
+	leaderlessAt           time.Time
+	fewestPeers            int
+	fewestAt               time.Time
+	windowRead, windowSize int
 }
 
-func etcdStateOf(x *entry.EtcdSample) *etcdState {
-	if x == nil {
-		return nil
+// etcdStateOf is the member's state from its window's etcd samples; nil
+// when none was read.
+func etcdStateOf(window []entry.Sample) *etcdState {
+	var st *etcdState
+	for i := range window {
+		x := window[i].Etcd
+		if x == nil || x.Err != "" {
+			continue
+		}
+		if st == nil {
+			st = &etcdState{fewestPeers: x.ConnectedPeers, fewestAt: window[i].At}
+		}
+		st.memberID, st.isLearner, st.hasLeader = x.MemberID, x.IsLearner, x.HasLeader
+		st.connectedPeers, st.knownPeers = x.ConnectedPeers, x.KnownPeers
+		st.windowRead++
+		if !x.HasLeader {
+			st.leaderless++
+			st.leaderlessAt = window[i].At
+		}
+		if x.ConnectedPeers <= st.fewestPeers {
+			st.fewestPeers, st.fewestAt = x.ConnectedPeers, window[i].At
+		}
 	}
-	return &etcdState{memberID: x.MemberID, isLearner: x.IsLearner, hasLeader: x.HasLeader,
-		connectedPeers: x.ConnectedPeers, knownPeers: x.KnownPeers}
+	if st != nil {
+		st.windowSize = len(window)
+	}
+	return st
 }
 
 // Digest identifies an entry's raw text in the status's observations.
@@ -127,16 +162,6 @@ func roleOf(n Node, latest *etcdState) Role {
 		return RoleStandby
 	}
 	return RoleOther
-}
-
-// latestEtcd is the host's newest etcd sample that was read, or nil.
-func latestEtcd(samples []entry.Sample) *entry.EtcdSample {
-	for i := len(samples) - 1; i >= 0; i-- {
-		if x := samples[i].Etcd; x != nil && x.Err == "" {
-			return x
-		}
-	}
-	return nil
 }
 
 // isMember: the host runs an etcd member, so its disks and round trips are
@@ -212,7 +237,7 @@ func (h *host) measure(j *limits, voters []string, members map[string]string) {
 	} else {
 		h.own = append(h.own, h.fdatasync(j))
 	}
-	h.own = append(h.own, h.memory(j), stallTail(j, w))
+	h.own = append(h.own, h.memory(j), stallTail(j, w), wakeupTail(j, w))
 	var failed int
 	var lastErr string
 	for _, x := range w {
@@ -258,11 +283,17 @@ func connectTail(j *limits, col *entry.Connects, voter string) judgement {
 	values := j.column(len(col.At))
 	failed, over := 0, 0
 	var lastErr string
+	trailing := 0
 	for i, at := range col.At {
 		if !at {
 			continue
 		}
 		c := col.Connect[i]
+		if c.Err != "" {
+			trailing++
+		} else {
+			trailing = 0
+		}
 		if c.Err != "" {
 			failed++
 			over++
@@ -285,6 +316,7 @@ func connectTail(j *limits, col *entry.Connects, voter string) judgement {
 		g.variant, g.measured = vFailed, false
 	}
 	g.count, g.failed, g.over, g.text = len(values), failed, over, clip(lastErr)
+	g.trailingFailed = trailing
 	return g
 }
 
@@ -304,6 +336,32 @@ type merged struct {
 	quantile.Histogram
 	unmerged int
 	lastErr  string
+}
+
+// tail is the merged histogram's p-tail, forgiving at least forgiven
+// observations, as the window's tail forgives forgiven samples: with n
+// observations, no higher than the rank n - forgiven. Among as many
+// observations as a window holds samples (or more) that is the p-quantile
+// itself; among fewer, the p-quantile would be their largest, and one late
+// observation would turn the tail. etcd feeds its peer round-trip histogram
+// about twice every 30 s (docs/facts.md), so a short window holds a few
+// round trips, each a smoothed average that may still carry a delay that
+// has ended. With no more observations than that, nothing is judged: few
+// reports how many there were. at is the percentile the tail was taken at.
+func (m *merged) tail(p float64, forgiven int) (v float64, at float64, ok, few bool) {
+	n := m.Count()
+	if n == 0 {
+		return 0, p, false, false
+	}
+	if n <= uint64(forgiven) {
+		return 0, p, false, true
+	}
+	at = p
+	if q := float64(n-uint64(forgiven)) / float64(n); q < at {
+		at = q
+	}
+	v, ok = m.Quantile(at)
+	return v, at, ok, false
 }
 
 func (m *merged) add(g quantile.Histogram) {
@@ -367,8 +425,8 @@ func (h *host) etcdSignals(j *limits, members map[string]string, out []judgement
 			continue
 		}
 		g := m.rtt[id]
-		v, ok := g.Quantile(s.TailPercentile)
-		if !ok && g.unmerged == 0 {
+		v, at, ok, few := g.tail(s.TailPercentile, j.forgiven)
+		if !ok && !few && g.unmerged == 0 {
 			continue
 		}
 		subject := members[id]
@@ -377,12 +435,15 @@ func (h *host) etcdSignals(j *limits, members map[string]string, out []judgement
 			subject = "member " + shown
 		}
 		r := judged(kindPeerRTT, subject, &j.rtt, v)
-		r.measured = ok
+		r.measured, r.atP = ok, at
 		r.count, r.text = int(g.Count()), shown
+		if few {
+			r.variant, r.out = vTooFew, pass
+		}
 		out = append(out, r.unmergedBy(g))
 	}
-	return append(out, histTail(&j.wal, kindWALFsync, &m.wal, s.TailPercentile),
-		histTail(&j.backend, kindBackendCommit, &m.backend, s.TailPercentile))
+	return append(out, histTail(j, &j.wal, kindWALFsync, &m.wal),
+		histTail(j, &j.backend, kindBackendCommit, &m.backend))
 }
 
 // unmergedBy makes g unknown when some of the window's histograms could
@@ -395,12 +456,15 @@ func (g judgement) unmergedBy(m *merged) judgement {
 	return g
 }
 
-func histTail(l *settings.Limit, k kind, m *merged, p float64) judgement {
-	v, ok := m.Quantile(p)
+func histTail(j *limits, l *settings.Limit, k kind, m *merged) judgement {
+	v, at, ok, few := m.tail(j.s.TailPercentile, j.forgiven)
 	g := unmeasuredAs(k, vNone, "", l, pass)
-	if ok {
+	switch {
+	case ok:
 		g = judged(k, "", l, v)
-		g.count = int(m.Count())
+		g.count, g.atP = int(m.Count()), at
+	case few:
+		g.variant, g.count = vTooFew, int(m.Count())
 	}
 	return g.unmergedBy(m)
 }
@@ -467,19 +531,36 @@ func (h *host) memory(j *limits) judgement {
 
 // stallTail judges the memory full-stall time gained per sample period.
 func stallTail(j *limits, w []entry.Sample) judgement {
-	s, l := j.s, &j.stall
+	return perSampleTail(j, w, kindStall, &j.stall, func(x *entry.Sample) *float64 { return x.MemFullStallSeconds })
+}
+
+// wakeupTail judges the largest lateness of the probe's timer per sample
+// period: how late the host ran it.
+func wakeupTail(j *limits, w []entry.Sample) judgement {
+	return perSampleTail(j, w, kindWakeup, &j.wakeup, func(x *entry.Sample) *float64 { return x.WakeupLateSeconds })
+}
+
+// perSampleTail judges the nearest-rank p-tail of a figure each sample may
+// have (of) against l. Samples without it are left out; a window with none
+// is reported, not held against the host (no PSI, a probe that takes no
+// wake-up reading). over counts the samples over the limit.
+func perSampleTail(j *limits, w []entry.Sample, k kind, l *settings.Limit, of func(*entry.Sample) *float64) judgement {
 	values := j.column(len(w))
-	for _, x := range w {
-		if x.MemFullStallSeconds != nil {
-			values = append(values, *x.MemFullStallSeconds)
+	over := 0
+	for i := range w {
+		if v := of(&w[i]); v != nil {
+			values = append(values, *v)
+			if !l.OK(*v) {
+				over++
+			}
 		}
 	}
 	if len(values) == 0 {
-		return unmeasuredAs(kindStall, vNone, "", l, pass)
+		return unmeasuredAs(k, vNone, "", l, pass)
 	}
-	v, _ := quantile.High(values, s.TailPercentile)
-	g := judged(kindStall, "", l, v)
-	g.count = len(values)
+	v, _ := quantile.High(values, j.s.TailPercentile)
+	g := judged(k, "", l, v)
+	g.count, g.over = len(values), over
 	return g
 }
 

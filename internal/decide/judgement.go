@@ -27,6 +27,7 @@ const (
 	kindFdatasync                 // a non-member's own disk reading
 	kindMemory                    // available memory, low tail
 	kindStall                     // memory full stall per period
+	kindWakeup                    // a timer's largest lateness per period
 	kindReadingErrors             // readings that failed, reported only
 )
 
@@ -35,7 +36,7 @@ var signalOf = [...]string{
 	kindEntry: SignalEntry, kindRecord: SignalRecord, kindSamples: SignalSamples, kindFreshness: SignalFreshness,
 	kindEtcd: SignalEtcd, kindLink: SignalLink, kindConnect: SignalConnect, kindPeerRTT: SignalPeerRTT,
 	kindWALFsync: SignalWALFsync, kindBackendCommit: SignalBackendCommit, kindFdatasync: SignalFdatasync,
-	kindMemory: SignalMemory, kindStall: SignalStall, kindReadingErrors: SignalReadingErrors,
+	kindMemory: SignalMemory, kindStall: SignalStall, kindWakeup: SignalWakeup, kindReadingErrors: SignalReadingErrors,
 }
 
 // isLink: the kind judges the path to another host.
@@ -80,6 +81,7 @@ const (
 	vSkipped        // kindFdatasync: skipped by the probe
 	vMemoryFS       // kindFdatasync: taken on a memory filesystem
 	vSomeFailed     // kindEtcd: some scrapes failed, judged from the others
+	vTooFew         // a histogram with no more observations than the window forgives
 )
 
 // judgement is one signal of one host judged, before it is words: the
@@ -117,6 +119,13 @@ type judgement struct {
 	count int
 	text  string
 	at    time.Time
+	// trailingFailed counts a connect tail's latest connects that failed in
+	// a row (no answer within the probe's reading timeout).
+	trailingFailed int
+	// atP is the percentile a histogram's tail was taken at, lower than the
+	// tail percentile when the window holds fewer observations than a window
+	// holds samples (merged.tail).
+	atP float64
 	// unmerged is set when some of the window's histograms could not be
 	// merged with the others.
 	unmerged *unmerged
@@ -136,6 +145,9 @@ type unmerged struct {
 
 // failedMeasure: the judgement makes its host unfit.
 func (g *judgement) failedMeasure() bool { return g.out == fail && g.kind.isMeasure() }
+
+// failedOwnMeasure: a failed measure of the host's own, not of a link.
+func (g *judgement) failedOwnMeasure() bool { return g.failedMeasure() && !g.kind.isLink() }
 
 // figure is the judgement's value against its limit, when it has both.
 func (g *judgement) figure() (v, l float64, rule settings.Rule, ok bool) {
@@ -227,7 +239,12 @@ func verdictOf(gs []judgement) Verdict {
 	for i := range gs {
 		switch gs[i].out {
 		case unknown:
-			return Unknown
+			if gs[i].kind.ofRecord() {
+				return Unknown
+			}
+			if v == Fit {
+				v = Unknown
+			}
 		case fail:
 			v = Unfit
 		}
@@ -235,13 +252,38 @@ func verdictOf(gs []judgement) Verdict {
 	return v
 }
 
+// ofRecord: the kind judges whether the record can be judged at all (it is
+// there and readable, holds a full window, and is fresh). When it cannot,
+// the host is unknown whatever its samples say: a stale record's last
+// samples may look healthy or not, and say nothing of now. When it can, a
+// signal over its limit makes the host unfit even if another reading
+// failed: a reading that failed cannot vouch for the host, and one over its
+// limit speaks against it (a starved host's probe reads its own etcd too
+// late to scrape it, and its own timer fires a second late).
+func (k kind) ofRecord() bool {
+	switch k {
+	case kindEntry, kindRecord, kindSamples, kindFreshness:
+		return true
+	}
+	return false
+}
+
 // deciding is the index in h.all, and so in the host's reasons, of the
-// judgement that decides its verdict: the first that makes it unknown; the
-// one furthest over its limit when unfit; the measured one closest to its
-// limit when fit (ties: the first in reason order). -1 when there is none
-// (a fit host with nothing measured against a limit).
+// judgement that decides its verdict: when unknown, the first that cannot be
+// judged, one of the record's own before any other (verdictOf: those make
+// the host unknown whatever else fails); the one furthest over its limit
+// when unfit; the measured one closest to its limit when fit (ties: the
+// first in reason order). -1 when there is none (a fit host with nothing
+// measured against a limit).
 func (h *host) deciding() int {
 	best, bestH := -1, 0.0
+	if h.verdict == Unknown {
+		for i := range h.all {
+			if g := &h.all[i]; g.out == unknown && g.kind.ofRecord() {
+				return i
+			}
+		}
+	}
 	for i := range h.all {
 		g := &h.all[i]
 		var candidate bool

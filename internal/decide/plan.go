@@ -122,8 +122,8 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 	d.Reasons = append(d.Reasons, r)
 
-	out, in := choose(j, hosts, voters, standbys, links, &d)
-	d.Reasons = append(d.Reasons, gates(j, voters, learners, *mem)...)
+	out, in := choose(j, hosts, voters, standbys, links, mem, &d)
+	d.Reasons = append(d.Reasons, gates(j, voters, learners, links, *mem)...)
 	if out == "" || in == "" {
 		return d
 	}
@@ -145,13 +145,24 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 // choose picks the voter to replace and the standby to replace it with,
 // adding a reason for each step: the whole-fleet rule, the attribution of
 // slow links, the voter to replace, pinning, the candidates.
-func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, d *Decision) (out, in string) {
+func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, mem *Memory, d *Decision) (out, in string) {
+	if len(slowVoterLinks(voters, links, kindConnect)) > 0 {
+		mem.ConnectsSlowAt = j.now
+	}
 	fw, shared := fleetWide(hosts)
 	d.Reasons = append(d.Reasons, fw...)
 	if shared {
 		return "", ""
 	}
-	at, suspects, slow := attribute(j.s, voters, links)
+	var at Reason
+	var suspects []*host
+	slow, lagging := false, false
+	if len(slowVoterLinks(voters, links, kindConnect)) == 0 {
+		at, lagging = rttLagging(j.now, mem.ConnectsSlowAt, slowVoterLinks(voters, links, kindPeerRTT))
+	}
+	if !lagging {
+		at, suspects, slow = attribute(j.s, voters, links)
+	}
 	d.Reasons = append(d.Reasons, at)
 	if !at.OK {
 		return "", ""
@@ -166,7 +177,7 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, d *De
 		return "", ""
 	}
 	out = leaving.node.Name
-	return out, candidates(j, voters, standbys, out, links, d)
+	return out, candidates(j, voters, standbys, out, suspects, links, d)
 }
 
 // worstOf names the host's judgement furthest over its limit, with its

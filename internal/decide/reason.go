@@ -27,6 +27,7 @@ const (
 	SignalFdatasync     = "fdatasync"        // a non-voter's own disk reading
 	SignalMemory        = "memory_available" // available memory, low tail
 	SignalStall         = "memory_full_stall"
+	SignalWakeup        = "wakeup_late"    // how late a timer set for one heartbeat interval woke
 	SignalReadingErrors = "reading_errors" // readings that failed, reported only
 )
 

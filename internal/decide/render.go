@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/quantile"
@@ -136,19 +137,25 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		fails := "; " + strconv.Itoa(g.failed) + " of " + strconv.Itoa(g.count) + " failed"
 		return head + fails + ", the latest: " + g.text, head + fails
 	case kindPeerRTT:
+		if g.variant == vTooFew {
+			return fmt.Sprintf("%s to %s (member %s) in the window: too few to judge%s", counted(g.count, "round trip"), g.subject, g.text, forgives(j)), ""
+		}
 		if !g.measured {
 			return fmt.Sprintf("no round trips to %s (member %s) in the histograms merged", g.subject, g.text), ""
 		}
-		return fmt.Sprintf("p%s of %d round trips to %s (member %s): %s", j.pn, g.count, g.subject, g.text, FormatValue(g.value, l.Unit)) + must(), ""
+		return fmt.Sprintf("p%s of %d round trips to %s (member %s): %s", j.pn, g.count, g.subject, g.text, FormatValue(g.value, l.Unit)) + must() + g.fewer(j), ""
 	case kindWALFsync, kindBackendCommit:
 		what := "fsyncs"
 		if g.kind == kindBackendCommit {
 			what = "commits"
 		}
-		if g.variant == vNone {
+		switch g.variant {
+		case vNone:
 			return "no " + what + " observed in the window: reported, not held against the host", ""
+		case vTooFew:
+			return counted(g.count, strings.TrimSuffix(what, "s")) + " in the window: too few to judge" + forgives(j), ""
 		}
-		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " " + what + " in the window: " + FormatValue(g.value, l.Unit) + must(), ""
+		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " " + what + " in the window: " + FormatValue(g.value, l.Unit) + must() + g.fewer(j), ""
 	case kindFdatasync:
 		switch g.variant {
 		case vSkippedSetting:
@@ -175,10 +182,56 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 			return "no memory pressure (PSI) figures on this host: reported, not held against it", ""
 		}
 		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' memory full stall: " + FormatValue(g.value, l.Unit) + must(), ""
+	case kindWakeup:
+		if g.variant == vNone {
+			return "no wake-up readings in the window (a probe that does not take them): reported, not held against the host", ""
+		}
+		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' largest lateness of a timer due every heartbeat interval (" +
+			FormatValue(s.HeartbeatInterval.Seconds(), l.Unit) + "): " + FormatValue(g.value, l.Unit) + " late" + must() +
+			"; " + strconv.Itoa(g.over) + " of " + strconv.Itoa(g.count) + " over", ""
 	case kindReadingErrors:
 		return fmt.Sprintf("%d of %d samples had a reading fail, the latest: %s", g.failed, g.count, g.text), ""
 	}
 	return "", ""
+}
+
+// fewer says that a histogram's tail was taken below the tail percentile,
+// among fewer observations than a window holds samples (merged.tail).
+func (g *judgement) fewer(j *limits) string {
+	if g.atP == 0 || g.atP >= j.s.TailPercentile {
+		return ""
+	}
+	return fmt.Sprintf(" (taken at the %s of %d: among fewer observations than a window's %d samples, the tail forgives %s as the window forgives %s)",
+		ordinal(g.count-j.forgiven), g.count, j.s.Window, counted(j.forgiven, "observation"), counted(j.forgiven, "sample"))
+}
+
+// forgives ends the detail of a histogram with too few observations.
+func forgives(j *limits) string {
+	return ", the tail forgives " + counted(j.forgiven, "observation") + " as the window forgives " + counted(j.forgiven, "sample") +
+		": reported, not held against the host"
+}
+
+// counted writes n things, with the plural's s when n is not 1.
+func counted(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}
+
+// ordinal writes 1 as "1st", 2 as "2nd".
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.Itoa(n) + suffix
 }
 
 // freshness is the freshness judgement's detail, and where it states the

@@ -64,7 +64,7 @@ func pinnedBasis(s settings.Settings) string {
 // over for the next unpinned one: its fault is its own and stays with it, and
 // another voter's is another's.
 func worstOwnReadings(j *limits, voters []*host, d *Decision) *host {
-	unfit := unfitOf(voters)
+	unfit := unfitByOwnReadings(voters)
 	if len(unfit) == 0 {
 		var unknown []string
 		for _, v := range voters {
@@ -79,7 +79,7 @@ func worstOwnReadings(j *limits, voters []*host, d *Decision) *host {
 		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false, why))
 		return nil
 	}
-	worst := func(h *host) float64 { return minHeadroom(h.all, (*judgement).failedMeasure) }
+	worst := func(h *host) float64 { return minHeadroom(h.all, (*judgement).failedOwnMeasure) }
 	slices.SortStableFunc(unfit, func(a, b *host) int {
 		return cmp.Or(cmp.Compare(worst(a), worst(b)), cmp.Compare(a.node.Name, b.node.Name))
 	})
@@ -105,6 +105,19 @@ func worstOwnReadings(j *limits, voters []*host, d *Decision) *host {
 	d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
 		fmt.Sprintf("every unfit voter is pinned (%s): nothing is swapped", strings.Join(passed, ", "))))
 	return nil
+}
+
+// unfitByOwnReadings is the voters unfit by a reading of their own, not a
+// link: with no slow link between voters (or only etcd's lagging round
+// trips, rttLagging) the same as the unfit ones.
+func unfitByOwnReadings(voters []*host) []*host {
+	var out []*host
+	for _, v := range voters {
+		if v.verdict == Unfit && slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() }) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func unfitOf(voters []*host) []*host {

@@ -224,6 +224,11 @@ type Memory struct {
 	// published once every voter's record has been seen changing after it.
 	// Zero when none.
 	NamedSince time.Time `json:"named_since,omitzero"`
+	// ConnectsSlowAt is the last decision at which a connect between two
+	// voters was slow (either end over the limit): etcd's round trips may
+	// carry that delay for rttLag after, and do not name a voter alone
+	// meanwhile. Zero when none has been.
+	ConnectsSlowAt time.Time `json:"connects_slow_at,omitzero"`
 	// Flaps counts, over every decision carried forward, a swap published at
 	// one decision and not at the next while the voter set stayed the same.
 	Flaps int `json:"flaps"`

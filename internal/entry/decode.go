@@ -339,28 +339,23 @@ func fromWireInto(w wire, l Limits, byVoter bool, a, hs *arena) (e Entry, cols m
 	if err := checkLen("mem_available_kib", len(w.MemAvailKiB), n); err != nil {
 		return Entry{}, nil, err
 	}
-	if w.MemStallUs != nil {
-		if err := checkLen("mem_full_stall_us", len(w.MemStallUs), n); err != nil {
-			return Entry{}, nil, err
-		}
-	}
-	var stalls []float64
 	for i := range e.Samples {
 		s := &e.Samples[i]
 		if total[i] > math.MaxUint64/1024 || w.MemAvailKiB[i] > math.MaxUint64/1024 {
 			return Entry{}, nil, fmt.Errorf("mem_total_kib/mem_available_kib: sample %d too large", i)
 		}
 		s.MemTotalBytes, s.MemAvailableBytes = total[i]*1024, w.MemAvailKiB[i]*1024
-		if w.MemStallUs != nil && w.MemStallUs[i] != nil {
-			us := *w.MemStallUs[i]
-			if err := nonNegative("mem_full_stall_us", i, us); err != nil {
-				return Entry{}, nil, err
-			}
-			if stalls == nil {
-				stalls = take(a, floats, n) // one backing array, not one a sample
-			}
-			stalls[i] = seconds(us)
-			s.MemFullStallSeconds = &stalls[i]
+	}
+	for _, c := range []struct {
+		field string
+		col   []*int64
+		into  func(*Sample) **float64
+	}{
+		{"mem_full_stall_us", w.MemStallUs, func(s *Sample) **float64 { return &s.MemFullStallSeconds }},
+		{"wakeup_late_us", w.WakeLateUs, func(s *Sample) **float64 { return &s.WakeupLateSeconds }},
+	} {
+		if err := optSeconds(c.field, c.col, e.Samples, a, c.into); err != nil {
+			return Entry{}, nil, err
 		}
 	}
 	if err := refs("errors", w.Errors, n, w.Strings, false); err != nil {
@@ -392,6 +387,33 @@ func fromWireInto(w wire, l Limits, byVoter bool, a, hs *arena) (e Entry, cols m
 			Writes: f.Writes, P99Seconds: seconds(f.P99Us), MaxSeconds: seconds(f.MaxUs), Err: f.Err, Skipped: f.Skipped}
 	}
 	return e, cols, nil
+}
+
+// optSeconds reads an optional column of microseconds (nil: no column,
+// a nil element: no figure that sample) into the field of each sample that
+// into points to, in seconds.
+func optSeconds(field string, col []*int64, samples []Sample, a *arena, into func(*Sample) **float64) error {
+	if col == nil {
+		return nil
+	}
+	if err := checkLen(field, len(col), len(samples)); err != nil {
+		return err
+	}
+	var vals []float64
+	for i, us := range col {
+		if us == nil {
+			continue
+		}
+		if err := nonNegative(field, i, *us); err != nil {
+			return err
+		}
+		if vals == nil {
+			vals = take(a, floats, len(samples)) // one backing array, not one a sample
+		}
+		vals[i] = seconds(*us)
+		*into(&samples[i]) = &vals[i]
+	}
+	return nil
 }
 
 func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits, hs *arena) error {

@@ -66,6 +66,12 @@ type Sample struct {
 	// MemFullStallSeconds is the PSI memory "full" total gained since the
 	// previous sample; nil when PSI is absent or there is no baseline.
 	MemFullStallSeconds *float64
+	// WakeupLateSeconds is the largest lateness of a timer due once a
+	// heartbeat interval, of the wake-ups since the previous sample
+	// (internal/wakeup): how late a starved host runs its processes.
+	// nil when no wake-up came since the previous sample (the first sample
+	// after a start) or the reading is not taken.
+	WakeupLateSeconds *float64
 	// Etcd is set on voters only.
 	Etcd *EtcdSample
 	// Errors lists the readings that failed this period, "what: error".

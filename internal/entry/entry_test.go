@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 // The bucket layouts of real etcd v3.6 (prometheus.ExponentialBuckets).
@@ -54,14 +55,19 @@ func sparseHist(bounds []float64, rng *rand.Rand, first, k, max int) quantile.Hi
 
 // worstWindow is a full window of a host connecting to voters, with the
 // worst values a real host gives: six-digit connect times, a voter down for
-// ten samples, eight-digit memory figures, six-digit stalls, an etcd busy
+// ten samples, eight-digit memory figures, six-digit stalls and wake-up
+// lateness (a starved host wakes up to a second late), an etcd busy
 // enough for five-digit fsync counts over six buckets, a round trip or two
 // per peer per sample, a database growing every sample, reading errors.
 func worstWindow(node string, voters []string, self int, window int) entry.Entry {
 	rng := rand.New(rand.NewPCG(uint64(len(voters)), uint64(self+2)))
+	// The wake-up lateness draws from a source of its own, so that the
+	// other columns are those of the entries before it had one.
+	lateRng := rand.New(rand.NewPCG(uint64(len(voters)), uint64(self+3)))
 	e := entry.Entry{Node: node}
 	for i := range window {
 		stall := float64(rng.IntN(499999)) * 1e-6
+		late := float64(lateRng.IntN(999999)) * 1e-6
 		s := entry.Sample{
 			At:      t0.Add(time.Duration(i)*15*time.Second + time.Duration(rng.IntN(999))*time.Millisecond),
 			Restart: i == 0 || i == 57,
@@ -71,9 +77,12 @@ func worstWindow(node string, voters []string, self int, window int) entry.Entry
 			MemTotalBytes:       64 << 30,
 			MemAvailableBytes:   uint64(10_000_000+rng.IntN(50_000_000)) * 1024,
 			MemFullStallSeconds: &stall,
+			WakeupLateSeconds:   &late,
 		}
 		if i == 0 || i == 57 {
-			s.MemFullStallSeconds = nil
+			// The first sample after a start: no baseline, and no timer
+			// has fallen due yet.
+			s.MemFullStallSeconds, s.WakeupLateSeconds = nil, nil
 		}
 		for j, v := range voters {
 			if j == self {
@@ -107,7 +116,10 @@ func worstWindow(node string, voters []string, self int, window int) entry.Entry
 			}
 			s.Etcd = x
 		}
-		entry.Append(&e, s, window)
+		// Appended as entry.Append would (every histogram has the same
+		// bounds, and no sample is cut), without its check of every older
+		// sample's bounds, which makes a window of thousands slow to build.
+		e.Samples = append(e.Samples, s)
 	}
 	if self < 0 {
 		e.Fsync = &entry.FsyncReading{At: t0.Add(time.Minute), Dir: "/var/lib/rancher/k3s/server/db/fleet-role-fsync", Filesystem: "ext4",
@@ -158,6 +170,28 @@ func TestWindowFitsBudget(t *testing.T) {
 	t.Logf("5 voters + 95 standbys: %d bytes of 1048576", total)
 }
 
+// settings.MaxWindow rests on this: the worst realistic entry of a voter in
+// etcd's largest cluster (7 members, six peers), with worstWindow's values,
+// at MaxWindow samples fits one ConfigMap with a tenth of it spare, for the
+// disk reading (its texts at their caps take about 7 KiB), the key and more
+// error texts than worstWindow's. It logs the figures settings.MaxWindow
+// and docs/limits.md state.
+func TestMaxWindowFitsAConfigMap(t *testing.T) {
+	const configMap = 1 << 20
+	e := worstWindow("k3s-node-99.fleet.example.internal", voterNames(7), 1, settings.MaxWindow)
+	text, err := entry.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := float64(len(text)) / settings.MaxWindow
+	figures := fmt.Sprintf("%d samples of a voter among 7: %d bytes, %.1f a sample; %.1f%% of the %d-byte ConfigMap spare; %d samples would be the most that fit",
+		settings.MaxWindow, len(text), per, 100*float64(configMap-len(text))/configMap, configMap, int(configMap/per))
+	t.Log(figures)
+	if len(text) > configMap*9/10 {
+		t.Errorf("over nine tenths of a ConfigMap: %s", figures)
+	}
+}
+
 func TestRoundTrip(t *testing.T) {
 	for _, self := range []int{-1, 2} {
 		e := worstWindow("node-a", voterNames(5), self, 100)
@@ -186,9 +220,13 @@ func TestRoundTrip(t *testing.T) {
 				strings.Join(s.Errors, "|") != strings.Join(o.Errors, "|") {
 				t.Fatalf("sample %d: %+v, want %+v", i, s, o)
 			}
-			if (s.MemFullStallSeconds == nil) != (o.MemFullStallSeconds == nil) ||
-				s.MemFullStallSeconds != nil && math.Abs(*s.MemFullStallSeconds-*o.MemFullStallSeconds) > 5e-7 {
-				t.Fatalf("sample %d stall", i)
+			for _, f := range []struct {
+				name      string
+				got, want *float64
+			}{{"stall", s.MemFullStallSeconds, o.MemFullStallSeconds}, {"wake-up lateness", s.WakeupLateSeconds, o.WakeupLateSeconds}} {
+				if (f.got == nil) != (f.want == nil) || f.got != nil && math.Abs(*f.got-*f.want) > 5e-7 {
+					t.Fatalf("sample %d %s: %v, want %v", i, f.name, f.got, f.want)
+				}
 			}
 			if len(s.Connect) != len(o.Connect) {
 				t.Fatalf("sample %d connects %d, want %d", i, len(s.Connect), len(o.Connect))
@@ -255,11 +293,12 @@ func TestAppendKeepsTheWindow(t *testing.T) {
 }
 
 func TestEncodeRefuses(t *testing.T) {
-	nan := math.NaN()
+	nan, minus := math.NaN(), -0.5
 	for name, e := range map[string]entry.Entry{
 		"no node":          {},
 		"negative connect": {Node: "n", Samples: []entry.Sample{{Link: entry.Link{Class: "wired"}, Connect: map[string]entry.Connect{"v": {Seconds: -1}}}}},
 		"NaN stall":        {Node: "n", Samples: []entry.Sample{{Link: entry.Link{Class: "wired"}, MemFullStallSeconds: &nan}}},
+		"negative wake-up": {Node: "n", Samples: []entry.Sample{{Link: entry.Link{Class: "wired"}, WakeupLateSeconds: &minus}}},
 		"bad class":        {Node: "n", Samples: []entry.Sample{{Link: entry.Link{Class: "ethernet"}}}},
 		"mixed bounds": {Node: "n", Samples: []entry.Sample{
 			{Link: entry.Link{Class: "wired"}, Etcd: &entry.EtcdSample{WALFsync: quantile.Histogram{Bounds: []float64{1}, Counts: []uint64{1, 0}}}},
@@ -306,6 +345,9 @@ func TestDecodeIsStrict(t *testing.T) {
 		{"mem runs", func(m map[string]any) { m["mem_total_kib"] = []any{[]any{1, 5}} }, "mem_total_kib: runs cover more than 4 samples"},
 		{"negative memory", func(m map[string]any) { m["mem_available_kib"].([]any)[0] = -1 }, "mem_available_kib"},
 		{"negative stall", func(m map[string]any) { m["mem_full_stall_us"] = []any{nil, -3, nil, nil} }, "mem_full_stall_us[1]: -3 is negative"},
+		{"negative wake-up", func(m map[string]any) { m["wakeup_late_us"] = []any{nil, 4, -3, nil} }, "wakeup_late_us[2]: -3 is negative"},
+		{"wake-up column length", func(m map[string]any) { m["wakeup_late_us"] = []any{nil, 4} }, "wakeup_late_us: 2 values for 4 samples"},
+		{"fractional wake-up", func(m map[string]any) { m["wakeup_late_us"] = []any{nil, 4.5, 1, 1} }, "wakeup_late_us"},
 		{"error index", func(m map[string]any) { m["errors"] = []any{[]any{9, 0}} }, "errors: sample index 9 out of range"},
 		{"string index", func(m map[string]any) { m["errors"] = []any{[]any{0, 99}} }, "errors: string index 99 out of range"},
 		{"etcd present runs", func(m map[string]any) { m["etcd"].(map[string]any)["present"] = []any{[]any{1, 3}} }, "etcd.present: runs cover 3 samples, want 4"},

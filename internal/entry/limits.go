@@ -50,8 +50,8 @@ const (
 	// maxStructKeys is the most fields one object of the format has (the
 	// entry itself: v, node, n, t0, dt_ms, restart, link, connect_us,
 	// connect_fail, mem_total_kib, mem_available_kib, mem_full_stall_us,
-	// errors, strings, etcd, fsync, shrunk, refused).
-	maxStructKeys = 18
+	// wakeup_late_us, errors, strings, etcd, fsync, shrunk, refused).
+	maxStructKeys = 19
 	// errorsPerSample bounds the errors references of one sample: the
 	// readings a sample takes besides the connects (whose failures are
 	// connect_fail) are etcd, link and memory (internal/probe
@@ -154,11 +154,12 @@ var defaultLimits = sync.OnceValue(func() Limits { return LimitsFor(maxWindowAss
 // WorstCaseBytes is the size of the largest legitimate entry at the given
 // settings, found by building and encoding it: a voter with max_servers - 1
 // peers, every sample different from the one before (no run shares a count),
-// every value at the most digits a real host gives, every histogram with all
-// of etcd's widest layout (16 bounds and +Inf) filled, every reading but the
-// connects failing every sample (errorsPerSample) with a distinct error text
-// of MaxTextBytes per sample, and a disk reading whose texts are as long. A
-// per-host record can be capped at it.
+// every value at the most digits a real host gives (eight-digit stalls and
+// wake-up lateness), every histogram with all of etcd's widest layout (16
+// bounds and +Inf) filled, every reading but the connects failing every
+// sample (errorsPerSample) with a distinct error text of MaxTextBytes per
+// sample, and a disk reading whose texts are as long. A per-host record can
+// be capped at it.
 func WorstCaseBytes(window, maxServers int) int {
 	text, err := Encode(WorstCase(window, maxServers))
 	if err != nil {
@@ -198,6 +199,9 @@ func WorstCase(window, maxServers int) Entry {
 		// Steps of nearly a minute (five digits of ms), never equal.
 		t = t.Add(time.Duration(59_000+i%997) * time.Millisecond)
 		stall := float64(14_000_000+i) * 1e-6 // eight digits of µs
+		// Eight digits too: a wake-up more than the worst case's steps of
+		// nearly a minute late (a process stopped past its next sample).
+		late := float64(15_000_000+i) * 1e-6
 		text := fmt.Sprintf("%06d %s", i, strings.Repeat(errText, MaxTextBytes/len(errText)+1))[:MaxTextBytes]
 		s := Sample{
 			At: t, Restart: true,
@@ -207,6 +211,7 @@ func WorstCase(window, maxServers int) Entry {
 			MemTotalBytes:       uint64(1_000_000_000+i) * 1024, // ten digits of KiB: a TiB host
 			MemAvailableBytes:   uint64(1_000_000_000+i) * 1024,
 			MemFullStallSeconds: &stall,
+			WakeupLateSeconds:   &late,
 			// Every reading but the connects failing: a new text each
 			// sample, and two that repeat.
 			Errors: []string{text, linkText, memText},

@@ -710,6 +710,8 @@ func (r *reader) entry(w *wire) error {
 			w.MemAvailKiB, err = r.uints(key)
 		case "mem_full_stall_us":
 			w.MemStallUs, err = r.optInts(key)
+		case "wakeup_late_us":
+			w.WakeLateUs, err = r.optInts(key)
 		case "errors":
 			w.Errors, err = r.pairs(key, r.l.MaxSamples*errorsPerSample, "references", func() string {
 				return fmt.Sprintf("%d a sample: etcd, link, memory; %s", errorsPerSample, r.l.samplesBasis())

@@ -106,6 +106,7 @@ type wireIn struct {
 	MemTotalKiB []pair                     `json:"mem_total_kib"`
 	MemAvailKiB json.RawMessage            `json:"mem_available_kib"`
 	MemStallUs  json.RawMessage            `json:"mem_full_stall_us,omitempty"`
+	WakeLateUs  json.RawMessage            `json:"wakeup_late_us,omitempty"`
 	Errors      []pair                     `json:"errors,omitempty"`
 	Strings     []string                   `json:"strings,omitempty"`
 	Etcd        *wireEtcdIn                `json:"etcd,omitempty"`
@@ -157,6 +158,9 @@ func (in *wireIn) toWire(l Limits) (wire, error) {
 		return w, err
 	}
 	if w.MemStallUs, err = readOptInts("mem_full_stall_us", in.MemStallUs, col); err != nil {
+		return w, err
+	}
+	if w.WakeLateUs, err = readOptInts("wakeup_late_us", in.WakeLateUs, col); err != nil {
 		return w, err
 	}
 	if in.Etcd == nil {

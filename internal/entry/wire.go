@@ -38,6 +38,7 @@ type wire struct {
 	MemTotalKiB []pair              `json:"mem_total_kib"`
 	MemAvailKiB []uint64            `json:"mem_available_kib"`
 	MemStallUs  []*int64            `json:"mem_full_stall_us,omitempty"`
+	WakeLateUs  []*int64            `json:"wakeup_late_us,omitempty"`
 	Errors      []pair              `json:"errors,omitempty"`
 	Strings     []string            `json:"strings,omitempty"`
 	Etcd        *wireEtcd           `json:"etcd,omitempty"`
@@ -184,6 +185,25 @@ func micros(field string, s float64) (int64, error) {
 
 func seconds(us int64) float64 { return float64(us) / 1e6 }
 
+// optMicros puts sample i's optional figure v (seconds) into the column of
+// n samples *col as whole microseconds, making the column at its first
+// figure: a column with no figure at all stays nil, and the field is then
+// left out.
+func optMicros(col *[]*int64, i, n int, what string, v *float64) error {
+	if v == nil {
+		return nil
+	}
+	us, err := micros(fmt.Sprintf("sample %d: %s", i, what), *v)
+	if err != nil {
+		return err
+	}
+	if *col == nil {
+		*col = make([]*int64, n)
+	}
+	(*col)[i] = &us
+	return nil
+}
+
 // strtab interns the entry's error texts: a voter down for a whole window
 // fails the same way every sample.
 type strtab struct {
@@ -280,7 +300,7 @@ func toWire(e Entry) (wire, error) {
 	var st strtab
 	var prevMs int64
 	total := make([]uint64, n)
-	var stall []*int64
+	var stall, wake []*int64
 	voters := map[string]bool{}
 	for _, s := range e.Samples {
 		for v := range s.Connect {
@@ -338,15 +358,11 @@ func toWire(e Entry) (wire, error) {
 		}
 		total[i] = s.MemTotalBytes / 1024
 		w.MemAvailKiB[i] = s.MemAvailableBytes / 1024
-		if s.MemFullStallSeconds != nil {
-			us, err := micros(fmt.Sprintf("sample %d: memory full stall", i), *s.MemFullStallSeconds)
-			if err != nil {
-				return wire{}, err
-			}
-			if stall == nil {
-				stall = make([]*int64, n)
-			}
-			stall[i] = &us
+		if err := optMicros(&stall, i, n, "memory full stall", s.MemFullStallSeconds); err != nil {
+			return wire{}, err
+		}
+		if err := optMicros(&wake, i, n, "wake-up lateness", s.WakeupLateSeconds); err != nil {
+			return wire{}, err
 		}
 		for _, msg := range s.Errors {
 			w.Errors = append(w.Errors, pair{uint64(i), st.ref(msg)})
@@ -354,7 +370,7 @@ func toWire(e Entry) (wire, error) {
 	}
 	w.Link = slices.Clip(w.Link)
 	w.MemTotalKiB = runsOf(total)
-	w.MemStallUs = stall
+	w.MemStallUs, w.WakeLateUs = stall, wake
 	if n == 0 {
 		w.Link = []linkRun{}
 		w.MemTotalKiB = []pair{}

@@ -18,6 +18,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/memory"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/wakeup"
 )
 
 // Host takes samples of the host it runs on with the real readings. It keeps
@@ -35,6 +36,10 @@ type Host struct {
 	Dial                          connect.DialFunc // nil: a plain dialer
 	HTTP                          *http.Client     // nil: a client of its own
 	Now                           func() time.Time // nil: time.Now
+	// Wakeup times a timer due once a heartbeat interval, beside the
+	// samples (StartBeside runs it); each sample records the largest
+	// lateness since the previous one. nil: no wake-up reading.
+	Wakeup *wakeup.Meter
 
 	prevScrape *etcdmetrics.Snapshot
 	prevFullUs *uint64
@@ -73,6 +78,7 @@ func (h *Host) Sample(ctx context.Context, plan Plan) entry.Sample {
 	}
 	h.link(&s)
 	h.memory(&s)
+	h.wakeup(&s)
 	wg.Wait()
 	s.Connect = connects
 	if plan.Voter {
@@ -122,6 +128,30 @@ func (h *Host) memory(s *entry.Sample) {
 		s.MemFullStallSeconds = &sec
 	}
 	h.prevFullUs = &cur
+}
+
+// wakeup records the largest lateness of the wake-up timer since the
+// previous sample. None when no wake-up came since (the first sample
+// after a start) or the timer does not run: the reading has no failure of
+// its own, only readings not taken.
+func (h *Host) wakeup(s *entry.Sample) {
+	if h.Wakeup == nil {
+		return
+	}
+	if r, ok := h.Wakeup.Take(); ok {
+		sec := r.Late.Seconds()
+		s.WakeupLateSeconds = &sec
+	}
+}
+
+// StartBeside starts the wake-up timer, which runs beside the samples
+// rather than in one; stop ends it and waits for it. Run calls it.
+func (h *Host) StartBeside(ctx context.Context) (stop func()) {
+	if h.Wakeup == nil {
+		return func() {}
+	}
+	h.Wakeup.Start(ctx)
+	return h.Wakeup.Stop
 }
 
 func (h *Host) connect(ctx context.Context, peers []Peer) map[string]entry.Connect {
@@ -245,6 +275,9 @@ func NewHost(s settings.Settings, hostRoot, metricsURL, fsyncDir string) *Host {
 		FsyncSkipReason: s.FsyncSkipReason,
 		ConnectTimeout:  ReadingTimeout(s),
 		ScrapeTimeout:   ReadingTimeout(s),
+		// etcd's raft loop ticks once a heartbeat interval: the timer is
+		// due as often as etcd's ticker (docs/limits.md, wakeup_late).
+		Wakeup: wakeup.New(s.HeartbeatInterval),
 	}
 }
 

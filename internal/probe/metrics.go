@@ -18,6 +18,7 @@ type Metrics struct {
 	capBytes     prometheus.Gauge
 	shrunk       prometheus.Gauge
 	tickSeconds  prometheus.Histogram
+	wakeupLate   prometheus.Histogram
 	lastWrite    prometheus.Gauge
 }
 
@@ -47,11 +48,18 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_probe_tick_seconds", Help: "Time one period's work took.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		wakeupLate: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fleet_role_probe_wakeup_late_seconds",
+			Help: "Each sample's largest lateness of a timer due once a heartbeat interval (the wakeup_late signal, docs/limits.md): how late this host ran the probe.",
+			// From 1 ms, past the heartbeat and election timeouts of k3s
+			// (500 ms, 5 s) to 32 s, as fleet_role_probe_tick_seconds.
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
 		lastWrite: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleet_role_probe_last_write_timestamp_seconds", Help: "When the entry was last written.",
 		}),
 	}
-	m.Registry.MustRegister(m.samples, m.readingFails, m.writes, m.entryBytes, m.capBytes, m.shrunk, m.tickSeconds, m.lastWrite)
+	m.Registry.MustRegister(m.samples, m.readingFails, m.writes, m.entryBytes, m.capBytes, m.shrunk, m.tickSeconds, m.wakeupLate, m.lastWrite)
 	// Every result appears from the start, so that a rate over them is
 	// defined before the first refusal.
 	for _, r := range []string{"ok", "refused", "error"} {
@@ -90,6 +98,14 @@ func (m *Metrics) writeFailed(result string) {
 		return
 	}
 	m.writes.WithLabelValues(result).Inc()
+}
+
+// wokeLate observes a sample's wake-up lateness, when it has one.
+func (m *Metrics) wokeLate(seconds *float64) {
+	if m == nil || seconds == nil {
+		return
+	}
+	m.wakeupLate.Observe(*seconds)
 }
 
 func (m *Metrics) observeTick(d time.Duration) {

@@ -134,6 +134,7 @@ func (p *Prober) Run(ctx context.Context) error {
 	period := p.cfg.Settings.SamplePeriod
 	p.log.Info("probe started", "period", period, "window", p.cfg.Settings.Window)
 	p.removeStaleFsync()
+	defer p.startBeside(ctx)()
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	for done := false; !done; {
@@ -210,6 +211,7 @@ func (p *Prober) Tick(ctx context.Context) {
 		p.cfg.Metrics.readingFailed(readingName(e))
 	}
 	p.cfg.Metrics.sampled()
+	p.cfg.Metrics.wokeLate(s.WakeupLateSeconds)
 	if plan.Fsync {
 		p.startFsync(ctx)
 	}

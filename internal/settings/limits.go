@@ -128,6 +128,34 @@ func (s Settings) StallLimit() Limit {
 			"a host stalled that long cannot send a heartbeat on time (etcd tuning: the heartbeat is about one round trip); absent PSI is reported, not held against the host"}
 }
 
+// WakeupLimit is the most a host's timer may wake late at the tail: the
+// heartbeat interval. etcd's raft loop ticks from a ticker set for one
+// heartbeat interval (etcd v3.6.15, server/etcdserver/raft.go, newRaftNode:
+// time.NewTicker(heartbeat)), and its leader sends a heartbeat every tick
+// (server/etcdserver/bootstrap.go, raftConfig: HeartbeatTick 1). newRaftNode
+// also sets contention.NewTimeoutDetector(2 * heartbeat), and
+// raftNode.processMessages observes each heartbeat with it
+// (pkg/contention/contention.go, TimeoutDetector.Observe: late when the gap
+// since the previous heartbeat to that peer passes the bound), counts each
+// late one in etcd_server_heartbeat_send_failures_total and logs "leader
+// failed to send out heartbeat on time". A tick that comes a heartbeat
+// interval late makes that gap two intervals: etcd's bound itself, with
+// nothing left for the work between the tick and the send. So the limit is
+// unfit (under), as the memory stall at one heartbeat is.
+func (s Settings) WakeupLimit() Limit {
+	return Limit{Name: "wakeup_late", Value: seconds(s.HeartbeatInterval), Unit: "seconds", Rule: Under,
+		Basis: fmt.Sprintf("heartbeat_interval %v: a tick that late makes a heartbeat gap of 2 x %v, which etcd counts as late (etcd_server_heartbeat_send_failures_total)",
+			s.HeartbeatInterval, s.HeartbeatInterval),
+		Derivation: "etcd's raft loop ticks from a ticker set for one heartbeat interval and its leader sends a heartbeat every tick " +
+			"(etcd v3.6.15 server/etcdserver/raft.go newRaftNode, server/etcdserver/bootstrap.go raftConfig: HeartbeatTick 1); " +
+			"etcd counts a heartbeat late when the gap since the previous one to that peer passes two heartbeat intervals " +
+			"(newRaftNode: contention.NewTimeoutDetector(2 * heartbeat); raftNode.processMessages: etcd_server_heartbeat_send_failures_total, " +
+			"\"leader failed to send out heartbeat on time\"). A process woken a heartbeat interval late makes that gap two intervals, " +
+			"with nothing left for the work between the tick and the send, so the p99 of the window's per-sample largest lateness of the probe's own timer, " +
+			"due once a heartbeat interval on a fixed schedule as etcd's ticker is, must stay under one heartbeat interval; a host starved of CPU runs every process late alike. " +
+			"Judged on every recording host, voters and standbys: a standby that starves would be as bad a voter. Samples without a reading (a probe older than the reading) are reported, not held against the host"}
+}
+
 // WindowLimit is the number of samples a host needs before it is judged.
 func (s Settings) WindowLimit() Limit {
 	return Limit{Name: "samples", Value: float64(s.Window), Unit: "samples", Rule: AtLeast,
@@ -169,6 +197,7 @@ func (s Settings) Limits() []Limit {
 		s.FdatasyncLimit(),
 		s.MemoryLimit(s.StorageQuotaBytes, false),
 		s.StallLimit(),
+		s.WakeupLimit(),
 		s.Cooldown(),
 	}
 }

@@ -52,6 +52,7 @@ func TestDerivedLimits(t *testing.T) {
 		{s.BackendCommitLimit(), 0.025, settings.Under},
 		{s.FdatasyncLimit(), 0.01, settings.Under},
 		{s.StallLimit(), 0.5, settings.Under},
+		{s.WakeupLimit(), 0.5, settings.Under},
 		{s.MemoryLimit(2<<30, false), 2 << 30, settings.AtLeast},
 		{s.StaleAfter(), 45, settings.AtMost},
 		{s.Cooldown(), 1800, settings.AtLeast},
@@ -62,10 +63,10 @@ func TestDerivedLimits(t *testing.T) {
 		}
 	}
 	s.ElectionTimeout, s.HeartbeatInterval = time.Second, 100*time.Millisecond
-	if s.RTTLimit().Value != 0.1 || s.ConnectLimit().Value != 0.05 || s.StallLimit().Value != 0.1 {
-		t.Fatalf("etcd's timing: rtt %v connect %v stall %v", s.RTTLimit().Value, s.ConnectLimit().Value, s.StallLimit().Value)
+	if s.RTTLimit().Value != 0.1 || s.ConnectLimit().Value != 0.05 || s.StallLimit().Value != 0.1 || s.WakeupLimit().Value != 0.1 {
+		t.Fatalf("etcd's timing: rtt %v connect %v stall %v wakeup %v", s.RTTLimit().Value, s.ConnectLimit().Value, s.StallLimit().Value, s.WakeupLimit().Value)
 	}
-	if len(s.Limits()) != 10 {
+	if len(s.Limits()) != 11 {
 		t.Fatalf("%d limits", len(s.Limits()))
 	}
 }

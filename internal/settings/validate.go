@@ -37,9 +37,10 @@ const (
 	// figure whose worst realistic entry, a voter's in a cluster of 7
 	// members (etcd's most), fits one 1 MiB ConfigMap with room to spare.
 	// internal/entry's worst-case window (TestWindowFitsBudget's values:
-	// six-digit connects, failing readings, six peers' round trips) encodes
-	// to 212 bytes a sample, so 4,000 samples take 848,066 bytes of the
-	// 1,048,576; 4,946 would be the most that fit.
+	// six-digit connects, stalls and wake-up lateness, failing readings,
+	// six peers' round trips) encodes to 219 bytes a sample, so 4,000
+	// samples take 875,640 bytes of the 1,048,576, leaving a sixth spare;
+	// 4,789 would be the most that fit (TestMaxWindowFitsAConfigMap).
 	MaxWindow = 4000
 	// MinSamplePeriod is the shortest sample period: the entry stamps
 	// samples to the millisecond (dt_ms, docs/entry.md), so samples closer
@@ -96,7 +97,7 @@ func (s Settings) Validate() error {
 	case s.Window < 1:
 		bad("window", "must be at least 1")
 	case s.Window > MaxWindow:
-		bad("window", fmt.Sprintf("must be at most %d: the most samples whose worst-case entry (a voter's among 7 members, about 212 bytes a sample) fits a 1 MiB ConfigMap", MaxWindow))
+		bad("window", fmt.Sprintf("must be at most %d: the most samples whose worst-case entry (a voter's among 7 members, about 219 bytes a sample) fits a 1 MiB ConfigMap", MaxWindow))
 	case pOK && s.Window < s.MinWindow():
 		bad("window", fmt.Sprintf("must be at least %d, the fewest samples that give the p%s a sample of its own (window >= 1/(1-tail_percentile))",
 			s.MinWindow(), PercentileName(s.TailPercentile)))

@@ -222,10 +222,13 @@ func TestMatrixIsTheStatusLinks(t *testing.T) {
 	if alpha.Host != "alpha" || alpha.Cells[1].Connect.OK || !alpha.Cells[1].RTT.Present || !alpha.Cells[1].Slow {
 		t.Fatalf("alpha's link to bravo: %+v, want over its limit with etcd's round trip", alpha.Cells[1])
 	}
-	// On the page: marked, its number and its count over the limit in words.
+	// On the page: marked, its numbers (the status's) and its count over the
+	// limit in words.
+	ab := want["alpha>bravo"]
+	connect, rtt := decide.FormatValue(*ab.Connect.Seconds, "seconds"), decide.FormatValue(*ab.RTT.Seconds, "seconds")
 	var cell *html.Node
 	browser.Walk(parse(t, render(t, st, nil)), func(n *html.Node) {
-		if title, _ := browser.Attr(n, "title"); n.Data == "td" && cell == nil && strings.Contains(title, "connects: 801.092ms") {
+		if title, _ := browser.Attr(n, "title"); n.Data == "td" && cell == nil && strings.Contains(title, "connects: "+connect) {
 			cell = n
 		}
 	})
@@ -234,7 +237,7 @@ func TestMatrixIsTheStatusLinks(t *testing.T) {
 	}
 	class, _ := browser.Attr(cell, "class")
 	title, _ := browser.Attr(cell, "title")
-	if !strings.Contains(class, "bad") || browser.Text(cell) != "801.092ms ✗rtt 815.104ms ✗" || !strings.Contains(title, "100 over the limit or failed") {
+	if !strings.Contains(class, "bad") || browser.Text(cell) != connect+" ✗rtt "+rtt+" ✗" || !strings.Contains(title, "100 over the limit or failed") {
 		t.Fatalf("alpha to bravo: class %q, %q, title %q", class, browser.Text(cell), title)
 	}
 }

@@ -320,6 +320,39 @@ func TestScore(t *testing.T) {
 			totals:    Totals{Faults: 1, SwapWorthy: 1, Missed: 1, WrongSwaps: 1, Decisions: 1},
 		},
 		{
+			name: "withdrawn while etcd holds a voter without a leader: the gates' due, no flap",
+			faults: []Fault{func() Fault {
+				f := fault(VoterLoss, 100, 130, 160, swapV2)
+				f.Held = map[string][]Interval{"voter-2": {{From: at(109), To: at(140)}}}
+				return f
+			}()},
+			decisions: []Decision{dec(108, "swap", "voter-2"), dec(110, "none", ""), dec(125, "swap", "voter-2")},
+			want:      []string{"caught"},
+			totals:    Totals{Faults: 1, SwapWorthy: 1, Caught: 1, Decisions: 3},
+		},
+		{
+			name: "never published, etcd held a voter before the bound: gated",
+			faults: []Fault{func() Fault {
+				f := fault(VoterLoss, 100, 130, 160, swapV2)
+				f.Held = map[string][]Interval{"voter-2": {{From: at(109.9), To: at(150)}}}
+				return f
+			}()},
+			decisions: []Decision{dec(108, "none", "")},
+			want:      []string{"gated"},
+			totals:    Totals{Faults: 1, SwapWorthy: 1, Gated: 1, Decisions: 1},
+		},
+		{
+			name: "etcd held a voter only after the bound: missed",
+			faults: []Fault{func() Fault {
+				f := fault(VoterLoss, 100, 130, 160, swapV2)
+				f.Held = map[string][]Interval{"voter-2": {{From: at(110.1), To: at(150)}}}
+				return f
+			}()},
+			decisions: []Decision{dec(108, "none", "")},
+			want:      []string{"missed"},
+			totals:    Totals{Faults: 1, SwapWorthy: 1, Missed: 1, Decisions: 1},
+		},
+		{
 			name:   "never recovered",
 			faults: []Fault{{Spec: Spec{Kind: VoterDisk}, Start: at(100), End: at(130), Truth: none}},
 			want:   []string{"unrecovered"},
@@ -333,7 +366,7 @@ func TestScore(t *testing.T) {
 				if f.Outcome != c.want[i] {
 					t.Errorf("fault %d: outcome %s, want %s (notes %v)", i, f.Outcome, c.want[i], f.Notes)
 				}
-				if f.OK != (c.want[i] == "caught" || c.want[i] == "held") {
+				if f.OK != (c.want[i] == "caught" || c.want[i] == "held" || c.want[i] == "gated") {
 					t.Errorf("fault %d: ok %v with outcome %s", i, f.OK, f.Outcome)
 				}
 			}

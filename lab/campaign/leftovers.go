@@ -18,7 +18,8 @@ import (
 // Leftovers lists what a campaign run by process pid left on the machine:
 // network namespaces named after it (lab/netlab, with netPrefix), slow
 // disks it served (lab/slowdisk), CPU groups it made (lab/cpulimit, with
-// cgPrefix), mounts under dir, and processes it started that still run.
+// cgPrefix), mounts under dir, and processes it started that still run
+// (its children, and any process whose command line names dir).
 // A run that cleaned up after itself leaves none of them.
 func Leftovers(pid int, netPrefix, cgPrefix, dir string) ([]string, error) {
 	var out []string
@@ -77,8 +78,21 @@ func Leftovers(pid int, netPrefix, cgPrefix, dir string) ([]string, error) {
 		// may hold spaces: state, then the parent's pid.
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) && f[0] != "Z" {
-			out = append(out, "process "+strconv.Itoa(child)+" "+s[strings.IndexByte(s, '(')+1:strings.LastIndexByte(s, ')')])
+		if len(f) < 2 || f[0] == "Z" {
+			continue
+		}
+		name := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
+		if f[1] == strconv.Itoa(pid) {
+			out = append(out, "process "+strconv.Itoa(child)+" "+name)
+			continue
+		}
+		// One whose parent has gone is the init's child now: known by the
+		// fleet's directory on its command line (etcd's data, a probe's
+		// kubeconfig, the API server's certificates).
+		if dir != "" {
+			if cl, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); err == nil && strings.Contains(string(cl), dir+"/") {
+				out = append(out, "process "+strconv.Itoa(child)+" "+name+", orphaned, started in "+dir)
+			}
 		}
 	}
 	return out, nil

@@ -94,20 +94,20 @@ func (r *Result) WriteTable(w io.Writer) {
 		r.Seed, len(r.Fleet.Voters), len(r.Fleet.Standbys), s.ElectionTimeout, s.HeartbeatInterval, s.SamplePeriod, s.Window,
 		pct(s.TailPercentile), r.Ranges.Bounds.Publish)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tINJECTED\tSWAP-WORTHY\tCAUGHT\tMISSED\tWRONG SWAPS\tFLAPS\tNOT OK\tPERIODS TO PUBLISH (MEDIAN / MAX)")
+	fmt.Fprintln(tw, "KIND\tINJECTED\tSWAP-WORTHY\tCAUGHT\tGATED\tMISSED\tWRONG SWAPS\tFLAPS\tNOT OK\tPERIODS TO PUBLISH (MEDIAN / MAX)")
 	for _, k := range ByKind(r.Faults) {
 		per := "-"
 		if k.Published > 0 {
 			per = fmt.Sprintf("%.1f / %.1f", k.MedianPeriods, k.MaxPer)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Injected, k.SwapWorthy, k.Caught, k.Missed, k.WrongSwaps, k.Flaps, k.Failed, per)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Injected, k.SwapWorthy, k.Caught, k.Gated, k.Missed, k.WrongSwaps, k.Flaps, k.Failed, per)
 	}
 	t := r.Totals
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", t.Faults, t.SwapWorthy, t.Caught, t.Missed, t.WrongSwaps, t.Flaps)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", t.Faults, t.SwapWorthy, t.Caught, t.Gated, t.Missed, t.WrongSwaps, t.Flaps)
 	tw.Flush()
 	fmt.Fprintf(w, "%d decisions published, %d of them between faults", t.Decisions, t.CleanDecisions)
-	if t.SwapWorthy > 0 {
-		fmt.Fprintf(w, "; caught %.1f%% of swap-worthy faults within their bound", 100*float64(t.Caught)/float64(t.SwapWorthy))
+	if n := t.SwapWorthy - t.Gated; n > 0 {
+		fmt.Fprintf(w, "; caught %.1f%% of the swap-worthy faults the gates did not hold (%d of %d) within their bound", 100*float64(t.Caught)/float64(n), t.Caught, n)
 	}
 	fmt.Fprintln(w)
 	for i, f := range r.Faults {

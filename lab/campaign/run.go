@@ -184,6 +184,9 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	go func() { defer close(observed); r.obs.run(octx) }()
 	defer func() { stopObserving(); <-observed }()
 
+	watched := watchEtcd(octx, fl.Lab, fl.Voters)
+	writes := watchRecords(octx, fl.Admin, s.Namespace, fl.Voters, time.Duration(s.StaleAfter().Value*float64(time.Second)))
+
 	r.logf("waiting for every host fit with a full window (%d samples of %v) and the cooldown passed", s.Window, s.SamplePeriod)
 	if _, err := r.waitFor(ctx, "every host fit and the cooldown passed", cfg.RecoverTimeout+2*time.Minute, time.Time{}, baseline); err != nil {
 		return nil, err
@@ -205,6 +208,11 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	}
 	res.Ended = time.Now().UTC()
 	res.decisions = r.obs.all()
+	// etcd's gates hold for a window after their last such sample, the
+	// reported gate only while the record is stale, and a period more for
+	// the decision that sees either gone.
+	heldSpans(res.Faults, watched.intervals(res.Ended), "etcd reported it without a leader or a peer", time.Duration(s.Window)*s.SamplePeriod+s.SamplePeriod)
+	heldSpans(res.Faults, writes.intervals(res.Ended), "its record went unwritten past the freshness limit", s.SamplePeriod)
 	res.Faults, res.Totals = Score(res.Faults, res.decisions, s.SamplePeriod, fl.Standbys)
 	res.OK = res.Aborted == "" && res.Totals.OK(res.Faults)
 	if err := res.Write(cfg.Out); err != nil {
@@ -217,6 +225,30 @@ func progress(w io.Writer) func(format string, args ...any) {
 	return func(format string, args ...any) {
 		if w != nil {
 			fmt.Fprintf(w, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		}
+	}
+}
+
+// heldSpans gives each fault the spans in which a gate held every swap
+// because of a voter (why says what) while the fault's truth held, each
+// extended by extend.
+func heldSpans(faults []Fault, held map[string][]Interval, why string, extend time.Duration) {
+	for i := range faults {
+		f := &faults[i]
+		until := f.Recovered
+		if until.IsZero() && i+1 < len(faults) {
+			until = faults[i+1].Start
+		}
+		for v, is := range held {
+			for _, in := range is {
+				if in.To.Before(f.Start) || (!until.IsZero() && in.From.After(until)) {
+					continue
+				}
+				if f.Held == nil {
+					f.Held = map[string][]Interval{}
+				}
+				f.Held[v] = append(f.Held[v], Interval{From: in.From, To: in.To.Add(extend), Why: why})
+			}
 		}
 	}
 }
@@ -481,9 +513,6 @@ func (r *runner) starve(sp Spec) (func() error, error) {
 	}
 	return release, g.SetQuota(sp.Severity.CPU, cpuPeriod)
 }
-
-// cpuPeriod is the CFS enforcement period of a starved host's group.
-const cpuPeriod = 100 * time.Millisecond
 
 // copyLogs copies the fleet's logs to dir, for the reader of the board.
 func copyLogs(from, to string) {

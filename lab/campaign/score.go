@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,11 +20,20 @@ type Fault struct {
 	// Bound is the periods from Start within which a swap-worthy fault's
 	// swap must be published.
 	Bound float64 `json:"bound_periods,omitempty"`
+	// Held lists, by voter, the spans in which a gate of docs/limits.md held
+	// every swap because of that voter, by the fleet's own state read
+	// beside the probes: etcd itself reported it without a leader or
+	// without one of its peers (and the window its last such sample stays
+	// in), or its record went unwritten past the freshness limit. A swap not
+	// published, or withdrawn, in one is the gates' due, not a miss or a
+	// flap.
+	Held map[string][]Interval `json:"held,omitempty"`
 
 	// Outcome is one of: caught, late (published after its bound), missed
-	// (never published), held (no swap, as the truth says), wrong-swap,
-	// flap, unseen (a host the truth calls unfit was never reported so),
-	// unrecovered.
+	// (never published), held (no swap, as the truth says), gated (a
+	// swap-worthy fault whose swap a gate held from before its bound, by
+	// the fleet's own state: Held), wrong-swap, flap, unseen
+	// (a host the truth calls unfit was never reported so), unrecovered.
 	Outcome string `json:"outcome"`
 	// PeriodsToPublish is the periods from Start to the first status that
 	// published the right swap; nil when none did.
@@ -53,10 +63,13 @@ type Decision struct {
 
 // Totals sum a campaign's score.
 type Totals struct {
-	Faults         int      `json:"faults"`
-	SwapWorthy     int      `json:"swap_worthy"`
-	Caught         int      `json:"caught"`
-	Missed         int      `json:"missed"`
+	Faults     int `json:"faults"`
+	SwapWorthy int `json:"swap_worthy"`
+	Caught     int `json:"caught"`
+	Missed     int `json:"missed"`
+	// Gated counts the swap-worthy faults whose swap a gate held from
+	// before the bound, by the fleet's own state (Fault.Held).
+	Gated          int      `json:"gated"`
 	WrongSwaps     int      `json:"wrong_swaps"`
 	Flaps          int      `json:"flaps"`
 	CleanDecisions int      `json:"clean_decisions"`
@@ -140,10 +153,11 @@ func Score(faults []Fault, decisions []Decision, period time.Duration, standbys 
 		}
 		// A published swap withdrawn, or turned to another voter, at the
 		// next decision while the fault still lasts: a flap (the voter set
-		// never changes in dry run).
+		// never changes in dry run), unless etcd itself had just lost a
+		// voter's leader or peer, which the gates hold for.
 		if k > 0 {
 			p := ds[k-1]
-			if p.Action == "swap" && owner(p.Time) == i && !d.Time.After(f.End) && (d.Action != "swap" || d.Out != p.Out) {
+			if p.Action == "swap" && owner(p.Time) == i && !d.Time.After(f.End) && (d.Action != "swap" || d.Out != p.Out) && !f.heldAt(d.Time) {
 				f.Flaps++
 				t.Flaps++
 				f.Notes = append(f.Notes, d.Time.Format(time.RFC3339Nano)+": flap: swap "+p.Out+" -> "+p.In+" withdrawn ("+d.Action+" "+d.Out+"; "+d.Why+")")
@@ -163,6 +177,10 @@ func Score(faults []Fault, decisions []Decision, period time.Duration, standbys 
 		case f.Truth.SwapWorthy():
 			t.SwapWorthy++
 			switch {
+			case f.PeriodsToPublish == nil && f.gatedBy(period) != "":
+				f.Outcome = "gated"
+				f.Notes = append(f.Notes, f.gatedBy(period))
+				t.Gated++
 			case f.PeriodsToPublish == nil:
 				f.Outcome = "missed"
 				t.Missed++
@@ -190,7 +208,7 @@ func Score(faults []Fault, decisions []Decision, period time.Duration, standbys 
 			t.Unrecovered++
 			f.Outcome = "unrecovered"
 		}
-		f.OK = f.Outcome == "caught" || f.Outcome == "held"
+		f.OK = f.Outcome == "caught" || f.Outcome == "held" || f.Outcome == "gated"
 	}
 	t.Kinds = slices.Sorted(func(yield func(string) bool) {
 		for k := range kinds {
@@ -202,11 +220,37 @@ func Score(faults []Fault, decisions []Decision, period time.Duration, standbys 
 	return out, t
 }
 
+// heldAt reports whether a gate held every swap at t (Held).
+func (f *Fault) heldAt(t time.Time) bool {
+	for _, is := range f.Held {
+		for _, i := range is {
+			if !t.Before(i.From) && !t.After(i.To) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gatedBy says which voter a gate held for before the fault's bound ran
+// out, and why, or "".
+func (f *Fault) gatedBy(period time.Duration) string {
+	by := f.Start.Add(time.Duration(f.Bound * float64(period)))
+	for _, v := range slices.Sorted(maps.Keys(f.Held)) {
+		for _, i := range f.Held[v] {
+			if i.From.Before(by) {
+				return "from " + i.From.Format(time.RFC3339Nano) + ", before the bound, " + v + ": " + i.Why + ": the gates hold every swap (docs/limits.md)"
+			}
+		}
+	}
+	return ""
+}
+
 // KindRow is one row of the table a campaign prints: one kind's faults.
 type KindRow struct {
 	Kind                  Kind
 	Injected, SwapWorthy  int
-	Caught, Missed        int
+	Caught, Missed, Gated int
 	WrongSwaps, Flaps     int
 	Failed                int // faults not ok, whatever the reason
 	MedianPeriods, MaxPer float64
@@ -231,9 +275,12 @@ func ByKind(faults []Fault) []KindRow {
 		}
 		if f.Truth.SwapWorthy() {
 			r.SwapWorthy++
-			if f.Outcome == "caught" {
+			switch f.Outcome {
+			case "caught":
 				r.Caught++
-			} else {
+			case "gated":
+				r.Gated++
+			default:
 				r.Missed++
 			}
 		}

@@ -146,7 +146,7 @@ func (r *Result) Timeline(w io.Writer) {
 	fmt.Fprintf(w, `<path d="M%d %d l-5 -9 h10 z" fill="black"/><text x="%d" y="%d">swap published, as the truth calls for</text>`+"\n", svgLeft+715, ly+11, svgLeft+725, ly+10)
 	fmt.Fprintf(w, `<path d="M%d %d l8 8 m0 -8 l-8 8" stroke="#b71c1c" stroke-width="2.5"/><text x="%d" y="%d">wrong swap</text>`+"\n", svgLeft+960, ly+2, svgLeft+975, ly+10)
 	t := r.Totals
-	fmt.Fprintf(w, `<text x="%d" y="%d">seed %d: %d faults, %d swap-worthy, %d caught, %d missed, %d wrong swaps, %d flaps; %d decisions published</text>`+"\n",
-		svgLeft, ly+34, r.Seed, t.Faults, t.SwapWorthy, t.Caught, t.Missed, t.WrongSwaps, t.Flaps, t.Decisions)
+	fmt.Fprintf(w, `<text x="%d" y="%d">seed %d: %d faults, %d swap-worthy, %d caught, %d held by the gates, %d missed, %d wrong swaps, %d flaps; %d decisions published</text>`+"\n",
+		svgLeft, ly+34, r.Seed, t.Faults, t.SwapWorthy, t.Caught, t.Gated, t.Missed, t.WrongSwaps, t.Flaps, t.Decisions)
 	fmt.Fprintln(w, `</svg>`)
 }

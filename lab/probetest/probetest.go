@@ -442,17 +442,19 @@ func MemberID(node string) string {
 }
 
 // Fit is a sample of a healthy host: a wired link, 1 ms connects to every
-// peer, 16 GiB available of 64 GiB, no memory stall, and on voters an etcd
+// peer, 16 GiB available of 64 GiB, no memory stall, a timer woken 2 ms
+// late, and on voters an etcd
 // with a leader, connected to every peer, quota 2 GiB. The available memory
 // carries seq in its last KiB, so every sample is told apart in the entry.
 func Fit(plan probe.Plan, seq int, at time.Time) entry.Sample {
-	stall := 0.0
+	stall, late := 0.0, 0.002
 	s := entry.Sample{
 		At:                  at,
 		Link:                entry.Link{Interface: "eth0", Class: entry.ClassWired},
 		MemTotalBytes:       64 << 30,
 		MemAvailableBytes:   16<<30 + uint64(seq)*1024,
 		MemFullStallSeconds: &stall,
+		WakeupLateSeconds:   &late,
 	}
 	if len(plan.Peers) > 0 {
 		s.Connect = map[string]entry.Connect{}

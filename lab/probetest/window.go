@@ -30,7 +30,8 @@ func exponential(start float64, n int) []float64 {
 // it, with every figure varying from sample to sample as a real host's does:
 // connects of a few hundred microseconds to a few milliseconds to every
 // voter, available memory moving by the KiB, a small memory stall now and
-// then, and on a voter (self >= 0, its index in voters) an etcd whose WAL
+// then, a timer waking 1 to 20 ms late (an unstarved host, lab/votercpu),
+// and on a voter (self >= 0, its index in voters) an etcd whose WAL
 // and backend histograms gain hundreds of observations over four buckets
 // each period (fsyncs up to 8 ms, commits up to 16 ms: a fit disk) and whose round-trip histograms gain about one observation per
 // peer per period (FACTS.md: about two values every 30 s). A standby carries
@@ -40,6 +41,9 @@ func RealisticEntry(node string, voters []string, self, window int, period time.
 	h := fnv.New64a()
 	h.Write([]byte(node))
 	rng := rand.New(rand.NewPCG(h.Sum64(), uint64(self+7)))
+	// The wake-up lateness draws from a source of its own, so that the
+	// other figures are those of the entries before it had one.
+	lateRng := rand.New(rand.NewPCG(h.Sum64(), uint64(self+8)))
 	e := entry.Entry{Node: node}
 	db := uint64(40<<20 + rng.IntN(20<<20))
 	for i := range window {
@@ -47,6 +51,7 @@ func RealisticEntry(node string, voters []string, self, window int, period time.
 		if rng.IntN(10) == 0 {
 			stall = float64(rng.IntN(30000)) * 1e-6
 		}
+		late := float64(1000+lateRng.IntN(19000)) * 1e-6
 		s := entry.Sample{
 			At:                  t0.Add(time.Duration(i)*period + time.Duration(rng.IntN(40))*time.Millisecond),
 			Restart:             i == 0,
@@ -54,10 +59,12 @@ func RealisticEntry(node string, voters []string, self, window int, period time.
 			MemTotalBytes:       32 << 30,
 			MemAvailableBytes:   uint64(14<<20+rng.IntN(4<<20)) * 1024,
 			MemFullStallSeconds: &stall,
+			WakeupLateSeconds:   &late,
 			Connect:             map[string]entry.Connect{},
 		}
 		if i == 0 {
-			s.MemFullStallSeconds = nil // no baseline after a start
+			// No baseline after a start, and no timer fallen due.
+			s.MemFullStallSeconds, s.WakeupLateSeconds = nil, nil
 		}
 		for j, v := range voters {
 			if j != self {

@@ -1,0 +1,112 @@
+//go:build linux
+
+package campaign
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleet-role/fleet-role/internal/record"
+)
+
+// recordWatch sees every write of the voters' records through the API
+// server and marks the spans in which a voter's record went unwritten past
+// the freshness limit: the reported gate holds every swap then
+// (docs/limits.md, gates), whatever holds the probe back (a stopped probe, a
+// lossy path its writes crawl over, a starved host).
+type recordWatch struct {
+	admin     kubernetes.Interface
+	namespace string
+	stale     time.Duration
+
+	mu      sync.Mutex
+	written map[string]time.Time // a record's last write, by its node
+	since   map[string]time.Time
+	held    map[string][]Interval
+}
+
+func watchRecords(ctx context.Context, admin kubernetes.Interface, namespace string, voters []string, stale time.Duration) *recordWatch {
+	w := &recordWatch{admin: admin, namespace: namespace, stale: stale,
+		written: map[string]time.Time{}, since: map[string]time.Time{}, held: map[string][]Interval{}}
+	now := time.Now()
+	for _, v := range voters {
+		w.written[v] = now // judged from the campaign's start
+	}
+	go w.watch(ctx)
+	go w.check(ctx)
+	return w
+}
+
+func (w *recordWatch) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		wi, err := w.admin.CoreV1().ConfigMaps(w.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+				w.mu.Lock()
+				if _, voter := w.written[cm.Name]; voter {
+					w.written[cm.Name] = time.Now()
+				}
+				w.mu.Unlock()
+			}
+		}
+		wi.Stop()
+	}
+}
+
+// check opens a voter's span once its record has gone unwritten past the
+// freshness limit, and closes it at the next write.
+func (w *recordWatch) check(ctx context.Context) {
+	t := time.NewTicker(etcdWatchEvery / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		w.mu.Lock()
+		for v, at := range w.written {
+			from, open := w.since[v]
+			stale := now.Sub(at) > w.stale
+			switch {
+			case stale && !open:
+				w.since[v] = at.Add(w.stale)
+			case !stale && open:
+				w.held[v] = append(w.held[v], Interval{From: from, To: at})
+				delete(w.since, v)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// intervals is every voter's stale spans, those still open closed at now.
+func (w *recordWatch) intervals(now time.Time) map[string][]Interval {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string][]Interval{}
+	for v, is := range w.held {
+		out[v] = append(out[v], is...)
+	}
+	for v, from := range w.since {
+		out[v] = append(out[v], Interval{From: from, To: now})
+	}
+	return out
+}
