@@ -141,7 +141,7 @@ func TestColourIsNeverAlone(t *testing.T) {
 	marks := map[string][]string{"ok": {"✓"}, "bad": {"✗", "U"}, "fail": {"✗ failed"}, "unk": {"?"}, "none": {"·", "-", "self"}, "self": {"self"}}
 	cells := map[string]int{}
 	browser.Walk(parse(t, page), func(n *html.Node) {
-		if n.Type != html.ElementNode || (n.Data != "td" && n.Data != "span" && n.Data != "p") {
+		if n.Type != html.ElementNode || (n.Data != "td" && n.Data != "th" && n.Data != "span" && n.Data != "p") {
 			return
 		}
 		class, ok := browser.Attr(n, "class")

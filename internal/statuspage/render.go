@@ -163,7 +163,9 @@ func write(b *bufio.Writer, p Page) {
 	}
 	str("</tr>")
 	for _, r := range m.Matrix.Rows {
-		pr("\n<tr><th scope=\"row\" class=\"%s\">%s</th>", verdictClass(r.Verdict), esc(r.Host))
+		// The row's colour is its host's verdict, so the verdict's mark
+		// follows the name (the mark, not the colour, carries it).
+		pr("\n<tr><th scope=\"row\" class=\"%s\">%s %s</th>", verdictClass(r.Verdict), esc(r.Host), verdictSymbol(r.Verdict))
 		if r.Note != "" {
 			pr(`<td colspan="%d" class="none">· %s</td></tr>`, len(r.Cells), esc(short(r.Note)))
 			continue
@@ -261,15 +263,21 @@ func cut(s string, most int) string {
 
 // verdictMark is a verdict with its mark, so that it reads without colour.
 func verdictMark(v decide.Verdict) string {
+	if v == "" {
+		return verdictSymbol(v)
+	}
+	return verdictSymbol(v) + " " + string(v)
+}
+
+// verdictSymbol is a verdict's mark alone: ✓ fit, ✗ unfit, ? otherwise.
+func verdictSymbol(v decide.Verdict) string {
 	switch v {
 	case decide.Fit:
-		return "✓ fit"
+		return "✓"
 	case decide.Unfit:
-		return "✗ unfit"
-	case decide.Unknown:
-		return "? unknown"
+		return "✗"
 	}
-	return string(v)
+	return "?"
 }
 
 func verdictClass(v decide.Verdict) string {

@@ -301,7 +301,8 @@ func (o *operators) page(ctx context.Context, live *Live) error {
 			}
 			continue
 		}
-		row := browser.Text(ths[0])
+		// A row's header is its host's name and its verdict's mark.
+		row, _, _ := strings.Cut(browser.Text(ths[0]), " ")
 		h := hostOf(st, row)
 		if h == nil {
 			fail("row %q is no host of the status", row)
