@@ -47,14 +47,19 @@ type operators struct {
 	prom    *promserver.Server
 	fired   []string // alerts seen firing before the fault
 	stop    chan struct{}
-	watched chan struct{}
+	watched chan struct{} // closed when watch returns; nil until it starts
+	stopped sync.Once
 	faultAt time.Time
 }
 
 func newOperators(t *testing.T) *operators {
-	o := &operators{t: t, promBin: testenv.Prometheus(t), dir: t.TempDir(), stop: make(chan struct{}), watched: make(chan struct{})}
+	o := &operators{t: t, promBin: testenv.Prometheus(t), dir: t.TempDir(), stop: make(chan struct{})}
 	o.chrome = &browser.Chromium{Binary: testenv.Chromium(t), Dir: t.TempDir()}
 	t.Cleanup(func() {
+		// A demo that ends before its baseline never calls atBaseline:
+		// the watch ends here, before the test does, as it reports
+		// through t.
+		o.stopWatching()
 		if o.prom != nil {
 			o.prom.Stop()
 		}
@@ -114,8 +119,22 @@ func (o *operators) started(ctx context.Context, live *Live) error {
 		return err
 	}
 	o.prom = p
+	o.mu.Lock()
+	o.watched = make(chan struct{})
+	o.mu.Unlock()
 	go o.watch()
 	return nil
+}
+
+// stopWatching ends the watch, if it started, and waits until it has.
+func (o *operators) stopWatching() {
+	o.stopped.Do(func() { close(o.stop) })
+	o.mu.Lock()
+	watched := o.watched
+	o.mu.Unlock()
+	if watched != nil {
+		<-watched
+	}
 }
 
 // watch records every alert that fires until the fault.
@@ -183,8 +202,7 @@ func (o *operators) atBaseline(ctx context.Context, _ *Live) error {
 	if err != nil {
 		return fmt.Errorf("prometheus before the fault: %w", err)
 	}
-	close(o.stop)
-	<-o.watched
+	o.stopWatching()
 	alerts, err := o.prom.Alerts(ctx)
 	if err != nil {
 		return err
