@@ -81,15 +81,15 @@ func runParts(ctx context.Context, parts ...part) error {
 	return g.Wait()
 }
 
-// serveMetrics starts /metrics, /healthz and /readyz on addr, as a part that
+// serveMetrics starts /metrics, /healthz and /readyz, and routes, on addr, as a part that
 // serves until the component ends; an empty addr serves nothing (no part).
 // It listens at once, so that an address in use stops the command before
 // anything else starts.
-func serveMetrics(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) ([]part, error) {
+func serveMetrics(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, routes ...httpserve.Route) ([]part, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	srv, err := httpserve.Start(addr, reg, ready, log)
+	srv, err := httpserve.Start(addr, reg, ready, log, routes...)
 	if err != nil {
 		return nil, err
 	}

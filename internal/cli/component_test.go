@@ -264,6 +264,9 @@ func TestControllerProcess(t *testing.T) {
 		if metric(page, "fleet_role_decisions_total", `result="error"`) < 1 {
 			return errors.New("no failed round counted yet")
 		}
+		if code, body, err := get(base + "/status"); err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "no decision yet") {
+			return fmt.Errorf("/status before any decision: %d %q %v", code, body, err)
+		}
 		return nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -289,6 +292,15 @@ func TestControllerProcess(t *testing.T) {
 	if err != nil || metric(page, "fleet_role_host_verdict", `host="server-1",role="voter",verdict="unknown"`) != 1 ||
 		metric(page, "fleet_role_status_writes_total", "") < 1 {
 		t.Errorf("/metrics (%v) lacks server-1's verdict or the status write:\n%s", err, page)
+	}
+	// One voter, unknown: no margin by design, none counting it lost.
+	if metric(page, "fleet_role_failure_tolerance", `lost="none"`) != 0 || !strings.Contains(page, `fleet_role_failure_tolerance{lost="unfit_and_unknown"} 0`) {
+		t.Errorf("/metrics lacks the failure tolerance:\n%s", page)
+	}
+	// The status page, on the same port.
+	if code, body, err := get(base + "/status"); err != nil || code != http.StatusOK ||
+		!strings.Contains(body, "<th scope=\"row\">server-1</th>") || !strings.Contains(body, "? unknown") || !strings.Contains(body, `id="tolerance-value">0<`) {
+		t.Errorf("/status: %d %v:\n%s", code, err, body)
 	}
 
 	// Stop waits for the process to exit, and the API server stops

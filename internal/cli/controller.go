@@ -7,8 +7,11 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
 // newControllerCommand is what the fleet-role Deployment runs.
@@ -27,13 +30,19 @@ decision or a verdict changed, at most once a period when only figures did,
 and at least once a window. It reads its previous status once, at start, so
 that what a decision remembers survives a restart. It changes nothing else.
 
+It records an Event on a host's Node (in namespace default, where kubectl
+describe node shows it) when the host's verdict changes and when the swap is
+advised or held back by another step.
+
 Dry-run is the only mode: it refuses to start unless FLEET_ROLE_DRY_RUN=true
 (exit 2). It serves /metrics, /healthz and /readyz (ready while a decision
-succeeded within the last three sample periods).`,
+succeeded within the last three sample periods), and /status: a read-only
+HTML page of its last decision, the link matrix and the verdicts of the
+decisions it remembers (a window's worth).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	checkAddr := metricsAddressFlag(f, &metricsAddr, controllerMetricsEnv, controllerMetricsPort, "/metrics, /healthz and /readyz")
+	checkAddr := metricsAddressFlag(f, &metricsAddr, controllerMetricsEnv, controllerMetricsPort, "/metrics, /healthz, /readyz and the status page "+statuspage.Path)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
 	sf := settings.AddFlags(f)
 
@@ -59,6 +68,12 @@ succeeded within the last three sample periods).`,
 			return usageErrorf("kubernetes client: %w", err)
 		}
 		metrics := controller.NewMetrics()
+		page := statuspage.NewServer(statuspage.HistoryFor(s, controller.DecisionsPerPeriod), "controller "+kube.EventComponent)
+		rec, stopEvents, err := client.EventRecorder()
+		if err != nil {
+			return err
+		}
+		defer stopEvents()
 		records := client.NewRecordInformer(s.Namespace)
 		nodes := client.NewNodeInformer(decide.NodeView(s))
 		c, err := controller.New(controller.Config{
@@ -68,11 +83,13 @@ succeeded within the last three sample periods).`,
 			Nodes:    nodes,
 			Log:      log,
 			Metrics:  metrics,
+			Page:     page,
+			Events:   nodeevents.New(rec),
 		})
 		if err != nil {
 			return usageError(err)
 		}
-		server, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log)
+		server, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log, httpserve.Route{Pattern: statuspage.Path, Handler: page})
 		if err != nil {
 			return err
 		}

@@ -49,13 +49,22 @@ func decide(in Input, before func(node string)) Status {
 		Settings:    Settings{Values: s, Limits: s.Limits()},
 		Hosts:       make([]Host, 0, len(a.hosts)),
 		Decision:    d,
+		Links:       a.links.published(a.hosts),
 		Memory:      mem,
 		Records:     Records{CapBytes: record.CapBytes(s.Window, s.MaxServers)},
 	}
-	for _, h := range a.hosts {
+	// Each host's deciding index, from one block.
+	deciding := make([]int, len(a.hosts))
+	for i, h := range a.hosts {
+		var at *int
+		if deciding[i] = h.deciding(); deciding[i] >= 0 {
+			at = &deciding[i]
+		}
 		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
-			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons(a.j), Observation: h.obs})
+			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons(a.j), Deciding: at,
+			Observation: h.obs})
 	}
+	st.FailureTolerance = toleranceOf(st.Hosts)
 	// Every record counts, a host's the decision leaves out (neither voter
 	// nor eligible any more) too: they are what fleet-role stores.
 	for _, name := range sortedKeys(in.Entries) {
@@ -269,8 +278,9 @@ const StepPlan = "plan"
 func planSafely(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) (d Decision) {
 	defer func() {
 		if p := recover(); p != nil {
+			first := 0
 			d = Decision{Action: ActionNone, Reasons: []Reason{step(StepPlan, "", panicBasis, false,
-				"planning panicked: "+clip(fmt.Sprint(p)))}}
+				"planning panicked: "+clip(fmt.Sprint(p)))}, Deciding: &first}
 		}
 	}()
 	return plan(j, hosts, links, prev, mem)

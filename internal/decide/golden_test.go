@@ -548,6 +548,7 @@ func TestGoldenScenarios(t *testing.T) {
 				t.Fatal("status is not dry-run")
 			}
 			sc.check(t, st)
+			wantTypedAsWords(t, st)
 		})
 	}
 }

@@ -46,8 +46,29 @@ func step(signal, subject, basis string, ok bool, detail string) Reason {
 // records in mem what the next decision needs of this one.
 func plan(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {
 	d := decideSwap(j, hosts, links, prev, mem)
+	d.Deciding = decidingStep(d)
 	tally(prev, hosts, d, mem)
 	return d
+}
+
+// decidingStep is the index of the step that decides d's action: for a
+// swap, the replace step that names the voter taken out; otherwise the
+// first step that holds the swap back. A standby's candidacy that is not
+// fit holds nothing (another may be chosen); the closing candidate without
+// a subject, none fit, does. Nil when no step holds (there is always one).
+func decidingStep(d Decision) *int {
+	for i, r := range d.Reasons {
+		var deciding bool
+		if d.Action == ActionSwap {
+			deciding = r.Signal == StepReplace && r.Subject == d.Out
+		} else {
+			deciding = !r.OK && (r.Signal != StepCandidate || r.Subject == "")
+		}
+		if deciding {
+			return &i
+		}
+	}
+	return nil
 }
 
 func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {

@@ -90,17 +90,28 @@ type Server struct {
 	done chan error
 }
 
+// Route is one more path a component serves beside its metrics: the
+// controller's status page.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+}
+
 // Start listens on addr and serves until Shutdown, within DefaultLimits.
 // ready reports why the component is not ready (nil when it is); /healthz
-// answers as long as the process serves at all.
-func Start(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) (*Server, error) {
-	return startLimits(addr, reg, ready, log, DefaultLimits)
+// answers as long as the process serves at all. routes are served on the
+// same mux, within the same limits.
+func Start(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, routes ...Route) (*Server, error) {
+	return startLimits(addr, reg, ready, log, DefaultLimits, routes...)
 }
 
 // startLimits is Start within the given limits (the tests' servers, which
 // measure what the bounds save).
-func startLimits(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, lim Limits) (*Server, error) {
+func startLimits(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, lim Limits, routes ...Route) (*Server, error) {
 	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.Pattern, r.Handler)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:            reg,
 		MaxRequestsInFlight: lim.MaxMetricsInFlight,
