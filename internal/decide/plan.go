@@ -122,7 +122,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 	d.Reasons = append(d.Reasons, r)
 
-	out, in := choose(j, hosts, voters, standbys, links, mem, &d)
+	out, in := choose(j, hosts, voters, standbys, links, prev, mem, &d)
 	d.Reasons = append(d.Reasons, gates(j, voters, learners, links, *mem)...)
 	if out == "" || in == "" {
 		return d
@@ -145,7 +145,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 // choose picks the voter to replace and the standby to replace it with,
 // adding a reason for each step: the whole-fleet rule, the attribution of
 // slow links, the voter to replace, pinning, the candidates.
-func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, mem *Memory, d *Decision) (out, in string) {
+func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev *Status, mem *Memory, d *Decision) (out, in string) {
 	if len(slowVoterLinks(voters, links, kindConnect)) > 0 {
 		mem.ConnectsSlowAt = j.now
 	}
@@ -169,7 +169,7 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, mem *
 	}
 	var leaving *host
 	if slow {
-		leaving = onMostSlowLinks(j, voters, suspects, d)
+		leaving = onMostSlowLinks(j, voters, suspects, named(prev), d)
 	} else {
 		leaving = worstOwnReadings(j, voters, d)
 	}
@@ -246,4 +246,12 @@ func names(hs []*host) string {
 		out = append(out, h.node.Name)
 	}
 	return strings.Join(out, ", ")
+}
+
+// named is the voter the previous decision named to leave, "" when none.
+func named(prev *Status) string {
+	if prev == nil {
+		return ""
+	}
+	return prev.Memory.Named
 }

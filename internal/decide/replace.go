@@ -9,15 +9,16 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them, and the one on the most slow links is replaced (ties: an unpinned voter, which takes the same links out; then the worst margin over its limits, then the name); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned"
+const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them, and the one on the most slow links is replaced (ties: an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits, then the name); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned"
 
 // onMostSlowLinks is the voter to replace among those the attribution rule
 // names: the one on the most slow links. A pinned voter so chosen stops the
 // plan: the slow links stay with it whichever other voter goes.
-func onMostSlowLinks(j *limits, voters, suspects []*host, d *Decision) *host {
+func onMostSlowLinks(j *limits, voters, suspects []*host, prevNamed string, d *Decision) *host {
 	type ranked struct {
 		h     *host
 		links []string
+		own   bool // unfit by a reading of its own, not a link
 		worst float64
 	}
 	// Two voters on as many slow links share the poor paths that make them
@@ -33,12 +34,39 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, d *Decision) *host {
 		}
 		return -1
 	}
+	// On as many slow links, a voter unfit by a reading of its own (its
+	// disk, its memory, its timers) goes first: a host that is slow itself
+	// measures its own links slow (a starved probe times its connects late),
+	// so its fault explains them, where the other end's only fault is to be
+	// at the end of them. Then, still tied, the voter the last decision
+	// named: the two ends of one slow link differ only by noise in their
+	// margins, and the name must not turn from one end to the other with it
+	// (a swap withdrawn and named again a cooldown later).
+	ownFirst := func(a, b ranked) int {
+		switch {
+		case a.own == b.own:
+			return 0
+		case a.own:
+			return -1
+		}
+		return 1
+	}
+	namedFirst := func(a, b ranked) int {
+		switch {
+		case (a.h.node.Name == prevNamed) == (b.h.node.Name == prevNamed):
+			return 0
+		case a.h.node.Name == prevNamed:
+			return -1
+		}
+		return 1
+	}
 	var rs []ranked
 	for _, v := range suspects {
-		rs = append(rs, ranked{v, otherEnds(v.all), minHeadroom(v.all, (*judgement).failedMeasure)})
+		own := slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() })
+		rs = append(rs, ranked{v, otherEnds(v.all), own, minHeadroom(v.all, (*judgement).failedMeasure)})
 	}
 	slices.SortFunc(rs, func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), pinnedLast(a, b), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
+		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), pinnedLast(a, b), ownFirst(a, b), namedFirst(a, b), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
 	})
 	leaving := rs[0]
 	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
