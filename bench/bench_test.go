@@ -113,15 +113,21 @@ func TestWALVerdict(t *testing.T) {
 // with -cpuprofile or -memprofile; cpu-ns/op is the process's user+sys.
 func BenchmarkProbeSample(b *testing.B) {
 	e := startEnv(b)
-	p, err := e.NewProber()
+	ctx := context.Background()
+	p, err := e.NewProber(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	ProbeSamples(ctx, p, e.Settings.Window)
+	defer p.Close()
+	if _, err := ProbeSamples(ctx, p, e.Settings.Window); err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	c := ProbeSamples(ctx, p, b.N)
+	c, err := ProbeSamples(ctx, p, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(c.CPU.Nanoseconds()), "cpu-ns/op")
 	b.StopTimer()
 	if err := e.CheckProbeEntry(ctx, e.Settings.Window); err != nil {
@@ -175,39 +181,23 @@ PASS
 }
 
 func TestParseFootprint(t *testing.T) {
-	out := []byte(`    entry_test.go:150: standby, 3 voters: 5141 bytes (budget 10240)
-    entry_test.go:150: standby, 5 voters: 6606 bytes (budget 10240)
-    entry_test.go:150: voter, 3 voters: 16247 bytes (budget 32768)
-    entry_test.go:150: voter, 5 voters: 19434 bytes (budget 32768)
+	out := []byte(`    entry_test.go:150: standby, 3 voters: 5141 bytes (record cap 212107)
+    entry_test.go:150: standby, 5 voters: 6606 bytes (record cap 212107)
+    entry_test.go:150: voter, 3 voters: 16247 bytes (record cap 212107)
+    entry_test.go:150: voter, 5 voters: 19434 bytes (record cap 212107)
 `)
 	f, err := ParseFootprint(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Bytes["voter, 5 voters"] != 19434 || f.Bytes["standby, 3 voters"] != 5141 {
-		t.Fatalf("parsed %v", f.Bytes)
+	if f.Bytes["voter, 5 voters"] != 19434 || f.Bytes["standby, 3 voters"] != 5141 || f.Cap != 212107 {
+		t.Fatalf("parsed %v, cap %d", f.Bytes, f.Cap)
+	}
+	if name, b := f.Largest(); name != "voter, 5 voters" || b != 19434 {
+		t.Fatalf("largest %s, %d bytes", name, b)
 	}
 	if _, err := ParseFootprint(out[:100]); err == nil {
 		t.Fatal("a missing size parsed without an error")
-	}
-}
-
-// Hosts in one ConfigMap: at, just under and just over the room for one
-// more standby.
-func TestHostsPerConfigMap(t *testing.T) {
-	const voter, standby = 20000, 6000
-	room := ConfigMapLimit - 5*(voter+KeyBytes)
-	per := standby + KeyBytes
-	if got, want := HostsPerConfigMap(5, voter, standby), 5+room/per; got != want {
-		t.Fatalf("got %d, want %d", got, want)
-	}
-	// A standby exactly one byte larger than fits the last place loses it.
-	exact := room/(room/per) - KeyBytes
-	if HostsPerConfigMap(5, voter, exact) != 5+room/per || HostsPerConfigMap(5, voter, exact+1) != 5+room/per-1 {
-		t.Fatalf("boundary at %d bytes a standby: %d, %d", exact, HostsPerConfigMap(5, voter, exact), HostsPerConfigMap(5, voter, exact+1))
-	}
-	if HostsPerConfigMap(5, ConfigMapLimit, 1) != 0 {
-		t.Fatal("voters over the limit leave room for hosts")
 	}
 }
 

@@ -13,10 +13,10 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/lab/demo"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 )
 
 // Detection runs the demo with its slow fault and returns the periods from
@@ -98,12 +98,12 @@ func CleanRun(ctx context.Context, etcdBinary string, cfg CleanConfig, log io.Wr
 		return Clean{}, err
 	}
 	defer cluster.Stop()
-	store := kube.NewMemConfigMaps()
+	store := kubefake.NewConfigMaps()
 	if err := store.Create(s.StatusConfigMap, nil); err != nil {
 		return Clean{}, err
 	}
-	records := kube.NewMemRecords(s.Namespace)
-	nodes := &kube.MemNodes{}
+	records := kubefake.NewRecords(s.Namespace)
+	nodes := &kubefake.Nodes{}
 	nodes.Set(FleetNodes(s, voters, standbys, func(i int) string { return hostPort(cluster.Members[i].PeerURL) })...)
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	stall := fleetStall{members: cluster.Members, g: newGate(), membersOnly: cfg.MembersOnly}

@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
@@ -246,23 +247,43 @@ func (e *Env) ProbeClient() (*kube.Client, error) {
 	return kube.NewClientForConfig(cfg)
 }
 
-// NewProber is the probe of the first voter with the real host readings, as
-// `fleet-role probe` builds it but for the Nodes: it lists them each sample,
-// where the command reads them from an informer's cache (kube.NodeInformer),
-// so that a sample's cost here includes a list of the Nodes and bounds the
-// command's from above.
-func (e *Env) NewProber() (*probe.Prober, error) {
+// NewProber starts the probe of the first voter with the real host
+// readings, as `fleet-role probe` builds it but for two things: it lists the
+// Nodes each sample, where the command reads them from an informer's cache
+// (kube.NodeInformer), so that a sample's cost here includes a list of the
+// Nodes and bounds the command's from above; and its loop runs on a fake
+// clock that ProbeSamples steps, so that its periods come back to back. It
+// returns once the loop's first period has written the record; Close stops
+// the loop.
+func (e *Env) NewProber(ctx context.Context) (*Prober, error) {
 	c, err := e.ProbeClient()
 	if err != nil {
 		return nil, err
 	}
-	return probe.New(probe.Config{
+	p := &Prober{clk: clocktesting.NewFakeClock(time.Now()), period: e.Settings.SamplePeriod,
+		wrote: make(chan struct{}, 1), done: make(chan struct{})}
+	loop, err := probe.New(probe.Config{
 		Node:     e.Node,
 		Settings: e.Settings,
-		Records:  c.Records(e.Settings.Namespace),
+		Records:  wroteRecords{c.Records(e.Settings.Namespace), p.wrote},
 		Nodes:    c.Nodes(),
 		Sampler:  probe.NewHost(e.Settings, "/", e.MetricsURL, ""),
+		Clock:    p.clk,
 	})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p.stop = cancel
+	go func() {
+		defer close(p.done)
+		_ = loop.Run(rctx)
+	}()
+	if err := p.written(ctx); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
 }
 
 // Stop ends every process the fleet started and removes its files.

@@ -17,7 +17,7 @@ type FsyncPair struct {
 }
 
 // FsyncVsFio takes one paired run in dir: the native reading, then the
-// recipe etcd's documentation gives (FACTS.md), fio --rw=write
+// recipe etcd's documentation gives (docs/facts.md), fio --rw=write
 // --ioengine=sync --fdatasync=1 --size=22m --bs=2300. Which goes first
 // alternates with odd, so that neither always runs on a disk the other has
 // just warmed.

@@ -79,15 +79,19 @@ func ParseDecideBench(out []byte) ([]DecideRun, error) {
 }
 
 // Footprint is the size of full-window entries at the worst values a real
-// host gives, as internal/entry's budget test builds them.
+// host gives, as internal/entry's TestWindowFitsBudget builds them, and the
+// record cap at the shipped settings it holds them under.
 type Footprint struct {
 	// Bytes by case: "standby, 3 voters", "standby, 5 voters",
 	// "voter, 3 voters", "voter, 5 voters".
 	Bytes map[string]int
+	// Cap is a record's cap at the shipped settings (window 100,
+	// max_servers 5): entry.WorstCaseBytes.
+	Cap int
 }
 
 // EntryFootprint runs internal/entry's TestWindowFitsBudget, whose
-// worst-case window generator is the one the format's budget is held to,
+// worst-case window generator is the one the record cap is held against,
 // and reads the sizes it logs.
 func EntryFootprint(ctx context.Context, root string) (Footprint, error) {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^TestWindowFitsBudget$", "-v", "-count=1", "./internal/entry")
@@ -99,13 +103,14 @@ func EntryFootprint(ctx context.Context, root string) (Footprint, error) {
 	return ParseFootprint(out)
 }
 
-var footprintLine = regexp.MustCompile(`((?:standby|voter), \d voters): (\d+) bytes`)
+var footprintLine = regexp.MustCompile(`((?:standby|voter), \d voters): (\d+) bytes \(record cap (\d+)\)`)
 
 // ParseFootprint reads the sizes TestWindowFitsBudget logs.
 func ParseFootprint(out []byte) (Footprint, error) {
 	f := Footprint{Bytes: map[string]int{}}
 	for _, m := range footprintLine.FindAllSubmatch(out, -1) {
 		f.Bytes[string(m[1])], _ = strconv.Atoi(string(m[2]))
+		f.Cap, _ = strconv.Atoi(string(m[3]))
 	}
 	for _, k := range []string{"standby, 3 voters", "standby, 5 voters", "voter, 3 voters", "voter, 5 voters"} {
 		if _, ok := f.Bytes[k]; !ok {
@@ -115,19 +120,12 @@ func ParseFootprint(out []byte) (Footprint, error) {
 	return f, nil
 }
 
-// ConfigMapLimit is the most data a ConfigMap holds (FACTS.md).
-const ConfigMapLimit = 1 << 20
-
-// KeyBytes is the length of a long node name, the key each entry is stored
-// under: the one the budget test uses, k3s-node-99.fleet.example.internal.
-const KeyBytes = len("k3s-node-99.fleet.example.internal")
-
-// HostsPerConfigMap is how many recording hosts fit in one ConfigMap with
-// voters voters at voterBytes each and the rest standbys at standbyBytes.
-func HostsPerConfigMap(voters, voterBytes, standbyBytes int) int {
-	left := ConfigMapLimit - voters*(voterBytes+KeyBytes)
-	if left < 0 {
-		return 0
+// Largest is the largest of the footprint's entries, and its case.
+func (f Footprint) Largest() (name string, bytes int) {
+	for k, b := range f.Bytes {
+		if b > bytes || b == bytes && k < name {
+			name, bytes = k, b
+		}
 	}
-	return voters + left/(standbyBytes+KeyBytes)
+	return name, bytes
 }

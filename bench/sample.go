@@ -16,10 +16,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
-	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 )
 
@@ -40,18 +40,22 @@ func rusageCPU(who int) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// ProbeSamples takes n samples with p, back to back, and returns the cost of
-// one: everything a period does but the fsync reading, which a voter never
-// takes (list the Nodes, connect to the other voters, scrape the etcd member,
-// read memory and the link, append, encode, merge-patch the entry). The CPU
-// is this process's own (getrusage RUSAGE_SELF), which the probe alone uses
-// while the batch runs.
-func ProbeSamples(ctx context.Context, p *probe.Prober, n int) Cost {
+// ProbeSamples has p take n samples, back to back (a period of its fake
+// clock each, the next as soon as the last is written), and returns the cost
+// of one: everything a period does but the fsync reading, which a voter
+// never takes (list the Nodes, connect to the other voters, scrape the etcd
+// member, read memory and the link, append, encode, merge-patch the entry).
+// The CPU is this process's own (getrusage RUSAGE_SELF), which the probe
+// alone uses while the batch runs.
+func ProbeSamples(ctx context.Context, p *Prober, n int) (Cost, error) {
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	cpu0, t0 := rusageCPU(syscall.RUSAGE_SELF), time.Now()
-	for range n {
-		p.Tick(ctx)
+	for i := range n {
+		p.clk.Step(p.period)
+		if err := p.written(ctx); err != nil {
+			return Cost{}, fmt.Errorf("probe sample %d of %d: %w", i+1, n, err)
+		}
 	}
 	wall, cpu := time.Since(t0), rusageCPU(syscall.RUSAGE_SELF)-cpu0
 	runtime.ReadMemStats(&m1)
@@ -59,7 +63,7 @@ func ProbeSamples(ctx context.Context, p *probe.Prober, n int) Cost {
 		Samples: n, CPU: cpu / time.Duration(n), Wall: wall / time.Duration(n),
 		Allocs:     float64(m1.Mallocs-m0.Mallocs) / float64(n),
 		AllocBytes: float64(m1.TotalAlloc-m0.TotalAlloc) / float64(n),
-	}
+	}, nil
 }
 
 // CheckProbeEntry reads the record the probe wrote and checks that its last
@@ -193,4 +197,55 @@ func ReadMemory(pid int) (Memory, error) {
 		*field = kb << 10
 	}
 	return m, sc.Err()
+}
+
+// Prober is a probe loop (probe.Prober.Run) on a fake clock that the bench
+// steps: each step is one period, taken as the DaemonSet's probe takes it,
+// and the next comes as soon as the record is written.
+type Prober struct {
+	clk    *clocktesting.FakeClock
+	period time.Duration
+	wrote  chan struct{} // a record write, the end of a period
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// sampleWait bounds the wait for one period's write: a sample takes
+// milliseconds, its readings half a period at most.
+const sampleWait = time.Minute
+
+// written waits for the loop's next write of its record.
+func (p *Prober) written(ctx context.Context) error {
+	t := time.NewTimer(sampleWait)
+	defer t.Stop()
+	select {
+	case <-p.wrote:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("the probe wrote no record within %v of a period's start", sampleWait)
+	}
+}
+
+// Close stops the loop and waits for it to return.
+func (p *Prober) Close() {
+	p.stop()
+	<-p.done
+}
+
+// wroteRecords signals each write of the record on wrote, without waiting:
+// one period writes once, and the bench waits for it.
+type wroteRecords struct {
+	kube.Records
+	wrote chan<- struct{}
+}
+
+func (r wroteRecords) Put(ctx context.Context, owner record.Owner, text string) error {
+	err := r.Records.Put(ctx, owner, text)
+	select {
+	case r.wrote <- struct{}{}:
+	default:
+	}
+	return err
 }

@@ -366,10 +366,20 @@ func TestSettingsNamespaceAndScope(t *testing.T) {
 		"ValidatingAdmissionPolicy/fleet-role-probe-records": true, "ValidatingAdmissionPolicyBinding/fleet-role-probe-records": true,
 		"FlowSchema/fleet-role-probe": true, "PriorityLevelConfiguration/fleet-role-probe": true,
 	}
+	// The grant to write Events on Nodes, which the API server admits only
+	// in namespace default (rbac.yaml).
+	inDefault := map[string]bool{"Role/fleet-role-events": true, "RoleBinding/fleet-role-events": true}
 	for key, b := range d {
 		var m metav1.PartialObjectMetadata
 		if err := yaml.Unmarshal(b, &m); err != nil {
 			t.Fatal(err)
+		}
+		if inDefault[key] {
+			if m.Namespace != "default" {
+				t.Errorf("%s: namespace %q, want default", key, m.Namespace)
+			}
+			delete(inDefault, key)
+			continue
 		}
 		if cluster[key] {
 			if m.Namespace != "" {
@@ -386,6 +396,9 @@ func TestSettingsNamespaceAndScope(t *testing.T) {
 		}
 	}
 	for key := range cluster {
+		t.Errorf("%s missing from the rendered file", key)
+	}
+	for key := range inDefault {
 		t.Errorf("%s missing from the rendered file", key)
 	}
 }
@@ -513,7 +526,7 @@ func TestOnAPIServer(t *testing.T) {
 	// On a cluster without the namespace yet, a server-side dry run cannot
 	// create it first, so the namespaced objects are refused for that alone;
 	// the cluster-scoped ones (the admission policy's expressions compiled)
-	// pass. The dry run of the whole file must succeed once it is installed.
+	// and the Events grant in namespace default pass. The dry run of the whole file must succeed once it is installed.
 	out, err := run("apply", "--dry-run=server", "-f", rendered)
 	t.Logf("kubectl apply --dry-run=server before the install (%v):\n%s", err, out)
 	passed := 0
@@ -526,8 +539,8 @@ func TestOnAPIServer(t *testing.T) {
 			t.Errorf("kubectl apply --dry-run=server before the install: %q is neither a pass nor the missing namespace", line)
 		}
 	}
-	if passed != 7 {
-		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 7 cluster-scoped ones", passed)
+	if passed != 9 {
+		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 7 cluster-scoped ones and the 2 in namespace default", passed)
 	}
 	checkWarnings(t, apply())
 	if out, err := run("apply", "--server-side", "--dry-run=server", "-f", rendered); err != nil {
@@ -743,6 +756,18 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 		{verb: "delete", resource: "validatingadmissionpolicies.admissionregistration.k8s.io/" + policyName},
 		{verb: "delete", resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io/" + policyName},
 		{verb: "delete", resource: "namespaces/" + ns},
+		// Events on Nodes: the controller writes them where the API server
+		// admits them and kubectl describe node finds them, namespace
+		// default, and can do nothing else with any Event.
+		{verb: "create", resource: "events", namespace: "default", controller: true, note: "an Event on a Node (nodeevents)"},
+		{verb: "patch", resource: "events", namespace: "default", controller: true, note: "the recorder counts a repeat"},
+		{verb: "update", resource: "events", namespace: "default"},
+		{verb: "get", resource: "events", namespace: "default"},
+		{verb: "list", resource: "events", namespace: "default"},
+		{verb: "delete", resource: "events", namespace: "default"},
+		{verb: "create", resource: "events", namespace: ns},
+		{verb: "create", resource: "events", namespace: "kube-system"},
+		{verb: "create", resource: "events.events.k8s.io", namespace: "default"},
 		{verb: "impersonate", resource: "users"},
 		{verb: "*", resource: "*"},
 	}

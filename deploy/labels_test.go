@@ -17,7 +17,7 @@ import (
 	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
 )
 
-// hardened are the label keys the README recommends: under
+// hardened are the label keys docs/install.md recommends: under
 // node-restriction.kubernetes.io/, which a kubelet may not set on itself.
 var hardened = struct{ eligible, pinned string }{
 	settings.NodeRestrictionPrefix + "fleet-role-voter-eligible",

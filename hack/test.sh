@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
 # or installs what the tests need (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, the kubelet and promtool from the
-# Go module proxy, cached; k3s from its source kept beside the checkout,
-# cached; fio, containerd, runc and the CNI plugins from Debian),
+# kube-controller-manager, kube-scheduler, the kubelet, promtool and the
+# Prometheus server from the Go module proxy, cached; k3s from its source
+# kept beside the checkout, cached; fio, containerd, runc, the CNI plugins
+# and Chromium from Debian),
 # then checks formatting, vets, and runs the unit, fuzz-seed, race and
 # real-component tests.
 set -euo pipefail
@@ -37,16 +38,22 @@ FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
 hack/tools.sh containerd
 # promtool: internal/alerts runs `promtool check rules` and `promtool test rules`.
 FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
+# The demo's run checks the shipped alerts in a real Prometheus (built from
+# promtool's module) and the controller's status page in Debian's Chromium.
+FLEET_ROLE_PROMETHEUS=$(hack/tools.sh prometheus)
+hack/tools.sh chromium >/dev/null
 if ! wait "$k3s_build"; then echo "hack/tools.sh k3s failed (its messages are above)" >&2; exit 1; fi
 FLEET_ROLE_K3S=$(cat "$k3s_path")
 export FLEET_ROLE_K3S
-export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL
+export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL FLEET_ROLE_PROMETHEUS
 export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
 echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
 echo "promtool: $FLEET_ROLE_PROMTOOL"
 echo "k3s: $FLEET_ROLE_K3S ($("$FLEET_ROLE_K3S" --version | head -n 1))"
+echo "prometheus: $FLEET_ROLE_PROMETHEUS"
+echo "chromium: $(command -v chromium) ($(chromium --version 2>/dev/null))"
 echo "fio: $(command -v fio) ($(fio --version))"
 
 step "gofmt"

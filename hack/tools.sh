@@ -14,6 +14,8 @@
 #   hack/tools.sh promtool        -> path of Prometheus' promtool v0.316.0 (rules checks and unit tests)
 #   hack/tools.sh k3s             -> path of k3s v1.34.2+k3s1, built from the source kept beside
 #                                    the checkout (../shared/k3s, or $FLEET_ROLE_K3S_SRC)
+#   hack/tools.sh prometheus      -> path of the Prometheus server v0.316.0 (the live alert test)
+#   hack/tools.sh chromium        -> path of Debian's Chromium, installed with apt-get when absent
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -92,9 +94,9 @@ containerd_tools() {
 
 # k3s is not a Go module the proxy serves (its release tags are not module
 # versions), so it is built from its source tree, kept beside the checkout as
-# a tarball prepared to build (REAL-COMPONENTS.md, "k3s"): the two fork
-# modules whose archives the proxy refuses replaced by their upstream
-# releases, the manifests and a placeholder embedded. The tarball is
+# a tarball prepared to build (docs/testing.md, "What the harness rests
+# on"): the two fork modules whose archives the proxy refuses replaced by
+# their upstream releases, the manifests and a placeholder embedded. The tarball is
 # extracted into the tool cache and the binary cached by the tarball's
 # checksum, so that a changed tarball builds anew and an unchanged one never
 # does. The folder beside it is a one-file module proxy for the one .mod file
@@ -163,6 +165,16 @@ case "${1:-}" in
     # cloud SDKs: about half of the build), which rules checks never use.
     build promtool "$promtool_version" tools/promtool "-s -w" github.com/prometheus/prometheus/cmd/promtool -tags=remove_all_sd
     ;;
+  prometheus)
+    # The server the live alert test runs (lab/promserver): the same module,
+    # version and tags as promtool, so that the rules promtool checks are
+    # the rules this server evaluates, and the two builds share every
+    # package of rules, PromQL and the TSDB. Without remove_all_sd it would
+    # compile every cloud SDK for service discovery the test never uses
+    # (it scrapes static targets); without the builtinassets tag it serves
+    # no web UI, which the test does not read (it reads /api/v1).
+    build prometheus "$promtool_version" tools/promtool "-s -w" github.com/prometheus/prometheus/cmd/prometheus -tags=remove_all_sd
+    ;;
   fio)
     if ! command -v fio >/dev/null 2>&1; then
       echo "installing fio with apt-get" >&2
@@ -181,8 +193,26 @@ case "${1:-}" in
   k3s)
     k3s
     ;;
+  chromium)
+    # Debian's Chromium, for the status page's test in a real browser
+    # (lab/browser); its fonts are fonts-dejavu-core's, which the page's
+    # screenshot needs and a minimal image may lack.
+    missing=()
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+    if [ ${#missing[@]} -gt 0 ]; then
+      echo "installing ${missing[*]} with apt-get" >&2
+      if [ "$(id -u)" != 0 ]; then echo "${missing[*]} missing and installing needs root: apt-get install -y ${missing[*]}" >&2; exit 1; fi
+      log=$(mktemp)
+      if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}") >"$log" 2>&1; then
+        cat "$log" >&2; rm -f "$log"; echo "apt-get install ${missing[*]} failed" >&2; exit 1
+      fi
+      rm -f "$log"
+    fi
+    command -v chromium
+    ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|k3s" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|prometheus|chromium|k3s" >&2
     exit 2
     ;;
 esac

@@ -12,8 +12,10 @@ const module = "github.com/fleet-role/fleet-role/"
 // banned are the packages the product binary may not link, each with
 // everything under it: the bench and test harness (real etcd, the API
 // server, network namespaces, the tool builder that runs go build, the
-// demo), where it is now and where it moves (lab/), and the libraries only
-// the harness needs.
+// demo), the test doubles and fixtures (the in-memory Kubernetes stores of
+// lab/kubefake, the sysfs trees of internal/link/linktest), where they are
+// now and where they moved from (lab/), and the libraries only the harness
+// needs.
 var banned = []string{
 	module + "lab/etcdproc",
 	module + "lab/apiserver",
@@ -21,7 +23,9 @@ var banned = []string{
 	module + "lab/toolcache",
 	module + "lab/testenv",
 	module + "lab/probetest",
+	module + "lab/kubefake",
 	module + "internal/probetest",
+	module + "internal/link/linktest",
 	module + "lab/demo",
 	module + "lab",
 	module + "bench",
@@ -88,7 +92,7 @@ func TestProductBinaryLinksNoHarness(t *testing.T) {
 // proof that the check can fail on a real list.
 func TestDemoBinaryLinksTheHarness(t *testing.T) {
 	found := harnessIn(goListDeps(t, "./cmd/fleet-role-demo"))
-	for _, want := range []string{module + "lab/demo", module + "lab/etcdproc", module + "lab/toolcache",
+	for _, want := range []string{module + "lab/demo", module + "lab/etcdproc", module + "lab/toolcache", module + "lab/kubefake",
 		"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3/proxy", "google.golang.org/grpc", "go.uber.org/zap"} {
 		if !slices.Contains(found, want) {
 			t.Errorf("harnessIn(go list -deps ./cmd/fleet-role-demo) lacks %s; found %d: %s", want, len(found), strings.Join(found, " "))

@@ -90,6 +90,26 @@ func Rules(s settings.Settings) []Rule {
 			},
 		},
 		{
+			Alert: "FleetRoleFailureToleranceZero",
+			// Only while the unfit voters are what takes the margin: with
+			// the unknown alone counted lost some remains. A fleet whose
+			// voters are unknown has its own alert when a probe stops
+			// writing (FleetRoleProbeNotWriting), and every voter is unknown
+			// while the windows fill after a start, which is no fault; one
+			// or two voters have no margin by design, which no swap gives.
+			Expr:  `fleet_role_failure_tolerance{lost="unfit_and_unknown"} == 0 and on() fleet_role_failure_tolerance{lost="unknown"} > 0`,
+			For:   steady,
+			Basis: fmt.Sprintf("steady periods (%d) x sample_period, as FleetRoleVoterUnfit: the tolerance falls with the verdicts that alert waits out", decide.SteadyPeriods),
+			Labels: map[string]string{
+				"severity": "warning",
+			},
+			Annotations: map[string]string{
+				"summary": "etcd can lose no more voters: fleet-role judges the voters beyond the quorum unfit",
+				"description": `Counting the unfit and unknown voters as lost, no more voter may fail before etcd loses quorum; counting only the unknown as lost, {{ with query "fleet_role_failure_tolerance{lost=\"unknown\"}" }}{{ . | first | value }}{{ end }} may.` +
+					` One more failure, or an unfit voter's slow disk or path, now stalls every write. fleet-role status prints which voters are unfit and why, and the swap it would make.`,
+			},
+		},
+		{
 			Alert: "FleetRoleProbeNotWriting",
 			Expr:  `fleet_role_host_record_issue{issue=~"stale|missing"} == 1`,
 			For:   stale,

@@ -105,6 +105,16 @@ func Dashboard(s settings.Settings) ([]byte, error) {
 		Options: map[string]any{"showHeader": true},
 	})
 	add(12, 8, panel{
+		Type: "timeseries", Title: "Failure tolerance",
+		Description: "Voters that may still fail before etcd loses quorum (floor(n/2)+1 of n voters), counting as lost the unfit and unknown voters, only the unknown, or none (what the voter count allows): docs/status.md, Failure tolerance.",
+		Targets:     []target{{Expr: `fleet_role_failure_tolerance`, LegendFormat: "lost: {{lost}}"}},
+		FieldConfig: map[string]any{"defaults": map[string]any{"decimals": 0, "min": 0,
+			"custom": map[string]any{"thresholdsStyle": map[string]any{"mode": "line"}},
+			"thresholds": map[string]any{"mode": "absolute", "steps": []any{
+				map[string]any{"color": "red", "value": nil}, map[string]any{"color": "green", "value": 1}}}},
+			"overrides": []any{}},
+	})
+	add(12, 8, panel{
 		Type: "timeseries", Title: "Swap advice",
 		Description: "1 while the controller would swap out for in (dry run: nothing is changed), and each step that holds a swap back.",
 		Targets: []target{

@@ -296,6 +296,18 @@ func (r *recording) conditions(rule Rule, i int) []map[string]string {
 		if unfitVoter {
 			eq1("fleet_role_decision_held", nil, nil)
 		}
+	case "FleetRoleFailureToleranceZero":
+		margin := false
+		for _, s := range r.at(i, "fleet_role_failure_tolerance", map[string]string{"lost": "unknown"}) {
+			if s.values[i] > 0 {
+				margin = true
+			}
+		}
+		for _, s := range r.at(i, "fleet_role_failure_tolerance", map[string]string{"lost": "unfit_and_unknown"}) {
+			if margin && s.values[i] == 0 {
+				out = append(out, alertLabels(rule, s.labels))
+			}
+		}
 	case "FleetRoleProbeNotWriting":
 		eq1("fleet_role_host_record_issue", nil, in("issue", "stale", "missing"))
 	case "FleetRoleRecordRefusedOrFull":
@@ -383,6 +395,21 @@ func (r *recording) annotations(rule Rule, l map[string]string, i int) map[strin
 			}
 			text = strings.ReplaceAll(text, decidingTemplate, b.String())
 		}
+		// A query of one of the controller's series by its labels, as the
+		// tolerance alert reads the other figures: the value read off the
+		// recording, as text/template prints a float.
+		text = queryRE.ReplaceAllStringFunc(text, func(m string) string {
+			q := queryRE.FindStringSubmatch(m)
+			want := map[string]string{}
+			for _, kv := range strings.Split(q[2], ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				want[k] = strings.Trim(v, `\"`)
+			}
+			for _, s := range r.at(i, q[1], want) {
+				return fmt.Sprint(s.values[i])
+			}
+			return ""
+		})
 		for name, v := range l {
 			text = strings.ReplaceAll(text, "{{ $labels."+name+" }}", v)
 		}
@@ -390,6 +417,9 @@ func (r *recording) annotations(rule Rule, l map[string]string, i int) map[strin
 	}
 	return out
 }
+
+// queryRE is an annotation's query of one series: its name and labels.
+var queryRE = regexp.MustCompile(`\{\{ with query "(fleet_role_[a-z_]+)\{([^}]*)\}" \}\}\{\{ \. \| first \| value \}\}\{\{ end \}\}`)
 
 // The promtool test file's shape.
 type unitFile struct {

@@ -40,8 +40,10 @@ type ruleYAML struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// group is the rule group at s, evaluated once a sample period: the
-// controller decides once a period, so a faster evaluation sees nothing new.
+// group is the rule group at s, evaluated once a sample period: each probe
+// writes once a period, and the controller, which decides twice a period,
+// changes its figures at most once a period unless a decision or a verdict
+// changes (docs/limits.md), so a faster evaluation sees little new.
 func group(s settings.Settings) ruleGroup {
 	g := ruleGroup{Name: Group, Interval: promDur(s.SamplePeriod)}
 	for _, r := range Rules(s) {

@@ -15,7 +15,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/connect"
 )
 
-// defaultConnectTimeout is k3s's election timeout (FACTS.md, k3s): a peer
+// defaultConnectTimeout is k3s's election timeout (docs/facts.md, k3s): a peer
 // that takes longer than that to accept a connection is as good as absent to
 // etcd, so waiting longer would tell nothing more.
 const defaultConnectTimeout = 5 * time.Second

@@ -15,7 +15,7 @@ import (
 
 // defaultEtcdInterval is the time between the two scrapes of `check etcd`:
 // long enough for a member under any write load to fsync its WAL many
-// times, and one k3s election timeout (5000 ms, FACTS.md), so that a leader
+// times, and one k3s election timeout (5000 ms, docs/facts.md), so that a leader
 // change in it is one the cluster really went through.
 const defaultEtcdInterval = 5 * time.Second
 

@@ -27,7 +27,7 @@ func newCheckFsyncCommand() *cobra.Command {
 --ioengine=sync --fdatasync=1 --size=22m --bs=2300), without fio: lays out a
 temporary file in --dir, writes 22 MiB to it in 2300-byte blocks with an
 fdatasync after each, and prints the p50, p99 and maximum fdatasync latency.
-etcd's limit for a WAL fsync p99 is 10 ms (FACTS.md).
+etcd's limit for a WAL fsync p99 is 10 ms (docs/facts.md).
 
 The filesystem is named from statfs. On tmpfs or another memory filesystem
 fdatasync reaches no disk, and the reading says so (measured_disk false).

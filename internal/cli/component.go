@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -11,12 +12,12 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 )
 
 // loadSettings applies the settings file, the environment and the flags: an
@@ -37,28 +38,63 @@ func newLogger(w io.Writer, component string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, nil)).With("component", component)
 }
 
-// signalContext is cancelled by SIGTERM (the kubelet stopping the pod) or
-// SIGINT, so that a component writes what it holds before it exits.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+// signalContext is the command's context, cancelled as well by SIGTERM (the
+// kubelet stopping the pod) or SIGINT, so that a component writes what it
+// holds before it exits, and ends as well when whoever ran the command ends
+// its context.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 }
 
-// serveMetrics starts /metrics, /healthz and /readyz on addr; an empty addr
-// serves nothing. The returned stop function shuts the server down.
-func serveMetrics(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) (func(), error) {
-	if addr == "" {
-		return func() {}, nil
+// part is one of a long-running component's parts: an informer, the metrics
+// server, the loop. Its run returns when its context ends, or with the
+// error that stopped it.
+type part struct {
+	name string
+	run  func(context.Context) error
+}
+
+// runParts runs a component's parts under one errgroup tied to ctx, the
+// component's lifetime, as every controller-runtime manager does: the first
+// part to fail, or to stop while the component runs, ends the others (their
+// context is cancelled) and the component returns its error, so that the
+// process exits with it and is restarted, rather than go on without the
+// part; when ctx ends, every part is told to stop. Either way runParts
+// returns only once every part has.
+func runParts(ctx context.Context, parts ...part) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, p := range parts {
+		g.Go(func() error {
+			err := p.run(gctx)
+			switch {
+			case err == nil && gctx.Err() == nil:
+				err = errors.New("stopped while the component runs")
+			case gctx.Err() != nil && errors.Is(err, context.Canceled):
+				err = nil // it was told to stop, and did
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.name, err)
+			}
+			return nil
+		})
 	}
-	srv, err := httpserve.Start(addr, reg, ready, log)
+	return g.Wait()
+}
+
+// serveMetrics starts /metrics, /healthz and /readyz, and routes, on addr, as a part that
+// serves until the component ends; an empty addr serves nothing (no part).
+// It listens at once, so that an address in use stops the command before
+// anything else starts.
+func serveMetrics(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, routes ...httpserve.Route) ([]part, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	srv, err := httpserve.Start(addr, reg, ready, log, routes...)
 	if err != nil {
 		return nil, err
 	}
 	log.Info("serving metrics", "address", srv.Addr)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
+	return []part{{"metrics server", srv.Run}}, nil
 }
 
 // Where each component serves /metrics: the port, and the environment

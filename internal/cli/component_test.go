@@ -266,6 +266,9 @@ func TestControllerProcess(t *testing.T) {
 		if !strings.Contains(page, "\nfleet_role_leader 0\n") || strings.Contains(page, "fleet_role_decisions_total{") {
 			return errors.New("not yet following without deciding")
 		}
+		if code, body, err := get(base + "/status"); err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "no decision yet") {
+			return fmt.Errorf("/status before any decision: %d %q %v", code, body, err)
+		}
 		return nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -295,6 +298,15 @@ func TestControllerProcess(t *testing.T) {
 		metric(page, "fleet_role_status_writes_total", "") < 1 || metric(page, "fleet_role_leader", "") != 1 {
 		t.Errorf("/metrics (%v) lacks server-1's verdict or the status write:\n%s", err, page)
 	}
+	// One voter, unknown: no margin by design, none counting it lost.
+	if metric(page, "fleet_role_failure_tolerance", `lost="none"`) != 0 || !strings.Contains(page, `fleet_role_failure_tolerance{lost="unfit_and_unknown"} 0`) {
+		t.Errorf("/metrics lacks the failure tolerance:\n%s", page)
+	}
+	// The status page, on the same port.
+	if code, body, err := get(base + "/status"); err != nil || code != http.StatusOK ||
+		!strings.Contains(body, "<th scope=\"row\">server-1</th>") || !strings.Contains(body, "? unknown") || !strings.Contains(body, `id="tolerance-value">0<`) {
+		t.Errorf("/status: %d %v:\n%s", code, err, body)
+	}
 
 	// Stop waits for the process to exit, and the API server stops
 	// answering as soon as it begins: the outage starts now.
@@ -315,7 +327,7 @@ func TestControllerProcess(t *testing.T) {
 	// A leader whose decisions fail says so; one whose renewals failed for
 	// the renew deadline first has stopped leading, and says that it has
 	// not read the Lease since.
-	if !strings.Contains(notReady, "over three intervals") && !strings.Contains(notReady, "following: the lease was last read") {
+	if !strings.Contains(notReady, "over three sample periods") && !strings.Contains(notReady, "following: the lease was last read") {
 		t.Errorf("/readyz said %q", notReady)
 	}
 	p.running(t)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -10,8 +11,11 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
 // newControllerCommand is what the fleet-role Deployment runs.
@@ -21,15 +25,20 @@ func newControllerCommand() *cobra.Command {
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "Decide every period from the probes' samples and publish fleet-role-status (dry-run)",
-		Long: `Runs as the fleet-role Deployment. Every sample period it reads the probes'
-records (a shared informer lists and watches the ConfigMaps labelled
-fleet-role.io/record=probe in its namespace), the Nodes (watched the same
-way, keeping of each one only what the decision reads) and its previous
-status, decides which
-hosts are fit, unfit or unknown and the swap it would make, and writes the
-status document to status.json of the fleet-role-status ConfigMap when it
-changed (and at least once a window). It changes nothing else.
+		Short: "Decide twice a period from the probes' samples and publish fleet-role-status (dry-run)",
+		Long: `Runs as the fleet-role Deployment. Twice every sample period it reads the
+probes' records (a shared informer lists and watches the ConfigMaps labelled
+fleet-role.io/record=probe in its namespace) and the Nodes (watched the same
+way, keeping of each one only what the decision reads), decides which hosts
+are fit, unfit or unknown and the swap it would make, and writes the status
+document to status.json of the fleet-role-status ConfigMap: at once when the
+decision or a verdict changed, at most once a period when only figures did,
+and at least once a window. It reads its previous status once, at start, so
+that what a decision remembers survives a restart. It changes nothing else.
+
+It records an Event on a host's Node (in namespace default, where kubectl
+describe node shows it) when the host's verdict changes and when the swap is
+advised or held back by another step.
 
 One writer: the Deployment runs two replicas, and only the one that holds the
 Lease fleet-role (coordination.k8s.io, in its namespace) decides and writes;
@@ -42,13 +51,15 @@ its writer. $POD_NAME (the downward API), else the host name, and a random
 suffix make its identity.
 
 Dry-run is the only mode: it refuses to start unless FLEET_ROLE_DRY_RUN=true
-(exit 2). It serves /metrics, /healthz and /readyz (ready while the last
-decision succeeded within three periods; a follower while it reads the
-Lease).`,
+(exit 2). It serves /metrics, /healthz and /readyz (ready while a decision
+succeeded within the last three sample periods; a follower while it reads
+the Lease), and /status: a read-only HTML page of its last decision, the
+link matrix and the verdicts of the decisions it remembers (a window's
+worth).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	checkAddr := metricsAddressFlag(f, &metricsAddr, controllerMetricsEnv, controllerMetricsPort, "/metrics, /healthz and /readyz")
+	checkAddr := metricsAddressFlag(f, &metricsAddr, controllerMetricsEnv, controllerMetricsPort, "/metrics, /healthz, /readyz and the status page "+statuspage.Path)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
 	f.BoolVar(&elect, "leader-elect", true, "run for the Lease and decide only while holding it (false: decide and write at once, as the only controller)")
 	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", controller.DefaultLeaseDuration, "how long a follower waits after the last renewal it saw before it takes the Lease over")
@@ -75,7 +86,7 @@ Lease).`,
 		log := newLogger(cmd.ErrOrStderr(), "controller")
 		if self := s.SelfSetLabels(); len(self) > 0 {
 			// Said once, at start: the labels work, but a compromised node
-			// can mark itself (README, Mark the hosts).
+			// can mark itself (docs/install.md, Mark the hosts).
 			log.Warn("a node's kubelet may set these labels on its own node, so a compromised node can mark itself eligible or pinned; keys under "+settings.NodeRestrictionPrefix+" are set by an administrator alone",
 				"settings", self, "eligible_label", s.EligibleLabel, "pinned_label", s.PinnedLabel)
 		}
@@ -84,6 +95,12 @@ Lease).`,
 			return usageErrorf("kubernetes client: %w", err)
 		}
 		metrics := controller.NewMetrics()
+		page := statuspage.NewServer(statuspage.HistoryFor(s, controller.DecisionsPerPeriod), "controller "+kube.EventComponent)
+		rec, stopEvents, err := client.EventRecorder()
+		if err != nil {
+			return err
+		}
+		defer stopEvents()
 		records := client.NewRecordInformer(s.Namespace)
 		nodes := client.NewNodeInformer(decide.NodeView(s))
 		c, err := controller.New(controller.Config{
@@ -93,32 +110,36 @@ Lease).`,
 			Nodes:    nodes,
 			Log:      log,
 			Metrics:  metrics,
+			Page:     page,
+			Events:   nodeevents.New(rec),
 		})
 		if err != nil {
 			return usageError(err)
 		}
-		ctx, cancel := signalContext()
+		server, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log, httpserve.Route{Pattern: statuspage.Path, Handler: page})
+		if err != nil {
+			return err
+		}
+		ctx, cancel := signalContext(cmd.Context())
 		defer cancel()
-		records.Start(ctx)
-		nodes.Start(ctx)
-		stop, err := serveMetrics(metricsAddr, metrics.Registry, c.Ready, log)
-		if err != nil {
-			return err
+		decisions := part{"decision loop", c.Run}
+		if elect {
+			leases, err := client.Leases(s.Namespace)
+			if err != nil {
+				return err
+			}
+			e := controller.Election{
+				Leases: leases, Status: client.StatusStore(s.Namespace),
+				Namespace: s.Namespace, Name: controller.LeaseName, Identity: identity(),
+				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+				ReleaseOnCancel: true,
+			}
+			decisions = part{"decision loop", func(ctx context.Context) error { return c.RunElected(ctx, e) }}
 		}
-		defer stop()
-		if !elect {
-			return c.Run(ctx)
-		}
-		leases, err := client.Leases(s.Namespace)
-		if err != nil {
-			return err
-		}
-		return c.RunElected(ctx, controller.Election{
-			Leases: leases, Status: client.StatusStore(s.Namespace),
-			Namespace: s.Namespace, Name: controller.LeaseName, Identity: identity(),
-			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-			ReleaseOnCancel: true,
-		})
+		return runParts(ctx, append(server,
+			part{"records informer", records.Run},
+			part{"nodes informer", nodes.Run},
+			decisions)...)
 	}
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
 // newDecideCommand makes the decision offline from saved inputs, so that an
@@ -21,7 +22,7 @@ import (
 func newDecideCommand() *cobra.Command {
 	var probe, nodes, previous, now, output string
 	cmd := &cobra.Command{
-		Use:   "decide --probe FILE --nodes FILE [--previous FILE] [--settings FILE] [--now RFC3339] [-o json|table]",
+		Use:   "decide --probe FILE --nodes FILE [--previous FILE] [--settings FILE] [--now RFC3339] [-o json|table|html]",
 		Short: "Decide offline from saved probe records and Nodes, and print the status",
 		Long: `Makes the controller's decision from saved inputs and prints it, touching no
 cluster:
@@ -49,15 +50,15 @@ setting or input.`,
 	f.StringVar(&nodes, "nodes", "", "the Nodes as JSON (kubectl get nodes -o json)")
 	f.StringVar(&previous, "previous", "", "the previous status: status.json or the fleet-role-status ConfigMap as JSON")
 	f.StringVar(&now, "now", "", "the time of the decision, RFC 3339 (default: the current time)")
-	f.StringVarP(&output, "output", "o", "json", "json (the status document) or table")
+	f.StringVarP(&output, "output", "o", "json", "json (the status document), table, or html (the controller's status page, self-contained)")
 	sf := settings.AddFlags(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if probe == "" || nodes == "" {
 			return usageErrorf("decide needs --probe FILE and --nodes FILE")
 		}
-		if output != "json" && output != "table" {
-			return usageErrorf("-o %q: want json or table", output)
+		if output != "json" && output != "table" && output != "html" {
+			return usageErrorf("-o %q: want json, table or html", output)
 		}
 		at := time.Now()
 		if now != "" {
@@ -107,8 +108,11 @@ setting or input.`,
 
 		st := decide.Decide(in)
 		out := cmd.OutOrStdout()
-		if output == "table" {
+		switch output {
+		case "table":
 			return st.WriteTable(out)
+		case "html":
+			return statuspage.Render(out, statuspage.Page{Model: statuspage.ModelOf(&st), Source: "fleet-role decide, from " + probe + " and " + nodes})
 		}
 		b, err := st.Marshal()
 		if err != nil {

@@ -32,7 +32,7 @@ func hostileRecords() map[string]string {
 		"many-bounds": `{"v":1,"node":"many-bounds","n":1,"t0":"2026-11-29T11:59:00.000Z","dt_ms":[0],"link":[{"if":"eth0","class":"wired","n":1}],"mem_total_kib":[[1024,1]],"mem_available_kib":[512],"etcd":{"bounds":{"wal_fsync":[` + strings.Join(bounds, ",") + `]}}}`,
 		"huge-text":   `{"v":1,"node":"huge-text","n":1,"t0":"2026-11-29T11:59:00.000Z","dt_ms":[0],"link":[{"if":"eth0","class":"wired","n":1}],"mem_total_kib":[[1024,1]],"mem_available_kib":[512],"errors":[[0,0]],"strings":[` + jsonText(text) + `]}`,
 		"escapes":     `{"v":1,"node":"escapes","n":1,"t0":"2026-11-29T11:59:00.000Z","dt_ms":[0],"link":[{"if":` + jsonText("e\x1b[31m") + `,"class":"wired","n":1}],"mem_total_kib":[[1024,1]],"mem_available_kib":[512],"errors":[[0,0]],"strings":[` + jsonText(escapes) + `]}`,
-		// The API server stores no ConfigMap over 1 MiB (FACTS.md).
+		// The API server stores no ConfigMap over 1 MiB (docs/facts.md).
 		"garbage": strings.Repeat("\x00\x1b[2J{[", (1<<20)/8),
 		"deep":    strings.Repeat("[", 1<<20-16),
 	}

@@ -91,26 +91,29 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 		if err != nil {
 			return usageError(err)
 		}
-		ctx, cancel := signalContext()
-		defer cancel()
 		// Ready while it writes its samples: the API server refuses it a
 		// write to a record not its own (internal/probe/policy.go).
-		stop, err := serveMetrics(metricsAddr, metrics.Registry, p.Ready, log)
+		server, err := serveMetrics(metricsAddr, metrics.Registry, p.Ready, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		nodes.Start(ctx)
-		// The first period needs the Nodes: wait for the informer's first
-		// list, for a period at most. With the API server away that long
-		// the probe starts anyway, and each period without the Nodes says
-		// so and takes no sample until they arrive.
-		wctx, wcancel := context.WithTimeout(ctx, s.SamplePeriod)
-		if err := nodes.WaitForSync(wctx); err != nil && ctx.Err() == nil {
-			log.Warn("the Nodes have not arrived yet; starting without them", "err", err)
+		ctx, cancel := signalContext(cmd.Context())
+		defer cancel()
+		loop := func(ctx context.Context) error {
+			// The first period needs the Nodes: wait for the informer's
+			// first list, for a period at most. With the API server away
+			// that long the probe starts anyway, and each period without
+			// the Nodes says so and takes no sample until they arrive.
+			wctx, wcancel := context.WithTimeout(ctx, s.SamplePeriod)
+			if err := nodes.WaitForSync(wctx); err != nil && ctx.Err() == nil {
+				log.Warn("the Nodes have not arrived yet; starting without them", "err", err)
+			}
+			wcancel()
+			return p.Run(ctx)
 		}
-		wcancel()
-		return p.Run(ctx)
+		return runParts(ctx, append(server,
+			part{"nodes informer", nodes.Run},
+			part{"probe loop", loop})...)
 	}
 	return cmd
 }

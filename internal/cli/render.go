@@ -38,7 +38,7 @@ label that must be able to turn off is written false, never left out. It uses
 node-label+ so that it adds to the node-label entries of other configuration
 files instead of replacing them. k3s applies the labels when it next starts.
 
-Labels under node-restriction.kubernetes.io/ (the hardened keys the README
+Labels under node-restriction.kubernetes.io/ (the hardened keys docs/install.md
 recommends) cannot be written this way: a kubelet may not set them on its own
 node, so a compromised node cannot mark itself either. Set those with kubectl
 label node; with them in the settings this command refuses (exit 2).`,

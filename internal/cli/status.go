@@ -29,6 +29,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
 // Exit codes of `fleet-role status`, for scripts: what the published
@@ -42,7 +43,7 @@ const (
 // newStatusCommand reads the status the controller published, with the
 // user's kubeconfig, and prints it as `decide -o table` does.
 func newStatusCommand(name string) *cobra.Command {
-	var kubeconfig, kubeContext, output string
+	var kubeconfig, kubeContext, output, htmlFile string
 	var watchFlag bool
 	cmd := &cobra.Command{
 		Use:   "status [HOST]",
@@ -57,6 +58,11 @@ controller takes them: --namespace, --status-configmap, FLEET_ROLE_* or
             the reason that decides its verdict, then the decision and every
             step behind it (default)
   -o json   the status document exactly as the ConfigMap holds it
+
+--html FILE writes the status page the controller serves (its metrics
+port, /status) to FILE, from the published status: one decision, so without
+the controller's history of verdicts; self-contained, to open offline. The
+table or JSON is printed as well.
 
 With HOST it prints that host alone with every reason, its number, limit and
 basis (-o json: the host's object of the document), and the decision.
@@ -82,6 +88,7 @@ failed).`,
 	f.StringVar(&kubeContext, "context", "", "the kubeconfig context to use (default its current context)")
 	f.StringVarP(&output, "output", "o", "table", "table or json (the status document exactly as published)")
 	f.BoolVarP(&watchFlag, "watch", "w", false, "print the status again at each change, until interrupted")
+	f.StringVar(&htmlFile, "html", "", "also write the status page (self-contained HTML) to this file")
 	sf := settings.AddFlags(f)
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -100,7 +107,10 @@ failed).`,
 		if err != nil {
 			return statusError(err)
 		}
-		r := statusReader{namespace: s.Namespace, name: s.StatusConfigMap, output: output, host: host}
+		if htmlFile != "" && watchFlag {
+			return statusErrorf("--html and --watch: the page is written from one status; leave one out")
+		}
+		r := statusReader{namespace: s.Namespace, name: s.StatusConfigMap, output: output, host: host, html: htmlFile}
 		out := cmd.OutOrStdout()
 		if watchFlag {
 			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -143,6 +153,7 @@ type statusReader struct {
 	namespace, name string
 	output          string
 	host            string
+	html            string // a file to write the page to, or none
 }
 
 // print writes the status the ConfigMap holds and returns the exit code it
@@ -159,6 +170,11 @@ func (r statusReader) print(w io.Writer, cm *corev1.ConfigMap) (int, error) {
 	code := StatusExitNone
 	if st.Decision.Action == decide.ActionSwap {
 		code = StatusExitSwap
+	}
+	if r.html != "" {
+		if err := writePage(r.html, st, fmt.Sprintf("published status (ConfigMap %s/%s)", r.namespace, r.name)); err != nil {
+			return StatusExitError, err
+		}
 	}
 	if r.host != "" {
 		h, ok := findHost(st, r.host)
@@ -383,4 +399,22 @@ func jsonIndent(v any) ([]byte, error) {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// writePage writes the status page of st to path, whole or not at all: to
+// a file beside it, renamed over path once written.
+func writePage(path string, st *decide.Status, source string) error {
+	var b bytes.Buffer
+	if err := statuspage.Render(&b, statuspage.Page{Model: statuspage.ModelOf(st), Source: source}); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write --html: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write --html: %w", err)
+	}
+	return nil
 }

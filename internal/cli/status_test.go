@@ -161,6 +161,20 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		if r.stdout != doc {
 			t.Fatalf("status -o json is not the published document")
 		}
+		// --html writes the status page of the published document, and
+		// the table is printed as well.
+		page := filepath.Join(t.TempDir(), "status.html")
+		r = status("--html", page)
+		wantCode(t, r, StatusExitSwap, "")
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.stdout != table || !strings.Contains(string(b), "would swap <b>bravo</b> out for <b>delta</b>") ||
+			!strings.Contains(string(b), "published status (ConfigMap "+ns+"/"+name+")") || !strings.Contains(string(b), `id="link-matrix"`) {
+			t.Fatalf("--html wrote %d bytes without the swap, the source or the matrix, or the table changed", len(b))
+		}
+		wantCode(t, status("--html", page, "--watch"), StatusExitError, "--html and --watch")
 	})
 
 	t.Run("one host with every reason", func(t *testing.T) {

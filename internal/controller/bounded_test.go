@@ -11,9 +11,9 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -45,7 +45,7 @@ func seriesOf(t *testing.T, m *controller.Metrics, seen map[string]bool) {
 func TestMetricsBoundedAgainstRecordTexts(t *testing.T) {
 	s := probetest.Settings(t, 200*time.Millisecond)
 	voters := []string{"server-1", "server-2", "server-3"}
-	nodes := &kube.MemNodes{}
+	nodes := &kubefake.Nodes{}
 	var objs []corev1.Node
 	for i, v := range voters {
 		objs = append(objs, *probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.9.%d", i+1)}.Object())
@@ -53,8 +53,8 @@ func TestMetricsBoundedAgainstRecordTexts(t *testing.T) {
 	objs = append(objs, *probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.9.9"}.Object())
 	nodes.Set(objs...)
 	ctx := context.Background()
-	records := kube.NewMemRecords(s.Namespace)
-	mem := kube.NewMemConfigMaps()
+	records := kubefake.NewRecords(s.Namespace)
+	mem := kubefake.NewConfigMaps()
 	if err := mem.Create(s.StatusConfigMap, nil); err != nil {
 		t.Fatal(err)
 	}

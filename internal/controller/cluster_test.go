@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -25,10 +26,13 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // diskBounds are etcd's disk histogram buckets (1 ms doubling, 14 bounds).
@@ -134,10 +138,16 @@ func TestStatusOnAPIServer(t *testing.T) {
 		startProbe(t, c, s, n, samplers[n])
 	}
 	cl := c.Client(t, probetest.ControllerSA)
-	store := &probetest.ConfigMapStore{Inner: cl.ConfigMaps(s.Namespace)}
+	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
 	metrics := controller.NewMetrics()
 	log := probetest.NewLog()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics})
+	rec, stopEvents, err := cl.EventRecorder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopEvents()
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics,
+		Events: nodeevents.New(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +189,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 		t.Errorf("fleet_role_swap{out=server-3,in=agent-1} = %v, want 1", v)
 	}
 	cl0.Alive(t)
+	checkEvents(t, c)
 
 	// A malformed entry, written by hand as the admin (kubectl patch).
 	bad := `{"v":1,"node":"agent-3","n":2}`
@@ -319,7 +330,7 @@ func TestWritesOnlyOnChange(t *testing.T) {
 		}
 	}
 	cl := c.Client(t, probetest.ControllerSA)
-	store := &probetest.ConfigMapStore{Inner: cl.ConfigMaps(s.Namespace)}
+	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
 	clk := &clock{now: t0}
 	metrics := controller.NewMetrics()
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics, Now: clk.Now})
@@ -485,4 +496,41 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	t.Logf("API server away %.1f s (window %v): 8 probes took up to %d samples meanwhile, all arrived; the controller failed %v rounds and said %q, then decided again",
 		outage.Seconds(), time.Duration(s.Window)*s.SamplePeriod, mostDuring, fails, notReady)
+}
+
+// checkEvents holds the Events the controller recorded on the Nodes, as
+// kubectl describe node shows them: server-3, unfit and advised out, has a
+// Warning for each; server-1's first full window made it fit (from
+// unknown): Normal; agent-4, which the decision never lists, has none.
+func checkEvents(t *testing.T, c *probetest.Cluster) {
+	t.Helper()
+	kubectl, kc := testenv.Kubectl(t), c.Kubeconfig(t, "")
+	events := func(node string) (string, error) {
+		out, err := exec.Command(kubectl, "--kubeconfig", kc, "describe", "node", node).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("kubectl describe node %s: %v\n%s", node, err, out)
+		}
+		_, ev, _ := strings.Cut(string(out), "\nEvents:")
+		return strings.Join(strings.Fields(ev), " "), nil
+	}
+	want := map[string][]string{
+		"server-3": {"Warning SwapAdvised", "fleet-role would swap this voter out for agent-1 (dry run: nothing is changed)", "judges this voter unfit (was unknown): wal_fsync"},
+		"server-1": {"Normal Fit", "fleet-role judges this voter fit (was unknown)"},
+		"agent-4":  {"<none>"},
+	}
+	for node, words := range want {
+		var got string
+		probetest.Eventually(t, time.Minute, func() (err error) {
+			if got, err = events(node); err != nil {
+				return err
+			}
+			for _, w := range words {
+				if !strings.Contains(got, w) {
+					return fmt.Errorf("kubectl describe node %s: its Events lack %q: %s", node, w, got)
+				}
+			}
+			return nil
+		})
+		t.Logf("kubectl describe node %s, Events: %s", node, got)
+	}
 }

@@ -18,8 +18,10 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
 // Config is everything the loop needs.
@@ -33,6 +35,13 @@ type Config struct {
 	Log     *slog.Logger
 	Metrics *Metrics // optional
 	Now     func() time.Time
+	// Page, when set, is given every decision, for the status page the
+	// controller serves (internal/statuspage).
+	Page *statuspage.Server
+	// Events, when set, records an Event on a host's Node when its verdict
+	// changes and when the swap is advised or held by another step
+	// (internal/nodeevents).
+	Events *nodeevents.Recorder
 }
 
 // Controller holds what one decision passes to the next.
@@ -143,6 +152,8 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		st.Writer = c.term.writer
 	}
 	c.cfg.Metrics.observeStatus(&st)
+	c.cfg.Page.Observe(&st)
+	c.cfg.Events.Observe(c.previous, &st, kubeNodes)
 	c.logChange(&st)
 
 	// Write when the decision changed, and at least once a window so that
@@ -193,8 +204,8 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 // remembered is what the next decision reads of this one: decide.Input's
 // Previous reads each host's name, verdict and observation, the decision
 // and the memory; logChange reads the decision and its reasons. The hosts'
-// reasons, most of a Status at a large fleet (a few MB at 500 hosts), are
-// left out, so that they are not held between periods and live beside the
+// reasons, most of a Status at a large fleet (a few MB at 500 hosts), and
+// the link matrix are left out, so that they are not held between periods and live beside the
 // next decision's own while it is made: the collector lets the heap grow
 // to twice what is live when it runs, so every byte held raises the peak
 // twice over (docs/performance.md).
@@ -203,7 +214,7 @@ func remembered(st *decide.Status) *decide.Status {
 		Decision: st.Decision, Memory: st.Memory, Records: st.Records}
 	p.Hosts = make([]decide.Host, len(st.Hosts))
 	for i, h := range st.Hosts {
-		h.Reasons = nil
+		h.Reasons, h.Deciding = nil, nil
 		p.Hosts[i] = h
 	}
 	return p
@@ -290,7 +301,10 @@ func keyReasons(d decide.Decision) []decide.Reason {
 	return out
 }
 
-// Ready reports whether the last loop succeeded within three intervals.
+// Ready reports whether a decision succeeded within the last three sample
+// periods: six decisions at DecisionsPerPeriod, so that one or two failed
+// rounds (an API server restarting) do not take the controller out of its
+// Service, and a controller that stopped deciding is not ready for long.
 func (c *Controller) Ready() error {
 	if handled, err := c.readyElected(); handled {
 		return err
@@ -305,7 +319,7 @@ func (c *Controller) Ready() error {
 		return errors.New("no decision yet")
 	}
 	if age := c.cfg.Now().Sub(c.lastSuccess); age > limit {
-		return fmt.Errorf("last successful decision %s ago, over three intervals (%s): %v", age.Round(10*time.Millisecond), limit, c.lastErr)
+		return fmt.Errorf("last successful decision %s ago, over three sample periods (%s): %v", age.Round(10*time.Millisecond), limit, c.lastErr)
 	}
 	return nil
 }

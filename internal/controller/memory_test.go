@@ -13,9 +13,10 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -29,7 +30,7 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 	s.DryRun = true
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	voters := []string{"voter-0", "voter-1", "voter-2"}
-	records := kube.NewMemRecords(s.Namespace)
+	records := kubefake.NewRecords(s.Namespace)
 	var nodes []corev1.Node
 	for i := range len(voters) + standbys {
 		name, self := fmt.Sprintf("standby-%04d.fleet.example.internal", i-len(voters)), -1
@@ -52,9 +53,9 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 			t.Fatal(err)
 		}
 	}
-	mem := &kube.MemNodes{}
+	mem := &kubefake.Nodes{}
 	mem.Set(nodes...)
-	store := kube.NewMemConfigMaps()
+	store := kubefake.NewConfigMaps()
 	if err := store.Create(s.StatusConfigMap, map[string]string{}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +72,19 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 // that every other one is due to write and encodes the status to learn
 // whether it changed (the records do not change here: it is written once a
 // window). An op is one decision: a period is two.
-func BenchmarkTick(b *testing.B) {
+func BenchmarkTick(b *testing.B) { benchmarkTick(b, false) }
+
+// BenchmarkTickWithPage is BenchmarkTick with the status page's server
+// observing each decision, as the controller command runs: what keeping the
+// page's model and a window's history adds to what a decision keeps.
+func BenchmarkTickWithPage(b *testing.B) { benchmarkTick(b, true) }
+
+func benchmarkTick(b *testing.B, page bool) {
 	cfg, now := largeFleet(b, 500)
 	cfg.Now = func() time.Time { return now }
+	if page {
+		cfg.Page = statuspage.NewServer(statuspage.HistoryFor(cfg.Settings, controller.DecisionsPerPeriod), "bench")
+	}
 	c, err := controller.New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -95,4 +106,7 @@ func BenchmarkTick(b *testing.B) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	b.ReportMetric(float64(m.HeapAlloc), "live-heap-bytes")
+	// What the controller keeps is live only while it is: without this the
+	// collection above may take it, and the figure would leave it out.
+	runtime.KeepAlive(c)
 }

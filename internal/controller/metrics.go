@@ -24,6 +24,7 @@ type Metrics struct {
 	deciding    *prometheus.GaugeVec
 	decidingLim *prometheus.GaugeVec
 	held        *prometheus.GaugeVec
+	tolerance   *prometheus.GaugeVec
 	loops       *prometheus.CounterVec
 	loopSeconds prometheus.Histogram
 	writes      prometheus.Counter
@@ -75,6 +76,13 @@ func NewMetrics() *Metrics {
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleet_role_decision_held", Help: "1 for each step of the decision that holds a swap back (the decision's reasons that are not ok: pinned, candidate, a gate_*, steady, ...); none while a swap is published.",
 		}, []string{"step"}),
+		// The failure tolerance three ways (decide.FailureTolerance), so
+		// that an alert can tell a fleet that lost its margin (lost
+		// "unfit_and_unknown" at 0) from one built without any ("none" at
+		// 0: one or two voters).
+		tolerance: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_failure_tolerance", Help: "Voters that may still fail before etcd loses quorum, counting as lost: the unfit and unknown voters (lost=\"unfit_and_unknown\"), only the unknown (lost=\"unknown\"), or none (lost=\"none\": what the voter count alone allows).",
+		}, []string{"lost"}),
 		loops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_role_decisions_total", Help: "Decision loops, by result.",
 		}, []string{"result"}),
@@ -95,7 +103,7 @@ func NewMetrics() *Metrics {
 	changes := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "fleet_role_verdict_changes_total", Help: "Host verdicts that changed from one decision to the next (the status's memory.verdict_changes).",
 	}, func() float64 { return float64(m.verdictChanges.Load()) })
-	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.deciding, m.decidingLim, m.held, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes)
+	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.deciding, m.decidingLim, m.held, m.tolerance, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes)
 	return m
 }
 
@@ -126,6 +134,10 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 			m.recordIssue.WithLabelValues(h.Name, issue).Set(1)
 		}
 	}
+	t := st.FailureTolerance
+	m.tolerance.WithLabelValues("unfit_and_unknown").Set(float64(t.Tolerance))
+	m.tolerance.WithLabelValues("unknown").Set(float64(t.OptimisticTolerance))
+	m.tolerance.WithLabelValues("none").Set(float64(t.DesignTolerance))
 	m.flaps.Store(int64(st.Memory.Flaps))
 	m.verdictChanges.Store(int64(st.Memory.VerdictChanges))
 	// Hosts come and go: reset so that a removed host's series disappears.

@@ -104,3 +104,17 @@ func series(t *testing.T, m *Metrics, name string) string {
 	}
 	return out.String()
 }
+
+// The failure tolerance is exported three ways, from the status.
+func TestToleranceMetric(t *testing.T) {
+	m := NewMetrics()
+	m.observeStatus(&decide.Status{FailureTolerance: decide.FailureTolerance{Voters: 5, Quorum: 3, Unfit: 1, Unknown: 1,
+		Tolerance: 0, OptimisticTolerance: 1, DesignTolerance: 2}})
+	want := `fleet_role_failure_tolerance{lost="none"} 2
+fleet_role_failure_tolerance{lost="unfit_and_unknown"} 0
+fleet_role_failure_tolerance{lost="unknown"} 1
+`
+	if got := series(t, m, "fleet_role_failure_tolerance"); got != want {
+		t.Errorf("failure tolerance:\n%s\nwant\n%s", got, want)
+	}
+}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -30,7 +30,7 @@ func TestWritesAtMostOncePerPeriod(t *testing.T) {
 	}
 	s := probetest.Settings(t, 200*time.Millisecond)
 	voters := []string{"server-1", "server-2", "server-3"}
-	nodes := &kube.MemNodes{}
+	nodes := &kubefake.Nodes{}
 	var objs []corev1.Node
 	for i, v := range voters {
 		objs = append(objs, *probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.8.%d", i+1)}.Object())
@@ -39,7 +39,7 @@ func TestWritesAtMostOncePerPeriod(t *testing.T) {
 	nodes.Set(objs...)
 	ctx := context.Background()
 	t0 := time.Now().UTC().Truncate(time.Second)
-	records := kube.NewMemRecords(s.Namespace)
+	records := kubefake.NewRecords(s.Namespace)
 	put := func(n string, self int, until time.Time) {
 		t.Helper()
 		text, err := entry.Encode(probetest.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, until))
@@ -57,11 +57,11 @@ func TestWritesAtMostOncePerPeriod(t *testing.T) {
 		}
 		put(n, self, t0)
 	}
-	mem := kube.NewMemConfigMaps()
+	mem := kubefake.NewConfigMaps()
 	if err := mem.Create(s.StatusConfigMap, nil); err != nil {
 		t.Fatal(err)
 	}
-	store := &probetest.ConfigMapStore{Inner: mem}
+	store := &kubefake.CountingConfigMaps{Inner: mem}
 	clk := &clock{now: t0}
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: records, Nodes: nodes, Now: clk.Now})
 	if err != nil {

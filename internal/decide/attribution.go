@@ -12,8 +12,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-// maxMembers is etcd's largest cluster (FACTS.md, "Cluster size: no more
-// than 7"); it bounds the brute-force search for the smallest cover at 2^7
+// maxMembers is etcd's largest cluster (docs/facts.md, "etcd memory and
+// size": no more than 7 members); it bounds the brute-force search for the smallest cover at 2^7
 // sets of voters.
 const maxMembers = 7
 

@@ -137,19 +137,35 @@ func TestDecideExitCodes(t *testing.T) {
 	_ = os.Remove(prevCM)
 }
 
-// The status of as many recording hosts as the probe ConfigMap holds (five
-// voters and 143 standbys at their worst sizes, docs/entry.md) fits in the
-// status ConfigMap's 1 MiB.
+// The status fits the status ConfigMap's 1 MiB with every host's verdict
+// and the link matrix whole: at as many recording hosts as the probe
+// ConfigMap held (five voters and 143 standbys at their worst sizes,
+// docs/entry.md), and at the largest fleet measured, 500 recording hosts
+// (the bench's five voters and 495 standbys; docs/status.md, "Size").
 func TestStatusFitsConfigMap(t *testing.T) {
-	f := bigFleet(148)
-	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
-	b, err := st.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("status of 148 hosts: %d bytes", len(b))
-	if len(b) > 1<<20 {
-		t.Fatalf("status of 148 hosts: %d bytes, over 1 MiB", len(b))
+	for _, n := range []int{148, 500} {
+		f := bigFleet(n)
+		st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+		b, err := st.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := decide.UnmarshalStatus(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cells := 0
+		for _, r := range back.Links {
+			cells += len(r.To)
+		}
+		t.Logf("status of %d hosts: %d bytes, form %s, dropped %+v; %d link cells", n, len(b), back.Form, back.Dropped, cells)
+		if len(b) > decide.MaxStatusBytes || len(b) > 1<<20 {
+			t.Fatalf("status of %d hosts: %d bytes, over %d", n, len(b), decide.MaxStatusBytes)
+		}
+		// Each host connects to the five voters but itself.
+		if len(back.Hosts) != n || cells != n*5-5 {
+			t.Fatalf("%d hosts, %d link cells in form %s: want %d and %d", len(back.Hosts), cells, back.Form, n, n*5-5)
+		}
 	}
 }
 

@@ -30,8 +30,14 @@ import (
 // It goes in three steps: every host is judged into typed judgements and a
 // link matrix (assess), the plan is made from those (plan.go), and the
 // reasons are written last, into the Status.
-func Decide(in Input) Status {
-	a := assess(in)
+func Decide(in Input) Status { return decide(in, nil) }
+
+// decide is Decide with before, when not nil, called as each host's judging
+// begins, inside the recovery that makes a panic that host's unknown: the
+// seam through which a test makes judging one host panic, passed in rather
+// than held in a variable, so that Decide shares no state between calls.
+func decide(in Input, before func(node string)) Status {
+	a := assessJudging(in, before)
 	s, now := a.j.s, a.j.now
 	mem := remember(in.Previous, a.hosts, now)
 	d := planSafely(a.j, a.hosts, a.links, in.Previous, &mem)
@@ -43,13 +49,22 @@ func Decide(in Input) Status {
 		Settings:    Settings{Values: s, Limits: s.Limits()},
 		Hosts:       make([]Host, 0, len(a.hosts)),
 		Decision:    d,
+		Links:       a.links.published(a.hosts),
 		Memory:      mem,
 		Records:     Records{CapBytes: record.CapBytes(s.Window, s.MaxServers)},
 	}
-	for _, h := range a.hosts {
+	// Each host's deciding index, from one block.
+	deciding := make([]int, len(a.hosts))
+	for i, h := range a.hosts {
+		var at *int
+		if deciding[i] = h.deciding(); deciding[i] >= 0 {
+			at = &deciding[i]
+		}
 		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
-			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons(a.j), Observation: h.obs})
+			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons(a.j), Deciding: at,
+			Observation: h.obs})
 	}
+	st.FailureTolerance = toleranceOf(st.Hosts)
 	// Every record counts, a host's the decision leaves out (neither voter
 	// nor eligible any more) too: they are what fleet-role stores.
 	for _, name := range sortedKeys(in.Entries) {
@@ -76,7 +91,10 @@ type assessment struct {
 // assess judges every host of in. A host's own entry is judged first, every
 // host's; then each link is held against its other end as well (links.go),
 // and the verdicts follow.
-func assess(in Input) *assessment {
+func assess(in Input) *assessment { return assessJudging(in, nil) }
+
+// assessJudging is assess with decide's before.
+func assessJudging(in Input, before func(node string)) *assessment {
 	s := in.Settings
 	now := in.Now.UTC()
 	prev := map[string]*Observation{}
@@ -142,7 +160,7 @@ func assess(in Input) *assessment {
 		if why, ok := refused[h]; ok {
 			h.refuseRecord(why)
 		} else {
-			h.judge(j, now, voters, members)
+			h.judge(j, now, voters, members, before)
 		}
 		sortJudgements(h.own)
 	}
@@ -178,9 +196,6 @@ func decodeEntry(dec *entry.Decoder, kept bool, raw, node string, l entry.Limits
 	}
 	return e, connects, err
 }
-
-// judgeHook, when set (by tests), runs before each host is judged.
-var judgeHook func(node string)
 
 // read decodes the host's entry with dec and takes its window. An etcd
 // member's entry is read before any host is judged (its role depends on
@@ -237,7 +252,8 @@ func (h *host) ownRoom(voters int) int {
 // out of the rest of the decision; the other hosts are judged as usual. The
 // samples are let go once the host is judged: the plan reads judgements,
 // and a fleet's decoded windows would otherwise all be held at once.
-func (h *host) judge(j *limits, now time.Time, voters []string, members map[string]string) {
+// before, when not nil, is called first (decide).
+func (h *host) judge(j *limits, now time.Time, voters []string, members map[string]string, before func(node string)) {
 	s := j.s
 	defer func() {
 		if p := recover(); p != nil {
@@ -249,8 +265,8 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 		h.samples = len(h.window)
 		h.window, h.connects, h.entry, h.merged = nil, nil, entry.Entry{}, nil
 	}()
-	if judgeHook != nil {
-		judgeHook(h.node.Name)
+	if before != nil {
+		before(h.node.Name)
 	}
 	if h.hasEntry && !h.wasRead {
 		h.read(s, &j.dec, h.isMember())
@@ -277,8 +293,9 @@ const StepPlan = "plan"
 func planSafely(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) (d Decision) {
 	defer func() {
 		if p := recover(); p != nil {
+			first := 0
 			d = Decision{Action: ActionNone, Reasons: []Reason{step(StepPlan, "", panicBasis, false,
-				"planning panicked: "+clip(fmt.Sprint(p)))}}
+				"planning panicked: "+clip(fmt.Sprint(p)))}, Deciding: &first}
 		}
 	}()
 	return plan(j, hosts, links, prev, mem)

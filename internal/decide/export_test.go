@@ -1,11 +1,12 @@
 package decide
 
-// SetJudgeHook makes f run before each host is judged, so that a test can
-// make judging one host panic; the function it returns restores the hook.
-func SetJudgeHook(f func(node string)) (restore func()) {
-	old := judgeHook
-	judgeHook = f
-	return func() { judgeHook = old }
+// DecidePanicking is Decide with judging node panicking with value.
+func DecidePanicking(in Input, node string, value any) Status {
+	return decide(in, func(n string) {
+		if n == node {
+			panic(value)
+		}
+	})
 }
 
 // Clip is clip, for tests.

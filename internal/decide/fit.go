@@ -8,7 +8,7 @@ import (
 	"slices"
 )
 
-// MaxStatusBytes is the most bytes Marshal writes. FACTS.md: "A ConfigMap
+// MaxStatusBytes is the most bytes Marshal writes. docs/facts.md: "A ConfigMap
 // holds at most 1 MiB (1,048,576 bytes) of data; the API server refuses
 // more." The document's key is taken off too, so that it fits whether the
 // key's length is counted or not.
@@ -21,7 +21,9 @@ const MaxStatusBytes = 1<<20 - len(StatusKey)
 const (
 	// FormFull is the whole decision.
 	FormFull = "full"
-	// FormFailing drops the hosts' passing reasons.
+	// FormFailing drops the hosts' passing reasons but the one that decides
+	// a fit host's verdict (DecidingReason), so its table reads as the
+	// full document's.
 	FormFailing = "failing"
 	// FormDeciding keeps of each host only the reason its table line shows
 	// (DecidingReason).
@@ -29,19 +31,25 @@ const (
 	// FormVerdicts keeps no host reasons, and of the decision's candidates
 	// only the chosen standby and the closing "none is fit".
 	FormVerdicts = "verdicts"
+	// FormSomeLinks is FormVerdicts with rows of the link matrix left out:
+	// those of the hosts that are not etcd members, others first, then
+	// standbys, by name within a role (partial).
+	FormSomeLinks = "some_links"
 	// FormSomeHosts is FormVerdicts with hosts left out: others first, then
-	// standbys, then learners, voters last, by name within a role.
+	// standbys, then learners, voters last, by name within a role; only the
+	// members kept keep their rows of the link matrix (partial).
 	FormSomeHosts = "some_hosts"
-	// FormBare keeps no hosts and no decision reasons: the action, out and in,
-	// the settings and the memory (its voters too, unless they do not fit).
+	// FormBare keeps no hosts, no decision reasons and no links: the action,
+	// out and in, the failure tolerance, the settings and the memory (its
+	// voters too, unless they do not fit).
 	FormBare = "bare"
 )
 
 // Dropped says how many of one part of the full decision a reduced form
 // left out.
 type Dropped struct {
-	// Part is host_reasons, candidate_reasons, hosts, decision_reasons or
-	// memory_voters.
+	// Part is host_reasons, candidate_reasons, hosts, links,
+	// decision_reasons or memory_voters; links counts cells.
 	Part  string `json:"part"`
 	Count int    `json:"count"`
 }
@@ -51,6 +59,7 @@ const (
 	PartHostReasons      = "host_reasons"
 	PartCandidateReasons = "candidate_reasons"
 	PartHosts            = "hosts"
+	PartLinks            = "links"
 	PartDecisionReasons  = "decision_reasons"
 	PartMemoryVoters     = "memory_voters"
 )
@@ -69,8 +78,10 @@ func (s Status) MarshalWithin(limit int) ([]byte, error) {
 			return b, err
 		}
 	}
-	if b, ok, err := s.someHosts(limit); err != nil || ok {
-		return b, err
+	for _, form := range []string{FormSomeLinks, FormSomeHosts} {
+		if b, ok, err := s.partial(form, limit); err != nil || ok {
+			return b, err
+		}
 	}
 	bare := s.reduced(FormBare)
 	if b, ok, err := bare.fit(limit); err != nil || ok {
@@ -103,20 +114,25 @@ func (s Status) reduced(form string) Status {
 	r.Hosts = make([]Host, len(s.Hosts))
 	for i, h := range s.Hosts {
 		var keep []Reason
+		var deciding *int
 		switch form {
 		case FormFailing:
-			for _, x := range h.Reasons {
-				if !x.OK {
+			for j, x := range h.Reasons {
+				decides := h.Deciding != nil && *h.Deciding == j
+				if decides {
+					deciding = indexOf(len(keep))
+				}
+				if !x.OK || decides {
 					keep = append(keep, x)
 				}
 			}
 		case FormDeciding:
 			if x, ok := DecidingReason(h); ok {
-				keep = []Reason{x}
+				keep, deciding = []Reason{x}, indexOf(0)
 			}
 		}
 		dropped += len(h.Reasons) - len(keep)
-		h.Reasons = append([]Reason{}, keep...)
+		h.Reasons, h.Deciding = append([]Reason{}, keep...), deciding
 		r.Hosts[i] = h
 	}
 	if dropped > 0 {
@@ -125,12 +141,15 @@ func (s Status) reduced(form string) Status {
 	switch form {
 	case FormVerdicts:
 		d := s.Decision
-		d.Reasons = []Reason{}
+		d.Reasons, d.Deciding = []Reason{}, nil
 		n := 0
-		for _, x := range s.Decision.Reasons {
+		for i, x := range s.Decision.Reasons {
 			if x.Signal == StepCandidate && x.Subject != "" && x.Subject != d.In {
 				n++
 				continue
+			}
+			if s.Decision.Deciding != nil && *s.Decision.Deciding == i {
+				d.Deciding = indexOf(len(d.Reasons))
 			}
 			d.Reasons = append(d.Reasons, x)
 		}
@@ -144,59 +163,143 @@ func (s Status) reduced(form string) Status {
 			r.Dropped = append(r.Dropped, Dropped{PartHosts, len(s.Hosts)})
 		}
 		d := s.Decision
-		d.Out, d.In, d.Reasons = clip(d.Out), clip(d.In), []Reason{}
+		d.Out, d.In, d.Reasons, d.Deciding = clip(d.Out), clip(d.In), []Reason{}, nil
 		if n := len(s.Decision.Reasons); n > 0 {
 			r.Dropped = append(r.Dropped, Dropped{PartDecisionReasons, n})
 		}
 		r.Decision = d
+		r.Links = []LinkRow{}
+		if n := linkCells(s.Links); n > 0 {
+			r.Dropped = append(r.Dropped, Dropped{PartLinks, n})
+		}
 	}
 	return r
 }
 
-// someHosts is the verdicts form with as many hosts as fit, kept in the order
-// voters, learners, standbys, others, and by name within a role.
-func (s Status) someHosts(limit int) ([]byte, bool, error) {
+// partial is the verdicts form with only as much as fits of what a large
+// fleet has most of, in the order of rank (voters, learners, standbys,
+// others; by name within a role), in one of two forms:
+//
+//   - FormSomeLinks keeps every host and the etcd members' rows of the link
+//     matrix (the links between voters), and as many of the other hosts'
+//     rows as fit;
+//   - FormSomeHosts keeps as many hosts as fit, each member with its row,
+//     and no other host's row.
+func (s Status) partial(form string, limit int) ([]byte, bool, error) {
 	r := s.reduced(FormVerdicts)
-	r.Form = FormSomeHosts
-	all := r.Hosts
-	r.Hosts = []Host{}
-	r.Dropped = append(r.Dropped, Dropped{PartHosts, len(all)})
+	r.Form = form
+	all, rows := r.Hosts, r.Links
+	rowOf := make(map[string]*LinkRow, len(rows))
+	for i := range rows {
+		rowOf[rows[i].From] = &rows[i]
+	}
+	order := slices.Clone(all)
+	slices.SortStableFunc(order, func(a, b Host) int {
+		return cmp.Or(cmp.Compare(rank[a.Role], rank[b.Role]), cmp.Compare(a.Name, b.Name))
+	})
+	member := func(h Host) bool { return h.Role == RoleVoter || h.Role == RoleLearner }
+
+	// What the base holds, and what is added to it while it fits: a host
+	// (with its row, when a member's) or a row alone.
+	type item struct {
+		host *Host
+		row  *LinkRow
+	}
+	var items []item
+	var keptHosts []Host
+	var keptRows []LinkRow
+	for i := range order {
+		h := &order[i]
+		row := rowOf[h.Name]
+		switch {
+		case form == FormSomeHosts && member(*h):
+			items = append(items, item{h, row})
+		case form == FormSomeHosts:
+			items = append(items, item{host: h})
+		case member(*h):
+			keptHosts = append(keptHosts, *h)
+			if row != nil {
+				keptRows = append(keptRows, *row)
+			}
+		default:
+			keptHosts = append(keptHosts, *h)
+			if row != nil {
+				items = append(items, item{row: row})
+			}
+		}
+	}
+	// The base is the document with what is kept anyway and the parts it
+	// drops at the most they could be, so that their counts only shrink.
+	r.Hosts, r.Links = keptHosts, keptRows
+	r.Dropped = append(r.Dropped, Dropped{PartHosts, len(all)}, Dropped{PartLinks, linkCells(rows)})
 	shared := r
 	shared.share()
 	base, err := compact(shared)
 	if err != nil {
 		return nil, false, err
 	}
-	rank := map[Role]int{RoleVoter: 0, RoleLearner: 1, RoleStandby: 2, RoleOther: 3}
-	order := slices.Clone(all)
-	slices.SortStableFunc(order, func(a, b Host) int {
-		return cmp.Or(cmp.Compare(rank[a.Role], rank[b.Role]), cmp.Compare(a.Name, b.Name))
-	})
-	// The compact document with shared texts is the base, its final newline,
-	// and each host's compact JSON with a comma; the hosts keep no reasons,
-	// so the table does not change with them, and the count dropped only
-	// shrinks.
+	// The compact document with shared texts is the base, its final
+	// newline, and each host's or row's compact JSON with a comma; the
+	// hosts keep no reasons, so the table does not change with them.
 	size := len(base) + 1
-	var kept []Host
-	for _, h := range order {
-		b, err := compact(h)
-		if err != nil {
-			return nil, false, err
+	sizeOf := func(v any) (int, error) {
+		b, err := compact(v)
+		return len(b) + 1, err
+	}
+	for _, it := range items {
+		add := 0
+		if it.host != nil {
+			n, err := sizeOf(it.host)
+			if err != nil {
+				return nil, false, err
+			}
+			add += n
 		}
-		if size+len(b)+1 > limit {
+		if it.row != nil {
+			n, err := sizeOf(it.row)
+			if err != nil {
+				return nil, false, err
+			}
+			add += n
+		}
+		if size+add > limit {
 			break
 		}
-		size += len(b) + 1
-		kept = append(kept, h)
+		size += add
+		if it.host != nil {
+			keptHosts = append(keptHosts, *it.host)
+		}
+		if it.row != nil {
+			keptRows = append(keptRows, *it.row)
+		}
 	}
-	slices.SortFunc(kept, func(a, b Host) int { return cmp.Compare(a.Name, b.Name) })
-	r.Hosts = append([]Host{}, kept...)
-	r.Dropped[len(r.Dropped)-1].Count = len(all) - len(kept)
-	if r.Dropped[len(r.Dropped)-1].Count == 0 {
-		r.Dropped = r.Dropped[:len(r.Dropped)-1]
+	slices.SortFunc(keptHosts, func(a, b Host) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(keptRows, func(a, b LinkRow) int { return cmp.Compare(a.From, b.From) })
+	r.Hosts, r.Links = append([]Host{}, keptHosts...), append([]LinkRow{}, keptRows...)
+	r.Dropped = r.Dropped[:len(r.Dropped)-2]
+	if n := len(all) - len(keptHosts); n > 0 {
+		r.Dropped = append(r.Dropped, Dropped{PartHosts, n})
+	}
+	if n := linkCells(rows) - linkCells(keptRows); n > 0 {
+		r.Dropped = append(r.Dropped, Dropped{PartLinks, n})
 	}
 	return r.fit(limit)
 }
+
+// rank is the order a partial form keeps hosts in: those that vote first.
+var rank = map[Role]int{RoleVoter: 0, RoleLearner: 1, RoleStandby: 2, RoleOther: 3}
+
+// linkCells counts the cells of a link matrix.
+func linkCells(rows []LinkRow) int {
+	n := 0
+	for _, r := range rows {
+		n += len(r.To)
+	}
+	return n
+}
+
+// indexOf is a new index i.
+func indexOf(i int) *int { return &i }
 
 // fit encodes s in at most limit bytes if it can: indented with each reason's
 // own texts, else indented with the shared texts, else compact with them.

@@ -383,8 +383,8 @@ func settled(f *gFleet, ago time.Duration) *decide.Status {
 	}
 	return &decide.Status{Schema: decide.Schema, GeneratedAt: f.now.Add(-f.s.SamplePeriod), DryRun: true,
 		Settings: decide.Settings{Values: f.s, Limits: f.s.Limits()}, Hosts: []decide.Host{},
-		Decision: decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{}},
-		Memory:   decide.Memory{Voters: voters, VotersChangedAt: f.now.Add(-ago)}}
+		Decision: decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{}}, Links: []decide.LinkRow{},
+		Memory: decide.Memory{Voters: voters, VotersChangedAt: f.now.Add(-ago)}}
 }
 
 // decideSteady decides as the controller does once per period while every

@@ -53,10 +53,12 @@ func slowConnect(oneWay float64) (lo, hi float64) {
 }
 
 // The generator's slow WAL puts most fsyncs in etcd's bucket (16 ms, 32 ms],
-// a slow standby disk reads 20 ms, and low memory is 1 to 2 GiB available.
+// a healthy one's tail in (1 ms, 4 ms], a slow standby disk reads 20 ms,
+// and low memory is 1 to 2 GiB available.
 const (
-	slowWALLo, slowWALHi = 0.016, 0.032
-	slowFsync            = 0.02
+	slowWALLo, slowWALHi       = 0.016, 0.032
+	healthyWALLo, healthyWALHi = 0.001, 0.004
+	slowFsync                  = 0.02
 )
 
 func k3s() settings.Settings { return settings.Defaults() }
@@ -247,6 +249,8 @@ func scenarios(t testing.TB) []scenario {
 		if r := decisionReason(t, st, decide.StepEligible, ""); !strings.Contains(r.Detail, "verdicts only") {
 			t.Fatalf("eligible: %+v", r)
 		}
+		// The verdicts still carry their numbers.
+		wantFigure(t, hostReason(t, st, "bravo", decide.SignalWALFsync, ""), healthyWALLo, healthyWALHi, k3s().WALFsyncLimit().Value, true)
 	}})
 
 	f = standardFleet(k3s())
@@ -278,6 +282,10 @@ func scenarios(t testing.TB) []scenario {
 		{name: "alpha", eligible: yes()}, {name: "bravo", eligible: yes()}, {name: "charlie", eligible: yes()}}}
 	add(scenario{name: "no-etcd", fleet: f, check: func(t *testing.T, st decide.Status) {
 		wantNone(t, st, decide.StepEtcd)
+		// Every host is judged as a standby, by its own disk.
+		for _, n := range []string{"alpha", "bravo", "charlie"} {
+			wantFigure(t, hostReason(t, st, n, decide.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), 0.0021, 0.0021, k3s().FdatasyncLimit().Value, true)
+		}
 	}})
 
 	etcdTiming := "# etcd's own timing: heartbeat 100 ms, election timeout 1000 ms\nelection_timeout: 1000ms\nheartbeat_interval: 100ms\n"
@@ -435,6 +443,10 @@ func scenarios(t testing.TB) []scenario {
 		}
 		wantNone(t, st, decide.StepFleetWide)
 		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "cpu"), 5, 5, 2.5, false)
+		l := k3s().WakeupLimit().Value
+		for _, h := range st.Hosts {
+			wantFigure(t, hostReason(t, st, h.Name, decide.SignalWakeup, ""), 0.85, 0.95, l, false)
+		}
 	}})
 
 	// The same fleet as slow-voter-link in the one shared ConfigMap of
@@ -460,10 +472,16 @@ func scenarios(t testing.TB) []scenario {
 			t.Fatalf("echo's candidacy: %+v", r)
 		}
 		wantSwap(t, st, "alpha", "delta")
-		// The record that cannot be read is not counted among the records.
+		// The record that cannot be read is not counted among the records,
+		// nor among the recording hosts the fleet-wide rule counts: one
+		// slow disk of four is not more than half.
 		if st.Records.Count != 4 || hostOf(t, st, "echo").RecordBytes != 0 {
 			t.Fatalf("records %+v, echo's %d bytes", st.Records, hostOf(t, st, "echo").RecordBytes)
 		}
+		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "disk"), 1, 1, 2, true)
+		wantFigure(t, hostReason(t, st, "alpha", decide.SignalWALFsync, ""), slowWALLo, slowWALHi, k3s().WALFsyncLimit().Value, false)
+		f := k3s().FdatasyncLimit().Value
+		wantFigure(t, decisionReason(t, st, decide.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
 	}})
 	return out
 }
@@ -530,6 +548,7 @@ func TestGoldenScenarios(t *testing.T) {
 				t.Fatal("status is not dry-run")
 			}
 			sc.check(t, st)
+			wantTypedAsWords(t, st)
 		})
 	}
 }

@@ -2,9 +2,11 @@ package decide_test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,7 +175,12 @@ const escapes = "ok\nforged-host  voter  fit  100  -\r\x1b[2J\x1b]0;title\x07\u0
 // judged, entry texts cut, and a table with nothing a terminal acts on.
 func checkHostile(t *testing.T, in decide.Input) decide.Status {
 	t.Helper()
-	st := decide.Decide(in)
+	return checkHostileStatus(t, in, decide.Decide(in))
+}
+
+// checkHostileStatus checks st, the decision of in, as checkHostile does.
+func checkHostileStatus(t *testing.T, in decide.Input, st decide.Status) decide.Status {
+	t.Helper()
 	if len(st.Hosts) != len(in.Nodes) {
 		t.Fatalf("%d hosts listed, want %d", len(st.Hosts), len(in.Nodes))
 	}
@@ -187,6 +194,7 @@ func checkHostile(t *testing.T, in decide.Input) decide.Status {
 			}
 		}
 	}
+	wantTypedAsWords(t, st)
 	b, err := st.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -201,12 +209,26 @@ func checkHostile(t *testing.T, in decide.Input) decide.Status {
 	if back.Decision.Action != st.Decision.Action || back.Decision.Out != st.Decision.Out || back.Decision.In != st.Decision.In {
 		t.Fatalf("decision read back %+v, made %+v", back.Decision, st.Decision)
 	}
+	// The deciding reasons read back as they were made: an unknown host's
+	// is the reason that makes it unknown, which the words alone do not
+	// tell from one that fails (a standby here is on Wi-Fi, unfit, and its
+	// disk reading failed, unknown).
+	if back.Form == decide.FormFull {
+		for i, h := range back.Hosts {
+			want, _ := decide.DecidingReason(st.Hosts[i])
+			if got, ok := decide.DecidingReason(h); !ok || got.Signal != want.Signal || got.Subject != want.Subject {
+				t.Fatalf("%s: deciding reason read back %s %s, made %s %s", h.Name, got.Signal, got.Subject, want.Signal, want.Subject)
+			}
+		}
+	}
 	var table bytes.Buffer
 	if err := st.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
 	wantPrintable(t, table.String())
-	if lines := strings.Count(table.String(), "\n"); lines != 1+len(st.Hosts)+1+len(st.Decision.Reasons) {
+	// The header, a line per host, the failure tolerance, the decision and
+	// its reasons: no text of an entry adds a line.
+	if lines := strings.Count(table.String(), "\n"); lines != 1+len(st.Hosts)+1+1+len(st.Decision.Reasons) {
 		t.Fatalf("table of %d lines for %d hosts and %d decision reasons", lines, len(st.Hosts), len(st.Decision.Reasons))
 	}
 	t.Logf("%d hosts: status %d bytes, form %s, dropped %+v", len(st.Hosts), len(b), back.Form, back.Dropped)
@@ -285,13 +307,7 @@ func TestPanicInOneHost(t *testing.T) {
 	want := decide.Decide(in)
 	long := strings.Repeat("p", 10*decide.TextCap)
 	for _, value := range []any{"boom", fmt.Errorf("wrapped: %w", fmt.Errorf("index out of range")), long, []int{1, 2}, nil} {
-		restore := decide.SetJudgeHook(func(node string) {
-			if node == "voter-1" {
-				panic(value)
-			}
-		})
-		got := checkHostile(t, in)
-		restore()
+		got := checkHostileStatus(t, in, decide.DecidePanicking(in, "voter-1", value))
 		for i, h := range got.Hosts {
 			if h.Name != "voter-1" {
 				if !reflect.DeepEqual(h, want.Hosts[i]) {
@@ -453,7 +469,8 @@ func TestMarshalWithinForms(t *testing.T) {
 		t.Fatal("the document with shared texts does not read back to the full decision")
 	}
 
-	order := map[string]int{decide.FormFull: 0, decide.FormFailing: 1, decide.FormDeciding: 2, decide.FormVerdicts: 3, decide.FormSomeHosts: 4, decide.FormBare: 5}
+	order := map[string]int{decide.FormFull: 0, decide.FormFailing: 1, decide.FormDeciding: 2, decide.FormVerdicts: 3, decide.FormSomeLinks: 4,
+		decide.FormSomeHosts: 5, decide.FormBare: 6}
 	seen := map[string]bool{}
 	last, bare := 0, 0
 	for limit := len(full); ; limit = limit * 9 / 10 {
@@ -492,6 +509,7 @@ func TestMarshalWithinForms(t *testing.T) {
 				t.Fatalf("limit %d: a standby kept before a voter: %d voters of %d hosts", limit, voters, len(back.Hosts))
 			}
 		}
+		wantReducedAsFull(t, limit, st, back)
 		var table bytes.Buffer
 		_ = back.WriteTable(&table)
 		if back.Form != decide.FormFull && !strings.Contains(table.String(), "form: "+back.Form) {
@@ -509,6 +527,106 @@ func TestMarshalWithinForms(t *testing.T) {
 	}
 	if _, err := st.MarshalWithin(100); err == nil || !strings.Contains(err.Error(), "over the limit of 100") {
 		t.Fatalf("100 bytes held a status, or the error does not say so: %v", err)
+	}
+}
+
+// wantReducedAsFull holds a reduced form's typed parts to the full
+// decision's: each host kept has the deciding reason it had (through the
+// deciding form), the decision the step that decides it (through the
+// verdicts form), and the link matrix is whole through the verdicts form,
+// the rows of the hosts kept in some_hosts, and none in bare, with what it
+// left out counted.
+func wantReducedAsFull(t *testing.T, limit int, full decide.Status, back *decide.Status) {
+	t.Helper()
+	byName := map[string]decide.Host{}
+	for _, h := range full.Hosts {
+		byName[h.Name] = h
+	}
+	kept := map[string]bool{}
+	for _, h := range back.Hosts {
+		kept[h.Name] = true
+		want, _ := decide.DecidingReason(byName[h.Name])
+		got, ok := decide.DecidingReason(h)
+		switch back.Form {
+		case decide.FormFull, decide.FormFailing, decide.FormDeciding:
+			if !ok || got.Signal != want.Signal || got.Subject != want.Subject || got.Detail != want.Detail {
+				t.Fatalf("limit %d, form %s: %s's deciding reason %v %+v, the full decision's %+v", limit, back.Form, h.Name, ok, got, want)
+			}
+		default:
+			if ok || h.Deciding != nil {
+				t.Fatalf("limit %d, form %s: %s has a deciding reason, with no reasons", limit, back.Form, h.Name)
+			}
+		}
+	}
+	want, _ := full.Decision.DecidingStep()
+	got, ok := back.Decision.DecidingStep()
+	if back.Form == decide.FormBare {
+		if ok {
+			t.Fatalf("limit %d: the bare form has a deciding step", limit)
+		}
+	} else if !ok || got.Signal != want.Signal || got.Subject != want.Subject || got.Detail != want.Detail {
+		t.Fatalf("limit %d, form %s: deciding step %v %+v, the full decision's %+v", limit, back.Form, ok, got, want)
+	}
+	cells := func(rows []decide.LinkRow) int {
+		n := 0
+		for _, r := range rows {
+			n += len(r.To)
+		}
+		return n
+	}
+	dropped := 0
+	for _, x := range back.Dropped {
+		if x.Part == decide.PartLinks {
+			dropped = x.Count
+		}
+	}
+	switch back.Form {
+	case decide.FormSomeLinks, decide.FormSomeHosts, decide.FormBare:
+		// Every member kept has its row, and no row is of a host left out;
+		// a partial form keeps hosts and rows in order of role and name.
+		rows := map[string]decide.LinkRow{}
+		for _, r := range back.Links {
+			if !kept[r.From] {
+				t.Fatalf("limit %d, form %s: the row of %s, a host left out", limit, back.Form, r.From)
+			}
+			rows[r.From] = r
+		}
+		rank := map[decide.Role]int{decide.RoleVoter: 0, decide.RoleLearner: 1, decide.RoleStandby: 2, decide.RoleOther: 3}
+		inOrder := slices.Clone(full.Links)
+		slices.SortStableFunc(inOrder, func(a, b decide.LinkRow) int {
+			return cmp.Or(cmp.Compare(rank[byName[a.From].Role], rank[byName[b.From].Role]), cmp.Compare(a.From, b.From))
+		})
+		keptRow := true
+		for _, r := range inOrder {
+			h := byName[r.From]
+			member := h.Role == decide.RoleVoter || h.Role == decide.RoleLearner
+			_, has := rows[r.From]
+			switch {
+			case back.Form == decide.FormBare:
+			case kept[r.From] && member:
+				if !has || !reflect.DeepEqual(rows[r.From], r) {
+					t.Fatalf("limit %d, form %s: member %s kept without its row", limit, back.Form, r.From)
+				}
+			case back.Form == decide.FormSomeHosts:
+				if has {
+					t.Fatalf("limit %d, form %s: the row of %s, not a member", limit, back.Form, r.From)
+				}
+			case has && !keptRow:
+				t.Fatalf("limit %d, form %s: the row of %s kept after one left out", limit, back.Form, r.From)
+			default:
+				keptRow = keptRow && has
+			}
+		}
+		if back.Form == decide.FormSomeLinks && len(back.Hosts) != len(full.Hosts) {
+			t.Fatalf("limit %d, form %s: %d of %d hosts", limit, back.Form, len(back.Hosts), len(full.Hosts))
+		}
+	default:
+		if !reflect.DeepEqual(back.Links, full.Links) {
+			t.Fatalf("limit %d, form %s: the link matrix is not whole", limit, back.Form)
+		}
+	}
+	if cells(back.Links)+dropped != cells(full.Links) {
+		t.Fatalf("limit %d, form %s: %d link cells and %d dropped, of %d", limit, back.Form, cells(back.Links), dropped, cells(full.Links))
 	}
 }
 

@@ -278,6 +278,43 @@ func (k kind) ofRecord() bool {
 	return false
 }
 
+// deciding is the index in h.all, and so in the host's reasons, of the
+// judgement that decides its verdict: when unknown, the first that cannot be
+// judged, one of the record's own before any other (verdictOf: those make
+// the host unknown whatever else fails); the one furthest over its limit
+// when unfit; the measured one closest to its limit when fit (ties: the
+// first in reason order). -1 when there is none (a fit host with nothing
+// measured against a limit).
+func (h *host) deciding() int {
+	best, bestH := -1, 0.0
+	if h.verdict == Unknown {
+		for i := range h.all {
+			if g := &h.all[i]; g.out == unknown && g.kind.ofRecord() {
+				return i
+			}
+		}
+	}
+	for i := range h.all {
+		g := &h.all[i]
+		var candidate bool
+		switch h.verdict {
+		case Unknown:
+			if g.out == unknown {
+				return i
+			}
+		case Unfit:
+			candidate = g.out == fail
+		default:
+			_, _, _, figure := g.figure()
+			candidate = figure && g.kind.isMeasure()
+		}
+		if candidate && (best < 0 || g.headroom() < bestH) {
+			best, bestH = i, g.headroom()
+		}
+	}
+	return best
+}
+
 // minHeadroom is the tightest headroom among gs that pass keep.
 func minHeadroom(gs []judgement, keep func(*judgement) bool) float64 {
 	m := math.Inf(1)

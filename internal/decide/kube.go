@@ -10,7 +10,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-// What k3s writes on its nodes (FACTS.md, "k3s").
+// What k3s writes on its nodes (docs/facts.md, "k3s").
 const (
 	// EtcdRoleLabel marks every k3s server with embedded etcd ("true").
 	EtcdRoleLabel = etcdRoleLabel

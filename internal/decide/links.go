@@ -167,3 +167,50 @@ func sortJudgements(gs []judgement) {
 		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.subject, b.subject))
 	})
 }
+
+// published is the matrix as the status publishes it (Status.Links): a row
+// per host that measured any link, in the order of hosts, its cells by
+// peer. Every row, cell, reading and figure is carved from one block each,
+// as the judgements are: a large fleet has thousands of links.
+func (m *linkMatrix) published(hosts []*host) []LinkRow {
+	rows, n := 0, 0
+	for _, h := range hosts {
+		if ends := m.from[h.node.Name]; len(ends) > 0 {
+			rows++
+			n += len(ends)
+		}
+	}
+	out := make([]LinkRow, 0, rows)
+	cells := make([]LinkCell, 0, n)
+	readings := make([]LinkReading, 0, 2*n)
+	seconds := make([]float64, 0, 2*n)
+	reading := func(g *judgement) *LinkReading {
+		if g == nil {
+			return nil
+		}
+		r := LinkReading{Count: g.count, Over: g.over, Failed: g.failed, OK: g.out == pass}
+		if g.measured {
+			seconds = append(seconds, g.value)
+			r.Seconds = &seconds[len(seconds)-1]
+		}
+		if g.unmerged != nil {
+			r.Unmerged = g.unmerged.count
+		}
+		readings = append(readings, r)
+		return &readings[len(readings)-1]
+	}
+	for _, h := range hosts {
+		ends := m.from[h.node.Name]
+		if len(ends) == 0 {
+			continue
+		}
+		first := len(cells)
+		for _, e := range ends {
+			cells = append(cells, LinkCell{Peer: e.to, Connect: reading(e.connect), RTT: reading(e.rtt), Slow: e.slowAny()})
+		}
+		row := cells[first:len(cells):len(cells)]
+		slices.SortFunc(row, func(a, b LinkCell) int { return cmp.Compare(a.Peer, b.Peer) })
+		out = append(out, LinkRow{From: h.node.Name, To: row})
+	}
+	return out
+}

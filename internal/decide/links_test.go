@@ -2,6 +2,7 @@ package decide
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,58 @@ func TestLinkMatrixFailedTail(t *testing.T) {
 	}
 }
 
+// The status publishes the matrix as each measuring host measured it: a
+// row per host, a cell per peer by name; a slow link slow on the end that
+// measured it and not on the other; a failed tail with no seconds and its
+// failures; a reading of etcd that could not be merged neither ok nor
+// slow; a standby's row with no round trip.
+func TestPublishedLinks(t *testing.T) {
+	s := settings.Defaults()
+	a := assess(linkFleet(t, s, map[string]map[string]float64{"alpha": {"bravo": 0.4, "charlie": math.Inf(1)}}))
+	// charlie's round trip to alpha, as if its histograms had not merged.
+	a.links.at("charlie", "alpha").rtt.out, a.links.at("charlie", "alpha").rtt.unmerged = unknown, &unmerged{count: 3, err: "x"}
+	rows := a.links.published(a.hosts)
+	var from []string
+	cells := map[string]LinkCell{}
+	for _, r := range rows {
+		from = append(from, r.From)
+		var peers []string
+		for _, c := range r.To {
+			peers = append(peers, c.Peer)
+			cells[r.From+">"+c.Peer] = c
+		}
+		if !slices.IsSorted(peers) {
+			t.Errorf("%s's cells not by peer: %q", r.From, peers)
+		}
+	}
+	if strings.Join(from, ",") != "alpha,bravo,charlie,delta" || len(cells) != 3*2+3 {
+		t.Fatalf("rows %q, %d cells", from, len(cells))
+	}
+	n := s.Window
+	ab, ba, ac, ca, dc := cells["alpha>bravo"], cells["bravo>alpha"], cells["alpha>charlie"], cells["charlie>alpha"], cells["delta>charlie"]
+	if !ab.Slow || *ab.Connect.Seconds != 0.4 || ab.Connect.Over != n || ab.Connect.Count != n || ab.Connect.Failed != 0 || ab.Connect.OK ||
+		ab.RTT == nil || !ab.RTT.OK || ab.RTT.Count != n {
+		t.Errorf("alpha to bravo: %+v %+v %+v", ab, ab.Connect, ab.RTT)
+	}
+	if ba.Slow || *ba.Connect.Seconds != 0.001 || ba.Connect.Over != 0 || !ba.Connect.OK {
+		t.Errorf("bravo to alpha: %+v %+v", ba, ba.Connect)
+	}
+	if !ac.Slow || ac.Connect.Seconds != nil || ac.Connect.Failed != n || ac.Connect.Over != n || ac.Connect.OK {
+		t.Errorf("alpha to charlie, failing: %+v %+v", ac, ac.Connect)
+	}
+	if ca.Slow || ca.RTT.OK || ca.RTT.Unmerged != 3 || ca.RTT.Seconds == nil || !ca.Connect.OK {
+		t.Errorf("charlie to alpha, unmerged: %+v %+v", ca, ca.RTT)
+	}
+	if dc.RTT != nil || dc.Connect == nil || dc.Slow {
+		t.Errorf("delta to charlie: %+v", dc)
+	}
+	// The figures are copies: the status outlives the judgements.
+	*ab.Connect.Seconds = 1
+	if a.links.at("alpha", "bravo").connect.value != 0.4 {
+		t.Error("the published tail is the judgement's own figure")
+	}
+}
+
 // A histogram that cannot be merged with the window's makes its signal
 // unknown, with the cause in its reason: a tail of part of the window is
 // not judged as the whole's.
@@ -193,7 +246,7 @@ func TestFailedMergeIsAReason(t *testing.T) {
 		switch g.kind {
 		case kindWALFsync, kindPeerRTT:
 			if g.out != unknown || g.unmerged == nil || g.unmerged.count != 1 || !strings.Contains(r.Detail, "1 of the window's histograms could not be merged") ||
-				!strings.Contains(r.Detail, "merge histograms: bound 1 is 0.002 and 0.004") || r.OK || !r.unknown {
+				!strings.Contains(r.Detail, "merge histograms: bound 1 is 0.002 and 0.004") || r.OK {
 				t.Errorf("%s: %+v", r.Signal, r)
 			}
 			if r.Value == nil || *r.Value > 0.001 {

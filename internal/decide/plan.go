@@ -46,8 +46,29 @@ func step(signal, subject, basis string, ok bool, detail string) Reason {
 // records in mem what the next decision needs of this one.
 func plan(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {
 	d := decideSwap(j, hosts, links, prev, mem)
+	d.Deciding = decidingStep(d)
 	tally(prev, hosts, d, mem)
 	return d
+}
+
+// decidingStep is the index of the step that decides d's action: for a
+// swap, the replace step that names the voter taken out; otherwise the
+// first step that holds the swap back. A standby's candidacy that is not
+// fit holds nothing (another may be chosen); the closing candidate without
+// a subject, none fit, does. Nil when no step holds (there is always one).
+func decidingStep(d Decision) *int {
+	for i, r := range d.Reasons {
+		var deciding bool
+		if d.Action == ActionSwap {
+			deciding = r.Signal == StepReplace && r.Subject == d.Out
+		} else {
+			deciding = !r.OK && (r.Signal != StepCandidate || r.Subject == "")
+		}
+		if deciding {
+			return &i
+		}
+	}
+	return nil
 }
 
 func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {
@@ -101,7 +122,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 	d.Reasons = append(d.Reasons, r)
 
-	out, in := choose(j, hosts, voters, standbys, links, mem, &d)
+	out, in := choose(j, hosts, voters, standbys, links, prev, mem, &d)
 	d.Reasons = append(d.Reasons, gates(j, voters, learners, links, *mem)...)
 	if out == "" || in == "" {
 		return d
@@ -124,7 +145,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 // choose picks the voter to replace and the standby to replace it with,
 // adding a reason for each step: the whole-fleet rule, the attribution of
 // slow links, the voter to replace, pinning, the candidates.
-func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, mem *Memory, d *Decision) (out, in string) {
+func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev *Status, mem *Memory, d *Decision) (out, in string) {
 	if len(slowVoterLinks(voters, links, kindConnect)) > 0 {
 		mem.ConnectsSlowAt = j.now
 	}
@@ -152,7 +173,7 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, mem *
 	}
 	var leaving *host
 	if slow {
-		leaving = onMostSlowLinks(j, voters, suspects, links, byName, d)
+		leaving = onMostSlowLinks(j, voters, suspects, links, byName, named(prev), d)
 	} else {
 		leaving = worstOwnReadings(j, voters, links, byName, d)
 	}
@@ -229,4 +250,12 @@ func names(hs []*host) string {
 		out = append(out, h.node.Name)
 	}
 	return strings.Join(out, ", ")
+}
+
+// named is the voter the previous decision named to leave, "" when none.
+func named(prev *Status) string {
+	if prev == nil {
+		return ""
+	}
+	return prev.Memory.Named
 }

@@ -37,7 +37,7 @@ func (g *judgement) render(j *limits, node string) (r Reason, brief string) {
 	if g.from != nil {
 		return g.fromOtherEnd(j), ""
 	}
-	r = Reason{Signal: signalOf[g.kind], Subject: g.subject, OK: g.out == pass, unknown: g.out == unknown}
+	r = Reason{Signal: signalOf[g.kind], Subject: g.subject, OK: g.out == pass}
 	switch {
 	case g.limit != nil && !g.bare:
 		r.Limit, r.Unit, r.Rule, r.Basis = num(g.limit.Value), g.limit.Unit, g.limit.Rule, g.limit.Basis

@@ -9,18 +9,19 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them; of those that records besides any single other host's implicate (their own record, or the records of two other voting hosts), the one on the most slow links is replaced (ties: the one that alone measured more of its links slow, where the other end measured them fit; then an unpinned voter, which takes the same links out; then the worst margin over its limits; never the name: still tied, nothing is swapped); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits by its own record (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned. One record speaks only for its own host: no voter is named to leave on one other host's record alone (docs/limits.md)"
+const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them; of those that records besides any single other host's implicate (their own record, or the records of two other voting hosts), the one on the most slow links is replaced (ties: the one that alone measured more of its links slow, where the other end measured them fit; then an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits; never the name: still tied, nothing is swapped); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits by its own record (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned. One record speaks only for its own host: no voter is named to leave on one other host's record alone (docs/limits.md)"
 
 // onMostSlowLinks is the voter to replace among those the attribution rule
 // names: the one on the most slow links, of those that records besides any
 // single other host's implicate (trust.go). A pinned voter so chosen stops
 // the plan: the slow links stay with it whichever other voter goes.
-func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byName map[string]*host, d *Decision) *host {
+func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byName map[string]*host, prevNamed string, d *Decision) *host {
 	type ranked struct {
 		h     *host
 		links []string
 		alone int
 		to    []string // the voters at the other end of the links it alone made slow
+		own   bool     // unfit by a reading of its own, not a link
 		worst float64
 	}
 	// Two voters on as many slow links share the poor paths that make them
@@ -37,8 +38,35 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 		}
 		return -1
 	}
+	// On as many slow links and as many measured slow alone, a voter unfit
+	// by a reading of its own (its disk, its memory, its timers) goes
+	// first: a host that is slow itself measures its own links slow (a
+	// starved probe times its connects late), so its fault explains them,
+	// where the other end's only fault is to be at the end of them. Then,
+	// still tied, the voter the last decision named: the two ends of one
+	// slow link differ only by noise in their margins, and the name must not
+	// turn from one end to the other with it (a swap withdrawn and named
+	// again a cooldown later).
+	ownFirst := func(a, b ranked) int {
+		switch {
+		case a.own == b.own:
+			return 0
+		case a.own:
+			return -1
+		}
+		return 1
+	}
+	namedFirst := func(a, b ranked) int {
+		switch {
+		case (a.h.node.Name == prevNamed) == (b.h.node.Name == prevNamed):
+			return 0
+		case a.h.node.Name == prevNamed:
+			return -1
+		}
+		return 1
+	}
 	rank := func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), cmp.Compare(b.alone, a.alone), pinnedLast(a, b), cmp.Compare(a.worst, b.worst))
+		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), cmp.Compare(b.alone, a.alone), pinnedLast(a, b), ownFirst(a, b), namedFirst(a, b), cmp.Compare(a.worst, b.worst))
 	}
 	named, cleared := clearedOf(suspects, links, byName)
 	if len(named) == 0 {
@@ -50,7 +78,8 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 	var rs []ranked
 	for _, v := range named {
 		n, to := alone(v, voters, links)
-		rs = append(rs, ranked{v, otherEnds(v.all), n, to, minHeadroom(v.all, (*judgement).failedMeasure)})
+		own := slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() })
+		rs = append(rs, ranked{v, otherEnds(v.all), n, to, own, minHeadroom(v.all, (*judgement).failedMeasure)})
 	}
 	// The name orders the reasons' text only: it never chooses.
 	slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Or(rank(a, b), cmp.Compare(a.h.node.Name, b.h.node.Name)) })
@@ -63,7 +92,7 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 			}
 		}
 		r := step(StepReplace, "", replaceBasis, false,
-			fmt.Sprintf("%s are tied: as many slow links (%d), as many they alone measured slow (%d), pinned alike, the same worst margin (%s): nothing tells them apart but their names, which decide nothing: nothing is swapped%s",
+			fmt.Sprintf("%s are tied: as many slow links (%d), as many they alone measured slow (%d), pinned alike, alike unfit by readings of their own or not, none named by the last decision, the same worst margin (%s): nothing tells them apart but their names, which decide nothing: nothing is swapped%s",
 				names(tied), len(leaving.links), leaving.alone, formatMargin(leaving.worst), clearedText(cleared)))
 		d.Reasons = append(d.Reasons, r)
 		return nil
@@ -74,6 +103,10 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 			why += fmt.Sprintf(", and of those on as many, the one whose measurement alone made the most of them slow (%d: %s measured its link fit)", leaving.alone, strings.Join(leaving.to, ", "))
 		} else if leaving.h.node.Pinned != rs[1].h.node.Pinned {
 			why += ", and of those on as many, unpinned"
+		} else if leaving.own != rs[1].own {
+			why += ", and of those on as many, the one unfit by a reading of its own, whose slowness explains its links"
+		} else if leaving.h.node.Name == prevNamed {
+			why += ", and of those on as many, the one the last decision named"
 		} else {
 			why += ", and of those on as many, the furthest over its limits"
 		}

@@ -55,8 +55,16 @@ type Status struct {
 	Settings    Settings  `json:"settings"`
 	Hosts       []Host    `json:"hosts"`
 	Decision    Decision  `json:"decision"`
-	Memory      Memory    `json:"memory"`
-	Records     Records   `json:"records"`
+	// FailureTolerance is how many more voters may fail before etcd loses
+	// quorum (tolerance.go). It is counted over every host, so that it
+	// stands in every form, also one that leaves hosts out.
+	FailureTolerance FailureTolerance `json:"failure_tolerance"`
+	// Links is the link matrix: what each host measured of its paths to
+	// the etcd members (LinkRow). Decide gives a row for every host that
+	// measured one; a reduced form may leave rows out (fit.go).
+	Links   []LinkRow `json:"links"`
+	Memory  Memory    `json:"memory"`
+	Records Records   `json:"records"`
 	// Texts is the document's table of texts that several reasons repeat,
 	// which those reasons name by BasisRef and DetailRef. Only a document
 	// that would not fit otherwise has one; Decide and UnmarshalStatus give a
@@ -111,6 +119,10 @@ type Host struct {
 	// RecordBytes is the size of the host's entry as its record holds it.
 	RecordBytes int      `json:"record_bytes,omitempty"`
 	Reasons     []Reason `json:"reasons"`
+	// Deciding is the index in Reasons of the reason that decides the
+	// verdict (DecidingReason); nil when this form of the document keeps
+	// none of the host's reasons.
+	Deciding *int `json:"deciding,omitempty"`
 	// Observation is when the controller last saw the host's entry change;
 	// nil when the host has no entry.
 	Observation *Observation `json:"observation,omitempty"`
@@ -146,9 +158,6 @@ type Reason struct {
 	BasisRef  *int `json:"basis_ref,omitempty"`
 	DetailRef *int `json:"detail_ref,omitempty"`
 
-	// unknown marks a failed reason that means "cannot judge" rather than
-	// "unfit": it makes the verdict unknown.
-	unknown bool
 	// age is where Detail states an age (the decision's time less a time
 	// the status holds elsewhere), which grows with every decision; the
 	// Value of a reason with one is that age. The fingerprint leaves both
@@ -169,6 +178,55 @@ type Decision struct {
 	Out     string   `json:"out,omitempty"`
 	In      string   `json:"in,omitempty"`
 	Reasons []Reason `json:"reasons"`
+	// Deciding is the index in Reasons of the step that decides the
+	// action (DecidingStep): for a swap, the replace step, which names the
+	// voter taken out and why; otherwise the first step that holds the
+	// swap back. Nil when this form keeps none of the decision's reasons.
+	Deciding *int `json:"deciding,omitempty"`
+}
+
+// LinkRow is what one host (From) measured over its window of its paths to
+// the etcd members, a cell per member, by name (docs/status.md, "links").
+// It carries no text from the entry but node names, so its size is bounded
+// by the fleet's, not by what the records hold.
+type LinkRow struct {
+	From string     `json:"from"`
+	To   []LinkCell `json:"to"`
+}
+
+// LinkCell is one link as its measuring host measured it.
+type LinkCell struct {
+	Peer string `json:"peer"`
+	// Connect is the tail of the TCP connects to Peer's etcd peer port;
+	// nil when the host does not connect to it.
+	Connect *LinkReading `json:"connect,omitempty"`
+	// RTT is the tail of etcd's own round trip to Peer, which only an etcd
+	// member measures; nil when its etcd observed none.
+	RTT *LinkReading `json:"rtt,omitempty"`
+	// Slow: either reading is over its limit (the host's connect or
+	// peer_rtt reason about Peer is not ok). It counts against Peer as
+	// well when the measuring host was judged on a full, fresh window.
+	Slow bool `json:"slow"`
+}
+
+// LinkReading is one tail of a link's window against its limit (the
+// settings' connect or peer_rtt limit).
+type LinkReading struct {
+	// Seconds is the tail; nil when there is none: the connects at the
+	// tail failed (Failed says how many), none was made in the window
+	// (Count 0), or etcd's histograms could not be merged (Unmerged).
+	Seconds *float64 `json:"seconds"`
+	// Count is how many connects or round trips the tail is of.
+	Count int `json:"count"`
+	// Over counts the connects over the limit or failed; Failed those that
+	// failed. A round trip has neither, as etcd keeps only its histogram.
+	Over   int `json:"over,omitempty"`
+	Failed int `json:"failed,omitempty"`
+	// Unmerged counts the window's histograms that could not be merged:
+	// the round trip is then not judged (not OK, and not slow).
+	Unmerged int `json:"unmerged,omitempty"`
+	// OK: within its limit (or nothing to judge, Count 0).
+	OK bool `json:"ok"`
 }
 
 // Memory is what the next decision needs from this one: the voter set and

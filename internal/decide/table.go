@@ -39,6 +39,7 @@ func (s Status) WriteTable(w io.Writer) error {
 		line = fmt.Sprintf("decision: none (%s)", mode)
 	}
 	var b strings.Builder
+	b.WriteString(s.FailureTolerance.Sentence() + "\n")
 	b.WriteString(line + "\n")
 	for _, r := range d.Reasons {
 		mark := "ok"
@@ -58,20 +59,29 @@ func (s Status) WriteTable(w io.Writer) error {
 	return err
 }
 
-// DecidingReason is the reason that decides a host's verdict: the first that
-// makes it unknown, the one furthest over its limit when unfit, and the one
-// closest to its limit when fit. ok is false when the host has no reasons.
+// DecidingReason is the reason that decides a host's verdict: the one its
+// Deciding index names, which Decide sets from the host's judgements (the
+// first that makes it unknown, the one furthest over its limit when unfit,
+// the one closest to its limit when fit). ok is false when the host has
+// no reasons. A document written before the index was published is read
+// by the same rule over its reasons, which cannot tell a reason that makes
+// the host unknown from one that fails: for an unknown host it is the
+// first that is not ok.
 func DecidingReason(h Host) (Reason, bool) {
+	if i := h.Deciding; i != nil {
+		if *i < 0 || *i >= len(h.Reasons) {
+			return Reason{}, false
+		}
+		return h.Reasons[*i], true
+	}
 	var best *Reason
 	bestH := 0.0
 	for i := range h.Reasons {
 		r := &h.Reasons[i]
 		switch h.Verdict {
 		case Unknown:
-			if !r.OK && (r.unknown || best == nil) {
-				if best == nil || !best.unknown {
-					best = r
-				}
+			if !r.OK && best == nil {
+				best = r
 			}
 		case Unfit:
 			if !r.OK && (best == nil || headroom(*r) < bestH) {
@@ -87,6 +97,17 @@ func DecidingReason(h Host) (Reason, bool) {
 		return Reason{}, false
 	}
 	return *best, true
+}
+
+// DecidingStep is the step that decides the decision's action, by its
+// Deciding index: for a swap, the replace step (the voter taken out, and
+// why it); otherwise the step that holds the swap back. ok is false when
+// the document keeps no such step.
+func (d Decision) DecidingStep() (Reason, bool) {
+	if i := d.Deciding; i != nil && *i >= 0 && *i < len(d.Reasons) {
+		return d.Reasons[*i], true
+	}
+	return Reason{}, false
 }
 
 // Summary renders a reason in one line: "connect bravo: 812ms, must be at most

@@ -1,11 +1,14 @@
 // Package entry holds the probe's per-host entry: the last window of samples
-// one host has recorded, kept under the host's node name in the
-// fleet-role-probe ConfigMap, and its wire format (docs/entry.md).
+// one host has recorded, kept in that host's record (internal/record: a
+// ConfigMap named after its node), and its wire format (docs/entry.md).
 //
 // The logical types here are what the probe fills from its readings and what
 // the decision reads. The wire format is columnar JSON, one array per signal
-// across the window, so that a full window of a standby fits in 10 KiB and a
-// voter's in 32 KiB, and a hundred recording hosts fit in one ConfigMap.
+// across the window, so that field names are written once an entry: each
+// probe rewrites its whole record every period, so an entry's size is what a
+// host's sample costs the etcd it judges (a full window at the worst values
+// a real host gives is about 7 KB for a standby, 20 KB for a voter;
+// docs/entry.md, "Sizes").
 package entry
 
 import (

@@ -9,15 +9,15 @@ import (
 	"github.com/fleet-role/fleet-role/internal/quantile"
 )
 
-// Facts and format rules the limits rest on (FACTS.md, docs/entry.md,
+// Facts and format rules the limits rest on (docs/facts.md, docs/entry.md,
 // docs/limits.md).
 const (
-	// configMapBytes is the most data a ConfigMap holds (FACTS.md,
+	// configMapBytes is the most data a ConfigMap holds (docs/facts.md,
 	// "Kubernetes limits"): an entry is one ConfigMap value, so no entry
 	// the API server stored can be longer.
 	configMapBytes = 1 << 20
-	// maxMembers: etcd allows no more than 7 members (FACTS.md, "Cluster
-	// size"); settings.Validate refuses a larger max_servers.
+	// maxMembers: etcd allows no more than 7 members (docs/facts.md, "etcd
+	// memory and size"); settings.Validate refuses a larger max_servers.
 	maxMembers = 7
 	// maxWindowAssumed is the largest window Decode, which has no settings,
 	// assumes: above settings.MaxWindow (4,000), which settings.Validate
@@ -35,7 +35,7 @@ const (
 	// terminating NUL.
 	MaxInterfaceBytes = 15
 	// MaxMemberIDBytes: etcd member IDs are uint64s written as unpadded
-	// lowercase hex (FACTS.md), at most 16 digits.
+	// lowercase hex (docs/facts.md), at most 16 digits.
 	MaxMemberIDBytes = 16
 	// MaxTextBytes bounds one error text (strings, fsync.err,
 	// fsync.skipped, fsync.filesystem). An error text is a line for people,
@@ -66,7 +66,7 @@ const (
 
 // MaxBounds bounds the finite bucket bounds of one histogram kind. A bound
 // finer than the format's resolution (1 µs) or longer than etcd's longest
-// election timeout (50 s, FACTS.md) tells the decision nothing, and etcd
+// election timeout (50 s, docs/facts.md) tells the decision nothing, and etcd
 // spaces its buckets by doubling: bounds doubling from 1 µs to past 50 s are
 // bits.Len(50 s / 1 µs) + 1 = 27 (TestMaxBoundsDerivation holds the
 // arithmetic). etcd's own layouts have 14 and 16.

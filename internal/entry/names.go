@@ -14,7 +14,7 @@ func NodeNameChars(k string) bool {
 }
 
 // MemberIDChars reports whether k is lowercase hex, as etcd writes member
-// IDs (FACTS.md), and not empty.
+// IDs (docs/facts.md), and not empty.
 func MemberIDChars(k string) bool {
 	return every(k, func(c byte) bool { return c >= 'a' && c <= 'f' || c >= '0' && c <= '9' })
 }

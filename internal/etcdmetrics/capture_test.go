@@ -28,7 +28,7 @@ var capture = flag.Bool("capture", false, "re-capture testdata/*.prom from a rea
 // captureWrites is how long the cluster takes writes before the first
 // pages are taken: long enough for etcd to feed the peer round-trip
 // histogram more than once (first values about 5 s after a peer appears,
-// then about two every 30 s, FACTS.md).
+// then about two every 30 s, docs/facts.md).
 const captureWrites = 60 * time.Second
 
 func TestCapture(t *testing.T) {

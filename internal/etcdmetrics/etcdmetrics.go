@@ -321,7 +321,7 @@ func quoteID(v string) string {
 }
 
 // maxIDDigits: etcd prints a member ID, a uint64, as unpadded lowercase hex
-// (FACTS.md, "etcd metrics as they really appear").
+// (docs/facts.md, "etcd metrics as they really appear").
 const maxIDDigits = 16
 
 // checkID refuses a label value that is no member ID.
@@ -332,7 +332,7 @@ func checkID(series, label, v string) error {
 		ok = c >= '0' && c <= '9' || c >= 'a' && c <= 'f'
 	}
 	if !ok {
-		return fmt.Errorf("%s{%s=%s}: not an etcd member ID (unpadded lowercase hex of at most %d digits, FACTS.md)", series, label, quoteID(v), maxIDDigits)
+		return fmt.Errorf("%s{%s=%s}: not an etcd member ID (unpadded lowercase hex of at most %d digits, docs/facts.md)", series, label, quoteID(v), maxIDDigits)
 	}
 	return nil
 }
@@ -447,7 +447,7 @@ func parseText(page []byte) (*Snapshot, error) {
 // others is refused too.
 func checkPeers(s *Snapshot) error {
 	if n := len(s.KnownPeers); n > MaxPeers {
-		return fmt.Errorf("the page names %d known peers: an etcd cluster has at most 7 members (FACTS.md), a member at most %d peers", n, MaxPeers)
+		return fmt.Errorf("the page names %d known peers: an etcd cluster has at most 7 members (docs/facts.md), a member at most %d peers", n, MaxPeers)
 	}
 	connected := 0
 	for _, v := range s.ActivePeers {
@@ -456,14 +456,14 @@ func checkPeers(s *Snapshot) error {
 		}
 	}
 	if connected > MaxPeers {
-		return fmt.Errorf("%s: %d connected peers: an etcd cluster has at most 7 members (FACTS.md), a member at most %d peers", metricActivePeers, connected, MaxPeers)
+		return fmt.Errorf("%s: %d connected peers: an etcd cluster has at most 7 members (docs/facts.md), a member at most %d peers", metricActivePeers, connected, MaxPeers)
 	}
 	return nil
 }
 
 // ownPair reports a peer-pair series whose Local is this member. Members
 // embedded in one process share a registry and show each other's pairs
-// (FACTS.md); a page of one member has only its own.
+// (docs/facts.md); a page of one member has only its own.
 func ownPair(m *dto.Metric, self string) bool {
 	loc := label(m, "Local")
 	return self == "" || loc == "" || loc == self

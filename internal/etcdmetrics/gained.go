@@ -8,7 +8,7 @@ import (
 )
 
 // TailQuantile is the percentile the disk and round-trip figures are read
-// at: etcd's disk guidance is stated as p99 (FACTS.md, etcd disks).
+// at: etcd's disk guidance is stated as p99 (docs/facts.md, etcd disks).
 const TailQuantile = 0.99
 
 // Gain is what a histogram gained over an interval.
@@ -35,7 +35,7 @@ type Reading struct {
 	HasLeader bool   `json:"has_leader"`
 	// ConnectedPeers is the number of distinct peers with
 	// etcd_network_active_peers above zero: never the sum, which counts a
-	// peer twice on pages that show both streams (FACTS.md).
+	// peer twice on pages that show both streams (docs/facts.md).
 	ConnectedPeers int `json:"connected_peers"`
 	// KnownPeers is the number of other members this member knows of,
 	// connected or not (etcd_network_known_peers above zero, itself
@@ -47,7 +47,7 @@ type Reading struct {
 	// PeerRTT is keyed by the peer's member ID (the To label). Every known
 	// peer the later page has a series for is present, with count 0 when etcd
 	// fed it nothing in the interval, which is common: it is fed about
-	// twice every 30 s (FACTS.md).
+	// twice every 30 s (docs/facts.md).
 	PeerRTT     map[string]Gain `json:"peer_rtt"`
 	DBSizeBytes int64           `json:"db_size_bytes"`
 	QuotaBytes  int64           `json:"quota_bytes"`

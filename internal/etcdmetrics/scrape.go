@@ -11,11 +11,11 @@ import (
 )
 
 // DefaultURL is where k3s's embedded etcd serves its metrics on every server
-// (FACTS.md, k3s).
+// (docs/facts.md, k3s).
 const DefaultURL = "http://127.0.0.1:2381/metrics"
 
 // DefaultTimeout bounds a scrape whose caller set no deadline: one k3s
-// election timeout (5000 ms, FACTS.md). A paused member accepts the
+// election timeout (5000 ms, docs/facts.md). A paused member accepts the
 // connection and never answers, so no scrape may go unbounded. The bound
 // covers the connection, the page's read and its parse.
 const DefaultTimeout = 5 * time.Second
@@ -23,7 +23,7 @@ const DefaultTimeout = 5 * time.Second
 // MaxPageBytes bounds the page read (docs/limits.md, "Metrics servers and
 // the etcd scrape"). The largest captured page (testdata/, etcd v3.6.15, a
 // member of 3 with a learner) is 174,416 bytes, of which each peer's series
-// take at most about 2.5 KB: a member of 7 (etcd's most, FACTS.md) serves
+// take at most about 2.5 KB: a member of 7 (etcd's most, docs/facts.md) serves
 // about 182 KB. 1 MiB is about six times that: room for the series etcd
 // keeps for every member ever removed (it never deletes them, about 2.5 KB
 // each) and for what a k3s server's process adds to the registry etcd
@@ -42,7 +42,7 @@ const MaxPageBytes = 1 << 20
 const MaxKeptBytes = 64 << 10
 
 // MaxPeers is the most other members one member can have: etcd clusters
-// have no more than 7 members (FACTS.md, "etcd memory and size"). A page
+// have no more than 7 members (docs/facts.md, "etcd memory and size"). A page
 // naming more known or connected peers is not one etcd wrote.
 const MaxPeers = 7 - 1
 

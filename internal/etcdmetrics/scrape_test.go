@@ -88,7 +88,7 @@ func TestLiveCluster(t *testing.T) {
 	}
 
 	// etcd feeds the peer round-trip histogram rarely: the first values
-	// about 5 s after a peer appears (FACTS.md). Poll until every member
+	// about 5 s after a peer appears (docs/facts.md). Poll until every member
 	// has RTT from both others, keyed by their IDs.
 	deadline := time.Now().Add(45 * time.Second)
 	for _, m := range c.Members {

@@ -11,7 +11,7 @@ type Filesystem struct {
 	// Name is the filesystem type, from the statfs magic number.
 	Name string
 	// Memory is true for a filesystem held in memory, where fdatasync
-	// reaches no disk (FACTS.md: fdatasync on tmpfs does nothing).
+	// reaches no disk (docs/facts.md: fdatasync on tmpfs does nothing).
 	Memory bool
 	// Note is a caveat about what a reading on this filesystem means, or "".
 	Note string
@@ -58,7 +58,7 @@ func FilesystemOf(magic uint32) Filesystem {
 		}
 	}
 	if fs.Memory {
-		fs.Note = fmt.Sprintf("%s keeps files in memory: fdatasync reaches no disk, so these latencies say nothing about one (FACTS.md: fdatasync on tmpfs does nothing); measure a directory on the disk etcd would use", fs.Name)
+		fs.Note = fmt.Sprintf("%s keeps files in memory: fdatasync reaches no disk, so these latencies say nothing about one (docs/facts.md: fdatasync on tmpfs does nothing); measure a directory on the disk etcd would use", fs.Name)
 	}
 	return fs
 }

@@ -1,4 +1,4 @@
-// Package fsync takes the disk reading etcd's documentation points to (FACTS.md:
+// Package fsync takes the disk reading etcd's documentation points to (docs/facts.md:
 // fio --rw=write --ioengine=sync --fdatasync=1 --size=22m --bs=2300), done
 // natively: lay a file out, write it sequentially in 2300-byte blocks with an
 // fdatasync after each, and report the fdatasync latencies' p50, p99 and
@@ -27,7 +27,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/quantile"
 )
 
-// The recipe in FACTS.md: --size=22m --bs=2300.
+// The recipe in docs/facts.md: --size=22m --bs=2300.
 const (
 	DefaultSizeBytes  int64 = 22 << 20
 	DefaultBlockBytes       = 2300

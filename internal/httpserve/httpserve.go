@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// electionTimeout is k3s's etcd election timeout (5000 ms, FACTS.md "etcd
+// electionTimeout is k3s's etcd election timeout (5000 ms, docs/facts.md "etcd
 // timing"): ten times the largest round trip fit between voters (500 ms).
 // The servers' timeouts derive from it.
 const electionTimeout = 5 * time.Second
@@ -90,16 +90,28 @@ type Server struct {
 	done chan error
 }
 
-// Start listens on addr and serves until Shutdown, within DefaultLimits.
-// ready reports why the component is not ready (nil when it is); /healthz
-// answers as long as the process serves at all.
-func Start(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) (*Server, error) {
-	return StartLimits(addr, reg, ready, log, DefaultLimits)
+// Route is one more path a component serves beside its metrics: the
+// controller's status page.
+type Route struct {
+	Pattern string
+	Handler http.Handler
 }
 
-// StartLimits is Start within the given limits.
-func StartLimits(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, lim Limits) (*Server, error) {
+// Start listens on addr and serves until Shutdown, within DefaultLimits.
+// ready reports why the component is not ready (nil when it is); /healthz
+// answers as long as the process serves at all. routes are served on the
+// same mux, within the same limits.
+func Start(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, routes ...Route) (*Server, error) {
+	return startLimits(addr, reg, ready, log, DefaultLimits, routes...)
+}
+
+// startLimits is Start within the given limits (the tests' servers, which
+// measure what the bounds save).
+func startLimits(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, lim Limits, routes ...Route) (*Server, error) {
 	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.Pattern, r.Handler)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		Registry:            reg,
 		MaxRequestsInFlight: lim.MaxMetricsInFlight,
@@ -144,20 +156,29 @@ func StartLimits(addr string, reg *prometheus.Registry, ready func() error, log 
 	return s, nil
 }
 
-// ConnStats counts a server's connections.
-type ConnStats struct {
-	// Open is the number held now.
-	Open int
-	// Accepted counts those taken in since the start; Refused those
-	// closed on arrival for being over MaxConns or MaxConnsPerHost.
-	Accepted, Refused uint64
-}
+// shutdownTimeout bounds Run's wait for requests in flight once its context
+// ends: a scrape takes at most WriteTimeout (two election timeouts), and a
+// pod's termination grace period (30 s by default) must leave the loop time
+// to write what it holds.
+const shutdownTimeout = 5 * time.Second
 
-// Conns counts the server's connections.
-func (s *Server) Conns() ConnStats {
-	s.ln.mu.Lock()
-	defer s.ln.mu.Unlock()
-	return ConnStats{Open: s.ln.open, Accepted: s.ln.accepted.Load(), Refused: s.ln.refused.Load()}
+// Run is the server as one of a component's parts (internal/cli): it serves
+// until ctx is done, then shuts down, waiting up to shutdownTimeout for the
+// requests in flight. It returns the error that stopped the server early
+// (the listener failing), so that the component ends with it rather than
+// go on without its metrics and probes.
+func (s *Server) Run(ctx context.Context) error {
+	select {
+	case err := <-s.done:
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		return fmt.Errorf("metrics server on %s: %w", s.Addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	return s.Shutdown(sctx)
 }
 
 // Shutdown stops the server, waiting for requests in flight up to ctx.

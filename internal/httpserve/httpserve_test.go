@@ -22,7 +22,7 @@ func start(t *testing.T, lim Limits, ready func() error) *Server {
 	if ready == nil {
 		ready = func() error { return nil }
 	}
-	s, err := StartLimits("127.0.0.1:0", prometheus.NewRegistry(), ready, nil, lim)
+	s, err := startLimits("127.0.0.1:0", prometheus.NewRegistry(), ready, nil, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,4 +277,54 @@ func TestTimeouts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Run serves until its context ends and then shuts the server down; a
+// server whose listener fails under it ends Run with that error, at once,
+// rather than leave the component running without its metrics.
+func TestRunEndsWithItsContextOrItsListener(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		s, err := startLimits("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, nil, DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		if code, _, err := getURL("http://" + s.Addr + "/healthz"); err != nil || code != 200 {
+			t.Fatalf("/healthz while running: %d %v", code, err)
+		}
+		if fail {
+			s.ln.Close() // the listener fails under the server
+		} else {
+			cancel()
+		}
+		select {
+		case err := <-done:
+			if fail && (err == nil || !strings.Contains(err.Error(), s.Addr)) {
+				t.Errorf("listener closed: Run returned %v, want an error naming %s", err, s.Addr)
+			}
+			if !fail && err != nil {
+				t.Errorf("context ended: Run returned %v, want nil", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("Run did not return within a minute (listener failed: %v)", fail)
+		}
+		cancel()
+		if _, _, err := getURL("http://" + s.Addr + "/healthz"); err == nil {
+			t.Errorf("the server still answers after Run returned (listener failed: %v)", fail)
+		}
+	}
+}
+
+// getURL fetches url on a new connection, within two seconds.
+func getURL(url string) (int, string, error) {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }

@@ -22,8 +22,15 @@ type informer struct {
 	what string // "records", "nodes": for errors
 }
 
-// Start runs the informer until ctx is done.
-func (i informer) Start(ctx context.Context) { go i.inf.RunWithContext(ctx) }
+// Run runs the informer until ctx is done, and returns once it has stopped:
+// a component runs it as one of its parts (internal/cli), so that its
+// shutdown waits for it. An informer does not fail: a list or watch the API
+// server refuses is retried, and WaitForSync and List say meanwhile that
+// the first list has not arrived.
+func (i informer) Run(ctx context.Context) error {
+	i.inf.RunWithContext(ctx)
+	return nil
+}
 
 // WaitForSync waits until the first list has arrived or ctx is done.
 func (i informer) WaitForSync(ctx context.Context) error {
@@ -56,7 +63,7 @@ type NodeInformer struct {
 	lister listersv1.NodeLister
 }
 
-// NewNodeInformer makes the informer; Start runs it. view is what the cache
+// NewNodeInformer makes the informer; Run runs it. view is what the cache
 // keeps of each Node (decide.NodeView): it is applied to every Node the
 // list and the watch deliver, before the cache stores it.
 func (c *Client) NewNodeInformer(view func(*corev1.Node) *corev1.Node) *NodeInformer {

@@ -28,6 +28,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/apiserver"
 	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -45,7 +46,7 @@ type backend struct {
 }
 
 func memBackend() backend {
-	m := kube.NewMemConfigMaps()
+	m := kubefake.NewConfigMaps()
 	return backend{
 		name: "memory",
 		cms:  m,
@@ -124,7 +125,8 @@ func writerClient(t *testing.T, s *apiserver.Server, admin kubernetes.Interface,
 }
 
 // TestKube runs every ConfigMaps and Nodes test against the real API server
-// (on real etcd) and against the in-memory store, which must agree.
+// (on real etcd) and against lab/kubefake's in-memory doubles, which must
+// agree.
 func TestKube(t *testing.T) {
 	s := apiservertest.Start(t)
 	real, admin := realBackend(t, s)
@@ -149,7 +151,7 @@ type step struct {
 
 func testSemantics(t *testing.T, b backend) {
 	ctx := context.Background()
-	max := kube.MaxConfigMapDataBytes
+	max := kubefake.MaxDataBytes
 	long253 := strings.Repeat("k", 253) // the longest valid key
 	cases := []struct {
 		name  string
@@ -206,8 +208,8 @@ func testSemantics(t *testing.T, b backend) {
 				if s.err != nil && !errors.Is(err, s.err) {
 					t.Fatalf("step %d (%.20s): %v, want %v", j, s.key, err, s.err)
 				}
-				if kube.IsTooLarge(err) != (s.err == kube.ErrTooLarge) {
-					t.Fatalf("step %d: IsTooLarge(%v) = %v", j, err, kube.IsTooLarge(err))
+				if errors.Is(err, kube.ErrTooLarge) != (s.err == kube.ErrTooLarge) {
+					t.Fatalf("step %d: errors.Is(%v, ErrTooLarge) = %v", j, err, errors.Is(err, kube.ErrTooLarge))
 				}
 				if err != nil {
 					t.Logf("step %d refused: %.200s", j, err)
@@ -322,7 +324,7 @@ func testNodes(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := &kube.MemNodes{}
+	mem := &kubefake.Nodes{}
 	mem.Set(nodes...)
 	nodes[0].Labels["changed"] = "after Set"
 	for name, n := range map[string]kube.Nodes{"apiserver": c.Nodes(), "memory": mem} {
@@ -389,7 +391,7 @@ func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Inte
 		t.Fatal(err)
 	}
 	inf := c.NewRecordInformer(ns)
-	inf.Start(ctx)
+	go inf.Run(ctx)
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +488,7 @@ func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interf
 	if _, err := inf.List(ctx); err == nil {
 		t.Fatal("the informer lists Nodes before it has run: an empty cache would read as no Nodes at all")
 	}
-	inf.Start(ctx)
+	go inf.Run(ctx)
 	if err := inf.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,7 +123,7 @@ type RecordInformer struct {
 	lister listersv1.ConfigMapNamespaceLister
 }
 
-// NewRecordInformer makes the informer; Start runs it. It is built on the
+// NewRecordInformer makes the informer; Run runs it. It is built on the
 // core/v1 client alone, as client-go's generated ConfigMap informer is,
 // without the informer factory, which links every API group's.
 func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
@@ -195,83 +194,8 @@ func (i *RecordInformer) List(ctx context.Context) ([]*corev1.ConfigMap, error) 
 	return l, nil
 }
 
-// MemRecords is an in-memory Records and RecordSource with the API server's
-// semantics that matter here: a record is refused past MaxConfigMapDataBytes
-// and leaves the old one as it was. Safe for concurrent use.
-type MemRecords struct {
-	mu        sync.Mutex
-	namespace string
-	maps      map[string]*corev1.ConfigMap
-}
-
-// NewMemRecords returns an empty store for namespace.
-func NewMemRecords(namespace string) *MemRecords {
-	return &MemRecords{namespace: namespace, maps: map[string]*corev1.ConfigMap{}}
-}
-
-// Get implements Records.
-func (m *MemRecords) Get(ctx context.Context, node string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("get record %s: %w", node, err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cm, ok := m.maps[record.Name(node)]
-	if !ok {
-		return "", fmt.Errorf("get record %s: %w", node, notFound(record.Name(node)))
-	}
-	return cm.Data[record.DataKey], nil
-}
-
-// Put implements Records.
-func (m *MemRecords) Put(ctx context.Context, owner record.Owner, entry string) error {
-	name := record.Name(owner.Name)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("put record %s: %w", name, err)
-	}
-	obj := record.Object(m.namespace, owner, entry)
-	if err := validateData(name, obj.Data); err != nil {
-		return fmt.Errorf("put record %s: %w", name, err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.maps[name]; ok {
-		obj.OwnerReferences = old.OwnerReferences
-	}
-	m.maps[name] = obj
-	return nil
-}
-
-// Delete implements Records.
-func (m *MemRecords) Delete(ctx context.Context, node string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delete record %s: %w", node, err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.maps, record.Name(node))
-	return nil
-}
-
-// List implements RecordSource.
-func (m *MemRecords) List(ctx context.Context) ([]*corev1.ConfigMap, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("list records: %w", err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]*corev1.ConfigMap, 0, len(m.maps))
-	for _, cm := range m.maps {
-		out = append(out, cm.DeepCopy())
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
-	return out, nil
-}
-
 // Interface checks.
 var (
 	_ Records      = (*clientRecords)(nil)
-	_ Records      = (*MemRecords)(nil)
-	_ RecordSource = (*MemRecords)(nil)
 	_ RecordSource = (*RecordInformer)(nil)
 )

@@ -1,8 +1,8 @@
 package probe_test
 
 import (
-	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -20,24 +20,37 @@ import (
 // first word too) add no series after the first period's.
 func TestReadingFailuresBounded(t *testing.T) {
 	s := probetest.Settings(t, 100*time.Millisecond)
-	store := kube.NewMemRecords(s.Namespace)
-	nodes := &kube.MemNodes{}
+	store := kubefake.NewRecords(s.Namespace)
+	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	seq := 0
+	var mu sync.Mutex
+	seq := 0 // the sample's period, each with texts of its own
 	sampler := &probetest.Sampler{Make: func(plan probe.Plan, n int, at time.Time) entry.Sample {
+		mu.Lock()
+		k := seq
+		seq++
+		mu.Unlock()
 		x := probetest.Fit(plan, n, at)
-		x.Errors = []string{fmt.Sprintf("etcd: scrape %d failed", seq), fmt.Sprintf("reading%d: %d", seq, seq), fmt.Sprintf("no-colon-%d", seq)}
+		x.Errors = []string{fmt.Sprintf("etcd: scrape %d failed", k), fmt.Sprintf("reading%d: %d", k, k), fmt.Sprintf("no-colon-%d", k)}
 		return x
 	}}
-	m := probe.NewMetrics()
-	p, err := probe.New(probe.Config{Node: "agent-1", Settings: s, Records: store, Nodes: nodes, Sampler: sampler, Metrics: m})
+	c := newClocked(s.SamplePeriod)
+	loop := c.watch(nodes)
+	m := loop.metrics
+	p, err := probe.New(c.config(probe.Config{Node: "agent-1", Settings: s, Records: store, Sampler: sampler}, loop))
 	if err != nil {
 		t.Fatal(err)
 	}
+	probetest.Go(t, "probe agent-1", p.Run)
 	seen := map[string]bool{}
 	first := 0
-	for seq = range 10 {
-		p.Tick(context.Background())
+	for period := range 10 {
+		c.await(t, time.Minute, func() error {
+			if n := loop.ended(); n < period+1 {
+				return fmt.Errorf("agent-1 has ended %d periods", n)
+			}
+			return nil
+		})
 		mfs, err := m.Registry.Gather()
 		if err != nil {
 			t.Fatal(err)
@@ -52,13 +65,13 @@ func TestReadingFailuresBounded(t *testing.T) {
 				}
 			}
 		}
-		if seq == 0 {
+		if period == 0 {
 			first = len(seen)
 			if !seen["reading=etcd"] || !seen["reading=other"] {
 				t.Fatalf("the first period's series: %v, want reading=etcd and reading=other", seen)
 			}
 		} else if len(seen) != first {
-			t.Fatalf("period %d: label values %v, %d after the first period", seq, seen, first)
+			t.Fatalf("period %d: label values %v, %d after the first period", period, seen, first)
 		}
 	}
 }

@@ -5,8 +5,9 @@ package probe_test
 // with a token of the fleet-role-probe ServiceAccount (TokenRequest). The
 // kubelet is the only fake: there is none, so no pod runs; the Nodes are
 // created through the API with the labels and annotations k3s sets, and the
-// probes run here as in-process loops. Where a test compares exactly what a
-// probe took with what the ConfigMap holds, a Sampler of its own
+// probes run here as in-process loops, on a fake clock the test steps a
+// period at a time (clocked). Where a test compares exactly what a probe
+// took with what the ConfigMap holds, a Sampler of its own
 // (probetest.Sampler) stands in for the host readings; TestRealHostSampler
 // runs the real probe.Host against a real etcd member.
 
@@ -18,11 +19,9 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -30,6 +29,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
@@ -39,26 +39,39 @@ type running struct {
 	node    string
 	prober  *probe.Prober
 	sampler *probetest.Sampler
-	store   *probetest.Store
+	store   *kubefake.CountingRecords
 	log     *probetest.Log
+	periods *periods
 	*probetest.Loop
 }
 
-// startProbe runs a probe for node with its own client (its own token of the
-// probe ServiceAccount).
-func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node string, sampler probe.Sampler) *running {
+// Stop stops the loop, and the clock stops waiting for it.
+func (r *running) Stop(t testing.TB) {
 	t.Helper()
-	cl := c.ProbeClient(t, node)
-	return startProbeWith(t, s, node, sampler, cl.Records(s.Namespace), cl.Nodes())
+	r.periods.stop()
+	r.Loop.Stop(t)
 }
 
-func startProbeWith(t *testing.T, s settings.Settings, node string, sampler probe.Sampler, store kube.Records, nodes kube.Nodes) *running {
+// startProbe runs a probe for node on clk's clock with its own client (its
+// own token of the probe ServiceAccount).
+func startProbe(t *testing.T, clk *clocked, c *probetest.Cluster, s settings.Settings, node string, sampler probe.Sampler) *running {
 	t.Helper()
-	r := &running{node: node, store: &probetest.Store{Inner: store}, log: probetest.NewLog()}
+	cl := c.ProbeClient(t, node)
+	return startProbeWith(t, clk, s, node, sampler, cl.Records(s.Namespace), cl.Nodes())
+}
+
+// startProbeWith runs a probe for node on clk's clock with store and nodes.
+// A probetest.Sampler without a clock is given clk's.
+func startProbeWith(t *testing.T, clk *clocked, s settings.Settings, node string, sampler probe.Sampler, store kube.Records, nodes kube.Nodes) *running {
+	t.Helper()
+	r := &running{node: node, store: &kubefake.CountingRecords{Inner: store}, log: probetest.NewLog(), periods: clk.watch(nodes)}
 	if ps, ok := sampler.(*probetest.Sampler); ok {
 		r.sampler = ps
 	}
-	p, err := probe.New(probe.Config{Node: node, Settings: s, Records: r.store, Nodes: nodes, Sampler: sampler, Log: r.log.Logger})
+	if r.sampler != nil && r.sampler.Clock == nil {
+		r.sampler.Clock = clk.clk
+	}
+	p, err := probe.New(clk.config(probe.Config{Node: node, Settings: s, Records: r.store, Sampler: sampler, Log: r.log.Logger}, r.periods))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,10 +103,10 @@ func holdsExactly(e entry.Entry, want []entry.Sample) error {
 	return nil
 }
 
-// Ten probes, one per Node, each with its own token, write one ConfigMap at
-// once for sixty periods. Every sample each took reaches the ConfigMap (an
-// admin watch sees every version the API server accepted), and no entry is
-// ever lost or overwritten by another node's.
+// Ten probes, one per Node, each with its own token, write their records at
+// once for sixty periods. Every sample each took reaches its record (an
+// admin watch sees every version the API server accepted), and no record
+// ever holds another node's entry.
 func TestConcurrentProbes(t *testing.T) {
 	const (
 		voters   = 3
@@ -116,11 +129,12 @@ func TestConcurrentProbes(t *testing.T) {
 	hist := c.WatchRecords(wctx, t)
 
 	began := time.Now()
+	clk := newClocked(s.SamplePeriod)
 	var probes []*running
 	for _, n := range nodes {
-		probes = append(probes, startProbe(t, c, s, n.Name, &probetest.Sampler{}))
+		probes = append(probes, startProbe(t, clk, c, s, n.Name, &probetest.Sampler{}))
 	}
-	probetest.Eventually(t, 2*time.Minute, func() error {
+	clk.await(t, 2*time.Minute, func() error {
 		for _, r := range probes {
 			if n := len(r.sampler.Taken()); n < periods {
 				return fmt.Errorf("%s has taken %d of %d samples", r.node, n, periods)
@@ -132,12 +146,16 @@ func TestConcurrentProbes(t *testing.T) {
 		r.Stop(t)
 	}
 	elapsed := time.Since(began)
-	// Every probe has stopped, so the ConfigMap holds its last word: wait
+	// Every probe has stopped, so each record holds its last word: wait
 	// for the watch to have seen it, then stop the watch.
 	probetest.Eventually(t, time.Minute, func() error {
+		if err := hist.Err(); err != nil {
+			t.Fatalf("waiting for the watch to see the last writes: %v", err)
+		}
+		last := c.Records(t) // one list a try, not one per probe
 		for _, r := range probes {
 			v := hist.Versions(r.node)
-			if len(v) == 0 || v[len(v)-1] != c.Records(t)[r.node] {
+			if len(v) == 0 || v[len(v)-1] != last[r.node] {
 				return fmt.Errorf("the watch has not yet seen %s's last write", r.node)
 			}
 		}
@@ -152,7 +170,7 @@ func TestConcurrentProbes(t *testing.T) {
 	for i, r := range probes {
 		all := r.sampler.Taken()
 		taken += len(all)
-		// The ConfigMap's last word is the last window the probe took.
+		// The record's last word is the last window the probe took.
 		e, ok := c.Entry(t, r.node)
 		if !ok {
 			t.Fatalf("no entry for %s", r.node)
@@ -160,7 +178,7 @@ func TestConcurrentProbes(t *testing.T) {
 		if err := holdsExactly(e, lastN(all, s.Window)); err != nil {
 			t.Error(err)
 		}
-		// Every version of the key is this node's own and holds only
+		// Every version of the record is this node's own and holds only
 		// samples this node took; together they hold every sample.
 		byMilli := map[int64]entry.Sample{}
 		for _, x := range all {
@@ -174,7 +192,7 @@ func TestConcurrentProbes(t *testing.T) {
 				t.Fatalf("a version of %s's entry: %v", r.node, err)
 			}
 			if v.Node != r.node {
-				t.Fatalf("key %s held %s's entry", r.node, v.Node)
+				t.Fatalf("the record of %s held %s's entry", r.node, v.Node)
 			}
 			for _, x := range v.Samples {
 				want, ok := byMilli[x.At.UnixMilli()]
@@ -191,7 +209,7 @@ func TestConcurrentProbes(t *testing.T) {
 					missing = append(missing, probetest.Seq(x))
 				}
 			}
-			t.Errorf("%s took %d samples, %d reached the ConfigMap; missing seq %v", r.node, len(all), len(seen), missing)
+			t.Errorf("%s took %d samples, %d reached its record; missing seq %v", r.node, len(all), len(seen), missing)
 		}
 		// Only the first sample since the start carries the restart mark.
 		if v, _ := entry.Decode(versions[0]); len(v.Samples) == 0 || !v.Samples[0].Restart {
@@ -224,8 +242,8 @@ func TestConcurrentProbes(t *testing.T) {
 			t.Logf("%s: %d cancelled: %v", r.node, n, r.store.LastErr())
 		}
 	}
-	t.Logf("%d probes, one per node, each its own token: %d periods of %v each at least, %d samples taken and all written, "+
-		"%d patches (%d ok, %d cut short by the stop and then flushed), %d versions of the ConfigMap seen by the watch, in %.1f s; entries %d to %d bytes",
+	t.Logf("%d probes, one per node, each its own token: %d periods of %v on a fake clock, %d samples taken and all written, "+
+		"%d patches (%d ok, %d cut short by the stop and then flushed), %d versions of the records seen by the watch, in %.1f s; entries %d to %d bytes",
 		len(probes), periods, s.SamplePeriod, taken, patches, written, cancelled, hist.Events(), elapsed.Seconds(), minBytes, maxBytes)
 }
 
@@ -271,11 +289,12 @@ func TestRealHostSampler(t *testing.T) {
 		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.3.4"},
 	)
 	metricsURL := m.MetricsURL
-	voter := startProbe(t, c, s, "server-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
-	standby := startProbe(t, c, s, "agent-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
+	clk := newClocked(s.SamplePeriod)
+	voter := startProbe(t, clk, c, s, "server-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
+	standby := startProbe(t, clk, c, s, "agent-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
 
 	var e entry.Entry
-	probetest.Eventually(t, 2*time.Minute, func() error {
+	clk.await(t, 2*time.Minute, func() error {
 		var ok bool
 		if e, ok = c.Entry(t, "server-1"); !ok || len(e.Samples) < 4 {
 			return fmt.Errorf("server-1's entry holds %d samples", len(e.Samples))
@@ -320,7 +339,7 @@ func TestRealHostSampler(t *testing.T) {
 	// The standby takes no etcd reading, connects to every voter, and once
 	// a window the real fdatasync reading on this disk.
 	var se entry.Entry
-	probetest.Eventually(t, readingWait, func() error {
+	clk.await(t, readingWait, func() error {
 		var ok bool
 		if se, ok = c.Entry(t, "agent-1"); !ok || se.Fsync == nil {
 			return errors.New("agent-1's entry has no disk reading yet")
@@ -352,13 +371,12 @@ func TestRestartMarkAndResume(t *testing.T) {
 	c := probetest.Start(t)
 	s := probetest.Settings(t, 100*time.Millisecond)
 	c.AddNodes(t, probetest.Node{Name: "agent-1", Address: "127.0.4.1"}, probetest.Node{Name: "server-1", Voter: true, Address: "127.0.4.2"})
-	cl := c.ProbeClient(t, "agent-1")
-	lister := &countingLister{inner: cl.Nodes()}
-	first := startProbeWith(t, s, "agent-1", &probetest.Sampler{}, cl.Records(s.Namespace), lister)
+	clk := newClocked(s.SamplePeriod)
+	first := startProbe(t, clk, c, s, "agent-1", &probetest.Sampler{})
 	// A node that is neither a voter nor eligible records nothing and
 	// never writes.
-	probetest.Eventually(t, time.Minute, func() error {
-		if n := lister.calls(); n < 5 {
+	clk.await(t, time.Minute, func() error {
+		if n := first.periods.begun(); n < 5 {
 			return fmt.Errorf("%d periods so far", n)
 		}
 		return nil
@@ -374,7 +392,7 @@ func TestRestartMarkAndResume(t *testing.T) {
 	}
 
 	c.SetLabel(t, "agent-1", s.EligibleLabel, "true")
-	probetest.Eventually(t, time.Minute, func() error {
+	clk.await(t, time.Minute, func() error {
 		if n := len(first.sampler.Taken()); n < 8 {
 			return fmt.Errorf("%d samples taken", n)
 		}
@@ -396,8 +414,8 @@ func TestRestartMarkAndResume(t *testing.T) {
 	}
 
 	// Started again, it reads its own entry once and carries on from it.
-	second := startProbe(t, c, s, "agent-1", &probetest.Sampler{})
-	probetest.Eventually(t, time.Minute, func() error {
+	second := startProbe(t, clk, c, s, "agent-1", &probetest.Sampler{})
+	clk.await(t, time.Minute, func() error {
 		b := second.sampler.Taken()
 		if len(b) < s.Window {
 			return fmt.Errorf("second run took %d samples", len(b))
@@ -430,25 +448,6 @@ func TestRestartMarkAndResume(t *testing.T) {
 		len(a), len(b), s.Window)
 }
 
-type countingLister struct {
-	inner kube.Nodes
-	mu    sync.Mutex
-	n     int
-}
-
-func (l *countingLister) List(ctx context.Context) ([]corev1.Node, error) {
-	l.mu.Lock()
-	l.n++
-	l.mu.Unlock()
-	return l.inner.List(ctx)
-}
-
-func (l *countingLister) calls() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
-
 // A node that stops being eligible removes its entry; a node that never
 // records never writes.
 func TestStopsBeingEligible(t *testing.T) {
@@ -459,16 +458,17 @@ func TestStopsBeingEligible(t *testing.T) {
 		probetest.Node{Name: "agent-2", Address: "127.0.5.2"},
 		probetest.Node{Name: "server-1", Voter: true, Address: "127.0.5.3"},
 	)
-	on := startProbe(t, c, s, "agent-1", &probetest.Sampler{})
-	off := startProbe(t, c, s, "agent-2", &probetest.Sampler{})
-	probetest.Eventually(t, time.Minute, func() error {
+	clk := newClocked(s.SamplePeriod)
+	on := startProbe(t, clk, c, s, "agent-1", &probetest.Sampler{})
+	off := startProbe(t, clk, c, s, "agent-2", &probetest.Sampler{})
+	clk.await(t, time.Minute, func() error {
 		if e, ok := c.Entry(t, "agent-1"); !ok || len(e.Samples) < 3 {
 			return errors.New("agent-1 has not written three samples")
 		}
 		return nil
 	})
 	c.SetLabel(t, "agent-1", s.EligibleLabel, "false")
-	probetest.Eventually(t, time.Minute, func() error {
+	clk.await(t, time.Minute, func() error {
 		if _, ok := c.Records(t)["agent-1"]; ok {
 			return errors.New("agent-1's entry is still there")
 		}
@@ -478,7 +478,7 @@ func TestStopsBeingEligible(t *testing.T) {
 	taken := len(on.sampler.Taken())
 	// It goes on reading the Nodes, and writes nothing more.
 	before := len(on.log.Records("node is neither a voter nor eligible; record removed"))
-	probetest.Eventually(t, time.Minute, func() error {
+	clk.await(t, time.Minute, func() error {
 		if _, p, _ := on.store.Counts(); p != removed {
 			return fmt.Errorf("agent-1 patched %d times after its entry was removed", p-removed)
 		}
@@ -501,7 +501,7 @@ func TestStopsBeingEligible(t *testing.T) {
 
 	// Eligible again: a new window.
 	c.SetLabel(t, "agent-1", s.EligibleLabel, "true")
-	probetest.Eventually(t, time.Minute, func() error {
+	clk.await(t, time.Minute, func() error {
 		e, ok := c.Entry(t, "agent-1")
 		if !ok || len(e.Samples) == 0 {
 			return errors.New("agent-1 has not written again")
@@ -530,9 +530,10 @@ func TestRecordGoesWithItsNode(t *testing.T) {
 		probetest.Node{Name: "agent-2", Eligible: true, Address: "127.0.12.2"},
 		probetest.Node{Name: "server-1", Voter: true, Address: "127.0.12.3"},
 	)
-	gone := startProbe(t, c, s, "agent-1", &probetest.Sampler{})
-	stays := startProbe(t, c, s, "agent-2", &probetest.Sampler{})
-	probetest.Eventually(t, time.Minute, func() error {
+	clk := newClocked(s.SamplePeriod)
+	gone := startProbe(t, clk, c, s, "agent-1", &probetest.Sampler{})
+	stays := startProbe(t, clk, c, s, "agent-2", &probetest.Sampler{})
+	clk.await(t, time.Minute, func() error {
 		for _, n := range []string{"agent-1", "agent-2"} {
 			if e, ok := c.Entry(t, n); !ok || len(e.Samples) < 2 {
 				return fmt.Errorf("%s has not written two samples", n)
@@ -557,7 +558,7 @@ func TestRecordGoesWithItsNode(t *testing.T) {
 	if err := c.Admin.CoreV1().Nodes().Delete(ctx, "agent-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	probetest.Eventually(t, 2*time.Minute, func() error {
+	clk.await(t, 2*time.Minute, func() error {
 		if _, ok := c.Records(t)["agent-1"]; ok {
 			return errors.New("agent-1's record is still there")
 		}

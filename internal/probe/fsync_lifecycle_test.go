@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -64,9 +66,9 @@ func dirNames(t *testing.T, dir string) []string {
 
 // eligibleAgent is a store and a Node list in memory with one eligible
 // non-voter, agent-1, whose entry holds seed when seed is not nil.
-func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kube.MemRecords, *kube.MemNodes) {
+func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kubefake.Records, *kubefake.Nodes) {
 	t.Helper()
-	store := kube.NewMemRecords(s.Namespace)
+	store := kubefake.NewRecords(s.Namespace)
 	if seed != nil {
 		text, err := entry.Encode(*seed)
 		if err != nil {
@@ -76,30 +78,33 @@ func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kube.
 			t.Fatal(err)
 		}
 	}
-	nodes := &kube.MemNodes{}
+	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	return store, nodes
 }
 
-func runProbe(t *testing.T, s settings.Settings, sampler probe.Sampler, store kube.Records, nodes kube.Nodes, log *probetest.Log) *probetest.Loop {
+// runProbe runs agent-1's probe on clk's clock.
+func runProbe(t *testing.T, clk *clocked, s settings.Settings, sampler probe.Sampler, store kube.Records, nodes kube.Nodes, log *probetest.Log) *probetest.Loop {
 	t.Helper()
-	p, err := probe.New(probe.Config{Node: "agent-1", Settings: s, Records: store, Nodes: nodes, Sampler: sampler, Log: log.Logger})
+	periods := clk.watch(nodes)
+	p, err := probe.New(clk.config(probe.Config{Node: "agent-1", Settings: s, Records: store, Sampler: sampler, Log: log.Logger}, periods))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(periods.stop)
 	return probetest.Go(t, "probe agent-1", p.Run)
 }
 
-// poll checks cond every 10 ms until it holds or the deadline passes.
-func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
+// poll steps clk until cond holds, and fails the test when it has not
+// within a real deadline.
+func poll(t *testing.T, clk *clocked, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
+	clk.await(t, within, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return errors.New(what + ": not yet")
+	})
 }
 
 // SIGTERM during the disk reading: Run returns only once the reading has
@@ -110,10 +115,11 @@ func TestStopDuringDiskReadingLeavesNoFile(t *testing.T) {
 	store, nodes := eligibleAgent(t, s, nil)
 	ds := newDiskSampler(dir)
 	log := probetest.NewLog()
-	loop := runProbe(t, s, ds, store, nodes, log)
+	clk := newClocked(s.SamplePeriod)
+	loop := runProbe(t, clk, s, ds, store, nodes, log)
 
 	// The first sample of a host with no reading starts one at once.
-	poll(t, time.Minute, "a disk reading's file appears in "+dir, func() bool {
+	poll(t, clk, time.Minute, "a disk reading's file appears in "+dir, func() bool {
 		for _, n := range dirNames(t, dir) {
 			if strings.HasPrefix(n, fsync.FilePrefix) {
 				return true
@@ -150,8 +156,9 @@ func TestStartRemovesStaleReadingFiles(t *testing.T) {
 	log := probetest.NewLog()
 	host := &probe.Host{FsyncDir: dir, FsyncSkipReason: s.FsyncSkipReason}
 	ds := diskSampler{Sampler: &probetest.Sampler{FsyncReading: host.Fsync}, host: host}
-	loop := runProbe(t, s, ds, store, nodes, log)
-	poll(t, time.Minute, "the start's clean-up is logged", func() bool {
+	clk := newClocked(s.SamplePeriod)
+	loop := runProbe(t, clk, s, ds, store, nodes, log)
+	poll(t, clk, time.Minute, "the start's clean-up is logged", func() bool {
 		return len(log.Records("removed a disk reading's file left by an earlier start")) > 0
 	})
 	loop.Stop(t)
@@ -172,10 +179,12 @@ func TestStartRemovesStaleReadingFiles(t *testing.T) {
 	}
 }
 
-// The probe judges a reading's age by its own monotonic clock. A resumed
-// reading stamped in the future (a clock ahead, or a hostile write) does not
-// stop new readings: it is replaced one window after the start, as is any
-// resumed reading, and a host with none takes one with its first sample.
+// The probe judges a reading's age by its own clock (the real one's
+// monotonic readings; here a fake one, stepped a period at a time). A
+// resumed reading stamped in the future (a clock ahead, or a hostile write)
+// does not stop new readings: it is replaced one window after the start, as
+// is any resumed reading, and a host with none takes one with its first
+// sample.
 func TestResumedReadingAgeIsTheProbes(t *testing.T) {
 	s := probetest.Settings(t, 100*time.Millisecond)
 	window := time.Duration(s.Window) * s.SamplePeriod
@@ -195,17 +204,18 @@ func TestResumedReadingAgeIsTheProbes(t *testing.T) {
 				seed = &entry.Entry{Node: "agent-1", Fsync: &f}
 			}
 			store, nodes := eligibleAgent(t, s, seed)
+			clk := newClocked(s.SamplePeriod)
 			var firstReading time.Time
-			sampler := &probetest.Sampler{}
+			sampler := &probetest.Sampler{Clock: clk.clk}
 			sampler.FsyncReading = func(context.Context) entry.FsyncReading {
 				if firstReading.IsZero() {
-					firstReading = time.Now()
+					firstReading = clk.clk.Now()
 				}
-				return probetest.FitFsync(time.Now())
+				return probetest.FitFsync(clk.clk.Now())
 			}
-			t0 := time.Now()
-			loop := runProbe(t, s, sampler, store, nodes, probetest.NewLog())
-			poll(t, 20*window, "a disk reading is taken", func() bool { return sampler.Fsyncs() > 0 })
+			t0 := clk.clk.Now()
+			loop := runProbe(t, clk, s, sampler, store, nodes, probetest.NewLog())
+			poll(t, clk, time.Minute, "a disk reading is taken", func() bool { return sampler.Fsyncs() > 0 })
 			loop.Stop(t)
 			plans := sampler.Plans()
 			if tc.age == nil {
@@ -217,8 +227,9 @@ func TestResumedReadingAgeIsTheProbes(t *testing.T) {
 			if plans[0].Fsync {
 				t.Error("a resumed reading was replaced at once, not one window after the start")
 			}
-			if waited := firstReading.Sub(t0); waited < window {
-				t.Errorf("first reading %v after the start, want at least one window (%v)", waited, window)
+			// By the probe's clock, the first period at or after one window.
+			if waited := firstReading.Sub(t0); waited < window || waited >= window+s.SamplePeriod {
+				t.Errorf("first reading %v after the start, want one window (%v) at most a period late", waited, window)
 			}
 		})
 	}

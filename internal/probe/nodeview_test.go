@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -49,17 +49,11 @@ func TestPlanFromTheNodeView(t *testing.T) {
 		plans := map[string][]probe.Plan{}
 		owners := map[string]string{}
 		for name, nodes := range map[string][]corev1.Node{"whole": whole, "view": viewed} {
-			mem := &kube.MemNodes{}
+			mem := &kubefake.Nodes{}
 			mem.Set(nodes...)
-			store := kube.NewMemRecords(s.Namespace)
+			store := kubefake.NewRecords(s.Namespace)
 			sampler := &probetest.Sampler{}
-			p, err := probe.New(probe.Config{Node: self, Settings: s, Records: store, Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			p.Tick(ctx)
-			cancel()
+			firstPeriod(t, probe.Config{Node: self, Settings: s, Records: store, Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
 			plans[name] = sampler.Plans()
 			l, err := store.List(context.Background())
 			if err != nil {
@@ -80,14 +74,10 @@ func TestPlanFromTheNodeView(t *testing.T) {
 	// What the test covers: a voter and a standby sample, with each way of
 	// giving a peer's address; a node that does not record takes none.
 	want := []probe.Peer{{Node: "server-2", Address: "127.0.9.2:12380"}, {Node: "server-3", Address: "127.0.4.3:2380"}}
-	mem := &kube.MemNodes{}
+	mem := &kubefake.Nodes{}
 	mem.Set(viewed...)
 	sampler := &probetest.Sampler{}
-	p, err := probe.New(probe.Config{Node: "server-1", Settings: s, Records: kube.NewMemRecords(s.Namespace), Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Tick(context.Background())
+	firstPeriod(t, probe.Config{Node: "server-1", Settings: s, Records: kubefake.NewRecords(s.Namespace), Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
 	if got := sampler.Plans(); len(got) != 1 || !reflect.DeepEqual(got[0].Peers, want) || !got[0].Voter {
 		t.Fatalf("server-1 from the view: plans %+v, want one voter's plan with peers %+v", got, want)
 	}

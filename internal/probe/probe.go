@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -70,6 +71,10 @@ type Config struct {
 	// FlushTimeout bounds the last write made after the context is
 	// cancelled (the pod's termination grace period is the outer bound).
 	FlushTimeout time.Duration
+	// Clock is what the loop reads time from: its periods and how long
+	// ago it took a disk reading. Nil is the real clock; tests step a fake
+	// one. The readings' own timeouts stay real: they bound real I/O.
+	Clock clock.WithTicker
 }
 
 func (c *Config) validate() error {
@@ -105,9 +110,10 @@ type Prober struct {
 	fsyncRunning bool
 	fsyncDone    chan struct{} // closed when the last reading started has returned
 	// lastFsync is when this process last started a reading, and started
-	// when it started: both carry the monotonic clock. A reading's age is
-	// never taken from a stamp in the entry, which another clock (or
-	// anyone who can write the ConfigMap) set.
+	// when it started, both by the loop's clock (the real one's readings
+	// carry the monotonic clock). A reading's age is never taken from a
+	// stamp in the entry, which another clock (or anyone who can write the
+	// ConfigMap) set.
 	lastFsync, started time.Time
 
 	lastNodes []corev1.Node // the last list that succeeded
@@ -127,12 +133,15 @@ func New(cfg Config) (*Prober, error) {
 	if cfg.FlushTimeout <= 0 {
 		cfg.FlushTimeout = 10 * time.Second
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Prober{
 		cfg:     cfg,
 		log:     cfg.Log.With("node", cfg.Node),
 		entry:   entry.Entry{Node: cfg.Node},
 		restart: true,
-		started: time.Now(),
+		started: cfg.Clock.Now(),
 	}, nil
 }
 
@@ -143,14 +152,14 @@ func (p *Prober) Run(ctx context.Context) error {
 	p.log.Info("probe started", "period", period, "window", p.cfg.Settings.Window)
 	p.removeStaleFsync()
 	defer p.startBeside(ctx)()
-	ticker := time.NewTicker(period)
+	ticker := p.cfg.Clock.NewTicker(period)
 	defer ticker.Stop()
 	for done := false; !done; {
-		p.Tick(ctx)
+		p.tick(ctx)
 		select {
 		case <-ctx.Done():
 			done = true
-		case <-ticker.C:
+		case <-ticker.C():
 		}
 	}
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.FlushTimeout)
@@ -164,16 +173,16 @@ func (p *Prober) Run(ctx context.Context) error {
 	return nil
 }
 
-// Tick is one period: read the Nodes, take a sample when this node records,
-// and write the window. It is exported for tests that drive the loop.
-func (p *Prober) Tick(ctx context.Context) {
+// tick is one period: read the Nodes, take a sample when this node records,
+// and write the window.
+func (p *Prober) tick(ctx context.Context) {
 	if ctx.Err() != nil {
 		// When a tick and the cancellation are both ready, Run's select
 		// picks either; a tick on a cancelled context would only fail.
 		return
 	}
-	start := time.Now()
-	defer func() { p.cfg.Metrics.observeTick(time.Since(start)) }()
+	start := p.cfg.Clock.Now()
+	defer func() { p.cfg.Metrics.observeTick(p.cfg.Clock.Since(start)) }()
 
 	p.resume(ctx)
 	nodes, err := p.cfg.Nodes.List(ctx)
@@ -293,11 +302,11 @@ func (p *Prober) fsyncDue() bool {
 	every := time.Duration(p.cfg.Settings.Window) * p.cfg.Settings.SamplePeriod
 	switch {
 	case !p.lastFsync.IsZero():
-		return time.Since(p.lastFsync) >= every
+		return p.cfg.Clock.Since(p.lastFsync) >= every
 	case p.entry.Fsync == nil:
 		return true
 	default:
-		return time.Since(p.started) >= every
+		return p.cfg.Clock.Since(p.started) >= every
 	}
 }
 
@@ -308,7 +317,7 @@ func (p *Prober) startFsync(ctx context.Context) {
 	p.mu.Lock()
 	p.fsyncRunning = true
 	p.fsyncDone = done
-	p.lastFsync = time.Now()
+	p.lastFsync = p.cfg.Clock.Now()
 	p.mu.Unlock()
 	go func() {
 		defer close(done)

@@ -17,6 +17,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -79,7 +80,7 @@ func TestFitShrinksToTheCap(t *testing.T) {
 // refusing is a record store whose API server refuses any entry over max
 // bytes, as the admission policy's size cap does.
 type refusing struct {
-	*kube.MemRecords
+	*kubefake.Records
 	max     int
 	mu      sync.Mutex
 	puts    []int
@@ -97,7 +98,7 @@ func (r *refusing) Put(ctx context.Context, owner record.Owner, text string) err
 		return fmt.Errorf("put record %s: %w: admission webhook denied: a probe record holds at most %d bytes; this entry is %d bytes",
 			owner.Name, kube.ErrForbidden, r.max, len(text))
 	}
-	return r.MemRecords.Put(ctx, owner, text)
+	return r.Records.Put(ctx, owner, text)
 }
 
 func (r *refusing) sizes() []int {
@@ -112,13 +113,14 @@ func (r *refusing) sizes() []int {
 // that stopped reporting. Once the refusal ends, the whole window is written.
 func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	s := probetest.Settings(t, 50*time.Millisecond)
-	store := &refusing{MemRecords: kube.NewMemRecords(s.Namespace), max: 600}
-	nodes := &kube.MemNodes{}
+	store := &refusing{Records: kubefake.NewRecords(s.Namespace), max: 600}
+	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	r := startProbeWith(t, s, "agent-1", &probetest.Sampler{}, store, nodes)
+	clk := newClocked(s.SamplePeriod)
+	r := startProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
 
 	var e entry.Entry
-	probetest.Eventually(t, time.Minute, func() error {
+	clk.await(t, time.Minute, func() error {
 		raw, err := store.Get(context.Background(), "agent-1")
 		if err != nil {
 			return err
@@ -172,7 +174,7 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	store.mu.Lock()
 	store.max = 1 << 20
 	store.mu.Unlock()
-	probetest.Eventually(t, time.Minute, func() error {
+	clk.await(t, time.Minute, func() error {
 		raw, _ := store.Get(context.Background(), "agent-1")
 		e, err := entry.Decode(raw)
 		if err != nil {

@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -39,12 +40,20 @@ func (b *blockingSampler) Sample(ctx context.Context, plan probe.Plan) entry.Sam
 // API, is under test.)
 func TestStopFinishesTheSampleInFlight(t *testing.T) {
 	s := probetest.Settings(t, 100*time.Millisecond)
-	store := kube.NewMemRecords(s.Namespace)
-	nodes := &kube.MemNodes{}
+	store := kubefake.NewRecords(s.Namespace)
+	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &blockingSampler{started: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan bool, 1)}
-	r := startProbeWith(t, s, "agent-1", b, store, nodes)
-	<-b.started
+	clk := newClocked(s.SamplePeriod)
+	r := startProbeWith(t, clk, s, "agent-1", b, store, nodes)
+	clk.await(t, time.Minute, func() error {
+		select {
+		case <-b.started:
+			return nil
+		default:
+			return errors.New("the second sample has not begun")
+		}
+	})
 	r.Cancel()
 	close(b.release)
 	if <-b.cancelled {

@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/wakeup"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -86,12 +86,13 @@ func (b *besideSampler) Events() []string {
 // stops it when it returns: it lives as long as the loop.
 func TestRunStartsAndStopsTheReadingBeside(t *testing.T) {
 	s := probetest.Settings(t, 50*time.Millisecond)
-	store := kube.NewMemRecords(s.Namespace)
-	nodes := &kube.MemNodes{}
+	store := kubefake.NewRecords(s.Namespace)
+	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &besideSampler{}
-	r := startProbeWith(t, s, "agent-1", b, store, nodes)
-	probetest.Eventually(t, 30*time.Second, func() error {
+	clk := newClocked(s.SamplePeriod)
+	r := startProbeWith(t, clk, s, "agent-1", b, store, nodes)
+	clk.await(t, 30*time.Second, func() error {
 		if len(b.Taken()) < 3 {
 			return fmt.Errorf("%d samples, want 3", len(b.Taken()))
 		}

@@ -12,7 +12,7 @@ import (
 type Rule string
 
 // The three rules. Each limit takes the one its fact is worded with in
-// FACTS.md: "at least 10 x RTT" makes the round trip fit up to and including
+// docs/facts.md: "at least 10 times that round trip" makes the round trip fit up to and including
 // a tenth of the election timeout; "should be under 10 ms" makes 10 ms itself
 // unfit.
 const (
@@ -53,7 +53,7 @@ func (l Limit) Duration() time.Duration {
 	return time.Duration(math.Round(l.Value * float64(time.Second)))
 }
 
-// Facts about etcd's disks (FACTS.md, "etcd disks"): etcd's FAQ states them
+// Facts about etcd's disks (docs/facts.md, "etcd disks"): etcd's FAQ states them
 // as p99 latencies that should be under these figures.
 const (
 	walFsyncFact      = 10 * time.Millisecond

@@ -40,7 +40,7 @@ var retired = map[string]string{
 }
 
 // MaxFileBytes is the largest settings file read: the file is a key of the
-// fleet-role-settings ConfigMap, which holds at most 1 MiB (FACTS.md).
+// fleet-role-settings ConfigMap, which holds at most 1 MiB (docs/facts.md).
 const MaxFileBytes = 1 << 20
 
 // Parse reads a settings file (YAML or JSON) over base. Every key must be a

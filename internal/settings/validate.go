@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Facts the validation rests on (FACTS.md).
+// Facts the validation rests on (docs/facts.md).
 const (
 	// etcd refuses an election timeout under 5 x the heartbeat interval.
 	minHeartbeatsPerElection = 5
@@ -35,12 +35,12 @@ const (
 const (
 	// MaxWindow is the most samples a window may hold: the largest round
 	// figure whose worst realistic entry, a voter's in a cluster of 7
-	// members (etcd's most), fits one 1 MiB ConfigMap with room to spare.
-	// internal/entry's worst-case window (TestWindowFitsBudget's values:
-	// six-digit connects, stalls and wake-up lateness, failing readings,
-	// six peers' round trips) encodes to 219 bytes a sample, so 4,000
-	// samples take 875,640 bytes of the 1,048,576, leaving a sixth spare;
-	// 4,789 would be the most that fit (TestMaxWindowFitsAConfigMap).
+	// members (etcd's most), fits its record, one 1 MiB ConfigMap, with
+	// room to spare. internal/entry's worst-case window (TestWindowFitsBudget's
+	// values: six-digit connects, stalls and wake-up lateness, failing
+	// readings, six peers' round trips) encodes to 219 bytes a sample, so
+	// 4,000 samples take 875,640 bytes of the 1,048,576, leaving a sixth
+	// spare; 4,789 would be the most that fit (TestMaxWindowFitsAConfigMap).
 	MaxWindow = 4000
 	// MinSamplePeriod is the shortest sample period: the entry stamps
 	// samples to the millisecond (dt_ms, docs/entry.md), so samples closer
@@ -52,9 +52,10 @@ const (
 	// period one could come and go between two samples, and the "no
 	// learner" gate would rest on samples older than a learner's life.
 	MaxSamplePeriod = k3sLearnerMaxStallTime
-	// MaxTextBytes bounds fsync_skip_reason: every host's entry repeats
-	// it, and a tenth of a standby's 10 KiB entry budget (docs/entry.md)
-	// is the most it may take from the samples.
+	// MaxTextBytes bounds fsync_skip_reason: every recording host's entry
+	// carries it as fsync.skipped, which the entry holds to one text's
+	// bound, entry.MaxTextBytes (a line for people, capped as a Kubernetes
+	// Event's note is); a longer reason would be cut in every record.
 	MaxTextBytes = 1024
 	// minTailPercentile is the median: a percentile below it judges the
 	// typical value, not the tail.

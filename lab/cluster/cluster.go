@@ -14,8 +14,8 @@
 // hostPath) is removed or restored when the test ends, also when it fails;
 // see Start.
 //
-// The settings this kind of host needs (REAL-COMPONENTS.md, "A kubelet, so
-// that pods really run"): containerd's restrict_oom_score_adj (the VM's
+// The settings this kind of host needs (docs/testing.md, "What the harness
+// rests on"): containerd's restrict_oom_score_adj (the VM's
 // capability bounding set lacks CAP_SYS_RESOURCE), runc rather than crun
 // (hybrid cgroups), the kubelet's failCgroupV1: false with the cgroupfs
 // driver (containerd 1.6 lacks the RuntimeConfig call), and, with no
@@ -205,7 +205,7 @@ func (c *Cluster) startEtcd(t testing.TB, ctx context.Context) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logf.Close() })
-	// k3s's timing (FACTS.md: heartbeat 500 ms, election timeout 5 s) and
+	// k3s's timing (docs/facts.md: heartbeat 500 ms, election timeout 5 s) and
 	// its metrics on 127.0.0.1:2381, where the probe reads them; the data
 	// on this machine's disk, as k3s keeps it.
 	cl, err := etcdproc.Start(ctx, etcdproc.Config{

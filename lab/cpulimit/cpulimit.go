@@ -9,7 +9,7 @@
 // cpu.stat counts the periods in which it was throttled and for how long.
 //
 // This machine mounts cgroup v1 controllers each in its own hierarchy
-// (hybrid cgroups; REAL-COMPONENTS.md), the cpu controller at
+// (hybrid cgroups; docs/testing.md), the cpu controller at
 // /sys/fs/cgroup/cpu. A group is named PREFIX-PID-SEQ after the process that
 // made it, so that Sweep can remove what a crashed run left, as lab/netlab
 // does for network namespaces, without touching a live run's groups.

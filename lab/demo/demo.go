@@ -35,10 +35,13 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/toolcache"
 )
 
@@ -83,6 +86,56 @@ type Options struct {
 	// (component "probe" or "controller", the host's name or "") so that a
 	// caller can serve and scrape them (lab/recordseries does).
 	Registries func(component, host string, reg *prometheus.Registry)
+	// Listen is where the controller serves its /metrics and its status
+	// page (/status), as the deployed controller does on its port; empty
+	// serves nothing. The default takes a free loopback port.
+	Listen string
+	// Crafted, when set, adds a standby (CraftedHost) whose disk reading
+	// is pointed at a directory of that name which does not exist, so that
+	// the record's directory and error texts hold it: a test puts markup
+	// and script there and checks the status page shows them as text. The
+	// host is unknown (its disk reading fails) and is left out of the
+	// baseline's "every host fit".
+	Crafted string
+	// Started, AtBaseline and WhileFaulted are a test's hooks: Started
+	// once everything serves, before the baseline; AtBaseline once it is
+	// reached and WhileFaulted once the fault has shown, each run while
+	// the controller goes on deciding, the phase ending when the hook
+	// returns (an error ends the demo with it).
+	Started, AtBaseline, WhileFaulted func(ctx context.Context, live *Live) error
+}
+
+// CraftedHost is the standby Options.Crafted adds.
+const CraftedHost = "standby-crafted"
+
+// Live is what a hook may read of the running demo.
+type Live struct {
+	// ControllerURL is where the controller serves (http://host:port),
+	// empty when Options.Listen is.
+	ControllerURL string
+
+	mu     sync.Mutex
+	recent []*decide.Status
+}
+
+// recentDecisions is how many of the last decisions Live keeps, so that a
+// hook can find the decision a page it read was rendered from.
+const recentDecisions = 10
+
+// Recent are the last decisions, oldest first.
+func (l *Live) Recent() []*decide.Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*decide.Status(nil), l.recent...)
+}
+
+func (l *Live) add(st *decide.Status) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recent = append(l.recent, st)
+	if len(l.recent) > recentDecisions {
+		l.recent = l.recent[1:]
+	}
 }
 
 // Defaults are the demo's flag defaults.
@@ -94,10 +147,11 @@ func Defaults() Options {
 		ElectionTimeout: etcdElectionTimeout,
 		Namespace:       "fleet-role-demo",
 		PhaseTimeout:    3 * time.Minute,
+		Listen:          "127.0.0.1:0",
 	}
 }
 
-// etcd's own election timeout (FACTS.md, "etcd timing"), the demo's default
+// etcd's own election timeout (docs/facts.md, "etcd timing"), the demo's default
 // so that it is quick.
 const etcdElectionTimeout = time.Second
 
@@ -119,7 +173,7 @@ type Result struct {
 }
 
 // Settings are the demo's: etcd's own timing (heartbeat 100 ms, election
-// timeout 1000 ms, FACTS.md) so that it is quick, a one-second period, and the
+// timeout 1000 ms, docs/facts.md) so that it is quick, a one-second period, and the
 // smallest window the percentile allows. The learner stall time is zero: it is
 // k3s's (learnerMaxStallTime) and these members are plain etcd, which adds no
 // learner, so the cooldown is one window from the start.
@@ -204,12 +258,13 @@ type fleet struct {
 	// the API server of --kubeconfig.
 	records      kube.Records
 	recordSource kube.RecordSource
-	nodes        *kube.MemNodes
+	nodes        *kubefake.Nodes
 	ctrl         *controller.Controller
 	log          *slog.Logger
 	logFile      *os.File
 	proxyLog     *zap.Logger
 	formed       time.Time // when the etcd cluster was up
+	live         *Live
 }
 
 // Run runs the demo until it has shown what it set out to show, or ctx ends.
@@ -258,13 +313,29 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 		return nil, err
 	}
 	f.registerNodes()
-	var ctrlMetrics *controller.Metrics
+	ctrlMetrics := controller.NewMetrics()
 	if opt.Registries != nil {
-		ctrlMetrics = controller.NewMetrics()
 		opt.Registries("controller", "", ctrlMetrics.Registry)
 	}
-	if f.ctrl, err = controller.New(controller.Config{Settings: f.set, Store: f.store, Records: f.recordSource, Nodes: f.nodes, Log: f.log, Metrics: ctrlMetrics}); err != nil {
+	// The demo decides once a period (until), so its page remembers a
+	// window's worth of periods.
+	page := statuspage.NewServer(statuspage.HistoryFor(f.set, 1), "fleet-role-demo's controller")
+	if f.ctrl, err = controller.New(controller.Config{Settings: f.set, Store: f.store, Records: f.recordSource, Nodes: f.nodes, Log: f.log, Metrics: ctrlMetrics, Page: page}); err != nil {
 		return nil, err
+	}
+	f.live = &Live{}
+	if opt.Listen != "" {
+		srv, err := httpserve.Start(opt.Listen, ctrlMetrics.Registry, f.ctrl.Ready, f.log, httpserve.Route{Pattern: statuspage.Path, Handler: page})
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		f.live.ControllerURL = "http://" + srv.Addr
+		phase(out, "the controller's status page: %s%s (and its metrics: %s/metrics)", f.live.ControllerURL, statuspage.Path, f.live.ControllerURL)
 	}
 	for _, h := range f.hosts {
 		if err := f.startProbe(ctx, h); err != nil {
@@ -274,6 +345,11 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 	res = &Result{DataDir: f.dir, StatusPath: filepath.Join(os.TempDir(), "fleet-role-demo-status.json"), PIDs: f.pids()}
 	ui := newView(out, opt.Live, f.set)
 
+	if opt.Started != nil {
+		if err := opt.Started(ctx, f.live); err != nil {
+			return res, fmt.Errorf("started: %w", err)
+		}
+	}
 	phase(out, "baseline: every host samples once a %s until each has a full window of %d and is fit", f.set.SamplePeriod, f.set.Window)
 	st, err := f.until(ctx, ui, res, func(st *decide.Status) bool { return allFit(st, f.set.Window) })
 	if err != nil {
@@ -283,6 +359,11 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 		return res, fmt.Errorf("baseline: %w", err)
 	}
 	ui.table(st)
+	if opt.AtBaseline != nil {
+		if st, err = f.during(ctx, ui, res, opt.AtBaseline); err != nil {
+			return res, fmt.Errorf("at the baseline: %w", err)
+		}
+	}
 
 	target := f.hosts[1] // the first voter is pinned; the second is not
 	res.Slowed = target.name
@@ -320,6 +401,11 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 	}
 	res.Detected = int(time.Since(faultAt)/f.set.SamplePeriod) + 1
 	ui.table(st)
+	if opt.WhileFaulted != nil {
+		if st, err = f.during(ctx, ui, res, opt.WhileFaulted); err != nil {
+			return res, fmt.Errorf("while faulted: %w", err)
+		}
+	}
 	if opt.Hold > 0 {
 		phase(out, "hold: the fault stays in place and the controller decides for %s more", opt.Hold)
 		until := time.Now().Add(opt.Hold)
@@ -361,6 +447,7 @@ func (f *fleet) until(ctx context.Context, ui *view, res *Result, done func(*dec
 			return nil, err
 		}
 		res.Status = st
+		f.live.add(st)
 		ui.update(st)
 		if done(st) {
 			return st, nil
@@ -375,6 +462,30 @@ func (f *fleet) until(ctx context.Context, ui *view, res *Result, done func(*dec
 		case <-tick.C:
 		}
 	}
+}
+
+// during runs hook while the controller goes on deciding, and returns when
+// it does (or the phase times out, which cancels it).
+func (f *fleet) during(ctx context.Context, ui *view, res *Result, hook func(context.Context, *Live) error) (*decide.Status, error) {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- hook(hctx, f.live) }()
+	var herr error
+	finished := false
+	st, err := f.until(ctx, ui, res, func(*decide.Status) bool {
+		select {
+		case herr = <-done:
+			finished = true
+		default:
+		}
+		return finished
+	})
+	if !finished {
+		cancel()
+		<-done
+	}
+	return st, errors.Join(err, herr)
 }
 
 func (f *fleet) makeDir() error {
@@ -404,6 +515,9 @@ func (f *fleet) startEtcd(ctx context.Context, binary string) error {
 	}
 	for i := 0; i < standbys; i++ {
 		f.hosts = append(f.hosts, &host{name: fmt.Sprintf("standby-%d", i+1)})
+	}
+	if f.opt.Crafted != "" {
+		f.hosts = append(f.hosts, &host{name: CraftedHost})
 	}
 	var proxyErr error
 	c, err := etcdproc.Start(ctx, etcdproc.Config{
@@ -481,12 +595,12 @@ func (f *fleet) startProxy(listen string) (proxy.Server, string, error) {
 
 func (f *fleet) startStore(ctx context.Context) error {
 	if f.opt.Kubeconfig == "" {
-		mem := kube.NewMemConfigMaps()
+		mem := kubefake.NewConfigMaps()
 		if err := mem.Create(f.set.StatusConfigMap, nil); err != nil {
 			return err
 		}
 		f.store = mem
-		records := kube.NewMemRecords(f.set.Namespace)
+		records := kubefake.NewRecords(f.set.Namespace)
 		f.records, f.recordSource = records, records
 		return nil
 	}
@@ -500,7 +614,7 @@ func (f *fleet) startStore(ctx context.Context) error {
 	f.store = client.ConfigMaps(f.set.Namespace)
 	f.records = client.Records(f.set.Namespace)
 	inf := client.NewRecordInformer(f.set.Namespace)
-	inf.Start(ctx)
+	go inf.Run(ctx) // it stops with ctx, the run's
 	if err := inf.WaitForSync(ctx); err != nil {
 		return err
 	}
@@ -510,7 +624,7 @@ func (f *fleet) startStore(ctx context.Context) error {
 
 // registerNodes makes the Node objects k3s would have for the demo's hosts.
 func (f *fleet) registerNodes() {
-	f.nodes = &kube.MemNodes{}
+	f.nodes = &kubefake.Nodes{}
 	var nodes []corev1.Node
 	for i, h := range f.hosts {
 		n := corev1.Node{
@@ -554,6 +668,10 @@ func (f *fleet) startProbe(ctx context.Context, h *host) error {
 	sampler := probe.NewHost(f.set, "/", "", "")
 	if h.voter {
 		sampler.MetricsURL = h.member.MetricsURL
+	} else if h.name == CraftedHost {
+		// A directory that does not exist: the reading fails, and its
+		// error quotes the directory.
+		sampler.FsyncDir = filepath.Join(f.dir, "absent", f.opt.Crafted)
 	} else {
 		dir, err := os.MkdirTemp("", "fleet-role-demo-fsync-")
 		if err != nil {
@@ -640,6 +758,9 @@ func allFit(st *decide.Status, window int) bool {
 		return false
 	}
 	for _, h := range st.Hosts {
+		if h.Name == CraftedHost {
+			continue // unknown by design: its disk reading fails
+		}
 		if h.Verdict != decide.Fit || h.Samples < window {
 			return false
 		}
@@ -653,6 +774,9 @@ func allFit(st *decide.Status, window int) bool {
 func heldBy(st *decide.Status, window int) string {
 	var lines []string
 	for _, h := range st.Hosts {
+		if h.Name == CraftedHost {
+			continue
+		}
 		var why []string
 		if h.Samples < window {
 			why = append(why, fmt.Sprintf("%d of %d samples", h.Samples, window))
@@ -691,11 +815,28 @@ func writeStatus(path string, st *decide.Status) error {
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	// A temporary file of its own beside the path, renamed over it: a
+	// reader never sees half a document, and two demos at once (tests on
+	// one machine) never rename each other's file away.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return fmt.Errorf("write status: %w", err)
 	}
-	return os.Rename(tmp, path)
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write status %s: %w", path, err)
+	}
+	return nil
 }
 
 func phase(w io.Writer, format string, a ...any) {

@@ -63,7 +63,7 @@ type Preflight struct {
 const failedReading = time.Duration(math.MaxInt64)
 
 // maxElectionTimeout is etcd's upper bound on the election timeout
-// (FACTS.md, "etcd timing").
+// (docs/facts.md, "etcd timing").
 const maxElectionTimeout = 50 * time.Second
 
 // WakeupLimit is the most a process may take to wake at the tail: half the

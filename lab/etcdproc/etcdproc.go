@@ -3,7 +3,7 @@
 // scenario and the benchmarks.
 //
 // One process per member is the point: members embedded in one process share
-// one metrics registry (FACTS.md, "etcd metrics as they really appear"), so
+// one metrics registry (docs/facts.md, "etcd metrics as they really appear"), so
 // per-member metrics pages exist only when every member is its own process.
 // Each member serves its metrics on a listener of its own
 // (--listen-metrics-urls), as k3s serves them on 127.0.0.1:2381.
@@ -36,7 +36,7 @@ import (
 const (
 	StandardClientPort  = 2379
 	StandardPeerPort    = 2380
-	StandardMetricsPort = 2381 // k3s serves metrics here (FACTS.md, k3s)
+	StandardMetricsPort = 2381 // k3s serves metrics here (docs/facts.md, k3s)
 )
 
 // Config says what cluster to start.
@@ -48,7 +48,7 @@ type Config struct {
 	// Members is the number of voting members to start (default 3).
 	Members int
 	// HeartbeatInterval and ElectionTimeout are passed to every member;
-	// zero leaves etcd's own defaults (100 ms and 1000 ms, FACTS.md).
+	// zero leaves etcd's own defaults (100 ms and 1000 ms, docs/facts.md).
 	HeartbeatInterval, ElectionTimeout time.Duration
 	// QuotaBackendBytes is passed as --quota-backend-bytes when non-zero.
 	QuotaBackendBytes int64
@@ -76,7 +76,7 @@ type Config struct {
 	StartTimeout time.Duration
 	// StopGrace is how long Stop waits after SIGTERM before SIGKILL
 	// (default 2 s; a leader whose peers are gone waits about 10 s for a
-	// leadership transfer that cannot happen, REAL-COMPONENTS.md).
+	// leadership transfer that cannot happen, docs/testing.md).
 	StopGrace time.Duration
 }
 
@@ -635,7 +635,7 @@ func (c *Cluster) put(ctx context.Context, cli *clientv3.Client, key, val string
 
 // AddLearner adds one member to the running cluster as a learner, starts its
 // process, and waits until it answers and sees the leader. The flow is the
-// one k3s uses (FACTS.md, k3s): MemberAddAsLearner, retried while a new
+// one k3s uses (docs/facts.md, k3s): MemberAddAsLearner, retried while a new
 // cluster still refuses reconfiguration (ErrUnhealthy, about 5 s after
 // start), then the process with initial-cluster-state=existing.
 func (c *Cluster) AddLearner(ctx context.Context) (*Member, error) {
@@ -730,7 +730,8 @@ func (c *Cluster) Remove(ctx context.Context, m *Member) error {
 }
 
 // unhealthy is etcd refusing a membership change for now: a new cluster
-// refuses reconfiguration for about 5 s after it starts (REAL-COMPONENTS.md).
+// refuses reconfiguration for about 5 s after it starts (docs/testing.md,
+// "What the harness rests on").
 func unhealthy(err error) bool { return errors.Is(err, rpctypes.ErrUnhealthy) }
 
 // retry calls op until it succeeds, fails with an error retryable does not

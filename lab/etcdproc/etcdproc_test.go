@@ -209,7 +209,7 @@ func TestStartFailsWithLogTail(t *testing.T) {
 		Dir:     t.TempDir(),
 		Members: 1,
 		// etcd refuses an election timeout under 5 x the heartbeat
-		// interval (FACTS.md, etcd timing).
+		// interval (docs/facts.md, etcd timing).
 		HeartbeatInterval: 100 * time.Millisecond,
 		ElectionTimeout:   400 * time.Millisecond,
 	})

@@ -151,7 +151,8 @@ func (h *Host) startContainerd(ctx context.Context, index int, pauseImage string
 		return fmt.Errorf("%s: %w", h.Name, err)
 	}
 	h.Sock = filepath.Join(dir, "containerd.sock")
-	// lab/cluster's configuration (REAL-COMPONENTS.md, "A kubelet"), with
+	// lab/cluster's configuration (docs/testing.md, "What the harness rests
+	// on"), with
 	// the root on the test's directory and the state (the pods' rootfs
 	// mounts, network namespaces and shim sockets, which are always under
 	// /run/containerd/s) on the host's own /run/containerd.

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
@@ -347,9 +348,16 @@ func (c *Cluster) WriteRecord(ctx context.Context, node, text string) error {
 func RecordSource(t testing.TB, cl *kube.Client, namespace string) *kube.RecordInformer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	inf := cl.NewRecordInformer(namespace)
-	inf.Start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = inf.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	if err := inf.WaitForSync(wctx); err != nil {
@@ -383,6 +391,10 @@ type Sampler struct {
 	Make func(plan probe.Plan, seq int, at time.Time) entry.Sample
 	// FsyncReading is what Fsync returns; nil returns a fit reading.
 	FsyncReading func(ctx context.Context) entry.FsyncReading
+	// Clock stamps the samples and readings; nil is the real clock. A test
+	// that runs the probe on a fake clock gives the sampler the same one,
+	// so that samples are a period apart as the loop sees them.
+	Clock clock.PassiveClock
 
 	mu     sync.Mutex
 	taken  []entry.Sample
@@ -394,7 +406,7 @@ type Sampler struct {
 func (s *Sampler) Sample(_ context.Context, plan probe.Plan) entry.Sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at := time.Now().UTC()
+	at := s.now().UTC()
 	mk := s.Make
 	if mk == nil {
 		mk = Fit
@@ -414,7 +426,14 @@ func (s *Sampler) Fsync(ctx context.Context) entry.FsyncReading {
 	if f != nil {
 		return f(ctx)
 	}
-	return FitFsync(time.Now())
+	return FitFsync(s.now())
+}
+
+func (s *Sampler) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
 }
 
 // Taken returns the samples taken so far.
@@ -499,138 +518,6 @@ func Millis(samples []entry.Sample) []int64 {
 	return out
 }
 
-// Store wraps a probe's record store and counts its calls.
-type Store struct {
-	Inner kube.Records
-
-	mu                     sync.Mutex
-	gets, patches, patchOK int
-	lastErr                error
-	errs                   []error
-	bytes                  []int
-}
-
-// Get counts and passes on.
-func (s *Store) Get(ctx context.Context, node string) (string, error) {
-	s.mu.Lock()
-	s.gets++
-	s.mu.Unlock()
-	return s.Inner.Get(ctx, node)
-}
-
-// Put counts and passes on.
-func (s *Store) Put(ctx context.Context, owner record.Owner, text string) error {
-	err := s.Inner.Put(ctx, owner, text)
-	s.count(err, len(text))
-	return err
-}
-
-// Delete counts and passes on.
-func (s *Store) Delete(ctx context.Context, node string) error {
-	err := s.Inner.Delete(ctx, node)
-	s.count(err, -1)
-	return err
-}
-
-func (s *Store) count(err error, size int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.patches++
-	if err == nil {
-		s.patchOK++
-		if size >= 0 {
-			s.bytes = append(s.bytes, size)
-		}
-	} else {
-		s.lastErr = err
-		s.errs = append(s.errs, err)
-	}
-}
-
-// ConfigMapStore wraps the controller's status store and counts its calls,
-// with the same counters as Store.
-type ConfigMapStore struct {
-	Inner kube.ConfigMaps
-	Store
-}
-
-// Get counts and passes on.
-func (s *ConfigMapStore) Get(ctx context.Context, name string) (map[string]string, error) {
-	s.mu.Lock()
-	s.gets++
-	s.mu.Unlock()
-	return s.Inner.Get(ctx, name)
-}
-
-// PatchKey counts and passes on.
-func (s *ConfigMapStore) PatchKey(ctx context.Context, name, key string, value *string) error {
-	err := s.Inner.PatchKey(ctx, name, key, value)
-	size := -1
-	if value != nil {
-		size = len(*value)
-	}
-	s.count(err, size)
-	return err
-}
-
-// Errors returns every error a patch returned that was not a cancellation:
-// a loop stopping cancels the write in flight, and then writes what it holds
-// with a context of its own.
-func (s *Store) Errors() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []error
-	for _, err := range s.errs {
-		if !errors.Is(err, context.Canceled) {
-			out = append(out, err)
-		}
-	}
-	return out
-}
-
-// Cancelled is how many patches a cancellation cut short.
-func (s *Store) Cancelled() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, err := range s.errs {
-		if errors.Is(err, context.Canceled) {
-			n++
-		}
-	}
-	return n
-}
-
-// Counts returns the Gets, the writes (puts and deletes) and the writes
-// that succeeded.
-func (s *Store) Counts() (gets, patches, ok int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gets, s.patches, s.patchOK
-}
-
-// LastErr is the last error a patch returned.
-func (s *Store) LastErr() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastErr
-}
-
-// Sizes returns the sizes of the values written, smallest and largest.
-func (s *Store) Sizes() (min, max int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, b := range s.bytes {
-		if i == 0 || b < min {
-			min = b
-		}
-		if b > max {
-			max = b
-		}
-	}
-	return min, max
-}
-
 // History records every entry each record took, from a watch of the records
 // held by the admin: every write the API server accepted is seen, however
 // quickly the next one follows. Its keys are the records' node names.
@@ -712,6 +599,15 @@ func (h *History) fail(err error) {
 	if h.err == nil {
 		h.err = err
 	}
+}
+
+// Err is the watch's error so far, if it has failed (closed early, or an
+// error event), without waiting: a test that waits for the watch to see a
+// write can then say why it never will.
+func (h *History) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
 }
 
 // Wait waits for the watch to end and returns its error.

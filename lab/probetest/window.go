@@ -34,7 +34,7 @@ func exponential(start float64, n int) []float64 {
 // and on a voter (self >= 0, its index in voters) an etcd whose WAL
 // and backend histograms gain hundreds of observations over four buckets
 // each period (fsyncs up to 8 ms, commits up to 16 ms: a fit disk) and whose round-trip histograms gain about one observation per
-// peer per period (FACTS.md: about two values every 30 s). A standby carries
+// peer per period (docs/facts.md: about two values every 30 s). A standby carries
 // a disk reading. Seeded by the node name: the same call gives the same
 // entry.
 func RealisticEntry(node string, voters []string, self, window int, period time.Duration, t0 time.Time) entry.Entry {

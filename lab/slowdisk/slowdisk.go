@@ -12,7 +12,7 @@
 // Why FUSE: this machine has no device-mapper (dm-delay), and the faults
 // k3s operators meet are slow syncs (SD cards, spinning disks, busy virtual
 // disks), not slow reads. Over a tmpfs backing directory the mount adds only
-// FUSE's own overhead (REAL-COMPONENTS.md measured etcd's WAL fsync at 0.24 ms
+// FUSE's own overhead (docs/testing.md, "What the harness rests on": etcd's WAL fsync at 0.24 ms
 // through it against 0.18 ms on the plain disk).
 //
 // What must hold for the delay to reach etcd:

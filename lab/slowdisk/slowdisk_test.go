@@ -236,7 +236,7 @@ func TestMountRefusesBadInput(t *testing.T) {
 	}
 }
 
-// runFio runs etcd's disk check (FACTS.md) through dir, on a smaller file
+// runFio runs etcd's disk check (docs/facts.md) through dir, on a smaller file
 // than etcd's 22 MiB so that it takes seconds at a delay of tens of
 // milliseconds: 1 MiB in writes of 2300 bytes is 456 fdatasyncs, enough for
 // a p99 of its own (the fifth largest).

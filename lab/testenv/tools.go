@@ -71,6 +71,24 @@ func K3s(t testing.TB, root string) string {
 	return find(t, "FLEET_ROLE_K3S", cached, "k3s")
 }
 
+// Prometheus returns the path of the Prometheus server (the live alert
+// test).
+func Prometheus(t testing.TB) string {
+	t.Helper()
+	return find(t, "FLEET_ROLE_PROMETHEUS", toolcache.PrometheusPath(), "prometheus")
+}
+
+// Chromium returns the path of Debian's Chromium (the status page's test in
+// a real browser).
+func Chromium(t testing.TB) string {
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	t.Helper()
+	t.Fatalf("chromium is not installed: run hack/test.sh (it installs it with apt-get) or hack/tools.sh chromium")
+	return ""
+}
+
 // Fio returns the path of fio.
 func Fio(t testing.TB) string {
 	if p, err := exec.LookPath("fio"); err == nil {

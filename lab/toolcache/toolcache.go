@@ -68,6 +68,10 @@ func KubeControllerManagerPath() string {
 // PromtoolPath is where hack/tools.sh keeps promtool.
 func PromtoolPath() string { return filepath.Join(Dir(), "bin", "promtool-"+PromtoolVersion) }
 
+// PrometheusPath is where hack/tools.sh keeps the Prometheus server, built
+// from the same module as promtool.
+func PrometheusPath() string { return filepath.Join(Dir(), "bin", "prometheus-"+PromtoolVersion) }
+
 // KubeletPath is where hack/tools.sh keeps the kubelet binary.
 func KubeletPath() string { return filepath.Join(Dir(), "bin", "kubelet-"+KubeVersion) }
 

@@ -57,7 +57,7 @@ import (
 	"github.com/fleet-role/fleet-role/lab/toolcache"
 )
 
-// k3s's timing (FACTS.md, k3s overrides etcd's defaults).
+// k3s's timing (docs/facts.md, k3s overrides etcd's defaults).
 const (
 	heartbeat       = 500 * time.Millisecond
 	electionTimeout = 5 * time.Second

@@ -21,18 +21,18 @@ import (
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
-// readmeRow is one row of the README's "Check a real host by hand" table.
+// readmeRow is one row of docs/install.md's "Check a real host by hand" table.
 type readmeRow struct {
 	reading string   // its first word: link, connect, memory, etcd, fsync
 	podArgs []string // the arguments of `run` (fleet-role check ...)
-	byHand  string   // the host's command, as the README gives it
+	byHand  string   // the host's command, as docs/install.md gives it
 }
 
-// readmeTable reads the table from the README, so that the rows the
+// readmeTable reads the table from docs/install.md, so that the rows the
 // scenario runs are the ones a user reads.
 func readmeTable(t *testing.T) []readmeRow {
 	t.Helper()
-	f, err := os.Open(filepath.Join(repoRoot(t), "README.md"))
+	f, err := os.Open(filepath.Join(repoRoot(t), "docs", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +51,11 @@ func readmeTable(t *testing.T) []readmeRow {
 		}
 		cells := splitRow(line)
 		if len(cells) != 3 {
-			t.Fatalf("README table row %q has %d cells, want 3", line, len(cells))
+			t.Fatalf("docs/install.md table row %q has %d cells, want 3", line, len(cells))
 		}
 		cmd := between(cells[1], "`", "`")
 		if !strings.HasPrefix(cmd, "run ") {
-			t.Fatalf("README table row %q: the pod's command %q does not start with run", line, cmd)
+			t.Fatalf("docs/install.md table row %q: the pod's command %q does not start with run", line, cmd)
 		}
 		rows = append(rows, readmeRow{
 			reading: strings.Fields(cells[0])[0],
@@ -64,13 +64,13 @@ func readmeTable(t *testing.T) []readmeRow {
 		})
 	}
 	if len(rows) == 0 {
-		t.Fatal(`the README has no "Check a real host by hand" table`)
+		t.Fatal(`docs/install.md has no "Check a real host by hand" table`)
 	}
 	return rows
 }
 
 // splitRow splits a markdown table row at the pipes that are not escaped
-// (the README writes a grep alternation as \|).
+// (the page writes a grep alternation as \|).
 func splitRow(line string) []string {
 	line = strings.TrimSpace(line)
 	line = strings.TrimSuffix(strings.TrimPrefix(line, "|"), "|")
@@ -105,7 +105,7 @@ func between(s, open, close string) string {
 	return rest[:j]
 }
 
-// checkReadmeTable runs each row of the README's table inside the probe
+// checkReadmeTable runs each row of docs/install.md's table inside the probe
 // pod (the binary itself, since the image has no shell) and the row's
 // by-hand command on the host, and holds the two to each other. The one
 // substitution: the connect row's peers are the example voters' addresses;
@@ -140,12 +140,12 @@ func (s *scenario) checkReadmeTable(t *testing.T, ctx context.Context, pod *core
 		case "fsync":
 			s.agreeFsync(t, ctx, pod, cmd, row.byHand)
 		default:
-			t.Errorf("the README's table has a row %q that this scenario does not check: add it here", row.reading)
+			t.Errorf("docs/install.md's table has a row %q that this scenario does not check: add it here", row.reading)
 		}
 	}
 	for _, r := range []string{"link", "connect", "memory", "etcd", "fsync"} {
 		if !seen[r] {
-			t.Errorf("the README's table has no %s row", r)
+			t.Errorf("docs/install.md's table has no %s row", r)
 		}
 	}
 }
@@ -320,7 +320,7 @@ const fsyncPairs = 3
 // filesystem, the same number of fdatasyncs, p99s within a factor of 2.
 func (s *scenario) agreeFsync(t *testing.T, ctx context.Context, pod *corev1.Pod, cmd []string, byHand string) {
 	if !strings.Contains(byHand, "--directory="+fsyncHostDir) {
-		t.Errorf("fsync: the README's fio command %q does not name the probe's host directory %s", byHand, fsyncHostDir)
+		t.Errorf("fsync: docs/install.md's fio command %q does not name the probe's host directory %s", byHand, fsyncHostDir)
 	}
 	fio := testenv.Fio(t)
 	var ratios []float64
@@ -382,7 +382,7 @@ func (s *scenario) agreeFsync(t *testing.T, ctx context.Context, pod *corev1.Pod
 // (drop ALL), no privilege escalation (no_new_privs), the RuntimeDefault
 // seccomp filter, and a read-only root; and no host /proc or /sys mounted
 // anywhere (the probe reads its own, which on the host's network give the
-// host's readings: the README table's rows show it).
+// host's readings: docs/install.md's table of readings by hand shows it).
 func (s *scenario) checkProcess(t *testing.T, pod *corev1.Pod, container string) {
 	var spec *corev1.Container
 	for i := range pod.Spec.Containers {

@@ -194,7 +194,7 @@ func (s *scenario) renderedLabels(t *testing.T, ctx context.Context) map[string]
 }
 
 // labelAsK3s gives the node what a k3s server with embedded etcd gets from
-// k3s itself rather than from its kubelet (FACTS.md, k3s): the role labels,
+// k3s itself rather than from its kubelet (docs/facts.md, k3s): the role labels,
 // the etcd annotations and the EtcdIsVoter condition.
 func (s *scenario) labelAsK3s(t *testing.T, ctx context.Context) {
 	t.Helper()

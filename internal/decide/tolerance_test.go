@@ -1,0 +1,70 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// etcd's quorum is a majority of the voting members: 1 of 1, 2 of 2 and 3,
+// 3 of 4 and 5, 4 of 6 and 7 (etcd's FAQ, "What is failure tolerance?").
+func TestQuorum(t *testing.T) {
+	want := map[int]int{0: 0, 1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4}
+	for n, q := range want {
+		if got := Quorum(n); got != q {
+			t.Errorf("Quorum(%d) = %d, want %d", n, got, q)
+		}
+	}
+}
+
+func voters(verdicts ...Verdict) []Host {
+	var hs []Host
+	for i, v := range verdicts {
+		hs = append(hs, Host{Name: fmt.Sprintf("voter-%d", i), Role: RoleVoter, Verdict: v})
+	}
+	return hs
+}
+
+// The tolerance at, just over and just under zero, and what is not counted:
+// learners and standbys do not vote.
+func TestToleranceOf(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		hosts                   []Host
+		tol, optimistic, design int
+	}{
+		{"three fit: one may fail", voters(Fit, Fit, Fit), 1, 1, 1},
+		{"three, one unfit: none may, one if it holds", voters(Fit, Unfit, Fit), 0, 1, 1},
+		{"three, one unknown: none either way", voters(Fit, Unknown, Fit), 0, 0, 1},
+		{"three, two unfit: below quorum, held at zero", voters(Unfit, Unfit, Fit), 0, 1, 1},
+		{"five, one unfit: one more may fail", voters(Fit, Fit, Fit, Fit, Unfit), 1, 2, 2},
+		{"five, two unfit: none", voters(Fit, Fit, Fit, Unfit, Unfit), 0, 2, 2},
+		{"one voter: nothing to spare by design", voters(Fit), 0, 0, 0},
+		{"two voters: nothing to spare either", voters(Fit, Fit), 0, 0, 0},
+		{"no voters", nil, 0, 0, 0},
+		{"learners and standbys are not counted", append(voters(Fit, Fit, Fit),
+			Host{Name: "l", Role: RoleLearner, Verdict: Unfit}, Host{Name: "s", Role: RoleStandby, Verdict: Unknown}), 1, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := toleranceOf(tc.hosts)
+			if got.Tolerance != tc.tol || got.OptimisticTolerance != tc.optimistic || got.DesignTolerance != tc.design {
+				t.Errorf("toleranceOf = %+v, want tolerance %d, optimistic %d, design %d", got, tc.tol, tc.optimistic, tc.design)
+			}
+			if got.Tolerance > got.OptimisticTolerance || got.OptimisticTolerance > got.DesignTolerance {
+				t.Errorf("%+v: want tolerance <= optimistic <= design", got)
+			}
+		})
+	}
+}
+
+func TestToleranceSentence(t *testing.T) {
+	got := toleranceOf(voters(Fit, Unfit, Fit)).Sentence()
+	for _, want := range []string{"failure tolerance 0", "(1 if the 1 unfit voter holds)", "quorum (2)", "1 unfit and 0 unknown"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Sentence() = %q, lacks %q", got, want)
+		}
+	}
+	if got := toleranceOf(voters(Fit, Fit, Fit)).Sentence(); strings.Contains(got, " if the ") {
+		t.Errorf("Sentence() = %q: no optimistic figure when it is the same", got)
+	}
+}

@@ -1,0 +1,204 @@
+// Package nodeevents records the controller's decisions where operators
+// look first, `kubectl describe node`: an Event on a host's Node when its
+// verdict changes, and when the swap is advised or held back by another
+// step than before. Which Events a decision calls for is a pure function of
+// the previous decision and this one (Changes); Recorder hands them to
+// client-go's recorder, which aggregates and rate-limits them.
+package nodeevents
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+)
+
+// Reasons of the Events: a short CamelCase word each, as Kubernetes names
+// its own (NodeReady, Rebooted).
+const (
+	ReasonFit         = "Fit"
+	ReasonUnfit       = "Unfit"
+	ReasonUnknown     = "Unknown"
+	ReasonSwapAdvised = "SwapAdvised"
+	ReasonSwapHeld    = "SwapHeld"
+)
+
+// MaxMessageBytes is the most an Event's message holds: the API server
+// refuses a note over 1 KiB on events.k8s.io/v1 (NoteLengthLimit), and a
+// core/v1 Event is read back through that API too.
+const MaxMessageBytes = 1024
+
+// Event is one Event a decision calls for, on the Node named Node.
+type Event struct {
+	Node    string
+	Type    string // corev1.EventTypeWarning for a host judged unfit, else Normal
+	Reason  string
+	Message string
+}
+
+// Changes returns the Events one decision calls for, at most one per host:
+//
+//   - a host whose verdict differs from the previous decision's (a host the
+//     previous decision did not list counts as having been unknown, so that a
+//     new host's first unknown verdict says nothing): reason Fit, Unfit or
+//     Unknown, the message the deciding reason's number against its limit;
+//   - the voter a swap would take out, when the swap is new (another out or
+//     in, or none before): SwapAdvised;
+//   - every unfit voter, when no swap is made and the step that holds it
+//     back (the decision's deciding step) differs from the previous
+//     decision's: SwapHeld, with that step's reason.
+//
+// The deciding reason and step are those the status names by index
+// (decide.DecidingReason, Decision.DecidingStep), never found by a
+// reason's words.
+//
+// A host with several of these gets one Event: the swap's reason, its
+// message followed by the verdict's.
+func Changes(prev, cur *decide.Status) []Event {
+	was := map[string]decide.Verdict{}
+	if prev != nil {
+		for _, h := range prev.Hosts {
+			was[h.Name] = h.Verdict
+		}
+	}
+	type pending struct {
+		reason string
+		parts  []string
+	}
+	byHost := map[string]*pending{}
+	order := []string{}
+	add := func(host, reason, part string, decision bool) {
+		p := byHost[host]
+		if p == nil {
+			p = &pending{}
+			byHost[host] = p
+			order = append(order, host)
+		}
+		if decision || p.reason == "" {
+			p.reason = reason
+		}
+		if decision {
+			p.parts = append([]string{part}, p.parts...)
+		} else {
+			p.parts = append(p.parts, part)
+		}
+	}
+	verdicts := map[string]decide.Host{}
+	for _, h := range cur.Hosts {
+		verdicts[h.Name] = h
+		before, ok := was[h.Name]
+		if !ok {
+			before = decide.Unknown
+		}
+		if h.Verdict == before {
+			continue
+		}
+		why := "no reason given"
+		if r, ok := decide.DecidingReason(h); ok {
+			why = decide.Summary(r)
+		}
+		add(h.Name, verdictReason(h.Verdict), fmt.Sprintf("fleet-role judges this %s %s (was %s): %s", h.Role, h.Verdict, before, why), false)
+	}
+
+	d := cur.Decision
+	var pd decide.Decision
+	if prev != nil {
+		pd = prev.Decision
+	}
+	switch {
+	case d.Action == decide.ActionSwap:
+		if pd.Action != decide.ActionSwap || pd.Out != d.Out || pd.In != d.In {
+			msg := fmt.Sprintf("fleet-role would swap this voter out for %s (dry run: nothing is changed)", d.In)
+			// The step that decides a swap names the voter out and why.
+			if r, ok := d.DecidingStep(); ok {
+				msg += ": " + r.Detail
+			}
+			add(d.Out, ReasonSwapAdvised, msg, true)
+		}
+	default:
+		held, ok := d.DecidingStep()
+		// A swap before holds nothing, so any step that holds now is new.
+		if before, was := pd.DecidingStep(); !ok || was && pd.Action != decide.ActionSwap && before.Signal == held.Signal {
+			break
+		}
+		for _, h := range cur.Hosts {
+			if h.Role == decide.RoleVoter && h.Verdict == decide.Unfit {
+				add(h.Name, ReasonSwapHeld, fmt.Sprintf("fleet-role would swap no voter: step %s holds it back: %s", held.Signal, held.Detail), true)
+			}
+		}
+	}
+
+	out := make([]Event, 0, len(order))
+	for _, host := range order {
+		p := byHost[host]
+		typ := corev1.EventTypeNormal
+		if verdicts[host].Verdict == decide.Unfit {
+			typ = corev1.EventTypeWarning
+		}
+		out = append(out, Event{Node: host, Type: typ, Reason: p.reason, Message: clip(strings.Join(p.parts, "; "))})
+	}
+	return out
+}
+
+func verdictReason(v decide.Verdict) string {
+	switch v {
+	case decide.Fit:
+		return ReasonFit
+	case decide.Unfit:
+		return ReasonUnfit
+	}
+	return ReasonUnknown
+}
+
+// clip cuts a message to MaxMessageBytes at a character boundary.
+func clip(s string) string {
+	if len(s) <= MaxMessageBytes {
+		return s
+	}
+	const more = "…"
+	n := MaxMessageBytes - len(more)
+	for n > 0 && !isStart(s[n]) {
+		n--
+	}
+	return s[:n] + more
+}
+
+func isStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// Recorder records a decision's Events on the Nodes.
+type Recorder struct {
+	rec record.EventRecorder
+}
+
+// New records through rec (kube.Client.EventRecorder).
+func New(rec record.EventRecorder) *Recorder { return &Recorder{rec: rec} }
+
+// Observe records the Events from prev to cur on the Nodes of nodes; a
+// host whose Node is not among them gets none. A nil Recorder records
+// nothing.
+func (r *Recorder) Observe(prev, cur *decide.Status, nodes []corev1.Node) {
+	if r == nil {
+		return
+	}
+	events := Changes(prev, cur)
+	if len(events) == 0 {
+		return
+	}
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	for _, e := range events {
+		n := byName[e.Node]
+		if n == nil {
+			continue
+		}
+		// The reference names the Node by kind, name and UID, which is
+		// what kubectl describe node looks Events up by; Eventf's
+		// format is the message itself, quoted so that no % in it is read.
+		r.rec.Eventf(n, e.Type, e.Reason, "%s", e.Message)
+	}
+}

@@ -1,0 +1,344 @@
+package statuspage_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
+	"github.com/fleet-role/fleet-role/lab/browser"
+	"github.com/fleet-role/fleet-role/lab/probetest"
+)
+
+// payload is a record's text crafted as markup and script: shown as
+// text, it is harmless; parsed as markup, it would run.
+const payload = `</td><script>document.title="owned"</script><img src=x onerror="document.title='owned'"><b title='x'>&amp;`
+
+// fleet decides over three voters and standbys standbys, each recording a
+// realistic full window (lab/probetest, the bench's generator); with
+// hostile, every standby's disk directory, every connect error to voter-2
+// and every reading error is payload, repeated up to the entry's cap.
+func fleet(t testing.TB, standbys int, hostile bool) *decide.Status {
+	t.Helper()
+	s := settings.Defaults()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	voters := []string{"voter-1", "voter-2", "voter-3"}
+	in := decide.Input{Now: now, Settings: s, Entries: map[string]string{}}
+	var nodes []corev1.Node
+	text := payload
+	if hostile {
+		text = strings.Repeat(payload, entry.MaxTextBytes/len(payload))
+	}
+	for i := range len(voters) + standbys {
+		name, self := fmt.Sprintf("standby-%04d.fleet.example.internal", i-len(voters)), -1
+		if i < len(voters) {
+			name, self = voters[i], i
+		}
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{s.EligibleLabel: "true"}}}
+		if self >= 0 {
+			n.Labels[decide.EtcdRoleLabel] = "true"
+			n.Status.Conditions = []corev1.NodeCondition{{Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(now.Add(-24 * time.Hour))}}
+		}
+		nodes = append(nodes, n)
+		e := probetest.RealisticEntry(name, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))
+		if hostile && self < 0 {
+			e.Fsync.Dir = text
+			for j := range e.Samples {
+				e.Samples[j].Connect["voter-2"] = entry.Connect{Err: text}
+				e.Samples[j].Errors = []string{text}
+			}
+		}
+		raw, err := entry.Encode(e)
+		if err != nil {
+			t.Fatalf("encode %s: %v", name, err)
+		}
+		in.Entries[name] = raw
+	}
+	in.Nodes = decide.NodesFromKube(nodes, s)
+	// Twice, so that every entry has been seen: the second decision's
+	// previous is the first.
+	st := decide.Decide(in)
+	in.Previous = &st
+	st = decide.Decide(in)
+	return &st
+}
+
+func render(t testing.TB, st *decide.Status, h *statuspage.History) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := statuspage.Render(&b, statuspage.Page{Model: statuspage.ModelOf(st), History: h, Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func parse(t testing.TB, page []byte) *html.Node {
+	t.Helper()
+	doc, err := html.Parse(bytes.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// A record's markup and script are text on the page: no element, no
+// attribute, no script comes from them, and the text reads as written.
+func TestRecordTextIsEscaped(t *testing.T) {
+	st := fleet(t, 4, false)
+	// The payload in a standby's disk directory and in voter-2's connect
+	// errors, short enough to be shown whole.
+	for i := range st.Hosts {
+		h := &st.Hosts[i]
+		for j := range h.Reasons {
+			r := &h.Reasons[j]
+			if r.Signal == decide.SignalFdatasync {
+				r.Subject = payload
+			}
+		}
+	}
+	page := render(t, st, nil)
+	doc := parse(t, page)
+	shown := 0
+	browser.Walk(doc, func(n *html.Node) {
+		if n.Type != html.ElementNode {
+			return
+		}
+		switch n.Data {
+		case "script", "img", "link", "iframe", "object", "embed":
+			t.Errorf("the page has a <%s> element", n.Data)
+		}
+		for _, a := range n.Attr {
+			if strings.HasPrefix(a.Key, "on") || a.Key == "src" || a.Key == "href" {
+				t.Errorf("<%s> has attribute %s=%q", n.Data, a.Key, a.Val)
+			}
+		}
+		if n.Data == "td" && strings.Contains(browser.Text(n), payload) {
+			shown++
+		}
+	})
+	if shown == 0 {
+		t.Fatalf("the payload is shown in no cell as text:\n%s", page)
+	}
+}
+
+// Every coloured cell carries its meaning in text too: a verdict or a
+// reading has its mark, and a reading its number.
+func TestColourIsNeverAlone(t *testing.T) {
+	st := fleet(t, 4, true) // failing connects to voter-2, and every other kind
+	page := render(t, st, nil)
+	marks := map[string][]string{"ok": {"✓"}, "bad": {"✗", "U"}, "fail": {"✗ failed"}, "unk": {"?"}, "none": {"·", "-", "self"}, "self": {"self"}}
+	cells := map[string]int{}
+	browser.Walk(parse(t, page), func(n *html.Node) {
+		if n.Type != html.ElementNode || (n.Data != "td" && n.Data != "th" && n.Data != "span" && n.Data != "p") {
+			return
+		}
+		class, ok := browser.Attr(n, "class")
+		if !ok {
+			return
+		}
+		for _, c := range strings.Fields(class) {
+			want, known := marks[c]
+			if !known {
+				continue
+			}
+			cells[c]++
+			found := false
+			for _, m := range want {
+				if strings.Contains(browser.Text(n), m) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("<%s class=%q> %q carries none of the marks %q", n.Data, class, browser.Text(n), want)
+			}
+		}
+	})
+	for _, c := range []string{"ok", "bad", "fail", "self"} {
+		if cells[c] == 0 {
+			t.Errorf("no cell of class %s: the fleet should show one (%v)", c, cells)
+		}
+	}
+}
+
+// The matrix is the status's links laid out: between the golden scenario's
+// slow pair, each end's own tail over its limit with etcd's round trip, and
+// every other cell the figures the status publishes for it.
+func TestMatrixIsTheStatusLinks(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "decide", "testdata", "slow-voter-link", "status.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := decide.UnmarshalStatus(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := statuspage.ModelOf(st).Matrix
+	if strings.Join(m.Peers, ",") != "alpha,bravo,charlie" || m.Missing || m.Dropped != 0 {
+		t.Fatalf("peers %q, missing %v, dropped %d", m.Peers, m.Missing, m.Dropped)
+	}
+	want := map[string]decide.LinkCell{}
+	for _, r := range st.Links {
+		for _, c := range r.To {
+			want[r.From+">"+c.Peer] = c
+		}
+	}
+	n := 0
+	for _, row := range m.Rows {
+		for i, c := range row.Cells {
+			if c.Self != (row.Host == m.Peers[i]) {
+				t.Errorf("%s>%s: self %v", row.Host, m.Peers[i], c.Self)
+			}
+			w, ok := want[row.Host+">"+m.Peers[i]]
+			if !ok {
+				if c.Connect.Present || c.RTT.Present {
+					t.Errorf("%s>%s: a reading the status does not have", row.Host, m.Peers[i])
+				}
+				continue
+			}
+			n++
+			if !c.Connect.Present || !c.Connect.HasSeconds || c.Connect.Seconds != *w.Connect.Seconds || c.Connect.OK != w.Connect.OK ||
+				c.Connect.Count != w.Connect.Count || c.Connect.Over != w.Connect.Over || c.Slow != w.Slow ||
+				(w.RTT != nil) != c.RTT.Present {
+				t.Errorf("%s>%s: %+v, the status says %+v %+v", row.Host, m.Peers[i], c, *w.Connect, w.RTT)
+			}
+		}
+	}
+	if n != len(want) || n == 0 {
+		t.Fatalf("%d cells matched of %d links", n, len(want))
+	}
+	alpha := m.Rows[0]
+	if alpha.Host != "alpha" || alpha.Cells[1].Connect.OK || !alpha.Cells[1].RTT.Present || !alpha.Cells[1].Slow {
+		t.Fatalf("alpha's link to bravo: %+v, want over its limit with etcd's round trip", alpha.Cells[1])
+	}
+	// On the page: marked, its numbers (the status's) and its count over the
+	// limit in words.
+	ab := want["alpha>bravo"]
+	connect, rtt := decide.FormatValue(*ab.Connect.Seconds, "seconds"), decide.FormatValue(*ab.RTT.Seconds, "seconds")
+	var cell *html.Node
+	browser.Walk(parse(t, render(t, st, nil)), func(n *html.Node) {
+		if title, _ := browser.Attr(n, "title"); n.Data == "td" && cell == nil && strings.Contains(title, "connects: "+connect) {
+			cell = n
+		}
+	})
+	if cell == nil {
+		t.Fatal("no cell with alpha's connect tail to bravo")
+	}
+	class, _ := browser.Attr(cell, "class")
+	title, _ := browser.Attr(cell, "title")
+	if !strings.Contains(class, "bad") || browser.Text(cell) != connect+" ✗rtt "+rtt+" ✗" || !strings.Contains(title, "100 over the limit or failed") {
+		t.Fatalf("alpha to bravo: class %q, %q, title %q", class, browser.Text(cell), title)
+	}
+}
+
+// A document that left link rows out, or has none, says so, and a host
+// without its row says why.
+func TestMatrixLeftOut(t *testing.T) {
+	st := fleet(t, 4, false)
+	dropped := 0
+	for _, r := range st.Links[3:] {
+		dropped += len(r.To)
+	}
+	reduced := *st
+	reduced.Links = st.Links[:3]
+	reduced.Dropped = []decide.Dropped{{Part: decide.PartLinks, Count: dropped}}
+	page := string(render(t, &reduced, nil))
+	if !strings.Contains(page, fmt.Sprintf("left %d link cells out", dropped)) || !strings.Contains(page, "its links were left out of this document") {
+		t.Fatalf("the page does not say what was left out:\n%s", page)
+	}
+	old := *st
+	old.Links = nil
+	if page := string(render(t, &old, nil)); !strings.Contains(page, "has no link matrix") {
+		t.Fatalf("a document without links:\n%s", page)
+	}
+}
+
+// A host with no record has its row, which says why it has no readings.
+func TestHostWithoutRecordHasARow(t *testing.T) {
+	st := fleet(t, 2, false)
+	in := decide.Input{Now: st.GeneratedAt, Settings: st.Settings.Values, Nodes: []decide.Node{{Name: "voter-4", Voter: true}}}
+	lone := decide.Decide(in)
+	st.Hosts = append(st.Hosts, lone.Hosts...)
+	m := statuspage.ModelOf(st)
+	var row *statuspage.MatrixRow
+	for i := range m.Matrix.Rows {
+		if m.Matrix.Rows[i].Host == "voter-4" {
+			row = &m.Matrix.Rows[i]
+		}
+	}
+	if row == nil || !strings.Contains(row.Note, "no probe record") {
+		t.Fatalf("voter-4's row: %+v", row)
+	}
+	if len(m.Matrix.Peers) != 4 {
+		t.Fatalf("peers %q: voter-4 has no record but is a column", m.Matrix.Peers)
+	}
+}
+
+// PageBytesAt500 is the stated bound of docs/operators.md: the page for
+// the bench's largest fleet, 500 recording standbys and three voters,
+// whatever their records hold.
+const PageBytesAt500 = 1 << 20
+
+// The page at 500 recording hosts stays within its bound, with realistic
+// records and with every text at its cap and made of markup.
+func TestPageSizeAt500Hosts(t *testing.T) {
+	for _, hostile := range []bool{false, true} {
+		st := fleet(t, 500, hostile)
+		h := statuspage.NewHistory(2 * st.Settings.Values.Window)
+		for range 2 * st.Settings.Values.Window {
+			h.Add(st)
+		}
+		page := render(t, st, h)
+		t.Logf("hostile=%v: %d hosts, page %d bytes (%.0f per host), bound %d", hostile, len(st.Hosts), len(page), float64(len(page))/float64(len(st.Hosts)), PageBytesAt500)
+		if len(page) > PageBytesAt500 {
+			t.Errorf("hostile=%v: the page is %d bytes, over the bound of %d", hostile, len(page), PageBytesAt500)
+		}
+	}
+}
+
+func TestHistory(t *testing.T) {
+	st := func(verdicts map[string]decide.Verdict, at int) *decide.Status {
+		s := &decide.Status{GeneratedAt: time.Unix(int64(at), 0)}
+		for _, n := range []string{"a", "b", "c"} {
+			if v, ok := verdicts[n]; ok {
+				s.Hosts = append(s.Hosts, decide.Host{Name: n, Verdict: v})
+			}
+		}
+		return s
+	}
+	h := statuspage.NewHistory(3)
+	h.Add(st(map[string]decide.Verdict{"a": decide.Fit}, 1))
+	h.Add(st(map[string]decide.Verdict{"a": decide.Fit, "b": decide.Unfit}, 2))
+	c := h.Clone()
+	h.Add(st(map[string]decide.Verdict{"a": decide.Unknown, "b": decide.Unfit}, 3))
+	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit}, 4))
+	got := func(h *statuspage.History, host string) string {
+		var b strings.Builder
+		for _, r := range h.Runs(host) {
+			b.WriteString(strings.Repeat(r.Mark, r.N))
+		}
+		return b.String()
+	}
+	if h.Len() != 3 || got(h, "a") != "F?U" || got(h, "b") != "UU-" {
+		t.Fatalf("after 4 decisions of 3 remembered: len %d, a %q, b %q", h.Len(), got(h, "a"), got(h, "b"))
+	}
+	if c.Len() != 2 || got(c, "a") != "FF" || got(c, "b") != "-U" {
+		t.Fatalf("the clone changed: len %d, a %q, b %q", c.Len(), got(c, "a"), got(c, "b"))
+	}
+	h.Add(st(nil, 5))
+	h.Add(st(nil, 6))
+	if got(h, "b") != "" {
+		t.Fatalf("b, in none of the remembered decisions, is still remembered: %q", got(h, "b"))
+	}
+}

@@ -1,0 +1,291 @@
+package statuspage
+
+import (
+	"bufio"
+	"fmt"
+	"html"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+)
+
+// Page is one rendering: a decision's model, the verdicts of the decisions
+// before it when the controller remembers them, and where it came from.
+type Page struct {
+	Model *Model
+	// History is nil for a page written from a status document or from
+	// saved inputs: those hold one decision.
+	History *History
+	// Source says where the decision came from, for the page's header.
+	Source string
+}
+
+// ContentSecurityPolicy is what the page may load: nothing but its own
+// inline style. The controller sends it as a header; the page carries it
+// in a meta element too, so that a copy opened from a file holds to it.
+const ContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+
+// TextRunes is the most characters of one text the page shows in a cell:
+// a reason's detail can quote an entry's error text, up to decide.TextCap
+// bytes; the page shows its start and says it was cut, and `fleet-role
+// status HOST` prints it whole. It bounds what each host adds to the page
+// whatever its record holds (docs/operators.md, "Size").
+const TextRunes = 200
+
+// TimeLayout is how the page writes the decision's time: to the
+// millisecond, which tells apart decisions half a period apart.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// The page is written by hand, every text from a decision through esc
+// (html.EscapeString: <, >, &, ' and " become references, which is all a
+// text in an element or a quoted attribute needs; the page has no script,
+// URL or style built from data, the contexts html/template tells apart).
+// Not with html/template: its executing templates through reflection keeps
+// every exported method of every type the binary links, which cost 8.7 MB
+// of executable and 2.5 MiB of resident memory at start (measured, against
+// 28.7 MB and 17.4 MiB), in the probe on every node too, as the product
+// binary is one.
+var esc = html.EscapeString
+
+// head is the page up to its title: fixed, with the policy that lets the
+// page load nothing but its own style.
+const head = `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'; base-uri 'none'">
+<meta name="viewport" content="width=device-width">
+`
+
+const style = `<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em;color:#1f2328;background:#fff}
+h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.5em}
+table{border-collapse:collapse}th,td{border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ok{background:#dafbe1;color:#116329}.bad{background:#ffebe9;color:#a40e26;font-weight:bold}
+.unk{background:#fff8c5;color:#7d4e00}.none,.self{color:#656d76}.self{background:#f6f8fa}
+.fail{background:repeating-linear-gradient(45deg,#ffebe9,#ffebe9 4px,#ffd8d3 4px,#ffd8d3 8px);color:#a40e26;font-weight:bold}
+.big{font-size:2em;font-weight:bold;margin:0}.hist{font-family:ui-monospace,monospace;white-space:pre;letter-spacing:1px}
+.hist span.bad,.hist span.unk{font-weight:bold}small{color:#656d76}.nw{white-space:nowrap}
+</style></head><body>
+`
+
+// Render writes the page.
+func Render(w io.Writer, p Page) error {
+	if p.Model == nil {
+		return fmt.Errorf("render status page: no decision")
+	}
+	bw := bufio.NewWriter(w)
+	write(bw, p)
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write status page: %w", err)
+	}
+	return nil
+}
+
+// write writes the page to b; a bufio.Writer keeps its first error, which
+// Flush returns.
+func write(b *bufio.Writer, p Page) {
+	m := p.Model
+	pr := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	str := b.WriteString
+	d, t := m.Decision, m.Tolerance
+	swap := d.Action == decide.ActionSwap
+
+	str(head)
+	str("<title>fleet-role: ")
+	if swap {
+		pr("swap %s out for %s", esc(d.Out), esc(d.In))
+	} else {
+		str("no swap")
+	}
+	pr(", failure tolerance %d</title>\n", t.Tolerance)
+	str(style)
+	str("<h1>fleet-role ")
+	if swap {
+		pr("would swap <b>%s</b> out for <b>%s</b>", esc(d.Out), esc(d.In))
+	} else {
+		str("would make no swap")
+	}
+	str(" <small>(dry run: nothing is changed)</small></h1>\n")
+	pr(`<p id="meta">decided at <time id="generated-at">%s</time> · %s · form <b>%s</b>`, m.GeneratedAt.UTC().Format(TimeLayout), esc(p.Source), esc(m.Form))
+	for _, x := range m.Dropped {
+		pr(" (dropped %d %s)", x.Count, esc(x.Part))
+	}
+	pr(" · period %s, window %d, tail p%s</p>\n", m.Settings.SamplePeriod, m.Settings.Window, esc(m.Percentile))
+	// The step that decides: the voter out and why, or what holds the swap.
+	if r, ok := d.DecidingStep(); ok {
+		what := "Held back by step"
+		if swap {
+			what = "Why this voter: step"
+		}
+		pr(`<p id="deciding-step">%s <b>%s</b>: %s</p>`+"\n", what, esc(r.Signal), esc(cut(r.Detail, DecisionRunes)))
+	}
+
+	mark, class := "✓", "ok"
+	if t.Tolerance == 0 {
+		mark, class = "✗", "bad"
+	}
+	pr(`<section id="tolerance"><h2>Failure tolerance</h2>`+"\n"+`<p class="big %s"><span id="tolerance-value">%d</span> %s</p>`+"\n", class, t.Tolerance, mark)
+	pr(`<p>%s. Counting only the unknown voters as lost: <b id="tolerance-optimistic">%d</b>; by the voter count alone: %d.</p></section>`+"\n",
+		esc(t.Sentence()), t.OptimisticTolerance, t.DesignTolerance)
+
+	pr(`<section id="hosts"><h2>Hosts (%d)</h2>`+"\n", len(m.Hosts))
+	str("<table><tr><th>host</th><th>role</th><th>verdict</th><th>samples</th><th>deciding reason: value against its limit</th></tr>")
+	for _, h := range m.Hosts {
+		pr("\n<tr><th scope=\"row\">%s</th><td>%s", esc(h.Name), esc(string(h.Role)))
+		if h.Pinned {
+			str(", pinned")
+		}
+		if h.Eligible && h.Role != decide.RoleStandby {
+			str(", eligible")
+		}
+		why := "-"
+		if h.Deciding != nil {
+			why = short(decide.Summary(*h.Deciding))
+		}
+		pr(`</td><td class="%s">%s</td><td class="n">%d/%d</td><td>%s</td></tr>`, verdictClass(h.Verdict), verdictMark(h.Verdict), h.Samples, m.Settings.Window, esc(why))
+	}
+	str("</table></section>\n")
+
+	str(`<section id="links"><h2>Link matrix</h2>` + "\n")
+	pr("<p>Each row is the host that measured, each column the etcd member it connected to. A cell is the p%s of the window's TCP connects to the member's peer port (limit %s, %s) and, on a member's row, etcd's own peer round trip, <i>rtt</i> (limit %s): ✓ within its limit, ✗ over it, <b>✗ failed</b> the connects at the tail failed (and how many of the window's failed), ? not judged, · none no reading in the window. A link is slow when either is over its limit; the tooltip says each reading in words.",
+		esc(m.Percentile), decide.FormatValue(m.Connect.Value, "seconds"), esc(string(m.Connect.Rule)), decide.FormatValue(m.RTT.Value, "seconds"))
+	switch {
+	case m.Matrix.Missing:
+		str(" <b>This status document has no link matrix (it was written by a fleet-role before the status published one).</b>")
+	case m.Matrix.Dropped > 0:
+		pr(" <b>This document's form (%s) left %d link cells out: a row without readings may have had some.</b>", esc(m.Form), m.Matrix.Dropped)
+	}
+	str("</p>\n<table id=\"link-matrix\"><tr><th>measured by \\ to</th>")
+	for _, peer := range m.Matrix.Peers {
+		pr(`<th scope="col">%s</th>`, esc(peer))
+	}
+	str("</tr>")
+	for _, r := range m.Matrix.Rows {
+		// The row's colour is its host's verdict, so the verdict's mark
+		// follows the name (the mark, not the colour, carries it).
+		pr("\n<tr><th scope=\"row\" class=\"%s\">%s %s</th>", verdictClass(r.Verdict), esc(r.Host), verdictSymbol(r.Verdict))
+		if r.Note != "" {
+			pr(`<td colspan="%d" class="none">· %s</td></tr>`, len(r.Cells), esc(short(r.Note)))
+			continue
+		}
+		for _, c := range r.Cells {
+			if c.Self {
+				str(`<td class="self">self</td>`)
+				continue
+			}
+			class := c.Connect.class()
+			if rc := c.RTT.class(); (rc == "bad" || rc == "unk") && rc != class {
+				class += " " + rc
+			}
+			title := c.Connect.title("connects", m.Percentile, m.Connect)
+			if t := c.RTT.title("round trips", m.Percentile, m.RTT); t != "" {
+				title += "; etcd's " + t
+			}
+			pr(`<td class="%s"`, class)
+			if title != "" {
+				pr(` title="%s"`, esc(title))
+			}
+			pr(">%s", esc(c.Connect.mark()))
+			if c.RTT.Present {
+				pr("<br>rtt %s", esc(c.RTT.mark()))
+			}
+			str("</td>")
+		}
+		str("</tr>")
+	}
+	str("</table></section>\n")
+
+	str(`<section id="decision"><h2>Decision: `)
+	if swap {
+		pr("swap %s out, %s in", esc(d.Out), esc(d.In))
+	} else {
+		str("none")
+	}
+	str("</h2>\n<table><tr><th></th><th>step</th><th>subject</th><th>why</th></tr>")
+	for i, r := range d.Reasons {
+		class, mark := "ok", "✓ ok"
+		switch {
+		case d.Deciding != nil && *d.Deciding == i && r.OK:
+			mark = "✓ decides"
+		case d.Deciding != nil && *d.Deciding == i:
+			class, mark = "bad", "✗ holds, first"
+		case r.OK:
+		case r.Signal == decide.StepCandidate && r.Subject != "":
+			class, mark = "bad", "✗ not fit"
+		default:
+			class, mark = "bad", "✗ holds"
+		}
+		pr("\n<tr class=\"%s\"><td class=\"nw\">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>", class, mark, esc(r.Signal), esc(r.Subject), esc(cut(r.Detail, DecisionRunes)))
+	}
+	str("</table></section>\n")
+
+	str(`<section id="history"><h2>Verdicts over the last decisions</h2>` + "\n")
+	if p.History == nil {
+		str("<p>This page was written from one decision; the controller's own page (its metrics port, path /status) shows the verdicts of the decisions it remembers.</p>")
+	} else {
+		pr("<p>Oldest on the left, one mark a decision (%d remembered): F fit, U unfit, ? unknown, - not listed.</p>\n<table>", p.History.Len())
+		for _, h := range m.Hosts {
+			pr(`<tr><th scope="row">%s</th><td class="hist">`, esc(h.Name))
+			for _, r := range p.History.Runs(h.Name) {
+				pr(`<span class="%s">%s</span>`, r.Class, strings.Repeat(r.Mark, r.N))
+			}
+			str("</td></tr>")
+		}
+		str("</table>")
+	}
+	str("</section>\n</body></html>\n")
+}
+
+// DecisionRunes is the most characters of a decision step's detail the page
+// shows: the decision's own sentences (the attribution names every slow
+// link and the sets that explain them) run longer than a host's, and there
+// are only as many steps as the plan has and a candidate per standby.
+const DecisionRunes = 1000
+
+// short cuts a text to TextRunes characters, saying so.
+func short(s string) string { return cut(s, TextRunes) }
+
+func cut(s string, most int) string {
+	if utf8.RuneCountInString(s) <= most {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == most {
+			return s[:i] + fmt.Sprintf("… [cut from %d bytes; fleet-role status HOST prints it whole]", len(s))
+		}
+		n++
+	}
+	return s
+}
+
+// verdictMark is a verdict with its mark, so that it reads without colour.
+func verdictMark(v decide.Verdict) string {
+	if v == "" {
+		return verdictSymbol(v)
+	}
+	return verdictSymbol(v) + " " + string(v)
+}
+
+// verdictSymbol is a verdict's mark alone: ✓ fit, ✗ unfit, ? otherwise.
+func verdictSymbol(v decide.Verdict) string {
+	switch v {
+	case decide.Fit:
+		return "✓"
+	case decide.Unfit:
+		return "✗"
+	}
+	return "?"
+}
+
+func verdictClass(v decide.Verdict) string {
+	switch v {
+	case decide.Fit:
+		return "ok"
+	case decide.Unfit:
+		return "bad"
+	}
+	return "unk"
+}

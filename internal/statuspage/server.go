@@ -1,0 +1,102 @@
+package statuspage
+
+import (
+	"bytes"
+	"net/http"
+	"sync"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Path is where the controller serves the page, on its metrics port.
+const Path = "/status"
+
+// maxRenders bounds the pages rendered at once: each holds the page's bytes
+// (under 1 MiB at 500 hosts) until it is written, and an operator's
+// browser asks for one at a time. More are answered 503 at once, as
+// /metrics answers a gather over its own bound.
+const maxRenders = 2
+
+// Server keeps the last decision's Model and the verdicts of the decisions
+// before it, and serves the page. The controller calls Observe after each
+// decision; requests render from a copy, so that a slow reader never holds
+// a decision back.
+type Server struct {
+	source string
+	sem    chan struct{}
+
+	mu      sync.Mutex
+	model   *Model
+	history *History
+}
+
+// HistoryFor is how many decisions the controller's page remembers at
+// settings s when it decides perPeriod times a period: a window's worth,
+// the span each verdict is judged over.
+func HistoryFor(s settings.Settings, perPeriod int) int { return perPeriod * s.Window }
+
+// NewServer remembers the verdicts of the last historySize decisions.
+func NewServer(historySize int, source string) *Server {
+	return &Server{source: source, sem: make(chan struct{}, maxRenders), history: NewHistory(historySize)}
+}
+
+// Observe takes a decision. A nil Server observes nothing.
+func (s *Server) Observe(st *decide.Status) {
+	if s == nil {
+		return
+	}
+	m := ModelOf(st) // outside the lock: the fleet's size of work
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.model = m
+	s.history.Add(st)
+}
+
+// Page is the page as it would be served now; ok is false before the first
+// decision.
+func (s *Server) Page() (Page, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return Page{}, false
+	}
+	// The model is replaced, never changed, by Observe; the history is.
+	return Page{Model: s.model, History: s.history.Clone(), Source: s.source}, true
+}
+
+// ServeHTTP answers GET and HEAD with the page.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "read-only page: GET or HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	default:
+		http.Error(w, "busy rendering other requests for this page; try again", http.StatusServiceUnavailable)
+		return
+	}
+	p, ok := s.Page()
+	if !ok {
+		http.Error(w, "no decision yet", http.StatusServiceUnavailable)
+		return
+	}
+	// Whole before the first byte: an error becomes a 500, not half a page.
+	var b bytes.Buffer
+	if err := Render(&b, p); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	if r.Method == http.MethodHead {
+		return
+	}
+	_, _ = w.Write(b.Bytes())
+}
