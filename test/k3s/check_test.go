@@ -647,7 +647,8 @@ func (s *scenario) readAudit(t *testing.T, fn func(server string, e auditlog.Eve
 // checkAudit reads the servers' audit logs: the scenario's own credential
 // (k3s's admin) wrote no Node, so every label, annotation and condition
 // fleet-role read is k3s's; and every write of fleet-role's components is
-// one of its own ConfigMaps: the controller patches the status, the probe
+// one of its own ConfigMaps or, the controller's, an Event on a Node: the
+// controller patches the status, the probe
 // of node X creates or patches the record named X (the admission check's
 // requests with the probe's token aside).
 func (s *scenario) checkAudit(t *testing.T) {
@@ -670,6 +671,13 @@ func (s *scenario) checkAudit(t *testing.T) {
 		verbs := []string{"create", "patch"}
 		switch e.User.Username {
 		case prefix + ctrlSA:
+			if e.EventOnNode(hosts) {
+				// Its Events on the Nodes (docs/operators.md).
+				if e.Code() < 400 {
+					writes["controller's Events"]++
+				}
+				return
+			}
 			who, cm, verbs = "controller", s.settings.StatusConfigMap, []string{"patch"}
 		case prefix + probeSA:
 			nodes := e.User.Extra[record.NodeNameClaim]

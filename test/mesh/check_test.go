@@ -417,9 +417,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 		own := r != nil && r.Resource == "configmaps" && r.Namespace == ns && r.Name == w.cm && r.Subresource == ""
 		// The controller's Events on the Nodes, created and then counted up
 		// by patches (client-go's recorder), in namespace default.
-		if w.who == "controller" && r != nil && r.Resource == "events" && r.Namespace == "default" &&
-			(e.Verb == "create" || e.Verb == "patch") && e.Code() < 400 &&
-			slices.ContainsFunc(m.hosts, func(h string) bool { return strings.HasPrefix(r.Name, h+".") }) {
+		if w.who == "controller" && e.EventOnNode(m.hosts) && e.Code() < 400 {
 			eventWrites++
 			return
 		}
