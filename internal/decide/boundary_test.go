@@ -188,17 +188,7 @@ func histMod(bounds []float64, k, lo, hi int, where func(x *entry.EtcdSample, h 
 func TestHistogramBoundaries(t *testing.T) {
 	for name, s := range timings(t) {
 		t.Run(name, func(t *testing.T) {
-			signals := []struct {
-				signal string
-				limit  settings.Limit
-				where  func(x *entry.EtcdSample, h quantile.Histogram)
-				layout []float64
-			}{
-				{decide.SignalPeerRTT, s.RTTLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.PeerRTT["b2"] = h }, rttBounds},
-				{decide.SignalWALFsync, s.WALFsyncLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.WALFsync = h }, walBounds},
-				{decide.SignalBackendCommit, s.BackendCommitLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.BackendCommit = h }, walBounds},
-			}
-			for _, sig := range signals {
+			for _, sig := range histogramSignals(s) {
 				t.Run(sig.signal, func(t *testing.T) {
 					l := sig.limit.Value
 					b := exactBounds(l)
@@ -245,17 +235,7 @@ func sparseMod(bounds []float64, n, k, lo, hi int, where func(x *entry.EtcdSampl
 // is judged.
 func TestHistogramWithFewObservations(t *testing.T) {
 	s := settings.Defaults()
-	signals := []struct {
-		signal string
-		limit  settings.Limit
-		where  func(x *entry.EtcdSample, h quantile.Histogram)
-		layout []float64
-	}{
-		{decide.SignalPeerRTT, s.RTTLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.PeerRTT["b2"] = h }, rttBounds},
-		{decide.SignalWALFsync, s.WALFsyncLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.WALFsync = h }, walBounds},
-		{decide.SignalBackendCommit, s.BackendCommitLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.BackendCommit = h }, walBounds},
-	}
-	for _, sig := range signals {
+	for _, sig := range histogramSignals(s) {
 		t.Run(sig.signal, func(t *testing.T) {
 			in := bucket(sig.layout, sig.limit.Value) - 1
 			cases := []struct {
@@ -705,4 +685,21 @@ func TestOverALimitBeatsAFailedReading(t *testing.T) {
 			t.Fatalf("verdict %s, want unknown: the record cannot be judged", h.Verdict)
 		}
 	})
+}
+
+// histogramSignal is one of etcd's histograms the decision judges: its
+// signal, its limit, where a sample holds it, and real etcd's bucket layout.
+type histogramSignal struct {
+	signal string
+	limit  settings.Limit
+	where  func(x *entry.EtcdSample, h quantile.Histogram)
+	layout []float64
+}
+
+func histogramSignals(s settings.Settings) []histogramSignal {
+	return []histogramSignal{
+		{decide.SignalPeerRTT, s.RTTLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.PeerRTT["b2"] = h }, rttBounds},
+		{decide.SignalWALFsync, s.WALFsyncLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.WALFsync = h }, walBounds},
+		{decide.SignalBackendCommit, s.BackendCommitLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.BackendCommit = h }, walBounds},
+	}
 }

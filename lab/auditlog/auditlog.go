@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -94,4 +95,16 @@ func Read(path string, fn func(Event)) error {
 		return fmt.Errorf("audit log %s: %w", path, err)
 	}
 	return nil
+}
+
+// EventOnNode says whether e is a create or patch of an Event on one of
+// nodes, as fleet-role's controller records them (docs/operators.md): in
+// namespace default, where `kubectl describe node` finds them, each named
+// by client-go's recorder after the object it is on and a suffix.
+func (e Event) EventOnNode(nodes []string) bool {
+	r := e.ObjectRef
+	if r == nil || r.Resource != "events" || r.Namespace != "default" || (e.Verb != "create" && e.Verb != "patch") {
+		return false
+	}
+	return slices.ContainsFunc(nodes, func(n string) bool { return strings.HasPrefix(r.Name, n+".") })
 }

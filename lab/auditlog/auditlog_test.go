@@ -99,3 +99,37 @@ func TestReadErrors(t *testing.T) {
 		t.Errorf("a line of %d bytes was read", maxLine+1)
 	}
 }
+
+// An Event on a Node is a create or patch of an events object in namespace
+// default named after the node and a suffix; another namespace, another
+// resource, another node's name that only begins alike, or a read is not.
+func TestEventOnNode(t *testing.T) {
+	ev := func(verb, resource, ns, name string) Event {
+		var e Event
+		e.Verb = verb
+		e.ObjectRef = &struct {
+			Resource    string `json:"resource"`
+			Namespace   string `json:"namespace"`
+			Name        string `json:"name"`
+			Subresource string `json:"subresource"`
+		}{Resource: resource, Namespace: ns, Name: name}
+		return e
+	}
+	nodes := []string{"server-1", "standby"}
+	for _, c := range []struct {
+		e    Event
+		want bool
+	}{
+		{ev("create", "events", "default", "server-1.18ed34aaf3dad46a"), true},
+		{ev("patch", "events", "default", "standby.18ed34ba8d55b7c4"), true},
+		{ev("get", "events", "default", "server-1.18ed34aaf3dad46a"), false},
+		{ev("create", "events", "fleet-role", "server-1.18ed34aaf3dad46a"), false},
+		{ev("create", "configmaps", "default", "server-1.x"), false},
+		{ev("create", "events", "default", "server-10.18ed34aaf3dad46a"), false},
+		{Event{Verb: "create"}, false},
+	} {
+		if got := c.e.EventOnNode(nodes); got != c.want {
+			t.Errorf("%s: EventOnNode = %v, want %v", c.e.What(), got, c.want)
+		}
+	}
+}

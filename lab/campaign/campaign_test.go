@@ -508,3 +508,19 @@ func TestLossPeriods(t *testing.T) {
 		t.Errorf("P(X >= 2 of 3 at 0.5) = %v, want 0.5", got)
 	}
 }
+
+// A delay on etcd's leader holds back every write by four crossings of its
+// path, and the swap's publication waits for three writes one after
+// another: with 300 ms each way and a 2 s period, 3 x 1.2 s = 1.8 periods
+// more than a follower's bound; on a follower, the bound is Publish.
+func TestLeaderBound(t *testing.T) {
+	r := RangesOf(campaignSettings(t, 3), timeout)
+	sp := Spec{Kind: VoterDelay, Leader: true, Severity: Severity{Delay: Duration(300 * time.Millisecond)}}
+	if got, want := BoundOf(sp, r, 3), r.Bounds.Publish+3*1.2/r.Period.Seconds(); math.Abs(got-want) > 1e-9 {
+		t.Errorf("leader bound %.2f, want %.2f", got, want)
+	}
+	sp.Leader = false
+	if got := BoundOf(sp, r, 3); got != r.Bounds.Publish {
+		t.Errorf("follower bound %.2f, want %.2f", got, r.Bounds.Publish)
+	}
+}

@@ -220,7 +220,9 @@ func TruthOf(s Spec, f Fleet) Truth {
 //     two ends, which happens within LossPeriods(q) periods in 99 of 100
 //     faults.
 //
-// The rest of the bound (Publish - Need) counts from then.
+// The rest of the bound (Publish - Need) counts from then. A delay on etcd's
+// leader holds back every write by LeaderCommit, and its bound grows by the
+// leaderWrites its publication waits for.
 func BoundOf(s Spec, r Ranges, voters int) float64 {
 	b := r.Bounds
 	rest := b.Publish - float64(b.Need)
@@ -243,9 +245,30 @@ func BoundOf(s Spec, r Ranges, voters int) float64 {
 	case VoterLoss:
 		q := 1 - (1-s.Severity.Loss)*(1-s.Severity.Loss)
 		return float64(LossPeriods(q, voters-1, b.Need)) + rest
+	case VoterDelay:
+		if s.Leader {
+			return b.Publish + leaderWrites*float64(LeaderCommit(s.Severity.Delay.D()))/float64(r.Period)
+		}
 	}
 	return b.Publish
 }
+
+// leaderWrites is the writes to etcd, one after another, between a slow
+// sample and the swap's publication: the record carrying the tail's last
+// slow sample, the records by which every voter has written again since
+// the naming (the hysteresis), and the status.
+const leaderWrites = 3
+
+// LeaderCommit is how much longer every write to etcd takes while etcd's
+// leader is delayed by d each way: the proposal crosses to the leader from
+// the member the API server writes through, the leader's append to a
+// follower and its acknowledgement cross the leader's path again, and the
+// commit reaches that member on the next append: four crossings of the
+// delayed path (etcd's raft: a write is applied once a quorum has
+// acknowledged it to the leader). A slow leader so holds back every write of
+// the fleet, its records and its status with them, and the bound of a
+// voter-delay on the leader grows by leaderWrites of them.
+func LeaderCommit(d time.Duration) time.Duration { return 4 * d }
 
 // LossPeriods is the fewest periods n within which, with probability at
 // least 0.99, each of links links has at least need failed connects of n

@@ -648,10 +648,11 @@ func (s *scenario) readAudit(t *testing.T, fn func(server string, e auditlog.Eve
 // checkAudit reads the servers' audit logs: the scenario's own credential
 // (k3s's admin) wrote no Node, so every label, annotation and condition
 // fleet-role read is k3s's; and every write of fleet-role's components is
-// one of its own ConfigMaps: the controller patches the status (and its
-// replicas create and update the Lease fleet-role), the probe of node X
-// creates or patches the record named X (the admission check's requests
-// with the probe's token and the probe's server-side dry runs aside).
+// one of its own ConfigMaps or, the controller's, an Event on a Node or
+// the Lease fleet-role: the controller patches the status (and its replicas
+// create and update the Lease), the probe of node X creates or patches the
+// record named X (the admission check's requests with the probe's token and
+// the probe's server-side dry runs aside).
 func (s *scenario) checkAudit(t *testing.T) {
 	t.Helper()
 	prefix := "system:serviceaccount:" + namespace + ":"
@@ -678,6 +679,13 @@ func (s *scenario) checkAudit(t *testing.T) {
 			if r.Resource == "leases" && r.Namespace == namespace && r.Name == controller.LeaseName && (e.Verb == "create" || e.Verb == "update") {
 				if e.Code() < 400 {
 					writes["controller lease"]++
+				}
+				return
+			}
+			if e.EventOnNode(hosts) {
+				// Its Events on the Nodes (docs/operators.md).
+				if e.Code() < 400 {
+					writes["controller's Events"]++
 				}
 				return
 			}

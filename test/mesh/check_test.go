@@ -286,8 +286,9 @@ func (m *mesh) snapshot(t *testing.T) snapshot {
 var housekeeping = []string{"/registry/leases/kube-system/", "/registry/peerserverleases/"}
 
 // compareSnapshots holds that nothing changed between before and after but
-// fleet-role's ConfigMaps, the status and every host's record (and the API
-// server's own leases), and that each of them was written.
+// fleet-role's ConfigMaps, the status and every host's record, the
+// controller's Events on the Nodes (and the API server's own leases), and
+// that each of them was written.
 func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	t.Helper()
 	if !reflect.DeepEqual(before.members, after.members) {
@@ -312,7 +313,14 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	for _, cm := range names {
 		ours["/registry/configmaps/"+m.settings.Namespace+"/"+cm] = false
 	}
+	// The controller's Events on the Nodes (docs/operators.md): in namespace
+	// default, each named after the Node it is on.
+	eventOnNode := func(k string) bool {
+		name, ok := strings.CutPrefix(k, "/registry/events/default/")
+		return ok && slices.ContainsFunc(m.hosts, func(h string) bool { return strings.HasPrefix(name, h+".") })
+	}
 	var changed, house []string
+	events := 0
 	for k, rev := range after.keys {
 		if before.keys[k] == rev {
 			continue
@@ -320,6 +328,8 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 		switch {
 		case isKey(ours, k):
 			ours[k] = true
+		case eventOnNode(k):
+			events++
 		case slices.ContainsFunc(housekeeping, func(p string) bool { return strings.HasPrefix(k, p) }):
 			house = append(house, k)
 		default:
@@ -340,8 +350,11 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 			errorf(t, "%s was never written", k)
 		}
 	}
-	t.Logf("of %d objects stored, written during the scenario: fleet-role's %d ConfigMaps (%s and the records %s), and the API server's own %s",
-		len(after.keys), len(ours), m.settings.StatusConfigMap, strings.Join(m.hosts, ", "), strings.Join(house, ", "))
+	if events == 0 {
+		errorf(t, "the controller recorded no Event on any Node, through a campaign that turned hosts unfit")
+	}
+	t.Logf("of %d objects stored, written during the scenario: fleet-role's %d ConfigMaps (%s and the records %s), %d Events on the Nodes, and the API server's own %s",
+		len(after.keys), len(ours), m.settings.StatusConfigMap, strings.Join(m.hosts, ", "), events, strings.Join(house, ", "))
 }
 
 func isKey(m map[string]bool, k string) bool {
@@ -378,8 +391,8 @@ func (m *mesh) writerOf(e auditlog.Event) (w writer, ok bool) {
 
 // checkAudit reads the API server's audit log: every write a component made
 // is one of its own ConfigMap (the controller's a patch of the status, the
-// probe on node X's a create or patch of the record named X), each made
-// some, and the API server refused none of their requests but the probe's
+// probe on node X's a create or patch of the record named X) or, the
+// controller's, an Event on a Node in namespace default; each made some, and the API server refused none of their requests but the probe's
 // look for its record before its first write created it.
 func (m *mesh) checkAudit(t *testing.T) {
 	t.Helper()
@@ -388,6 +401,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 	requests := map[string]int{}
 	serverErrors := map[string]int{}
 	notFound := map[string]int{}
+	eventWrites := 0
 	err := auditlog.Read(m.audit, func(e auditlog.Event) {
 		w, ok := m.writerOf(e)
 		if !ok || e.Stage != "ResponseComplete" || e.UserAgent == admissionCheckAgent {
@@ -401,6 +415,12 @@ func (m *mesh) checkAudit(t *testing.T) {
 		what := e.What()
 		r := e.ObjectRef
 		own := r != nil && r.Resource == "configmaps" && r.Namespace == ns && r.Name == w.cm && r.Subresource == ""
+		// The controller's Events on the Nodes, created and then counted up
+		// by patches (client-go's recorder), in namespace default.
+		if w.who == "controller" && e.EventOnNode(m.hosts) && e.Code() < 400 {
+			eventWrites++
+			return
+		}
 		// A 4xx is the API server refusing the request (RBAC, the admission
 		// policy, an invalid or conflicting write); a 5xx is its own
 		// trouble, only counted. The one 4xx expected: the probe's get and
@@ -428,6 +448,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 	if err != nil {
 		fatalf(t, "%v", err)
 	}
+	t.Logf("controller: %d writes of Events on the Nodes in namespace default", eventWrites)
 	want := map[string]writer{}
 	for _, h := range m.hosts {
 		want["probe on "+h] = writer{"probe on " + h, record.Name(h), []string{"create", "patch"}}
