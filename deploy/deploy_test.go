@@ -32,6 +32,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -120,9 +121,12 @@ func TestSettingsAreTheDefaults(t *testing.T) {
 	}
 }
 
-// The probe's user: the Dockerfile's USER, both pods' runAsUser and
-// runAsGroup, and the owner the init container gives the fsync directory.
-const probeUser = 65532
+// The controller's user is the Dockerfile's USER (distroless's nonroot);
+// the probe's is its own, which nothing else in the manifests runs as
+// (deploy/base/probe.yaml says why): the runAsUser and runAsGroup of each
+// pod, and for the probe the owner the init container gives the fsync
+// directory.
+const controllerUser, probeUser = 65532, 64876
 
 // workloads reads the two workloads of the rendered file as the API types.
 func workloads(t *testing.T) (appsv1.Deployment, appsv1.DaemonSet) {
@@ -140,25 +144,27 @@ func workloads(t *testing.T) (appsv1.Deployment, appsv1.DaemonSet) {
 }
 
 // TestPodsAreHardened reads the two workloads as the API types and checks
-// what the install promises of them: both pods non-root (65532) under
-// RuntimeDefault seccomp; every container, the init container too, with a
+// what the install promises of them: both pods non-root, each as a user
+// of its own (the controller 65532, the probe 64876), under RuntimeDefault
+// seccomp; every container, the init container too, with a
 // read-only root filesystem, no privilege escalation and every capability
 // dropped; only the init container root, with CHOWN alone added back; the
-// host's /proc and /sys read-only and recursively so where the runtime can.
+// probe's one host path its fsync directory.
 func TestPodsAreHardened(t *testing.T) {
 	dep, ds := workloads(t)
 	for _, p := range []struct {
 		name string
 		spec corev1.PodSpec
 		cmd  string
-	}{{"controller", dep.Spec.Template.Spec, "controller"}, {"probe", ds.Spec.Template.Spec, "probe"}} {
+		user int64
+	}{{"controller", dep.Spec.Template.Spec, "controller", controllerUser}, {"probe", ds.Spec.Template.Spec, "probe", probeUser}} {
 		sc := p.spec.SecurityContext
 		if sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 			t.Errorf("%s: seccomp is not RuntimeDefault", p.name)
 		}
-		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != probeUser ||
-			sc.RunAsGroup == nil || *sc.RunAsGroup != probeUser {
-			t.Errorf("%s: pod security context %+v, want runAsNonRoot and runAsUser = runAsGroup = %d", p.name, sc, probeUser)
+		if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != p.user ||
+			sc.RunAsGroup == nil || *sc.RunAsGroup != p.user {
+			t.Errorf("%s: pod security context %+v, want runAsNonRoot and runAsUser = runAsGroup = %d", p.name, sc, p.user)
 		}
 		if len(p.spec.Containers) != 1 {
 			t.Fatalf("%s: %d containers", p.name, len(p.spec.Containers))
@@ -206,15 +212,32 @@ func TestPodsAreHardened(t *testing.T) {
 	}
 	// No POD_IP: off the host's network the pod's own namespace holds
 	// only lo and eth0, and binding eth0 alone would break port-forward.
-	// GOMEMLIMIT: Go's soft memory limit, three quarters of the container's
-	// (deploy/base/controller.yaml says why).
-	wantEnv := []corev1.EnvVar{{Name: "FLEET_ROLE_DRY_RUN", Value: "true"}, {Name: "GOMEMLIMIT", Value: "192MiB"}}
+	// POD_NAME: the Lease holder's identity. GOMEMLIMIT: Go's soft memory
+	// limit, three quarters of the container's (deploy/base/controller.yaml
+	// says why).
+	wantEnv := []corev1.EnvVar{{Name: "FLEET_ROLE_DRY_RUN", Value: "true"},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "GOMEMLIMIT", Value: "192MiB"}}
 	if env := pod.Containers[0].Env; !reflect.DeepEqual(env, wantEnv) {
-		t.Errorf("controller env %+v, want FLEET_ROLE_DRY_RUN=true, GOMEMLIMIT=192MiB and nothing else", env)
+		t.Errorf("controller env %+v, want FLEET_ROLE_DRY_RUN=true, POD_NAME from metadata.name, GOMEMLIMIT=192MiB and nothing else", env)
 	}
-	mib, err := strconv.ParseInt(strings.TrimSuffix(wantEnv[1].Value, "MiB"), 10, 64)
+	mib, err := strconv.ParseInt(strings.TrimSuffix(wantEnv[2].Value, "MiB"), 10, 64)
 	if hard := pod.Containers[0].Resources.Limits.Memory().Value(); err != nil || mib<<20*4 != hard*3 {
-		t.Errorf("controller GOMEMLIMIT %s (%v) is not three quarters of its memory limit, %d bytes", wantEnv[1].Value, err, hard)
+		t.Errorf("controller GOMEMLIMIT %s (%v) is not three quarters of its memory limit, %d bytes", wantEnv[2].Value, err, hard)
+	}
+	// Two replicas, one writer by the Lease; a roll adds the new pod
+	// before an old one goes, and a disruption budget keeps one.
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 || dep.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType ||
+		dep.Spec.Strategy.RollingUpdate == nil || dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("controller: replicas %v, strategy %+v: want 2, a rolling update with none unavailable", dep.Spec.Replicas, dep.Spec.Strategy)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	if err := yaml.Unmarshal(docs(t)["PodDisruptionBudget/fleet-role"], &pdb); err != nil {
+		t.Fatal(err)
+	}
+	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.Selector == nil ||
+		!reflect.DeepEqual(pdb.Spec.Selector.MatchLabels, dep.Spec.Selector.MatchLabels) {
+		t.Errorf("controller's PodDisruptionBudget %+v: want minAvailable 1 over the Deployment's pods", pdb.Spec)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		c := pod.Containers[0]
@@ -243,8 +266,16 @@ func TestPodsAreHardened(t *testing.T) {
 	if env := probe.Containers[0].Env; !reflect.DeepEqual(env, wantEnv) {
 		t.Errorf("probe env %+v, want NODE_NAME (spec.nodeName) and HOST_IP (status.hostIP) from the downward API, nothing else", env)
 	}
-	if !contains(probe.Containers[0].Args, "--host-root=/host") {
-		t.Errorf("probe: no --host-root=/host in %v", probe.Containers[0].Args)
+	// Its readings from its own /proc and /sys, which on the host's
+	// network are the host's (test/pods shows it reading by reading).
+	for _, a := range probe.Containers[0].Args {
+		if strings.HasPrefix(a, "--host-root") {
+			t.Errorf("probe: %s: it reads the host from its own /proc and /sys, under no other root", a)
+		}
+	}
+	// Ready while it writes its samples (docs/records.md, Fail closed).
+	if rp := probe.Containers[0].ReadinessProbe; rp == nil || rp.HTTPGet == nil || rp.HTTPGet.Path != "/readyz" || rp.HTTPGet.Port.String() != "metrics" {
+		t.Error("probe: no /readyz readiness probe on the metrics port")
 	}
 	if len(probe.Tolerations) != 1 || probe.Tolerations[0].Operator != corev1.TolerationOpExists || probe.Tolerations[0].Key != "" {
 		t.Errorf("probe: tolerations %+v do not tolerate every taint", probe.Tolerations)
@@ -276,12 +307,10 @@ func TestPodsAreHardened(t *testing.T) {
 	}
 	const fsyncHost, fsyncMount = "/var/lib/rancher/k3s/server/db/fleet-role-fsync", "/var/lib/fleet-role/fsync"
 	want := map[string]mount{
-		"/proc":   {"/host/proc", true, corev1.RecursiveReadOnlyIfPossible},
-		"/sys":    {"/host/sys", true, corev1.RecursiveReadOnlyIfPossible},
 		fsyncHost: {fsyncMount, false, corev1.RecursiveReadOnlyDisabled},
 	}
 	if got := mounts(probe.Containers[0]); !reflect.DeepEqual(got, want) {
-		t.Errorf("probe host mounts %+v,\nwant %+v: /proc and /sys read-only (recursively where possible), only the fsync directory writable", got, want)
+		t.Errorf("probe host mounts %+v,\nwant %+v: the fsync directory alone (no host /proc: it would show every process of the node)", got, want)
 	}
 	if !contains(probe.Containers[0].Args, "--fsync-dir="+fsyncMount) {
 		t.Errorf("probe: no --fsync-dir=%s in %v", fsyncMount, probe.Containers[0].Args)
@@ -335,6 +364,7 @@ func TestSettingsNamespaceAndScope(t *testing.T) {
 	cluster := map[string]bool{
 		"Namespace/" + ns: true, "ClusterRole/fleet-role-node-reader": true, "ClusterRoleBinding/fleet-role-node-reader": true,
 		"ValidatingAdmissionPolicy/fleet-role-probe-records": true, "ValidatingAdmissionPolicyBinding/fleet-role-probe-records": true,
+		"FlowSchema/fleet-role-probe": true, "PriorityLevelConfiguration/fleet-role-probe": true,
 	}
 	// The grant to write Events on Nodes, which the API server admits only
 	// in namespace default (rbac.yaml).
@@ -397,6 +427,8 @@ const (
 // rendered policy too, so a reworded message fails here, not silently.
 const (
 	msgClaim     = "fleet-role-probe writes records only with a token bound to a Pod on a Node"
+	msgPod       = "fleet-role-probe writes records only with a token bound to a Pod, as the kubelet issues it"
+	msgNodeUID   = "fleet-role-probe writes records only with a token that carries the UID of its Node"
 	msgOwnRecord = "may write only its own record, the ConfigMap "
 	msgNotRecord = "fleet-role-probe may change or delete only a probe record (labelled fleet-role.io/record=probe)"
 	msgLabels    = "a probe record carries exactly the labels fleet-role.io/record=probe and app.kubernetes.io/part-of=fleet-role"
@@ -456,7 +488,7 @@ func TestOnAPIServer(t *testing.T) {
 	for _, v := range policy(t).Spec.Validations {
 		text.WriteString(v.Message + "\n" + v.MessageExpression + "\n")
 	}
-	for _, m := range []string{msgClaim, msgOwnRecord, msgNotRecord, msgLabels, msgMeta, msgOwner, msgData, msgCap} {
+	for _, m := range []string{msgClaim, msgPod, msgNodeUID, msgOwnRecord, msgNotRecord, msgLabels, msgMeta, msgOwner, msgData, msgCap} {
 		if !strings.Contains(text.String(), m) {
 			t.Fatalf("the policy in %s no longer says %q: update the test's words with it", rendered, m)
 		}
@@ -507,8 +539,8 @@ func TestOnAPIServer(t *testing.T) {
 			t.Errorf("kubectl apply --dry-run=server before the install: %q is neither a pass nor the missing namespace", line)
 		}
 	}
-	if passed != 7 {
-		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 5 cluster-scoped ones and the 2 in namespace default", passed)
+	if passed != 9 {
+		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 7 cluster-scoped ones and the 2 in namespace default", passed)
 	}
 	checkWarnings(t, apply())
 	if out, err := run("apply", "--server-side", "--dry-run=server", "-f", rendered); err != nil {
@@ -551,6 +583,7 @@ func TestOnAPIServer(t *testing.T) {
 	var canITable, admissionTable string
 	t.Run("CanI", func(t *testing.T) { canITable = testCanI(t, ctx, c, kubectl, kc) })
 	t.Run("Admission", func(t *testing.T) { admissionTable = testAdmission(t, ctx, c, nodes, capBytes) })
+	t.Run("FlowControl", func(t *testing.T) { testFlowControl(t, ctx, c, admin) })
 
 	// Applying again (k3s re-applies its manifests on every start) leaves
 	// what the controller wrote to its status: the installer never owned it.
@@ -590,7 +623,7 @@ func checkWarnings(t *testing.T, out string) {
 	}
 	for _, want := range []string{
 		"host namespaces (hostNetwork=true)",
-		`restricted volume types (volumes "host-proc", "host-sys", "fsync" use restricted volume type "hostPath")`,
+		`restricted volume types (volume "fsync" uses restricted volume type "hostPath")`,
 		`unrestricted capabilities (container "fsync-dir" must not include "CHOWN" in securityContext.capabilities.add)`,
 		`runAsNonRoot != true (container "fsync-dir" must not set securityContext.runAsNonRoot=false)`,
 		`runAsUser=0 (container "fsync-dir" must not set runAsUser=0)`,
@@ -702,6 +735,14 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 		{verb: "get", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true},
 		{verb: "patch", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true,
 			note: "the admission policy refuses the probe: not its node's record"},
+		{verb: "get", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, controller: true},
+		{verb: "update", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, controller: true},
+		{verb: "create", resource: "leases.coordination.k8s.io", namespace: ns, controller: true,
+			note: "RBAC cannot restrict create by name; the replicas make the Lease fleet-role at their first start"},
+		{verb: "get", resource: "leases.coordination.k8s.io/other", namespace: ns},
+		{verb: "update", resource: "leases.coordination.k8s.io/other", namespace: ns},
+		{verb: "delete", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns},
+		{verb: "update", resource: "leases.coordination.k8s.io/kube-controller-manager", namespace: "kube-system"},
 		{verb: "get", resource: "configmaps/kube-root-ca.crt", namespace: "kube-system"},
 		{verb: "create", resource: "configmaps", namespace: "default"},
 		{verb: "list", resource: "configmaps", namespace: "default"},
@@ -826,6 +867,16 @@ type attempt struct {
 func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, nodes map[string]*corev1.Node, capBytes int) string {
 	p1, p2, p3 := c.ProbeClient(t, node1), c.ProbeClient(t, node2), c.ProbeClient(t, node3)
 	unbound := c.Client(t, probetest.ProbeSA) // a plain TokenRequest: bound to no Pod
+	// A token bound to the Node itself: anyone who may create the probe's
+	// tokens can mint one, with the node's claims and no Pod's.
+	nodeTok, err := c.Server.TokenForNode(ctx, ns, probetest.ProbeSA, node1, nodes[node1].UID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeBound := c.ClientForToken(t, nodeTok)
+	// A token bound to a Pod on a node that did not exist when it was
+	// issued: it names the node, and carries no node UID.
+	early := c.ProbeClient(t, "server-9")
 	ctrl := c.Client(t, probetest.ControllerSA)
 	admin := c.Admin
 
@@ -888,6 +939,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	ownerOf := func(n string) string { return msgOwner + n + " " }
 	P1, P2, P3 := "probe on "+node1, "probe on "+node2, "probe on "+node3
 	U, C, A := "probe, token bound to no Pod", "controller", "admin"
+	NB, E := "probe, token bound to Node "+node1+" (no Pod)", "probe on server-9, token issued before Node server-9 existed"
 	twoByte := strings.Repeat("é", capBytes/2+1) // (cap/2+1) characters, cap+2 bytes
 	r := func(edit func(*corev1.ConfigMap)) *corev1.ConfigMap { return shaped(node1, edit) }
 
@@ -895,6 +947,22 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		// A token bound to no Pod carries no node: it writes nothing.
 		{U, "creates the record of " + node1 + " (Records.Put)", put(unbound, node1, e1), msgClaim, 0},
 		{U, "deletes fleet-role-status", del(unbound, "fleet-role-status"), msgClaim, 0},
+		// A token bound to the Node rather than to a Pod, and one without
+		// the node's UID: neither writes, even the node's own record.
+		{NB, "creates the record of " + node1 + " (Records.Put)", put(nodeBound, node1, e1), msgPod + " (the authentication.kubernetes.io/pod-name and pod-uid claims); this token, bound to Node " + node1 + ", carries no Pod", 0},
+		{NB, "deletes fleet-role-status", del(nodeBound, "fleet-role-status"), msgPod, 0},
+		{A, "registers Node server-9", check("create Node server-9", func() error {
+			_, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "server-9"}}, metav1.CreateOptions{})
+			return err
+		}), "", 0},
+		{E, "creates the record of server-9 (Records.Put)", func() error {
+			n, err := admin.CoreV1().Nodes().Get(ctx, "server-9", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return early.Records(ns).Put(ctx, record.Owner{Name: "server-9", UID: n.UID}, e1)
+		}, msgNodeUID + " (the authentication.kubernetes.io/node-uid claim: the Node server-9 existed when the token was issued); this token carries none", 0},
+
 		// The controller writes no record: RBAC alone refuses it.
 		{C, "creates the record of " + node1, create(ctrl, r(nil)), msgRBAC + "create resource \"configmaps\"", 0},
 		{C, "writes the record of " + node1 + " (Records.Put)", put(ctrl, node1, e1), msgRBAC + "patch resource \"configmaps\"", 0},
@@ -911,6 +979,8 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		{P1, "creates its record with a finalizer", create(p1, r(func(cm *corev1.ConfigMap) { cm.Finalizers = []string{"fleet-role.io/keep"} })), msgMeta, 0},
 		{P1, "creates its record with no ownerReference", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences = nil })), ownerOf(node1), 0},
 		{P1, "creates its record owned by Node " + node2, create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences = []metav1.OwnerReference{ref(node2)} })), ownerOf(node1), 0},
+		{P1, "creates its record owned by a Node " + node1 + " of another UID (one deleted and made again)", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].UID = "00000000-0000-4000-8000-000000000001" })),
+			ownerOf(node1) + "(apiVersion v1, kind Node, uid " + string(nodes[node1].UID) + " as its token carries it", 0},
 		{P1, "creates its record with a second ownerReference (Node " + node2 + ")", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences = append(cm.OwnerReferences, ref(node2)) })), ownerOf(node1), 0},
 		{P1, "creates its record with blockOwnerDeletion true", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].BlockOwnerDeletion = ptr(true) })), ownerOf(node1), 0},
 		{P1, "creates its record with controller true", create(p1, r(func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].Controller = ptr(true) })), ownerOf(node1), 0},
@@ -1046,6 +1116,10 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	for i, a := range attempts {
 		err := a.do()
 		got := generated.ReplaceAllString(outcome(err), "${1}xxxxx (a generated name)")
+		for n, node := range nodes {
+			// A Node's UID differs every run: the table names whose it is.
+			got = strings.ReplaceAll(got, string(node.UID), "(the UID of Node "+n+")")
+		}
 		fmt.Fprintf(&log, "%2d  %-30s  %-90s  %s\n", i+1, a.who, a.what, got)
 		fmt.Fprintf(&md, "| %s | %s | %s |\n", a.who, mdEscape(a.what), mdEscape(got))
 		if a.want == "" {
@@ -1130,8 +1204,12 @@ record.
 
 The probes act with tokens bound to Pods on ` + node1 + `, ` + node2 + ` and ` + node3 + `
 (TokenRequest with a boundObjectRef, as the kubelet issues them: the token
-carries the node in ` + record.NodeNameClaim + `); the
-token bound to no Pod is a plain TokenRequest of the probe's ServiceAccount. In
+carries the Pod in authentication.kubernetes.io/pod-name and pod-uid, and the
+node in ` + record.NodeNameClaim + ` and node-uid); the
+token bound to no Pod is a plain TokenRequest of the probe's ServiceAccount,
+the token bound to Node ` + node1 + ` a TokenRequest whose boundObjectRef is the
+Node (no Pod claims), and the token of server-9 is bound to a Pod on a node
+that was registered only after the token was issued (no node-uid claim). In
 order:
 
 ` + admissionTable

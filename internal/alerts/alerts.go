@@ -124,7 +124,7 @@ func Rules(s settings.Settings) []Rule {
 		},
 		{
 			Alert: "FleetRoleRecordRefusedOrFull",
-			Expr:  `fleet_role_host_record_issue{issue=~"refused|full|unreadable"} == 1`,
+			Expr:  `fleet_role_host_record_issue{issue=~"refused|full|unreadable|unprotected"} == 1`,
 			For:   p,
 			Basis: "one sample_period: the probe tries its window again each period, so a refusal that outlasts the next try is not a passing one",
 			Labels: map[string]string{
@@ -132,7 +132,7 @@ func Rules(s settings.Settings) []Rule {
 			},
 			Annotations: map[string]string{
 				"summary":     "the fleet-role record of {{ $labels.host }} is {{ $labels.issue }}",
-				"description": "refused: the API server refused the probe's write (the admission policy, the size cap or validation; the record holds the refusal's text); full: the probe left its oldest samples out to fit the record's cap; unreadable: the record cannot be decoded. fleet-role status {{ $labels.host }} prints the reason.",
+				"description": "refused: the API server refused the probe's write (the admission policy, the size cap or validation; the record holds the refusal's text); full: the probe left its oldest samples out to fit the record's cap; unreadable: the record cannot be decoded; unprotected: the probe writes no samples because the API server did not refuse it a write to a record not its own (the admission policy fleet-role-probe-records is not enforced: see the probe's log and its readiness). fleet-role status {{ $labels.host }} prints the reason.",
 			},
 		},
 		{

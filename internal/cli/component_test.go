@@ -234,11 +234,13 @@ func TestProbeRefusesBadSettings(t *testing.T) {
 	}
 }
 
-// The controller as a process: /healthz answers from the start; /readyz
-// fails before the first decision (the API server is down when it starts),
-// passes once it has decided, and fails again three periods after the API
-// server stops; /metrics carries the verdicts and the failed rounds. SIGTERM
-// stops it with exit 0.
+// The controller as a process, running for the Lease as the Deployment's
+// replicas do: /healthz answers from the start; /readyz fails while it has
+// not read the Lease (the API server is down when it starts), and it decides
+// nothing; once it leads it decides, /readyz passes, and the status names it
+// as the writer; /readyz fails again three periods after the API server
+// stops; /metrics carries the verdicts, the leader gauge and the failed
+// rounds. SIGTERM stops it with exit 0.
 func TestControllerProcess(t *testing.T) {
 	c := probetest.Start(t)
 	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.10.1"})
@@ -257,12 +259,12 @@ func TestControllerProcess(t *testing.T) {
 			return fmt.Errorf("/healthz %d %v", code, err)
 		}
 		code, body, err := get(base + "/readyz")
-		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "no decision yet") {
-			return fmt.Errorf("/readyz before any decision: %d %q %v", code, body, err)
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "following: the lease has not been read yet") {
+			return fmt.Errorf("/readyz before the lease was read: %d %q %v", code, body, err)
 		}
 		_, page, _ := get(base + "/metrics")
-		if metric(page, "fleet_role_decisions_total", `result="error"`) < 1 {
-			return errors.New("no failed round counted yet")
+		if !strings.Contains(page, "\nfleet_role_leader 0\n") || strings.Contains(page, "fleet_role_decisions_total{") {
+			return errors.New("not yet following without deciding")
 		}
 		if code, body, err := get(base + "/status"); err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "no decision yet") {
 			return fmt.Errorf("/status before any decision: %d %q %v", code, body, err)
@@ -288,9 +290,12 @@ func TestControllerProcess(t *testing.T) {
 	if len(st.Hosts) != 1 || st.Hosts[0].Name != "server-1" || st.Hosts[0].Verdict != decide.Unknown {
 		t.Errorf("status hosts %+v, want server-1 unknown (no probe entry)", st.Hosts)
 	}
+	if w := st.Writer; w == nil || w.Lease != "fleet-role/fleet-role" || !strings.HasPrefix(w.Identity, hostname(t)+"_") {
+		t.Errorf("status writer %+v, want this host's name and a suffix, holding fleet-role/fleet-role", w)
+	}
 	_, page, err := get(base + "/metrics")
 	if err != nil || metric(page, "fleet_role_host_verdict", `host="server-1",role="voter",verdict="unknown"`) != 1 ||
-		metric(page, "fleet_role_status_writes_total", "") < 1 {
+		metric(page, "fleet_role_status_writes_total", "") < 1 || metric(page, "fleet_role_leader", "") != 1 {
 		t.Errorf("/metrics (%v) lacks server-1's verdict or the status write:\n%s", err, page)
 	}
 	// One voter, unknown: no margin by design, none counting it lost.
@@ -319,7 +324,10 @@ func TestControllerProcess(t *testing.T) {
 	if waited := time.Since(stopped); waited < 2*period {
 		t.Errorf("/readyz failed %v after the API server stopped, before three periods could pass", waited)
 	}
-	if !strings.Contains(notReady, "over three sample periods") {
+	// A leader whose decisions fail says so; one whose renewals failed for
+	// the renew deadline first has stopped leading, and says that it has
+	// not read the Lease since.
+	if !strings.Contains(notReady, "over three sample periods") && !strings.Contains(notReady, "following: the lease was last read") {
 		t.Errorf("/readyz said %q", notReady)
 	}
 	p.running(t)
@@ -441,4 +449,13 @@ func TestProbeProcess(t *testing.T) {
 		}
 	}
 	t.Logf("probe process: %d samples held and written at SIGTERM (%v taken before the API server came back), exit 0", len(e.Samples), taken)
+}
+
+func hostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

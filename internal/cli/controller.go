@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +21,8 @@ import (
 // newControllerCommand is what the fleet-role Deployment runs.
 func newControllerCommand() *cobra.Command {
 	var metricsAddr, kubeconfig string
+	var elect bool
+	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	cmd := &cobra.Command{
 		Use:   "controller",
 		Short: "Decide twice a period from the probes' samples and publish fleet-role-status (dry-run)",
@@ -34,16 +40,31 @@ It records an Event on a host's Node (in namespace default, where kubectl
 describe node shows it) when the host's verdict changes and when the swap is
 advised or held back by another step.
 
+One writer: the Deployment runs two replicas, and only the one that holds the
+Lease fleet-role (coordination.k8s.io, in its namespace) decides and writes;
+the other waits to take the Lease over, within the lease duration and two
+retry periods of the leader's last renewal (at once when the leader stops and
+gives it up). A leader whose renewals fail for the renew deadline stops writing;
+each write is conditioned on the status's resourceVersion as that leader last
+saw it, so a write that lands after another leader's fails. The status names
+its writer. $POD_NAME (the downward API), else the host name, and a random
+suffix make its identity.
+
 Dry-run is the only mode: it refuses to start unless FLEET_ROLE_DRY_RUN=true
 (exit 2). It serves /metrics, /healthz and /readyz (ready while a decision
-succeeded within the last three sample periods), and /status: a read-only
-HTML page of its last decision, the link matrix and the verdicts of the
-decisions it remembers (a window's worth).`,
+succeeded within the last three sample periods; a follower while it reads
+the Lease), and /status: a read-only HTML page of its last decision, the
+link matrix and the verdicts of the decisions it remembers (a window's
+worth).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
 	checkAddr := metricsAddressFlag(f, &metricsAddr, controllerMetricsEnv, controllerMetricsPort, "/metrics, /healthz, /readyz and the status page "+statuspage.Path)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
+	f.BoolVar(&elect, "leader-elect", true, "run for the Lease and decide only while holding it (false: decide and write at once, as the only controller)")
+	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", controller.DefaultLeaseDuration, "how long a follower waits after the last renewal it saw before it takes the Lease over")
+	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", controller.DefaultRenewDeadline, "how long the leader keeps writing while its renewals fail")
+	f.DurationVar(&retryPeriod, "leader-elect-retry-period", controller.DefaultRetryPeriod, "how often the Lease is renewed, or tried")
 	sf := settings.AddFlags(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -63,6 +84,12 @@ decisions it remembers (a window's worth).`,
 			return err
 		}
 		log := newLogger(cmd.ErrOrStderr(), "controller")
+		if self := s.SelfSetLabels(); len(self) > 0 {
+			// Said once, at start: the labels work, but a compromised node
+			// can mark itself (docs/install.md, Mark the hosts).
+			log.Warn("a node's kubelet may set these labels on its own node, so a compromised node can mark itself eligible or pinned; keys under "+settings.NodeRestrictionPrefix+" are set by an administrator alone",
+				"settings", self, "eligible_label", s.EligibleLabel, "pinned_label", s.PinnedLabel)
+		}
 		client, err := kube.NewClient(kubeconfig)
 		if err != nil {
 			return usageErrorf("kubernetes client: %w", err)
@@ -95,10 +122,38 @@ decisions it remembers (a window's worth).`,
 		}
 		ctx, cancel := signalContext(cmd.Context())
 		defer cancel()
+		decisions := part{"decision loop", c.Run}
+		if elect {
+			leases, err := client.Leases(s.Namespace)
+			if err != nil {
+				return err
+			}
+			e := controller.Election{
+				Leases: leases, Status: client.StatusStore(s.Namespace),
+				Namespace: s.Namespace, Name: controller.LeaseName, Identity: identity(),
+				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+				ReleaseOnCancel: true,
+			}
+			decisions = part{"decision loop", func(ctx context.Context) error { return c.RunElected(ctx, e) }}
+		}
 		return runParts(ctx, append(server,
 			part{"records informer", records.Run},
 			part{"nodes informer", nodes.Run},
-			part{"decision loop", c.Run})...)
+			decisions)...)
 	}
 	return cmd
+}
+
+// identity is this controller's identity in the Lease: its Pod's name
+// (POD_NAME from the downward API), else the host name, and a random
+// suffix, so that a restarted process never takes itself for the holder it
+// was.
+func identity() string {
+	name := os.Getenv("POD_NAME")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return name + "_" + hex.EncodeToString(b)
 }

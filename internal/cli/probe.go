@@ -34,8 +34,18 @@ fleet-role's namespace, labelled fleet-role.io/record=probe and owned by the
 Node. A node that is neither a voter nor eligible records nothing and deletes
 the record it had.
 
+It fails closed: at start and once every entry_unchanged it asks the API
+server, with server-side dry runs that change nothing, to create a record not
+its node's and to patch the status, which the admission policy
+fleet-role-probe-records must refuse. Until it has seen both refused it writes
+no samples; once it sees one admitted it replaces its record by a marker that
+says why, logs it, serves /readyz as not ready and sets
+fleet_role_probe_policy_enforced to 0, and writes its window again once the
+refusals come back.
+
 It never exits on a failed reading or write; it exits 2 on a bad setting and
-0 on SIGTERM, after writing what it holds.`,
+0 on SIGTERM, after writing what it holds. It serves /metrics, /healthz and
+/readyz (ready while it writes its samples).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
@@ -72,6 +82,7 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 			Node:     node,
 			Settings: s,
 			Records:  client.Records(s.Namespace),
+			Policy:   client.PolicyCheck(s.Namespace, s.StatusConfigMap),
 			Nodes:    nodes,
 			Sampler:  probe.NewHost(s, hostRoot, metricsURL, fsyncDir),
 			Log:      log,
@@ -80,7 +91,9 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 		if err != nil {
 			return usageError(err)
 		}
-		server, err := serveMetrics(metricsAddr, metrics.Registry, func() error { return nil }, log)
+		// Ready while it writes its samples: the API server refuses it a
+		// write to a record not its own (internal/probe/policy.go).
+		server, err := serveMetrics(metricsAddr, metrics.Registry, p.Ready, log)
 		if err != nil {
 			return err
 		}

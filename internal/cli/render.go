@@ -36,7 +36,12 @@ func newRenderK3sConfigCommand() *cobra.Command {
 false: a kubelet never removes a label its configuration stops naming, so a
 label that must be able to turn off is written false, never left out. It uses
 node-label+ so that it adds to the node-label entries of other configuration
-files instead of replacing them. k3s applies the labels when it next starts.`,
+files instead of replacing them. k3s applies the labels when it next starts.
+
+Labels under node-restriction.kubernetes.io/ (the hardened keys docs/install.md
+recommends) cannot be written this way: a kubelet may not set them on its own
+node, so a compromised node cannot mark itself either. Set those with kubectl
+label node; with them in the settings this command refuses (exit 2).`,
 		Example: "  fleet-role render k3s-config --eligible=true --pinned=false | sudo tee " + k3sDropIn,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -55,6 +60,14 @@ files instead of replacing them. k3s applies the labels when it next starts.`,
 			eligibleLabel, pinnedLabel := set.EligibleLabel, set.PinnedLabel
 			if eligibleLabel == pinnedLabel {
 				return usageErrorf("eligible_label and pinned_label are both %q", eligibleLabel)
+			}
+			// A kubelet refuses keys under node-restriction.kubernetes.io/ in
+			// its --node-labels, and k3s passes --node-label on to it: such a
+			// drop-in would keep k3s from starting.
+			for _, l := range []struct{ name, key string }{{"eligible_label", eligibleLabel}, {"pinned_label", pinnedLabel}} {
+				if settings.AdminOnlyLabel(l.key) {
+					return usageErrorf("%s %q is under %s, which a kubelet may not set on its own node (k3s's --node-label passes it to the kubelet, which refuses it): set it with kubectl label node NODE %s=true|false instead", l.name, l.key, settings.NodeRestrictionPrefix, l.key)
+				}
 			}
 			_, err = fmt.Fprint(cmd.OutOrStdout(), k3sConfig(eligibleLabel, eligible, pinnedLabel, pinned))
 			return err

@@ -41,6 +41,9 @@ func TestRenderK3sConfig(t *testing.T) {
 		{[]string{"--eligible=true", "--pinned=false", "--eligible-label=not a key"}, ExitUsage, nil},
 		{[]string{"--eligible=true", "--pinned=false", "--pinned-label=fleet-role.io/voter-eligible"}, ExitUsage, nil},
 		{[]string{"--eligible=true", "--pinned=false", "extra"}, ExitUsage, nil},
+		// Keys a kubelet may not set on itself: k3s would refuse the drop-in.
+		{[]string{"--eligible=true", "--pinned=false", "--eligible-label=node-restriction.kubernetes.io/fleet-role-voter-eligible"}, ExitUsage, nil},
+		{[]string{"--eligible=true", "--pinned=false", "--pinned-label=fleet-role.node-restriction.kubernetes.io/voter-pinned"}, ExitUsage, nil},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

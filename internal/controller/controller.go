@@ -55,9 +55,14 @@ type Controller struct {
 	lastWriteAt time.Time         // when it was written
 	lastOutcome string            // its decision and verdicts (outcomeOf)
 
+	// term is the spell of leading the Lease that the decisions run in,
+	// nil without leader election (leader.go).
+	term *term
+
 	mu          sync.Mutex
 	lastSuccess time.Time
 	lastErr     error
+	elector     *elector // set by RunElected, read by Ready
 }
 
 // New checks the configuration and returns a controller ready to Run.
@@ -143,6 +148,9 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		Unreadable: unreadable,
 		Previous:   c.previous,
 	})
+	if c.term != nil {
+		st.Writer = c.term.writer
+	}
 	c.cfg.Metrics.observeStatus(&st)
 	c.cfg.Page.Observe(&st)
 	c.cfg.Events.Observe(c.previous, &st, kubeNodes)
@@ -173,7 +181,11 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 				return nil, fmt.Errorf("encode status: %w", err)
 			}
 			text := string(doc)
-			if err := c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text); err != nil {
+			write := func() error { return c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text) }
+			if c.term != nil {
+				write = func() error { return c.term.publish(ctx, text) }
+			}
+			if err := write(); err != nil {
 				// The decision stands for the next round even when it could not
 				// be published, so the memory it carries is not lost.
 				c.previous = remembered(&st)
@@ -229,6 +241,12 @@ func (c *Controller) loadPrevious(ctx context.Context) {
 		return
 	}
 	c.loaded = true
+	c.takePrevious(data)
+}
+
+// takePrevious takes the previous decision from the status ConfigMap's
+// data, when it holds a readable one.
+func (c *Controller) takePrevious(data map[string]string) {
 	raw, ok := data[decide.StatusKey]
 	if !ok || raw == "" {
 		return
@@ -288,6 +306,9 @@ func keyReasons(d decide.Decision) []decide.Reason {
 // rounds (an API server restarting) do not take the controller out of its
 // Service, and a controller that stopped deciding is not ready for long.
 func (c *Controller) Ready() error {
+	if handled, err := c.readyElected(); handled {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	limit := 3 * c.cfg.Settings.SamplePeriod

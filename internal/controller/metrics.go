@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"errors"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -27,12 +28,16 @@ type Metrics struct {
 	loops       *prometheus.CounterVec
 	loopSeconds prometheus.Histogram
 	writes      prometheus.Counter
+	leader      prometheus.Gauge
 	// flaps and verdictChanges are the status memory's running counts,
 	// which survive a restart in the status document.
 	flaps, verdictChanges atomic.Int64
 }
 
-// decidingLabels name a host's deciding reason.
+// decidingLabels name a host's deciding reason. No label value is a
+// record's text: host, out and in are node names (the Nodes', which
+// records cannot add to), subject a node name or empty, and the others a
+// closed set (roles, verdicts, signals, steps, units, record issues).
 var decidingLabels = []string{"host", "role", "verdict", "signal", "subject", "unit"}
 
 // Verdicts, as the values the verdict metric takes a label for.
@@ -55,7 +60,7 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_records", Help: "The probes' records: count (records), total_bytes and largest_bytes (of their entries), cap_bytes (the cap each is held to).",
 		}, []string{"figure"}),
 		recordIssue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "fleet_role_host_record_issue", Help: "1 while a host's record is why it has no full, fresh window: issue is missing, unreadable, refused (the API server refused the probe's write), full (shrunk to fit its cap) or stale (unchanged for longer than entry_unchanged allows: the probe stopped writing).",
+			Name: "fleet_role_host_record_issue", Help: "1 while a host's record is why it has no full, fresh window: issue is missing, unreadable, refused (the API server refused the probe's write, or the decision refused its record), unprotected (the probe writes no samples: the API server did not refuse it a write to a record not its own), full (shrunk to fit its cap) or stale (unchanged for longer than entry_unchanged allows: the probe stopped writing).",
 		}, []string{"host", "issue"}),
 		// The deciding reason's numbers (decide.DecidingReason: the one
 		// furthest over its limit when unfit, closest to it when fit), so
@@ -87,6 +92,9 @@ func NewMetrics() *Metrics {
 		}),
 		writes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleet_role_status_writes_total", Help: "Writes of the status ConfigMap.",
+		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleet_role_leader", Help: "1 while this controller holds the Lease and decides and writes the status, 0 while it waits to take it over; absent without leader election.",
 		}),
 	}
 	flaps := prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -147,12 +155,16 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 	}
 	m.deciding.Reset()
 	m.decidingLim.Reset()
+	hosts := make(map[string]bool, len(st.Hosts))
+	for _, h := range st.Hosts {
+		hosts[h.Name] = true
+	}
 	for _, h := range st.Hosts {
 		r, ok := decide.DecidingReason(h)
 		if !ok || r.Value == nil || r.Limit == nil {
 			continue
 		}
-		l := []string{h.Name, string(h.Role), string(h.Verdict), r.Signal, r.Subject, r.Unit}
+		l := []string{h.Name, string(h.Role), string(h.Verdict), r.Signal, labelSubject(r.Subject, hosts), r.Unit}
 		m.deciding.WithLabelValues(l...).Set(*r.Value)
 		m.decidingLim.WithLabelValues(l...).Set(*r.Limit)
 	}
@@ -167,6 +179,34 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 			m.held.WithLabelValues(r.Signal).Set(1)
 		}
 	}
+}
+
+// labelSubject is a reason's subject as a label value: a host's name, the
+// other end of a link, or none. Every other subject is text a record chose
+// (an interface, a directory, an etcd member ID no host claims), and a
+// record that changed it every period would mint a series every period:
+// the status has it.
+func labelSubject(subject string, hosts map[string]bool) string {
+	if hosts[subject] {
+		return subject
+	}
+	return ""
+}
+
+// leading sets the leader gauge, registering it at the first call: a
+// controller that does not run for the Lease exports none.
+func (m *Metrics) leading(on bool) {
+	if m == nil {
+		return
+	}
+	if err := m.Registry.Register(m.leader); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return
+	}
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.leader.Set(v)
 }
 
 func (m *Metrics) written() {
@@ -189,6 +229,8 @@ func recordIssue(h decide.Host) string {
 			return "unreadable"
 		case r.Signal == decide.SignalRecord && strings.HasPrefix(r.Detail, "refused"):
 			return "refused"
+		case r.Signal == decide.SignalRecord && strings.HasPrefix(r.Detail, "withheld"):
+			return "unprotected"
 		case r.Signal == decide.SignalRecord:
 			return "full"
 		case r.Signal == decide.SignalFreshness:

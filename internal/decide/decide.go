@@ -134,6 +134,9 @@ func assessJudging(in Input, before func(node string)) *assessment {
 		byName[n.Name] = h
 	}
 
+	// A record that claims another member's etcd member ID is refused
+	// before any member ID names a host (trust.go).
+	refused := claimMembers(hosts, prev)
 	var voters []string // every member the probes connect to
 	members := map[string]string{}
 	for _, h := range hosts {
@@ -154,7 +157,11 @@ func assessJudging(in Input, before func(node string)) *assessment {
 	for _, h := range hosts {
 		n := h.ownRoom(len(voters))
 		h.own, block = block[:0:n], block[n:]
-		h.judge(j, now, voters, members, before)
+		if why, ok := refused[h]; ok {
+			h.refuseRecord(why)
+		} else {
+			h.judge(j, now, voters, members, before)
+		}
 		sortJudgements(h.own)
 	}
 	links := linksOf(hosts, byName)
@@ -263,6 +270,14 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 	}
 	if h.hasEntry && !h.wasRead {
 		h.read(s, &j.dec, h.isMember())
+	}
+	if h.decoded && h.entry.Withheld != "" {
+		// The probe writes no samples while the records are not
+		// protected: its record says why and holds nothing to judge.
+		g := unmeasuredAs(kindRecord, vWithheld, "", nil, unknown)
+		g.text = clip(h.entry.Withheld)
+		h.own = append(h.own, g)
+		return
 	}
 	h.evidence(j, now, h.readErr)
 	if h.decoded {

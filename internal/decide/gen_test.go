@@ -63,6 +63,9 @@ type gHost struct {
 	record func(cm *corev1.ConfigMap)
 	// until is when the last sample was taken (default: a second before now).
 	until time.Time
+	// lie, when set, changes the host's generated entry before it is
+	// written: a record crafted by a compromised host (trust_test.go).
+	lie func(e *entry.Entry)
 	// etcdMod and connectMod change sample i of n's etcd sample and its
 	// connect to voter to, after they are made.
 	etcdMod    func(i, n int, x *entry.EtcdSample)
@@ -246,7 +249,11 @@ func (f *gFleet) rawEntry(t testing.TB, h *gHost) string {
 	if h.raw != "" {
 		return h.raw
 	}
-	text, err := entry.Encode(f.entryOf(h))
+	e := f.entryOf(h)
+	if h.lie != nil {
+		h.lie(&e)
+	}
+	text, err := entry.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,25 +390,33 @@ func settled(f *gFleet, ago time.Duration) *decide.Status {
 // decideSteady decides as the controller does once per period while every
 // probe keeps writing: the decision, then, while a swap is named and held,
 // the next one a period on with every record changed (the previous status's
-// observations are left out, so each record reads as changed at the new
-// decision). It returns the last: a swap that stays named is then published,
-// at the second decision.
+// observations keep only the member IDs they held, so each record reads as
+// changed at the new decision). It returns the last: a swap that stays
+// named is then published, at the second decision.
 func decideSteady(in decide.Input) decide.Status {
 	st := decide.Decide(in)
 	for range 3 {
 		if st.Memory.Named == "" || st.Decision.Action == decide.ActionSwap {
 			break
 		}
-		prev := st
-		prev.Hosts = slices.Clone(st.Hosts)
-		for i := range prev.Hosts {
-			prev.Hosts[i].Observation = nil
-		}
-		in.Previous = &prev
+		in.Previous = everyRecordChanged(st)
 		in.Now = in.Now.Add(in.Settings.SamplePeriod)
 		st = decide.Decide(in)
 	}
 	return st
+}
+
+// everyRecordChanged is st as the previous status of a decision at which
+// every record has changed: its observations keep only the member IDs.
+func everyRecordChanged(st decide.Status) *decide.Status {
+	prev := st
+	prev.Hosts = slices.Clone(st.Hosts)
+	for i := range prev.Hosts {
+		if o := prev.Hosts[i].Observation; o != nil {
+			prev.Hosts[i].Observation = &decide.Observation{MemberID: o.MemberID}
+		}
+	}
+	return &prev
 }
 
 // namedBefore marks prev, a period before the decision, as a decision that

@@ -81,6 +81,8 @@ const (
 	vSkipped        // kindFdatasync: skipped by the probe
 	vMemoryFS       // kindFdatasync: taken on a memory filesystem
 	vSomeFailed     // kindEtcd: some scrapes failed, judged from the others
+	vClaimed        // kindRecord: refused, its etcd member ID is another record's
+	vWithheld       // kindRecord: the probe writes no samples, the records unprotected
 	vTooFew         // a histogram with no more observations than the window forgives
 )
 
@@ -207,6 +209,8 @@ const (
 	etcdBasis          = "a voter's signals are its etcd's own metrics, scraped every sample"
 	linkBasis          = "a default route that leaves by Wi-Fi is unfit: its retransmissions and power saving delay frames past a heartbeat"
 	readingErrorsBasis = "reported, not held against the host: each signal is judged from the samples that have it"
+	withheldBasis      = "fail closed: a probe writes its samples only while the API server refuses it a write to a record not its own (the admission policy fleet-role-probe-records, checked with a server-side dry run at start and every entry_unchanged); without that refusal any probe could rewrite every record, so none is trusted to stand for its host (docs/records.md, Fail closed)"
+	claimedBasis       = "one etcd member, one record: a member ID decides whose round trips are whose, so a record that reports a member ID another member's record already reports is refused, and when no record held it before, every record that reports it (docs/limits.md, One record speaks only for its own host)"
 )
 
 // basisOf is the basis of a judgement no limit is behind.
@@ -221,6 +225,12 @@ func basisOf(g *judgement) string {
 		}
 		return unreadableBasis
 	case kindRecord:
+		switch g.variant {
+		case vClaimed:
+			return claimedBasis
+		case vWithheld:
+			return withheldBasis
+		}
 		return recordBasis
 	case kindEtcd:
 		return etcdBasis

@@ -167,11 +167,15 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev 
 	if !at.OK {
 		return "", ""
 	}
+	byName := make(map[string]*host, len(hosts))
+	for _, h := range hosts {
+		byName[h.node.Name] = h
+	}
 	var leaving *host
 	if slow {
-		leaving = onMostSlowLinks(j, voters, suspects, named(prev), d)
+		leaving = onMostSlowLinks(j, voters, suspects, links, byName, named(prev), d)
 	} else {
-		leaving = worstOwnReadings(j, voters, d)
+		leaving = worstOwnReadings(j, voters, links, byName, d)
 	}
 	if leaving == nil {
 		return "", ""

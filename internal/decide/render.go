@@ -102,6 +102,12 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		}
 		return "record cannot be read: " + g.text, ""
 	case kindRecord:
+		if g.variant == vWithheld {
+			return "withheld: the probe writes no samples: " + g.text, ""
+		}
+		if g.variant == vClaimed {
+			return "refused by the decision: " + g.text + ": none of its readings is judged", ""
+		}
 		if g.variant == vRefused {
 			return "refused: the API server refused the probe's last write of its window: " + g.text, ""
 		}

@@ -9,22 +9,26 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them, and the one on the most slow links is replaced (ties: an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits, then the name); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned"
+const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them; of those that records besides any single other host's implicate (their own record, or the records of two other voting hosts), the one on the most slow links is replaced (ties: the one that alone measured more of its links slow, where the other end measured them fit; then an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits; never the name: still tied, nothing is swapped); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits by its own record (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned. One record speaks only for its own host: no voter is named to leave on one other host's record alone (docs/limits.md)"
 
 // onMostSlowLinks is the voter to replace among those the attribution rule
-// names: the one on the most slow links. A pinned voter so chosen stops the
-// plan: the slow links stay with it whichever other voter goes.
-func onMostSlowLinks(j *limits, voters, suspects []*host, prevNamed string, d *Decision) *host {
+// names: the one on the most slow links, of those that records besides any
+// single other host's implicate (trust.go). A pinned voter so chosen stops
+// the plan: the slow links stay with it whichever other voter goes.
+func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byName map[string]*host, prevNamed string, d *Decision) *host {
 	type ranked struct {
 		h     *host
 		links []string
-		own   bool // unfit by a reading of its own, not a link
+		alone int
+		to    []string // the voters at the other end of the links it alone made slow
+		own   bool     // unfit by a reading of its own, not a link
 		worst float64
 	}
 	// Two voters on as many slow links share the poor paths that make them
-	// unfit, and either taken out takes those links out: the unpinned one
-	// goes, where a margin between two readings of one link would be noise
-	// naming the pinned one.
+	// unfit, and either taken out takes those links out: the one whose
+	// measurement alone made a link slow goes first (its writer is the one
+	// end every invented link has), then the unpinned one, where a margin
+	// between two readings of one link would be noise naming the pinned one.
 	pinnedLast := func(a, b ranked) int {
 		if a.h.node.Pinned == b.h.node.Pinned {
 			return 0
@@ -34,14 +38,15 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, prevNamed string, d *D
 		}
 		return -1
 	}
-	// On as many slow links, a voter unfit by a reading of its own (its
-	// disk, its memory, its timers) goes first: a host that is slow itself
-	// measures its own links slow (a starved probe times its connects late),
-	// so its fault explains them, where the other end's only fault is to be
-	// at the end of them. Then, still tied, the voter the last decision
-	// named: the two ends of one slow link differ only by noise in their
-	// margins, and the name must not turn from one end to the other with it
-	// (a swap withdrawn and named again a cooldown later).
+	// On as many slow links and as many measured slow alone, a voter unfit
+	// by a reading of its own (its disk, its memory, its timers) goes
+	// first: a host that is slow itself measures its own links slow (a
+	// starved probe times its connects late), so its fault explains them,
+	// where the other end's only fault is to be at the end of them. Then,
+	// still tied, the voter the last decision named: the two ends of one
+	// slow link differ only by noise in their margins, and the name must not
+	// turn from one end to the other with it (a swap withdrawn and named
+	// again a cooldown later).
 	ownFirst := func(a, b ranked) int {
 		switch {
 		case a.own == b.own:
@@ -60,18 +65,54 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, prevNamed string, d *D
 		}
 		return 1
 	}
-	var rs []ranked
-	for _, v := range suspects {
-		own := slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() })
-		rs = append(rs, ranked{v, otherEnds(v.all), own, minHeadroom(v.all, (*judgement).failedMeasure)})
+	rank := func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), cmp.Compare(b.alone, a.alone), pinnedLast(a, b), ownFirst(a, b), namedFirst(a, b), cmp.Compare(a.worst, b.worst))
 	}
-	slices.SortFunc(rs, func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), pinnedLast(a, b), ownFirst(a, b), namedFirst(a, b), cmp.Compare(a.worst, b.worst), cmp.Compare(a.h.node.Name, b.h.node.Name))
-	})
+	named, cleared := clearedOf(suspects, links, byName)
+	if len(named) == 0 {
+		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
+			fmt.Sprintf("no voter that explains the slow links (%s) is implicated by more than one other host's record or by its own%s: nothing is swapped",
+				names(suspects), clearedText(cleared))))
+		return nil
+	}
+	var rs []ranked
+	for _, v := range named {
+		n, to := alone(v, voters, links)
+		own := slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() })
+		rs = append(rs, ranked{v, otherEnds(v.all), n, to, own, minHeadroom(v.all, (*judgement).failedMeasure)})
+	}
+	// The name orders the reasons' text only: it never chooses.
+	slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Or(rank(a, b), cmp.Compare(a.h.node.Name, b.h.node.Name)) })
 	leaving := rs[0]
+	if len(rs) > 1 && rank(rs[0], rs[1]) == 0 {
+		var tied []*host
+		for _, r := range rs {
+			if rank(rs[0], r) == 0 {
+				tied = append(tied, r.h)
+			}
+		}
+		r := step(StepReplace, "", replaceBasis, false,
+			fmt.Sprintf("%s are tied: as many slow links (%d), as many they alone measured slow (%d), pinned alike, alike unfit by readings of their own or not, none named by the last decision, the same worst margin (%s): nothing tells them apart but their names, which decide nothing: nothing is swapped%s",
+				names(tied), len(leaving.links), leaving.alone, formatMargin(leaving.worst), clearedText(cleared)))
+		d.Reasons = append(d.Reasons, r)
+		return nil
+	}
+	why := fmt.Sprintf("%s is the voter on the most slow links (%d%s) of those that explain them (%s)", leaving.h.node.Name, len(leaving.links), listIn(leaving.links), names(suspects))
+	if len(rs) > 1 && len(rs[1].links) == len(leaving.links) {
+		if leaving.alone > rs[1].alone {
+			why += fmt.Sprintf(", and of those on as many, the one whose measurement alone made the most of them slow (%d: %s measured its link fit)", leaving.alone, strings.Join(leaving.to, ", "))
+		} else if leaving.h.node.Pinned != rs[1].h.node.Pinned {
+			why += ", and of those on as many, unpinned"
+		} else if leaving.own != rs[1].own {
+			why += ", and of those on as many, the one unfit by a reading of its own, whose slowness explains its links"
+		} else if leaving.h.node.Name == prevNamed {
+			why += ", and of those on as many, the one the last decision named"
+		} else {
+			why += ", and of those on as many, the furthest over its limits"
+		}
+	}
 	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
-		fmt.Sprintf("%s is the voter on the most slow links (%d%s) of those that explain them (%s); its worst reason: %s; unfit voters: %s",
-			leaving.h.node.Name, len(leaving.links), listIn(leaving.links), names(suspects), worstOf(j, leaving.h), names(unfitOf(voters))))
+		fmt.Sprintf("%s; its worst reason: %s; unfit voters: %s%s", why, worstOf(j, leaving.h), names(unfitOf(voters)), clearedText(cleared)))
 	r.Value, r.Unit = num(float64(len(leaving.links))), "links"
 	d.Reasons = append(d.Reasons, r)
 	if leaving.h.node.Pinned {
@@ -91,9 +132,16 @@ func pinnedBasis(s settings.Settings) string {
 // class), and the one furthest over its limits goes. A pinned voter is passed
 // over for the next unpinned one: its fault is its own and stays with it, and
 // another voter's is another's.
-func worstOwnReadings(j *limits, voters []*host, d *Decision) *host {
+func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[string]*host, d *Decision) *host {
 	unfit := unfitByOwnReadings(voters)
 	if len(unfit) == 0 {
+		// Unfit by links alone that another's record alone accuses (a round
+		// trip to a member no record claims): say why none is named.
+		if _, cleared := clearedOf(unfitOf(voters), links, byName); len(cleared) > 0 {
+			d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
+				"no unfit voter is implicated by its own record or by more than one other host's"+clearedText(cleared)+": nothing is swapped"))
+			return nil
+		}
 		var unknown []string
 		for _, v := range voters {
 			if v.verdict == Unknown {

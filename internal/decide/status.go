@@ -70,6 +70,24 @@ type Status struct {
 	// that would not fit otherwise has one; Decide and UnmarshalStatus give a
 	// Status without it, every reason holding its own texts.
 	Texts []string `json:"texts,omitempty"`
+	// Writer is the controller that published the document, the holder of
+	// the Lease; nil where no election chose one (fleet-role decide, the
+	// demo). Decide leaves it nil: the controller sets it.
+	Writer *Writer `json:"writer,omitempty"`
+}
+
+// Writer names the controller that wrote a status: the identity it holds
+// the Lease by, the Lease, and its term there.
+type Writer struct {
+	Identity string `json:"identity"`
+	// Lease is the Lease it holds, namespace/name.
+	Lease string `json:"lease"`
+	// Term is the Lease's transitions when it acquired it: each new holder
+	// raises it, so a status of an earlier term written after one of a
+	// later term was written by a deposed leader.
+	Term int32 `json:"term"`
+	// Since is when it acquired the Lease, by its own clock.
+	Since time.Time `json:"since"`
 }
 
 // Records is what the probes' records hold in all: how many, their entries'
@@ -115,6 +133,10 @@ type Host struct {
 type Observation struct {
 	Digest    string    `json:"digest"`
 	ChangedAt time.Time `json:"changed_at"`
+	// MemberID is the etcd member ID the host's record was taken to speak
+	// for, so that the next decision knows which record already reported
+	// it (docs/limits.md, "One record speaks only for its own host").
+	MemberID string `json:"member_id,omitempty"`
 }
 
 // Reason is one judgement with its numbers: the measured value against the

@@ -229,7 +229,10 @@ func fromWireInto(w wire, l Limits, byVoter bool, a, hs *arena) (e Entry, cols m
 	if len(w.Refused) > MaxTextBytes {
 		return Entry{}, nil, fmt.Errorf("refused: %d bytes, over the limit of %d", len(w.Refused), MaxTextBytes)
 	}
-	e = Entry{Node: w.Node, Samples: take(a, samples, n), Shrunk: w.Shrunk, Refused: w.Refused}
+	if len(w.Withheld) > MaxTextBytes {
+		return Entry{}, nil, fmt.Errorf("withheld: %d bytes, over the limit of %d", len(w.Withheld), MaxTextBytes)
+	}
+	e = Entry{Node: w.Node, Samples: take(a, samples, n), Shrunk: w.Shrunk, Refused: w.Refused, Withheld: w.Withheld}
 	if n > 0 {
 		var t0 time.Time
 		t0, err = time.Parse(time.RFC3339Nano, w.T0)

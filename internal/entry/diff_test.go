@@ -85,6 +85,7 @@ func seedTexts(t testing.TB) []string {
 		`,"shrunk":-0}`,
 		`,"shrunk":1e0}`,
 		`,"refused":"x\u0000"}`,
+		`,"withheld":"y\u0000"}`,
 		`}` + "\n\t ",
 		`}x`,
 		`,"node":"n"}`,

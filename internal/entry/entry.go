@@ -32,6 +32,11 @@ type Entry struct {
 	// when the probe could write only this much: the window it holds is
 	// then not what the record shows.
 	Refused string
+	// Withheld is why the probe writes no samples: the API server did not
+	// refuse it a write that the admission policy must refuse (a record not
+	// its own), so records are not protected and it fails closed. The
+	// record then holds no samples.
+	Withheld string
 }
 
 // Link classes of the interface the default route leaves by.

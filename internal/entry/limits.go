@@ -50,8 +50,8 @@ const (
 	// maxStructKeys is the most fields one object of the format has (the
 	// entry itself: v, node, n, t0, dt_ms, restart, link, connect_us,
 	// connect_fail, mem_total_kib, mem_available_kib, mem_full_stall_us,
-	// wakeup_late_us, errors, strings, etcd, fsync, shrunk, refused).
-	maxStructKeys = 19
+	// wakeup_late_us, errors, strings, etcd, fsync, shrunk, refused, withheld).
+	maxStructKeys = 20
 	// errorsPerSample bounds the errors references of one sample: the
 	// readings a sample takes besides the connects (whose failures are
 	// connect_fail) are etcd, link and memory (internal/probe

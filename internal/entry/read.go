@@ -728,6 +728,8 @@ func (r *reader) entry(w *wire) error {
 			w.Shrunk = int(v)
 		case "refused":
 			w.Refused, err = r.text(key)
+		case "withheld":
+			w.Withheld, err = r.text(key)
 		default:
 			return unknown(field, key)
 		}

@@ -113,6 +113,7 @@ type wireIn struct {
 	Fsync       *wireFsync                 `json:"fsync,omitempty"`
 	Shrunk      int                        `json:"shrunk,omitempty"`
 	Refused     string                     `json:"refused,omitempty"`
+	Withheld    string                     `json:"withheld,omitempty"`
 }
 
 type wireEtcdIn struct {
@@ -141,7 +142,7 @@ func (in *wireIn) toWire(l Limits) (wire, error) {
 	hist := colLimit{max: 2 * (l.MaxBounds + 1), l: &l, hist: true}
 	w := wire{V: in.V, Node: in.Node, N: in.N, T0: in.T0, Restart: in.Restart, Link: in.Link,
 		ConnectFail: in.ConnectFail, MemTotalKiB: in.MemTotalKiB, Errors: in.Errors, Strings: in.Strings, Fsync: in.Fsync,
-		Shrunk: in.Shrunk, Refused: in.Refused}
+		Shrunk: in.Shrunk, Refused: in.Refused, Withheld: in.Withheld}
 	var err error
 	if w.DtMs, err = readInts("dt_ms", in.DtMs, col); err != nil {
 		return w, err

@@ -47,6 +47,8 @@ type wire struct {
 	// it should (docs/records.md, "Capacity").
 	Shrunk  int    `json:"shrunk,omitempty"`
 	Refused string `json:"refused,omitempty"`
+	// Withheld tells it why the record holds no samples at all.
+	Withheld string `json:"withheld,omitempty"`
 }
 
 // wireEtcd holds the voter columns. Present is a run column over the n
@@ -296,7 +298,7 @@ func toWire(e Entry) (wire, error) {
 	if e.Shrunk < 0 {
 		return wire{}, fmt.Errorf("shrunk: %d is negative", e.Shrunk)
 	}
-	w := wire{V: Version, Node: e.Node, N: n, DtMs: make([]int64, n), MemAvailKiB: make([]uint64, n), Shrunk: e.Shrunk, Refused: e.Refused}
+	w := wire{V: Version, Node: e.Node, N: n, DtMs: make([]int64, n), MemAvailKiB: make([]uint64, n), Shrunk: e.Shrunk, Refused: e.Refused, Withheld: e.Withheld}
 	var st strtab
 	var prevMs int64
 	total := make([]uint64, n)

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -55,17 +56,22 @@ type nodeLister interface {
 // newCoreREST is a REST client for core/v1 as client-go's generated one is
 // configured (its setConfigDefaults), with the core/v1 scheme.
 func newCoreREST(cfg *rest.Config) (rest.Interface, error) {
+	return newREST(cfg, corev1.SchemeGroupVersion, "/api", coreScheme, coreCodecs)
+}
+
+// newREST is a REST client for one group version, with a scheme that knows
+// that group alone.
+func newREST(cfg *rest.Config, gv schema.GroupVersion, apiPath string, scheme *runtime.Scheme, codecs serializer.CodecFactory) (rest.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
-	gv := corev1.SchemeGroupVersion
 	cfg.GroupVersion = &gv
-	cfg.APIPath = "/api"
-	cfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(coreScheme, coreCodecs).WithoutConversion()
+	cfg.APIPath = apiPath
+	cfg.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, codecs).WithoutConversion()
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes core/v1 client: %w", err)
+		return nil, fmt.Errorf("kubernetes %s client: %w", gv, err)
 	}
 	return rc, nil
 }

@@ -119,7 +119,7 @@ func TestChangesOfGoldenDecisions(t *testing.T) {
 	}{
 		{"swap-held", []string{"alpha SwapHeld Warning fleet-role would swap no voter: step steady holds it back: alpha has been named to leave (for delta) since 2026-11-29T12:00:00Z, at 1 decision in a row; " +
 			"the records of alpha, bravo, charlie have not changed since: held until every voter has written again; fleet-role judges this voter unfit (was fit): wal_fsync: 31.817ms, must be under 10ms"}},
-		{"slow-voter-link", []string{"bravo SwapAdvised Warning fleet-role would swap this voter out for delta (dry run: nothing is changed): bravo is the voter on the most slow links (1: alpha) of those that explain them (alpha, bravo); " +
+		{"slow-voter-link", []string{"bravo SwapAdvised Warning fleet-role would swap this voter out for delta (dry run: nothing is changed): bravo is the voter on the most slow links (1: alpha) of those that explain them (alpha, bravo), and of those on as many, the one the last decision named; " +
 			"its worst reason: connect alpha: 801.103ms, must be at most 250ms (220.4% over the limit); unfit voters: alpha, bravo; fleet-role judges this voter unfit (was fit): connect alpha: 801.103ms, must be at most 250ms",
 			"alpha Unfit Warning fleet-role judges this voter unfit (was fit): connect bravo: 801.092ms, must be at most 250ms"}},
 	} {

@@ -20,6 +20,7 @@ type Metrics struct {
 	tickSeconds  prometheus.Histogram
 	wakeupLate   prometheus.Histogram
 	lastWrite    prometheus.Gauge
+	policy       policyMetrics
 }
 
 // NewMetrics registers the probe's metrics on a new registry.
@@ -60,6 +61,7 @@ func NewMetrics() *Metrics {
 		}),
 	}
 	m.Registry.MustRegister(m.samples, m.readingFails, m.writes, m.entryBytes, m.capBytes, m.shrunk, m.tickSeconds, m.wakeupLate, m.lastWrite)
+	m.policy = newPolicyMetrics(m.Registry)
 	// Every result appears from the start, so that a rate over them is
 	// defined before the first refusal.
 	for _, r := range []string{"ok", "refused", "error"} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,10 @@ type Config struct {
 	Settings settings.Settings
 	// Records is where the probe keeps its node's record.
 	Records kube.Records
+	// Policy asks the API server whether it refuses this probe a write to
+	// a record not its own; the probe writes samples only while it does
+	// (policy.go). Nil where there is no API server (an in-memory store).
+	Policy  kube.PolicyCheck
 	Nodes   kube.Nodes
 	Sampler Sampler
 	Log     *slog.Logger
@@ -112,6 +117,9 @@ type Prober struct {
 	lastFsync, started time.Time
 
 	lastNodes []corev1.Node // the last list that succeeded
+
+	polMu sync.Mutex // guards pol against Ready
+	pol   policy     // what the probe knows of the admission policy (policy.go)
 }
 
 // New checks the configuration and returns a probe ready to Run.
@@ -401,7 +409,7 @@ func (p *Prober) resume(ctx context.Context) {
 	fresh := p.entry.Samples
 	p.entry = old
 	p.entry.Node = p.cfg.Node
-	p.entry.Shrunk, p.entry.Refused = 0, ""
+	p.entry.Shrunk, p.entry.Refused, p.entry.Withheld = 0, "", ""
 	for _, s := range fresh {
 		entry.Append(&p.entry, s, p.cfg.Settings.Window)
 	}
@@ -414,6 +422,9 @@ func (p *Prober) resume(ctx context.Context) {
 // replaced, once, by a marker that says so, so that the status can tell a
 // refused host from one that stopped reporting.
 func (p *Prober) write(ctx context.Context) {
+	if !p.policyAllows(ctx) {
+		return
+	}
 	p.mu.Lock()
 	if p.changes == p.written || !p.resumed || p.owner.Name == "" {
 		p.mu.Unlock()
@@ -545,10 +556,15 @@ func (p *Prober) flush(ctx context.Context) {
 	}
 }
 
+// readings are the values the reading-failures metric's label takes: the
+// readings a sample error names, those the loop counts itself, and other.
+var readings = []string{"link", "memory", "etcd", "connect", "fsync", "nodes", "own-record", "policy", "other"}
+
 // readingName is the reading a sample error names ("etcd: ..." is etcd's),
-// for the reading-failures metric.
+// for the reading-failures metric: one of readings, never the error's own
+// text, so that the metric's series stay as many as the readings.
 func readingName(e string) string {
-	if name, _, ok := strings.Cut(e, ":"); ok && name != "" && !strings.Contains(name, " ") {
+	if name, _, ok := strings.Cut(e, ":"); ok && slices.Contains(readings, name) {
 		return name
 	}
 	return "other"

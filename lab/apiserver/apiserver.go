@@ -429,19 +429,33 @@ func (s *Server) TokenFor(ctx context.Context, namespace, sa string, ttl time.Du
 // carries the Pod's node in the user's extra
 // (authentication.kubernetes.io/node-name), and dies with the Pod.
 func (s *Server) TokenForPod(ctx context.Context, namespace, sa, pod string, uid types.UID, ttl time.Duration) (string, error) {
+	return s.boundToken(ctx, namespace, sa, "Pod", pod, uid, ttl)
+}
+
+// TokenForNode issues a token of ServiceAccount sa bound to the Node node
+// (by name and UID) rather than to a Pod: anyone who may create tokens for
+// sa can mint one. It carries the node's claims
+// (authentication.kubernetes.io/node-name, node-uid) and no Pod's.
+func (s *Server) TokenForNode(ctx context.Context, namespace, sa, node string, uid types.UID, ttl time.Duration) (string, error) {
+	return s.boundToken(ctx, namespace, sa, "Node", node, uid, ttl)
+}
+
+// boundToken issues a token of ServiceAccount sa bound to the object of kind
+// (a core/v1 Pod or Node) by name and UID, through the TokenRequest API.
+func (s *Server) boundToken(ctx context.Context, namespace, sa, kind, name string, uid types.UID, ttl time.Duration) (string, error) {
 	cs, err := kubernetes.NewForConfig(s.AdminConfig())
 	if err != nil {
-		return "", fmt.Errorf("token for %s/%s bound to pod %s: %w", namespace, sa, pod, err)
+		return "", fmt.Errorf("token for %s/%s bound to %s %s: %w", namespace, sa, strings.ToLower(kind), name, err)
 	}
 	secs := int64(ttl / time.Second)
 	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 			ExpirationSeconds: &secs,
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod, UID: uid},
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: kind, APIVersion: "v1", Name: name, UID: uid},
 		}},
 		metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("token for %s/%s bound to pod %s: %w", namespace, sa, pod, err)
+		return "", fmt.Errorf("token for %s/%s bound to %s %s: %w", namespace, sa, strings.ToLower(kind), name, err)
 	}
 	return tr.Status.Token, nil
 }

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -16,10 +17,11 @@ import (
 
 // Event is the part of an audit.k8s.io/v1 Event the scenarios read.
 type Event struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
-	UserAgent string `json:"userAgent"`
-	User      struct {
+	Stage      string `json:"stage"`
+	Verb       string `json:"verb"`
+	RequestURI string `json:"requestURI"`
+	UserAgent  string `json:"userAgent"`
+	User       struct {
 		Username string              `json:"username"`
 		Extra    map[string][]string `json:"extra"`
 	} `json:"user"`
@@ -37,6 +39,13 @@ type Event struct {
 
 // WriteVerbs are the verbs that change an object.
 var WriteVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
+
+// DryRun says whether the request was a server-side dry run, which changes
+// nothing (the probe's check that the admission policy is enforced).
+func (e Event) DryRun() bool {
+	u, err := url.Parse(e.RequestURI)
+	return err == nil && u.Query().Has("dryRun")
+}
 
 // IsWrite says whether the event is a request that changes an object.
 func (e Event) IsWrite() bool { return slices.Contains(WriteVerbs, e.Verb) }

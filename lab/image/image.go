@@ -94,6 +94,18 @@ var distrolessNonroot = []File{
 	{Path: "/tmp", Mode: 0o1777, Dir: true},
 }
 
+// Reach is test/pods' attacker image (./lab/image/reach): the probe's pod
+// template run with it shows what a compromised probe could read of the
+// node's other processes. Nothing else in it: the pod sets the user.
+var Reach = Spec{
+	Package:    "./lab/image/reach",
+	BuildEnv:   []string{"CGO_ENABLED=0"},
+	BuildFlags: []string{"-trimpath", "-ldflags=-s -w"},
+	Path:       "/reach",
+	User:       "65534:65534",
+	Entrypoint: []string{"/reach"},
+}
+
 // Pause is the sandbox image of test/pods' containerd: every pod's first
 // process, which holds the pod's namespaces, reaps orphans and exits on
 // SIGTERM (./lab/image/pause), as registry.k8s.io/pause does.

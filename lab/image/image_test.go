@@ -197,7 +197,7 @@ ENTRYPOINT ["/bin/x", "run"]
 	}
 }
 
-// TestBuild builds both images from the checkout and reads each back from
+// TestBuild builds each image from the checkout and reads each back from
 // its tarball: the listed files and nothing else (no shell), a static
 // binary, the configuration of the spec.
 func TestBuild(t *testing.T) {
@@ -211,6 +211,7 @@ func TestBuild(t *testing.T) {
 	}{
 		{FleetRole, "ghcr.io/fleet-role/fleet-role:latest"},
 		{Pause, "fleet-role.test/pause:v1"},
+		{Reach, "fleet-role.test/reach:v1"},
 	} {
 		t.Run(filepath.Base(tc.spec.Path), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

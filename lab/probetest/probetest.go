@@ -198,6 +198,13 @@ func (c *Cluster) Client(t testing.TB, sa string) *kube.Client {
 	return c.clientFor(t, c.Token(t, sa))
 }
 
+// ClientForToken is a client authenticating with token, rated and bounded
+// as Client's.
+func (c *Cluster) ClientForToken(t testing.TB, token string) *kube.Client {
+	t.Helper()
+	return c.clientFor(t, token)
+}
+
 func (c *Cluster) clientFor(t testing.TB, token string) *kube.Client {
 	t.Helper()
 	cfg := c.Server.TokenConfig(token)
@@ -658,6 +665,13 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.l.mu.Lock()
 	defer w.l.mu.Unlock()
 	return w.l.buf.Write(p)
+}
+
+// String is everything logged, one JSON line each.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // Records returns every record logged with message msg, decoded.

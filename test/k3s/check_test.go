@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/record"
@@ -389,11 +390,11 @@ func (s *scenario) checkBaseline(t *testing.T, ctx context.Context, st *decide.S
 			}
 		}
 	}
-	ctrl, err := s.readyPods(ctx, ctrlLabel)
-	if err != nil || len(ctrl) != 1 {
-		t.Fatalf("the controller pod: %v (%d)", err, len(ctrl))
+	ctrl, err := s.leaderPod(ctx)
+	if err != nil {
+		t.Fatalf("the controller pod that leads: %v", err)
 	}
-	started := ctrl[0].CreationTimestamp.UTC()
+	started := ctrl.CreationTimestamp.UTC()
 	got := st.Memory.VotersChangedAt.UTC()
 	s.votersChangedAt = got
 	if !got.Equal(latest) {
@@ -647,17 +648,20 @@ func (s *scenario) readAudit(t *testing.T, fn func(server string, e auditlog.Eve
 // checkAudit reads the servers' audit logs: the scenario's own credential
 // (k3s's admin) wrote no Node, so every label, annotation and condition
 // fleet-role read is k3s's; and every write of fleet-role's components is
-// one of its own ConfigMaps or, the controller's, an Event on a Node: the
-// controller patches the status, the probe
-// of node X creates or patches the record named X (the admission check's
-// requests with the probe's token aside).
+// one of its own ConfigMaps or, the controller's, an Event on a Node or
+// the Lease fleet-role: the controller patches the status (and its replicas
+// create and update the Lease), the probe of node X creates or patches the
+// record named X (the admission check's requests with the probe's token and
+// the probe's server-side dry runs aside).
 func (s *scenario) checkAudit(t *testing.T) {
 	t.Helper()
 	prefix := "system:serviceaccount:" + namespace + ":"
 	writes := map[string]int{}
 	nodeWriters := map[string]int{}
 	s.readAudit(t, func(server string, e auditlog.Event) {
-		if e.Stage != "ResponseComplete" || !e.IsWrite() || e.ObjectRef == nil || e.UserAgent == admissionCheckAgent {
+		// A server-side dry run (the probe's check that the policy is
+		// enforced, docs/records.md, Fail closed) changes nothing.
+		if e.Stage != "ResponseComplete" || !e.IsWrite() || e.ObjectRef == nil || e.UserAgent == admissionCheckAgent || e.DryRun() {
 			return
 		}
 		r, what := e.ObjectRef, e.What()
@@ -671,6 +675,13 @@ func (s *scenario) checkAudit(t *testing.T) {
 		verbs := []string{"create", "patch"}
 		switch e.User.Username {
 		case prefix + ctrlSA:
+			// Its replicas run for the Lease fleet-role (One writer).
+			if r.Resource == "leases" && r.Namespace == namespace && r.Name == controller.LeaseName && (e.Verb == "create" || e.Verb == "update") {
+				if e.Code() < 400 {
+					writes["controller lease"]++
+				}
+				return
+			}
 			if e.EventOnNode(hosts) {
 				// Its Events on the Nodes (docs/operators.md).
 				if e.Code() < 400 {

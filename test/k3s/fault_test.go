@@ -38,12 +38,12 @@ import (
 func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	for attempt := 1; attempt <= 3; attempt++ {
-		pods, err := s.readyPods(ctx, ctrlLabel)
-		if err != nil || len(pods) != 1 {
-			t.Fatalf("the controller pod: %v (%d Ready)", err, len(pods))
+		// The leader: the follower decides and writes nothing.
+		ctrl, err := s.leaderPod(ctx)
+		if err != nil {
+			t.Fatalf("the controller pod that leads: %v", err)
 		}
-		ctrl := pods[0]
-		apis := s.controllerAPIServers(t, ctrl.CreationTimestamp.Time)
+		apis := s.controllerAPIServers(t, ctrl)
 		var target string
 		for _, c := range servers {
 			if c != pinnedHost && c != ctrl.Spec.NodeName && !apis[c] {
@@ -69,12 +69,12 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 			t.Fatal(err)
 		}
 		err = poll(ctx, applyTimeout, func() error {
-			ps, err := s.readyPods(ctx, ctrlLabel)
+			p, err := s.leaderPod(ctx)
 			if err != nil {
 				return err
 			}
-			if len(ps) != 1 || ps[0].Name == ctrl.Name {
-				return fmt.Errorf("no new controller pod Ready yet")
+			if p.Name == ctrl.Name {
+				return fmt.Errorf("the deleted controller pod %s still leads", ctrl.Name)
 			}
 			return nil
 		})
@@ -88,12 +88,16 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 }
 
 // controllerAPIServers names the servers whose API server served the
-// controller's requests since it started, by their audit logs.
-func (s *scenario) controllerAPIServers(t *testing.T, since time.Time) map[string]bool {
+// controller pod ctrl's requests since it started, by their audit logs.
+func (s *scenario) controllerAPIServers(t *testing.T, ctrl *corev1.Pod) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
+	since := ctrl.CreationTimestamp.Time
 	s.readAudit(t, func(server string, e auditlog.Event) {
-		if e.User.Username == "system:serviceaccount:"+namespace+":"+ctrlSA && !e.StageTimestamp.Before(since) {
+		// The two replicas share the ServiceAccount: the token's pod-name
+		// claim tells this pod's requests from the follower's.
+		pod := e.User.Extra["authentication.kubernetes.io/pod-name"]
+		if e.User.Username == "system:serviceaccount:"+namespace+":"+ctrlSA && len(pod) == 1 && pod[0] == ctrl.Name && !e.StageTimestamp.Before(since) {
 			out[server] = true
 		}
 	})

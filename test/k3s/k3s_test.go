@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/bench"
+	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/cluster"
@@ -310,11 +311,12 @@ func (s *scenario) install(t *testing.T, ctx context.Context) {
 		if err != nil {
 			return err
 		}
-		if len(cs) != 1 {
-			return fmt.Errorf("%d controller pods Ready, want 1", len(cs))
+		// Two replicas, one the Lease's holder (docs/status.md, One writer).
+		if len(cs) != 2 {
+			return fmt.Errorf("%d controller pods Ready, want 2", len(cs))
 		}
-		ctrl = &cs[0]
-		return nil
+		ctrl, err = s.leaderPod(ctx)
+		return err
 	})
 	if err != nil {
 		s.podStates(t, ctx)
@@ -350,6 +352,30 @@ func (s *scenario) readyPods(ctx context.Context, selector string) ([]corev1.Pod
 		}
 	}
 	return out, nil
+}
+
+// leaderPod is the Ready controller pod that holds the Lease fleet-role,
+// whose holder identity is the pod's name and a suffix: the one that
+// decides and writes the status.
+func (s *scenario) leaderPod(ctx context.Context) (*corev1.Pod, error) {
+	pods, err := s.readyPods(ctx, ctrlLabel)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.fleet.Admin.CoordinationV1().Leases(namespace).Get(ctx, controller.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	for i := range pods {
+		if strings.HasPrefix(holder, pods[i].Name+"_") {
+			return &pods[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no Ready controller pod holds the lease (holder %q, %d Ready)", holder, len(pods))
 }
 
 // podStates logs every pod of the namespace and the namespace's events,

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/lab/auditlog"
@@ -392,8 +393,11 @@ func (m *mesh) writerOf(e auditlog.Event) (w writer, ok bool) {
 // checkAudit reads the API server's audit log: every write a component made
 // is one of its own ConfigMap (the controller's a patch of the status, the
 // probe on node X's a create or patch of the record named X) or, the
-// controller's, an Event on a Node in namespace default; each made some, and the API server refused none of their requests but the probe's
-// look for its record before its first write created it.
+// controller's, an Event on a Node in namespace default or its Lease; each
+// made some, and the API server refused none of their requests but the
+// probe's look for its record before its first write created it, the
+// controller's for its Lease before it created it, and the probe's dry runs
+// of writes the admission policy refuses (which each probe made).
 func (m *mesh) checkAudit(t *testing.T) {
 	t.Helper()
 	ns := m.settings.Namespace
@@ -401,7 +405,8 @@ func (m *mesh) checkAudit(t *testing.T) {
 	requests := map[string]int{}
 	serverErrors := map[string]int{}
 	notFound := map[string]int{}
-	eventWrites := 0
+	eventWrites, leaseWrites := 0, 0
+	policyChecks := map[string]int{}
 	err := auditlog.Read(m.audit, func(e auditlog.Event) {
 		w, ok := m.writerOf(e)
 		if !ok || e.Stage != "ResponseComplete" || e.UserAgent == admissionCheckAgent {
@@ -419,6 +424,32 @@ func (m *mesh) checkAudit(t *testing.T) {
 		// by patches (client-go's recorder), in namespace default.
 		if w.who == "controller" && e.EventOnNode(m.hosts) && e.Code() < 400 {
 			eventWrites++
+			return
+		}
+		// The probe's check that the admission policy is in force
+		// (docs/records.md, Fail closed): server-side dry runs, which
+		// change nothing, of writes the API server must refuse (403).
+		if e.DryRun() {
+			if strings.HasPrefix(w.who, "probe ") && e.Code() == 403 {
+				policyChecks[w.who]++
+			} else {
+				errorf(t, "%s: the API server answered a dry run with %d, not 403 Forbidden: %s", w.who, e.Code(), what)
+			}
+			return
+		}
+		// The controller runs for the Lease fleet-role (docs/security.md,
+		// One writer): it reads it (404 until its first create), creates it
+		// and renews it by updates.
+		if w.who == "controller" && r != nil && r.Resource == "leases" && r.Namespace == ns && r.Name == controller.LeaseName && r.Subresource == "" {
+			switch code := e.Code(); {
+			case code == 404 && e.Verb == "get":
+			case code >= 400:
+				errorf(t, "controller: the API server refused %s (%d)", what, code)
+			case e.Verb == "create" || e.Verb == "update":
+				leaseWrites++
+			case e.Verb != "get":
+				errorf(t, "controller wrote its Lease by %s, not a create or update: %s", e.Verb, what)
+			}
 			return
 		}
 		// A 4xx is the API server refusing the request (RBAC, the admission
@@ -448,7 +479,10 @@ func (m *mesh) checkAudit(t *testing.T) {
 	if err != nil {
 		fatalf(t, "%v", err)
 	}
-	t.Logf("controller: %d writes of Events on the Nodes in namespace default", eventWrites)
+	t.Logf("controller: %d writes of Events on the Nodes in namespace default, %d of its Lease %s/%s", eventWrites, leaseWrites, ns, controller.LeaseName)
+	if leaseWrites == 0 {
+		errorf(t, "the controller never wrote its Lease %s/%s: it decides only while holding it", ns, controller.LeaseName)
+	}
 	want := map[string]writer{}
 	for _, h := range m.hosts {
 		want["probe on "+h] = writer{"probe on " + h, record.Name(h), []string{"create", "patch"}}
@@ -463,7 +497,10 @@ func (m *mesh) checkAudit(t *testing.T) {
 		if writes[w] == 0 {
 			errorf(t, "%s never wrote ConfigMap %s/%s", w, ns, want[w].cm)
 		}
-		t.Logf("%s: %d requests (%d failed in the API server, %d found no record yet), %d writes, every one a %s of ConfigMap %s/%s",
-			w, requests[w], serverErrors[w], notFound[w], writes[w], strings.Join(want[w].verbs, " or "), ns, want[w].cm)
+		if strings.HasPrefix(w, "probe ") && policyChecks[w] == 0 {
+			errorf(t, "%s never checked that the admission policy is in force (no dry run refused)", w)
+		}
+		t.Logf("%s: %d requests (%d failed in the API server, %d found no record yet, %d dry runs refused), %d writes, every one a %s of ConfigMap %s/%s",
+			w, requests[w], serverErrors[w], notFound[w], policyChecks[w], writes[w], strings.Join(want[w].verbs, " or "), ns, want[w].cm)
 	}
 }

@@ -117,6 +117,10 @@ func TestPods(t *testing.T) {
 	if err := image.Build(ctx, root, image.Pause, pauseTag, pauseTar); err != nil {
 		t.Fatal(err)
 	}
+	reachTar := filepath.Join(s.dir, "reach.tar")
+	if err := image.Build(ctx, root, image.Reach, reachTag, reachTar); err != nil {
+		t.Fatal(err)
+	}
 	s.bin = filepath.Join(s.dir, "fleet-role")
 	build := exec.CommandContext(ctx, "go", "build", "-o", s.bin, "./cmd/fleet-role")
 	build.Dir = root
@@ -127,7 +131,7 @@ func TestPods(t *testing.T) {
 
 	t0 = time.Now()
 	cfg.NodeLabels = s.renderedLabels(t, ctx)
-	cfg.Images = []string{frTar, pauseTar}
+	cfg.Images = []string{frTar, pauseTar, reachTar}
 	s.c = cluster.Start(t, cfg)
 	t.Logf("cluster up, node %s Ready, in %.1f s", node, time.Since(t0).Seconds())
 	s.labelAsK3s(t, ctx)
@@ -148,10 +152,11 @@ func TestPods(t *testing.T) {
 	ok = t.Run("status", func(t *testing.T) { s.checkStatus(t, ctx) }) && ok
 	t.Run("readme table", func(t *testing.T) { s.checkReadmeTable(t, ctx, probe) })
 	t.Run("processes", func(t *testing.T) {
-		s.checkProcess(t, probe, "probe", true)
-		s.checkProcess(t, ctrl, "controller", false)
+		s.checkProcess(t, probe, "probe")
+		s.checkProcess(t, ctrl, "controller")
 	})
 	t.Run("admission", func(t *testing.T) { s.checkAdmission(t, ctx, probe) })
+	t.Run("reach", func(t *testing.T) { s.checkReach(t, ctx) })
 	if ok {
 		t.Run("resume", func(t *testing.T) { s.checkResume(t, ctx, probe) })
 	}

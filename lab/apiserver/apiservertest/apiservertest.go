@@ -19,8 +19,9 @@ import (
 const startTimeout = 2 * time.Minute
 
 // Start runs one etcd member and a kube-apiserver on it, and stops both in
-// t.Cleanup (the API server first).
-func Start(t testing.TB) *apiserver.Server {
+// t.Cleanup (the API server first). extraArgs are appended to the API
+// server's flags (an admission plugin a test needs, say).
+func Start(t testing.TB, extraArgs ...string) *apiserver.Server {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -39,6 +40,7 @@ func Start(t testing.TB) *apiserver.Server {
 		Binary:      testenv.KubeAPIServer(t),
 		EtcdServers: []string{etcd.Members[0].ClientURL},
 		Dir:         filepath.Join(dir, "apiserver"),
+		ExtraArgs:   extraArgs,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,289 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/fleet-role/fleet-role/internal/controller"
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/lab/probetest"
+)
+
+// cutLeases is a Lease client that can be cut off from the API server, as
+// a controller on a node that lost its network is, while its other calls
+// go through.
+type cutLeases struct {
+	kube.Leases
+	cut atomic.Bool
+}
+
+var errCut = errors.New("cut off from the Lease")
+
+func (l *cutLeases) Get(ctx context.Context, name string) (kube.LeaseRecord, string, error) {
+	if l.cut.Load() {
+		return kube.LeaseRecord{}, "", errCut
+	}
+	return l.Leases.Get(ctx, name)
+}
+
+func (l *cutLeases) Create(ctx context.Context, name string, r kube.LeaseRecord) (string, error) {
+	if l.cut.Load() {
+		return "", errCut
+	}
+	return l.Leases.Create(ctx, name, r)
+}
+
+func (l *cutLeases) Update(ctx context.Context, name string, r kube.LeaseRecord, rv string) (string, error) {
+	if l.cut.Load() {
+		return "", errCut
+	}
+	return l.Leases.Update(ctx, name, r, rv)
+}
+
+// written is one version of the status, as a watch saw it.
+type written struct {
+	rv     string
+	at     time.Time // when the watch saw it
+	writer *decide.Writer
+	gen    time.Time
+}
+
+// statusHistory watches the status ConfigMap and keeps every version.
+type statusHistory struct {
+	mu  sync.Mutex
+	all []written
+}
+
+func watchStatus(t *testing.T, c *probetest.Cluster, name string) *statusHistory {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &statusHistory{}
+	go func() {
+		for ev := range w.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if !ok || ev.Type == watch.Deleted || cm.Data[decide.StatusKey] == "" {
+				continue
+			}
+			st, err := decide.UnmarshalStatus([]byte(cm.Data[decide.StatusKey]))
+			if err != nil {
+				continue
+			}
+			h.mu.Lock()
+			h.all = append(h.all, written{rv: cm.ResourceVersion, at: time.Now(), writer: st.Writer, gen: st.GeneratedAt})
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+func (h *statusHistory) versions() []written {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]written(nil), h.all...)
+}
+
+// lastBy is the last version written by identity, and whether there is one.
+func (h *statusHistory) lastBy(identity string) (written, bool) {
+	v := h.versions()
+	for i := len(v) - 1; i >= 0; i-- {
+		if v[i].writer != nil && v[i].writer.Identity == identity {
+			return v[i], true
+		}
+	}
+	return written{}, false
+}
+
+// oneWriter holds that no status was written by two: in the order the
+// versions were written, every one names a writer, the terms never go
+// back, and each term has one writer.
+func (h *statusHistory) oneWriter(t *testing.T) {
+	t.Helper()
+	byTerm := map[int32]string{}
+	var last int32 = -1
+	for i, v := range h.versions() {
+		if v.writer == nil {
+			t.Errorf("version %d (resourceVersion %s) names no writer", i, v.rv)
+			continue
+		}
+		if v.writer.Term < last {
+			t.Errorf("version %d (resourceVersion %s) was written by %s in term %d after term %d had written: a deposed leader wrote", i, v.rv, v.writer.Identity, v.writer.Term, last)
+		}
+		last = max(last, v.writer.Term)
+		if w, ok := byTerm[v.writer.Term]; ok && w != v.writer.Identity {
+			t.Errorf("term %d written by %s and %s", v.writer.Term, w, v.writer.Identity)
+		}
+		byTerm[v.writer.Term] = v.writer.Identity
+	}
+}
+
+// Two controllers on the real API server, each with the controller's own
+// token, run for the Lease: one decides and writes, the other never does;
+// cut the leader off from the Lease (a node that lost its network) and it
+// stops writing within its renew deadline while the other takes the Lease
+// over within the bound; stop that one with a release and the first leads
+// again within a retry period or two. Through all of it no status is
+// written by two (the terms, which the status names, never go back), and a
+// write conditioned on a resourceVersion a deposed leader last wrote fails.
+func TestOneWriterOnAPIServer(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 200*time.Millisecond)
+	c.AddNodes(t,
+		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.13.1"},
+		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.13.2"},
+	)
+	for _, n := range []string{"server-1", "agent-1"} {
+		startProbe(t, c, s, n, &probetest.Sampler{})
+	}
+	history := watchStatus(t, c, s.StatusConfigMap)
+	// Timings short enough for a test, as the defaults relate: lease >
+	// renew deadline > 1.2 x retry period.
+	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
+	type replica struct {
+		id     string
+		leases *cutLeases
+		ctrl   *controller.Controller
+		loop   *probetest.Loop
+	}
+	start := func(id string, release bool) *replica {
+		cl := c.Client(t, probetest.ControllerSA)
+		leases, err := cl.Leases(s.Namespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &replica{id: id, leases: &cutLeases{Leases: leases}}
+		r.ctrl, err = controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
+			Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		el := e
+		el.Leases, el.Status, el.Identity, el.ReleaseOnCancel = r.leases, cl.StatusStore(s.Namespace), id, release
+		r.loop = probetest.Go(t, "controller "+id, func(ctx context.Context) error { return r.ctrl.RunElected(ctx, el) })
+		return r
+	}
+	waitWriter := func(id string, within time.Duration) written {
+		t.Helper()
+		var got written
+		probetest.Eventually(t, within, func() error {
+			v, ok := history.lastBy(id)
+			if !ok {
+				return fmt.Errorf("no status written by %s yet", id)
+			}
+			got = v
+			return nil
+		})
+		return got
+	}
+
+	a := start("a", false)
+	first := waitWriter("a", time.Minute)
+	// The watch may see the write before the decision that made it has
+	// returned: the leader is ready within a period of it.
+	probetest.Eventually(t, 3*s.SamplePeriod, func() error {
+		if err := a.ctrl.Ready(); err != nil {
+			return fmt.Errorf("the leader is not ready: %w", err)
+		}
+		return nil
+	})
+	b := start("b", true)
+	// The follower, ready, writes nothing while the leader renews.
+	time.Sleep(2 * e.LeaseDuration)
+	if _, ok := history.lastBy("b"); ok {
+		t.Fatal("the follower wrote the status while the leader held the lease")
+	}
+	if err := b.ctrl.Ready(); err != nil {
+		t.Errorf("the follower is not ready: %v", err)
+	}
+	if n := len(history.versions()); n < 2 {
+		t.Fatalf("the leader wrote %d versions in %v", n, 2*e.LeaseDuration)
+	}
+
+	// Cut the leader off from the Lease.
+	a.leases.cut.Store(true)
+	cut := time.Now()
+	took := waitWriter("b", time.Minute)
+	lastA, _ := history.lastBy("a")
+	t.Logf("a cut off from the lease: a's last write %.2f s after the cut (renew deadline %v); b's first %.2f s after (bound %v)",
+		lastA.at.Sub(cut).Seconds(), e.RenewDeadline, took.at.Sub(cut).Seconds(), e.TakeoverBound())
+	// The status is written at a decision; a decision ends within a
+	// period; the watch sees a write within the API server's latency: a
+	// period of slack on each bound.
+	if lastA.gen.Sub(cut) > e.RenewDeadline+s.SamplePeriod {
+		t.Errorf("a wrote a status generated %v after it was cut off from the lease, past its renew deadline %v", lastA.gen.Sub(cut), e.RenewDeadline)
+	}
+	if d := took.at.Sub(cut); d > e.TakeoverBound()+s.SamplePeriod {
+		t.Errorf("b took over %v after the leader was cut off, past the bound %v", d, e.TakeoverBound())
+	}
+	if took.writer.Term <= first.writer.Term {
+		t.Errorf("b's term %d is not after a's %d", took.writer.Term, first.writer.Term)
+	}
+	// A late write of the deposed leader: conditioned on the last status
+	// it wrote, it fails.
+	store := c.Client(t, probetest.ControllerSA).StatusStore(s.Namespace)
+	if _, err := store.PatchKeyAt(context.Background(), s.StatusConfigMap, decide.StatusKey, "{}", lastA.rv); !errors.Is(err, kube.ErrConflict) {
+		t.Errorf("a write conditioned on a's last version %s after b wrote: %v, want a conflict", lastA.rv, err)
+	}
+	// Back in touch, a follows: it writes nothing more.
+	a.leases.cut.Store(false)
+	time.Sleep(2 * e.LeaseDuration)
+	if v, _ := history.lastBy("a"); v.rv != lastA.rv {
+		t.Errorf("a wrote again (resourceVersion %s) while b held the lease", v.rv)
+	}
+
+	// b stops and gives the lease up: a takes it at its next retry.
+	b.loop.Cancel()
+	b.loop.Stop(t)
+	stopped := time.Now()
+	again := waitWriter2(t, history, "a", lastA.rv, time.Minute)
+	// a sees the Lease free at its next retry (a jittered retry period),
+	// then decides and writes within a period.
+	if d := again.at.Sub(stopped); d > time.Duration(2*(1+1.2)*float64(e.RetryPeriod))+s.SamplePeriod {
+		t.Errorf("a led again %v after b stopped and gave the lease up, past two jittered retry periods (%v) and a period", d, time.Duration(2*(1+1.2)*float64(e.RetryPeriod)))
+	}
+	t.Logf("b stopped: a wrote again %.2f s later, term %d", again.at.Sub(stopped).Seconds(), again.writer.Term)
+	history.oneWriter(t)
+	t.Logf("%d versions of the status, terms %v", len(history.versions()), terms(history.versions()))
+}
+
+// waitWriter2 waits for a version by id other than the one at rv.
+func waitWriter2(t *testing.T, h *statusHistory, id, rv string, within time.Duration) written {
+	t.Helper()
+	var got written
+	probetest.Eventually(t, within, func() error {
+		v, ok := h.lastBy(id)
+		if !ok || v.rv == rv {
+			return fmt.Errorf("no new status by %s", id)
+		}
+		got = v
+		return nil
+	})
+	return got
+}
+
+func terms(vs []written) string {
+	var out []string
+	for _, v := range vs {
+		if v.writer != nil && (len(out) == 0 || !strings.HasPrefix(out[len(out)-1], v.writer.Identity+"@")) {
+			out = append(out, fmt.Sprintf("%s@%d", v.writer.Identity, v.writer.Term))
+		}
+	}
+	return strings.Join(out, " ")
+}

@@ -1,0 +1,168 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleet-role/fleet-role/internal/controller"
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/lab/probetest"
+)
+
+// namedToLeave is every voter a decision names to leave: its out, and the
+// subject of a replace step that lets the swap go on.
+func namedToLeave(st *decide.Status) []string {
+	var out []string
+	for _, r := range st.Decision.Reasons {
+		if r.Signal == decide.StepReplace && r.OK && r.Subject != "" {
+			out = append(out, r.Subject)
+		}
+	}
+	if st.Decision.Out != "" {
+		out = append(out, st.Decision.Out)
+	}
+	return out
+}
+
+// A compromised probe writes a crafted record with its own node's token, on
+// the real API server, as the probe's real loop writes: server-3 claims that
+// every connect to server-1 (whose name sorts first) takes 600 ms, over the
+// 250 ms limit, while server-1 measures the same link at 1 ms. The
+// admission policy admits it (it is server-3's own record), and the
+// decision must not name server-1 at any decision: server-1's slow link
+// rests on server-3's record alone. The liar may get itself replaced, and
+// does. Then it writes, by hand with the same token, a record that reports
+// server-1's etcd member ID: refused by the decision, server-1 judged as
+// before.
+func TestCraftedRecordOnAPIServer(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 200*time.Millisecond)
+	s.LearnerStallTime = 0
+	c.AddNodes(t,
+		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.8.1"},
+		probetest.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.8.2"},
+		probetest.Node{Name: "server-3", Voter: true, Eligible: true, Address: "127.0.8.3"},
+		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.4"},
+	)
+	withID := func(node string) func(probe.Plan, int, time.Time) entry.Sample {
+		return func(plan probe.Plan, seq int, at time.Time) entry.Sample {
+			x := probetest.Fit(plan, seq, at)
+			if x.Etcd != nil {
+				x.Etcd.MemberID = probetest.MemberID(node)
+			}
+			return x
+		}
+	}
+	for _, n := range []string{"server-1", "server-2", "agent-1"} {
+		startProbe(t, c, s, n, &probetest.Sampler{Make: withID(n)})
+	}
+	liar, _ := startProbe(t, c, s, "server-3", &probetest.Sampler{Make: func(plan probe.Plan, seq int, at time.Time) entry.Sample {
+		x := withID("server-3")(plan, seq, at)
+		if _, ok := x.Connect["server-1"]; ok {
+			x.Connect["server-1"] = entry.Connect{Seconds: 0.6}
+		}
+		return x
+	}})
+
+	cl := c.Client(t, probetest.ControllerSA)
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
+		Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	decisions := 0
+	// decide ticks the controller until done holds of a decision, holding
+	// every decision on the way to never naming server-1.
+	decideUntil := func(within time.Duration, done func(st *decide.Status) error) *decide.Status {
+		t.Helper()
+		var last *decide.Status
+		probetest.Eventually(t, within, func() error {
+			st, err := ctrl.Tick(ctx)
+			if err != nil {
+				return err
+			}
+			decisions++
+			if slices.Contains(namedToLeave(st), "server-1") {
+				t.Fatalf("server-1 named to leave on server-3's crafted record: %+v", st.Decision.Reasons)
+			}
+			last = st
+			return done(st)
+		})
+		return last
+	}
+	st := decideUntil(2*time.Minute, func(st *decide.Status) error {
+		if st.Decision.Action != decide.ActionSwap {
+			return fmt.Errorf("decision %s: %s", st.Decision.Action, firstFailed(st.Decision.Reasons))
+		}
+		return nil
+	})
+	if st.Decision.Out != "server-3" || st.Decision.In != "agent-1" {
+		t.Fatalf("swap %s -> %s, want server-3 (the liar, on its own record's word) -> agent-1", st.Decision.Out, st.Decision.In)
+	}
+	if v := hostOf(st, "server-1").Verdict; v != decide.Unfit {
+		t.Errorf("server-1 is %s, want unfit: the link the liar measures is its to change", v)
+	}
+	for _, r := range st.Decision.Reasons {
+		if r.Signal == decide.StepReplace {
+			if !strings.Contains(r.Detail, "server-1's slow links rest on server-3's record alone") {
+				t.Errorf("replace: %s", r.Detail)
+			}
+			t.Logf("replace: %s", r.Detail)
+		}
+	}
+	t.Logf("%d decisions, none naming server-1", decisions)
+
+	// The same token writes a record claiming server-1's member ID.
+	liar.Stop(t)
+	p3 := c.ProbeClient(t, "server-3")
+	raw, err := p3.Records(s.Namespace).Get(ctx, "server-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := entry.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range e.Samples {
+		if x := e.Samples[i].Etcd; x != nil {
+			x.MemberID = probetest.MemberID("server-1")
+		}
+		delete(e.Samples[i].Connect, "server-1")
+		e.Samples[i].At = time.Now().Add(-time.Duration(len(e.Samples)-i) * s.SamplePeriod)
+	}
+	text, err := entry.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := c.Admin.CoreV1().Nodes().Get(ctx, "server-3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p3.Records(s.Namespace).Put(ctx, record.Owner{Name: "server-3", UID: node.UID}, text); err != nil {
+		t.Fatalf("the policy refused server-3's own record: %v", err)
+	}
+	st = decideUntil(time.Minute, func(st *decide.Status) error {
+		h := hostOf(st, "server-3")
+		if h == nil || h.Verdict != decide.Unknown || !strings.Contains(h.Reasons[0].Detail, "is already reported by server-1's record") {
+			return fmt.Errorf("server-3: %+v", h)
+		}
+		return nil
+	})
+	if v := hostOf(st, "server-1").Verdict; v != decide.Fit {
+		t.Errorf("server-1 is %s once the liar claims its member ID, want fit (its record held the ID first)", v)
+	}
+	if o := hostOf(st, "server-1").Observation; o == nil || o.MemberID != probetest.MemberID("server-1") {
+		t.Errorf("server-1's observation %+v, want member ID %s", o, probetest.MemberID("server-1"))
+	}
+	t.Logf("server-3: %s", hostOf(st, "server-3").Reasons[0].Detail)
+}

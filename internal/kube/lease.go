@@ -1,0 +1,197 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/gentype"
+)
+
+// The controller's leader election holds a coordination.k8s.io/v1 Lease,
+// as Kubernetes' own controllers do. client-go's leaderelection package
+// would do it, but it (its resourcelock) links client-go's whole clientset,
+// whose scheme registers every API group at start-up: 9.3 to 9.8 MiB of
+// resident memory and 13 MB of executable in every fleet-role process, the
+// probe on every node included (docs/performance.md). So the Lease is
+// called here as ConfigMaps and Nodes are (core.go): client-go's generic
+// typed client over a scheme that knows coordination/v1 alone, and the
+// election (internal/controller/leader.go) follows client-go's algorithm.
+
+var (
+	leaseScheme = runtime.NewScheme()
+	leaseCodecs = serializer.NewCodecFactory(leaseScheme)
+	leaseParams = runtime.NewParameterCodec(leaseScheme)
+)
+
+func init() {
+	// coordination/v1's types, and meta/v1's options and Status in its
+	// version.
+	utilruntime.Must(coordinationv1.AddToScheme(leaseScheme))
+}
+
+// ErrConflict: the object changed since the resourceVersion a write was
+// conditioned on (409 Conflict).
+var ErrConflict = errors.New("conflict")
+
+// LeaseRecord is what a Lease says of its holder, as client-go's
+// LeaderElectionRecord does.
+type LeaseRecord struct {
+	Holder        string
+	LeaseDuration time.Duration
+	AcquireTime   time.Time
+	RenewTime     time.Time
+	Transitions   int32
+}
+
+// Leases reads and writes one namespace's Leases.
+type Leases interface {
+	// Get returns the Lease's record and resourceVersion; an error
+	// wrapping ErrNotFound when there is none.
+	Get(ctx context.Context, name string) (LeaseRecord, string, error)
+	// Create makes the Lease; an error wrapping ErrConflict when it exists.
+	Create(ctx context.Context, name string, r LeaseRecord) (string, error)
+	// Update replaces the Lease's record when its resourceVersion is still
+	// rv; an error wrapping ErrConflict otherwise.
+	Update(ctx context.Context, name string, r LeaseRecord, rv string) (string, error)
+}
+
+// Leases returns the Leases of namespace.
+func (c *Client) Leases(namespace string) (Leases, error) {
+	rc, err := newREST(c.cfg, coordinationv1.SchemeGroupVersion, "/apis", leaseScheme, leaseCodecs)
+	if err != nil {
+		return nil, err
+	}
+	return &clientLeases{ns: namespace, c: gentype.NewClient[*coordinationv1.Lease]("leases", rc, leaseParams, namespace,
+		func() *coordinationv1.Lease { return &coordinationv1.Lease{} })}, nil
+}
+
+type clientLeases struct {
+	ns string
+	c  *gentype.Client[*coordinationv1.Lease]
+}
+
+func (l *clientLeases) Get(ctx context.Context, name string) (LeaseRecord, string, error) {
+	o, err := l.c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return LeaseRecord{}, "", fmt.Errorf("get lease %s/%s: %w", l.ns, name, leaseError(err))
+	}
+	return recordOf(o.Spec), o.ResourceVersion, nil
+}
+
+func (l *clientLeases) Create(ctx context.Context, name string, r LeaseRecord) (string, error) {
+	o, err := l.c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns}, Spec: specOf(r)},
+		metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return "", fmt.Errorf("create lease %s/%s: %w", l.ns, name, leaseError(err))
+	}
+	return o.ResourceVersion, nil
+}
+
+func (l *clientLeases) Update(ctx context.Context, name string, r LeaseRecord, rv string) (string, error) {
+	o, err := l.c.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns, ResourceVersion: rv}, Spec: specOf(r)},
+		metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		return "", fmt.Errorf("update lease %s/%s: %w", l.ns, name, leaseError(err))
+	}
+	return o.ResourceVersion, nil
+}
+
+func leaseError(err error) error {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return classify(err)
+}
+
+func recordOf(s coordinationv1.LeaseSpec) LeaseRecord {
+	var r LeaseRecord
+	if s.HolderIdentity != nil {
+		r.Holder = *s.HolderIdentity
+	}
+	if s.LeaseDurationSeconds != nil {
+		r.LeaseDuration = time.Duration(*s.LeaseDurationSeconds) * time.Second
+	}
+	if s.AcquireTime != nil {
+		r.AcquireTime = s.AcquireTime.Time
+	}
+	if s.RenewTime != nil {
+		r.RenewTime = s.RenewTime.Time
+	}
+	if s.LeaseTransitions != nil {
+		r.Transitions = *s.LeaseTransitions
+	}
+	return r
+}
+
+func specOf(r LeaseRecord) coordinationv1.LeaseSpec {
+	// A Lease counts whole seconds; a shorter duration would read as none.
+	secs := int32(max(1, (r.LeaseDuration+time.Second-1)/time.Second))
+	at, renew := metav1.NewMicroTime(r.AcquireTime), metav1.NewMicroTime(r.RenewTime)
+	holder, transitions := r.Holder, r.Transitions
+	return coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &at, RenewTime: &renew, LeaseTransitions: &transitions}
+}
+
+// StatusStore reads the status ConfigMap with its resourceVersion and
+// writes one key of it on the condition that it has not changed since: a
+// controller that lost its lease and writes late finds the status written
+// by the one that holds it, and its write fails.
+type StatusStore interface {
+	// Read returns the ConfigMap's data and resourceVersion.
+	Read(ctx context.Context, name string) (map[string]string, string, error)
+	// PatchKeyAt sets data[key] with a JSON merge patch that carries rv as
+	// its precondition; it returns the new resourceVersion, or an error
+	// wrapping ErrConflict when the ConfigMap is no longer at rv.
+	PatchKeyAt(ctx context.Context, name, key, value, rv string) (string, error)
+}
+
+// StatusStore returns the status store of namespace.
+func (c *Client) StatusStore(namespace string) StatusStore {
+	return &clientStatus{c: configMapClient(c.rc, namespace), ns: namespace}
+}
+
+type clientStatus struct {
+	c  ConfigMapClient
+	ns string
+}
+
+func (s *clientStatus) Read(ctx context.Context, name string) (map[string]string, string, error) {
+	cm, err := s.c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("get configmap %s/%s: %w", s.ns, name, classify(err))
+	}
+	data := make(map[string]string, len(cm.Data))
+	for k, v := range cm.Data {
+		data[k] = v
+	}
+	return data, cm.ResourceVersion, nil
+}
+
+func (s *clientStatus) PatchKeyAt(ctx context.Context, name, key, value, rv string) (string, error) {
+	// A merge patch that sets metadata.resourceVersion is applied only to
+	// that version of the object: the API server answers 409 otherwise.
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]string{"resourceVersion": rv},
+		"data":     map[string]string{key: value},
+	})
+	if err != nil {
+		return "", fmt.Errorf("patch configmap %s/%s key %s: %w", s.ns, name, key, err)
+	}
+	cm, err := s.c.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
+	if apierrors.IsConflict(err) {
+		return "", fmt.Errorf("patch configmap %s/%s key %s at resourceVersion %s: %w: %w", s.ns, name, key, rv, ErrConflict, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("patch configmap %s/%s key %s: %w", s.ns, name, key, classify(err))
+	}
+	return cm.ResourceVersion, nil
+}

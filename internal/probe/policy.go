@@ -1,0 +1,195 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
+)
+
+// Fail closed (docs/records.md, "Fail closed"). A probe's own record is
+// worth something only while no other probe can write it: the admission
+// policy fleet-role-probe-records holds each probe to its node's record,
+// and RBAC alone would let any probe rewrite or delete every record, the
+// status and the settings. A cluster where the policy is not in force (its
+// plugin off, its binding deleted, an install that skipped it) looks the
+// same to every probe until something is written, so the probe asks: at
+// start and then once every entry_unchanged (the bound after which the
+// controller calls a record stale), it makes two server-side dry runs the
+// policy must refuse (kube.PolicyCheck), every period until one has seen
+// them refused. Until a check has seen them refused it writes no samples; when one sees them admitted it replaces its
+// record, once, by a marker that holds no samples and says why
+// (entry.Entry.Withheld), says so in its log, its readiness and
+// fleet_role_probe_policy_enforced, and keeps sampling into memory, to
+// write its window again once a check sees the refusals come back. The
+// controller's status names the host unknown with that reason, and no swap
+// is judged on it.
+
+// policy is what the probe knows of the admission policy's hold.
+type policy struct {
+	checked   bool // a check has had its answer: refused or admitted
+	protected bool // the last answer: refused
+	why       error
+	last      time.Time // when the last check ran, by this process's monotonic clock
+	// marked: the marker of this unprotected spell is written.
+	marked bool
+}
+
+// policyDue says whether a check is due: every period until a check has
+// seen the refusals (at start; after one that could not tell; while the
+// policy is not in force, as right after an install, before the API server
+// has loaded it), and then once every entry_unchanged.
+func (p *Prober) policyDue() bool {
+	return !p.pol.checked || !p.pol.protected || p.pol.why != nil ||
+		time.Since(p.pol.last) >= p.cfg.Settings.StaleAfter().Duration()
+}
+
+// policyAllows runs the check when it is due and says whether the probe may
+// write its samples. Without a Policy (an in-memory store) there is nothing
+// to ask and it may.
+func (p *Prober) policyAllows(ctx context.Context) bool {
+	if p.cfg.Policy == nil {
+		return true
+	}
+	if p.owner.Name == "" {
+		return false // no plan yet: nothing to write, and no owner to check with
+	}
+	if p.policyDue() {
+		p.checkPolicy(ctx)
+	}
+	p.polMu.Lock()
+	defer p.polMu.Unlock()
+	return p.pol.checked && p.pol.protected
+}
+
+func (p *Prober) checkPolicy(ctx context.Context) {
+	err := p.cfg.Policy.CheckRefused(ctx, p.owner)
+	p.polMu.Lock()
+	was := p.pol
+	p.pol.last, p.pol.why = time.Now(), err
+	switch {
+	case err == nil:
+		p.pol.checked, p.pol.protected, p.pol.marked = true, true, false
+	case errors.Is(err, kube.ErrAdmitted):
+		p.pol.checked, p.pol.protected = true, false
+	}
+	now := p.pol
+	p.polMu.Unlock()
+	p.cfg.Metrics.policyChecked(err)
+	switch {
+	case err == nil && was.checked && !was.protected:
+		p.log.Info("the API server refuses a write to a record not this node's again: writing samples again")
+		// The record holds the marker: the window is written again.
+		p.mu.Lock()
+		p.changes++
+		p.mu.Unlock()
+	case err == nil && !was.checked:
+		p.log.Info("the API server refuses this probe a write to a record not its node's, as the admission policy must: writing samples")
+	case errors.Is(err, kube.ErrAdmitted):
+		if !now.marked {
+			p.log.Error("writing no samples: the API server did not refuse a write to a record not this node's", "err", err)
+			p.writeWithheld(ctx, err)
+		}
+	case err != nil:
+		p.log.Warn("could not ask the API server whether it refuses a write to a record not this node's; will ask again next period", "err", err)
+	}
+}
+
+// withheldTextBytes bounds the reason a withheld marker carries, as a
+// refusal's (entry.MaxTextBytes bounds every text).
+const withheldTextBytes = 512
+
+// writeWithheld replaces the record by a marker that holds no samples and
+// says why, once a spell: the samples it held are not to be trusted while
+// any probe could have written them, and the controller names the reason.
+func (p *Prober) writeWithheld(ctx context.Context, why error) {
+	msg := why.Error()
+	if len(msg) > withheldTextBytes {
+		msg = msg[:withheldTextBytes]
+	}
+	text, err := entry.Encode(entry.Entry{Node: p.cfg.Node, Withheld: msg})
+	if err == nil {
+		err = p.cfg.Records.Put(ctx, p.owner, text)
+	}
+	if err != nil {
+		p.log.Warn("write the withheld marker failed; will try again at the next check", "err", err)
+		return
+	}
+	p.polMu.Lock()
+	p.pol.marked = true
+	p.polMu.Unlock()
+}
+
+// Ready reports whether the probe writes its samples: an error while the
+// API server has not been seen refusing it a write to a record not its own
+// (not yet asked, or admitted), for the pod's readiness.
+func (p *Prober) Ready() error {
+	if p.cfg.Policy == nil {
+		return nil
+	}
+	p.polMu.Lock()
+	defer p.polMu.Unlock()
+	switch {
+	case !p.pol.checked && p.pol.why != nil:
+		return fmt.Errorf("not writing: the API server has not yet been asked whether it refuses a write to a record not this node's: %w", p.pol.why)
+	case !p.pol.checked:
+		return errors.New("not writing: the API server has not yet been asked whether it refuses a write to a record not this node's")
+	case !p.pol.protected:
+		return fmt.Errorf("writing no samples: %w", p.pol.why)
+	}
+	return nil
+}
+
+// policyMetrics are the check's metrics.
+type policyMetrics struct {
+	enforced prometheus.Gauge
+	checks   *prometheus.CounterVec
+}
+
+func newPolicyMetrics(reg *prometheus.Registry) policyMetrics {
+	m := policyMetrics{
+		enforced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleet_role_probe_policy_enforced",
+			Help: "1 while the API server refuses this probe a write to a record not its node's (the admission policy fleet-role-probe-records in force), 0 once it admitted one: the probe then writes no samples. Absent until the first check answers.",
+		}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_role_probe_policy_checks_total",
+			Help: "Checks of the admission policy by server-side dry run, by result: refused (as it must be), admitted (the policy is not in force) or error (could not tell).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.checks)
+	for _, r := range []string{"refused", "admitted", "error"} {
+		m.checks.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *Metrics) policyChecked(err error) {
+	if m == nil {
+		return
+	}
+	switch {
+	case err == nil:
+		m.policy.checks.WithLabelValues("refused").Inc()
+		m.policy.setEnforced(m.Registry, 1)
+	case errors.Is(err, kube.ErrAdmitted):
+		m.policy.checks.WithLabelValues("admitted").Inc()
+		m.policy.setEnforced(m.Registry, 0)
+	default:
+		m.policy.checks.WithLabelValues("error").Inc()
+	}
+}
+
+// setEnforced sets the gauge, registering it at its first answer, so that
+// it is absent rather than 0 before anything is known.
+func (m *policyMetrics) setEnforced(reg *prometheus.Registry, v float64) {
+	if err := reg.Register(m.enforced); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return
+	}
+	m.enforced.Set(v)
+}
