@@ -72,6 +72,11 @@ func withoutHeader(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return stripHeader(b)
+}
+
+// stripHeader returns a rendered manifest without its leading comment lines.
+func stripHeader(b []byte) []byte {
 	for bytes.HasPrefix(b, []byte("#")) {
 		_, b, _ = bytes.Cut(b, []byte("\n"))
 	}
@@ -81,8 +86,14 @@ func withoutHeader(t *testing.T) []byte {
 // docs splits the rendered file into its objects, by kind and name.
 func docs(t *testing.T) map[string][]byte {
 	t.Helper()
+	return docsOf(t, withoutHeader(t))
+}
+
+// docsOf splits a rendered manifest, without its header, into its objects.
+func docsOf(t *testing.T, manifest []byte) map[string][]byte {
+	t.Helper()
 	out := map[string][]byte{}
-	for _, d := range bytes.Split(withoutHeader(t), []byte("\n---\n")) {
+	for _, d := range bytes.Split(manifest, []byte("\n---\n")) {
 		var meta struct {
 			Kind     string `json:"kind"`
 			Metadata struct {
@@ -101,8 +112,17 @@ func docs(t *testing.T) map[string][]byte {
 // unknown key, validate, and are exactly fleet-role's defaults, so an install
 // and `fleet-role decide` with no file agree.
 func TestSettingsAreTheDefaults(t *testing.T) {
+	s := settingsOf(t, docs(t))
+	if !reflect.DeepEqual(s, settings.Defaults()) {
+		t.Errorf("shipped settings %+v\ndiffer from the defaults %+v", s, settings.Defaults())
+	}
+}
+
+// settingsOf parses and validates the settings a manifest's objects ship.
+func settingsOf(t *testing.T, objects map[string][]byte) settings.Settings {
+	t.Helper()
 	var cm corev1.ConfigMap
-	if err := yaml.Unmarshal(docs(t)["ConfigMap/fleet-role-settings"], &cm); err != nil {
+	if err := yaml.Unmarshal(objects["ConfigMap/fleet-role-settings"], &cm); err != nil {
 		t.Fatal(err)
 	}
 	text, ok := cm.Data[settings.ConfigMapKey]
@@ -116,9 +136,7 @@ func TestSettingsAreTheDefaults(t *testing.T) {
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(s, settings.Defaults()) {
-		t.Errorf("shipped settings %+v\ndiffer from the defaults %+v", s, settings.Defaults())
-	}
+	return s
 }
 
 // The controller's user is the Dockerfile's USER (distroless's nonroot);

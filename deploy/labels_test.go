@@ -1,7 +1,12 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +27,53 @@ import (
 var hardened = struct{ eligible, pinned string }{
 	settings.NodeRestrictionPrefix + "fleet-role-voter-eligible",
 	settings.NodeRestrictionPrefix + "fleet-role-voter-pinned",
+}
+
+// The README's install is the hardened one: its sed, run by the real sed on
+// the shipped manifest, changes the two label keys of the settings and no
+// other line, to the keys TestLabelsAnAdminSets shows a node cannot set on
+// itself, which the README's kubectl label then sets.
+func TestReadmeInstallsTheHardenedKeys(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^sed '([^']+)' deploy/fleet-role\.yaml >`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("the README has no line sed '...' deploy/fleet-role.yaml > (its hardened install)")
+	}
+	out, err := exec.Command("sed", "-e", string(m[1]), rendered).Output()
+	if err != nil {
+		t.Fatalf("sed %q: %v", m[1], err)
+	}
+	shipped, err := os.ReadFile(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := strings.Split(string(shipped), "\n"), strings.Split(string(out), "\n")
+	if len(before) != len(after) {
+		t.Fatalf("the README's sed made %d lines of %d", len(after), len(before))
+	}
+	var changed []string
+	for i := range before {
+		if before[i] != after[i] {
+			changed = append(changed, strings.TrimSpace(after[i]))
+		}
+	}
+	want := []string{"eligible_label: " + hardened.eligible, "pinned_label: " + hardened.pinned}
+	if !slices.Equal(changed, want) {
+		t.Errorf("the README's sed changed the lines %q, want exactly %q", changed, want)
+	}
+	s := settingsOf(t, docsOf(t, stripHeader(out)))
+	if s.EligibleLabel != hardened.eligible || s.PinnedLabel != hardened.pinned || len(s.SelfSetLabels()) > 0 {
+		t.Errorf("with the README's sed the settings name eligible %q and pinned %q (a node sets %q on itself), want %q and %q",
+			s.EligibleLabel, s.PinnedLabel, s.SelfSetLabels(), hardened.eligible, hardened.pinned)
+	}
+	for _, key := range []string{hardened.eligible + "=true", hardened.pinned + "=false"} {
+		if !bytes.Contains(readme, []byte(key)) {
+			t.Errorf("the README's kubectl label does not set %s", key)
+		}
+	}
 }
 
 // A compromised node, acting with its kubelet's identity (the user
