@@ -162,6 +162,13 @@ func checkSpec(t *testing.T, i int, sp Spec, f Fleet, r Ranges) {
 		if b := BoundOf(sp, r, len(f.Voters)); sp.Length.D() <= time.Duration(b*float64(r.Period)) {
 			t.Errorf("spec %d (%s): lasts %v, not past its bound of %.0f periods", i, sp, sp.Length, b)
 		}
+	case VoterCPU:
+		if sp.Severity.CPU < r.MinCPU || sp.Severity.CPU > r.MaxCPU {
+			t.Errorf("spec %d (%s): %v of a core outside [%v, %v]", i, sp, sp.Severity.CPU, r.MinCPU, r.MaxCPU)
+		}
+		if b := BoundOf(sp, r, len(f.Voters)); sp.Length.D() <= time.Duration(b*float64(r.Period)) {
+			t.Errorf("spec %d (%s): lasts %v, not past its bound of %.1f periods", i, sp, sp.Length, b)
+		}
 	default:
 		if sp.Truth(f).SwapWorthy() && sp.Length.D() <= time.Duration(r.Bounds.Publish*float64(r.Period)) {
 			t.Errorf("spec %d (%s): lasts %v, not past its publication bound", i, sp, sp.Length)
@@ -513,6 +520,29 @@ func TestLossPeriods(t *testing.T) {
 // path, and the swap's publication waits for three writes one after
 // another: with 300 ms each way and a 2 s period, 3 x 1.2 s = 1.8 periods
 // more than a follower's bound; on a follower, the bound is Publish.
+// A starved voter's bound grows by Need samples each StarvedSample late: at
+// the campaign's 2 s period, 4 s a sample, one period each. A period as long
+// as the starved sample adds nothing, and one longer never subtracts.
+func TestCPUBound(t *testing.T) {
+	r := RangesOf(campaignSettings(t, 3), timeout)
+	sp := Spec{Kind: VoterCPU, Severity: Severity{CPU: cpuMin}}
+	if got, want := BoundOf(sp, r, 3), r.Bounds.Publish+float64(r.Bounds.Need)*(4-r.Period.Seconds())/r.Period.Seconds(); math.Abs(got-want) > 1e-9 {
+		t.Errorf("starved voter's bound %.2f, want %.2f (period %v)", got, want, r.Period)
+	}
+	for _, c := range []struct {
+		period time.Duration
+		want   time.Duration
+	}{
+		{starvedWaits*cpuPeriod - time.Millisecond, time.Millisecond},
+		{starvedWaits * cpuPeriod, 0},
+		{starvedWaits*cpuPeriod + time.Millisecond, 0},
+	} {
+		if got := StarvedSample(c.period); got != c.want {
+			t.Errorf("StarvedSample(%v) = %v, want %v", c.period, got, c.want)
+		}
+	}
+}
+
 func TestLeaderBound(t *testing.T) {
 	r := RangesOf(campaignSettings(t, 3), timeout)
 	sp := Spec{Kind: VoterDelay, Leader: true, Severity: Severity{Delay: Duration(300 * time.Millisecond)}}

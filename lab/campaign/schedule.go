@@ -226,6 +226,9 @@ func draw(rng *rand.Rand, s *Spec, f Fleet, r Ranges) bool {
 		s.Length = between(rng, w+r.periods(2), w+r.periods(6))
 	case VoterCPU:
 		s.Severity.CPU = r.MinCPU + rng.Float64()*(r.MaxCPU-r.MinCPU)
+		// It too lasts past its own bound: its probe samples late.
+		bound := BoundOf(*s, r, len(f.Voters))
+		s.Length = between(rng, r.periods(bound+2), r.periods(bound+8))
 	case VoterPause:
 		// Stopped past the freshness limit (3 periods), so that its record
 		// is judged stale, and a few periods more.
