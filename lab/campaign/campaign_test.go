@@ -396,6 +396,33 @@ func TestScore(t *testing.T) {
 	}
 }
 
+// The table's row of a kind counts each swap-worthy fault by its swap's
+// publication, as the totals do: a fault caught and then swapped wrongly is
+// caught (and not ok), a late one missed.
+func TestByKindCountsAsTheTotals(t *testing.T) {
+	const period = 2 * time.Second
+	swapV2 := Truth{Action: "swap", Out: "voter-2"}
+	fault := func(start float64) Fault {
+		return Fault{Spec: Spec{Kind: VoterDelay, Host: "voter-2"}, Start: at(start), End: at(start + 30), Recovered: at(start + 60), Truth: swapV2, Bound: 5}
+	}
+	faults := []Fault{fault(100), fault(200), fault(300)}
+	decisions := []Decision{
+		dec(104, "swap", "voter-2"), dec(106, "swap", "voter-3"), // caught, then the wrong voter
+		dec(205, "swap", "voter-2"), // caught
+		dec(315, "swap", "voter-2"), // late
+	}
+	scored, tot := Score(faults, decisions, period, []string{"standby-1"})
+	rows := ByKind(scored)
+	if len(rows) != 1 {
+		t.Fatalf("rows %+v, want one", rows)
+	}
+	r := rows[0]
+	if r.Caught != tot.Caught || r.Missed != tot.Missed || r.Gated != tot.Gated || r.Caught != 2 || r.Missed != 1 || r.Failed != 2 {
+		t.Errorf("row caught %d missed %d gated %d failed %d; totals caught %d missed %d gated %d; want 2 caught, 1 missed, 2 not ok (outcomes %s, %s, %s)",
+			r.Caught, r.Missed, r.Gated, r.Failed, tot.Caught, tot.Missed, tot.Gated, scored[0].Outcome, scored[1].Outcome, scored[2].Outcome)
+	}
+}
+
 // TestOutputs holds the board's fields (the issue names them), that
 // decisions.jsonl holds every decision, and that the timeline is well-formed
 // SVG.

@@ -39,6 +39,10 @@ type Fault struct {
 	// the fleet's own state: Held), wrong-swap, flap, unseen
 	// (a host the truth calls unfit was never reported so), unrecovered.
 	Outcome string `json:"outcome"`
+	// Publication is what became of a swap-worthy fault's swap alone:
+	// caught, late, missed or gated, as the totals count it, whatever else
+	// the fault then did (a wrong swap after it, a flap); "" for the others.
+	Publication string `json:"publication,omitempty"`
 	// PeriodsToPublish is the periods from Start to the first status that
 	// published the right swap; nil when none did.
 	PeriodsToPublish *float64 `json:"periods_to_publish"`
@@ -182,19 +186,20 @@ func Score(faults []Fault, decisions []Decision, period time.Duration, standbys 
 			t.SwapWorthy++
 			switch {
 			case f.PeriodsToPublish == nil && f.gatedBy(period) != "":
-				f.Outcome = "gated"
+				f.Publication = "gated"
 				f.Notes = append(f.Notes, f.gatedBy(period))
 				t.Gated++
 			case f.PeriodsToPublish == nil:
-				f.Outcome = "missed"
+				f.Publication = "missed"
 				t.Missed++
 			case *f.PeriodsToPublish > f.Bound:
-				f.Outcome = "late"
+				f.Publication = "late"
 				t.Missed++
 			default:
-				f.Outcome = "caught"
+				f.Publication = "caught"
 				t.Caught++
 			}
+			f.Outcome = f.Publication
 		default:
 			f.Outcome = "held"
 		}
@@ -279,7 +284,9 @@ func ByKind(faults []Fault) []KindRow {
 		}
 		if f.Truth.SwapWorthy() {
 			r.SwapWorthy++
-			switch f.Outcome {
+			// By the publication alone, as the totals count: a fault
+			// caught and then swapped wrongly is caught, and not ok.
+			switch f.Publication {
 			case "caught":
 				r.Caught++
 			case "gated":
