@@ -143,8 +143,8 @@ const starvedWaits = 4
 // cpuPeriod, and its ticker's next tick, due a period after the last,
 // comes that much later (4 s against a 2 s period: one period a sample).
 // The campaign measured 3.0 to 6.3 periods from a starved voter's start to
-// its swap's publication, against 5 before this term (docs/campaign.md,
-// Bounds).
+// its swap's publication, against 5 before this term, and at most 6.5 in
+// the quiet campaigns after it (docs/campaign.md, Bounds).
 func StarvedSample(period time.Duration) time.Duration {
 	return max(0, starvedWaits*cpuPeriod-period)
 }
