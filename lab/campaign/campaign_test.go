@@ -349,6 +349,50 @@ func TestScore(t *testing.T) {
 			totals:    Totals{Faults: 1, SwapWorthy: 1, Gated: 1, Decisions: 1},
 		},
 		{
+			name: "held before the bound, published within the bound of the gates' end: gated",
+			faults: []Fault{func() Fault {
+				f := fault(VoterLoss, 100, 130, 160, swapV2)
+				f.Held = map[string][]Interval{"voter-2": {{From: at(109.9), To: at(112)}, {From: at(114), To: at(120)}}}
+				return f
+			}()},
+			decisions: []Decision{dec(108, "none", ""), dec(130, "swap", "voter-2")},
+			want:      []string{"gated"},
+			totals:    Totals{Faults: 1, SwapWorthy: 1, Gated: 1, Decisions: 2},
+		},
+		{
+			name: "published just past the bound of the gates' end: late",
+			faults: []Fault{func() Fault {
+				f := fault(VoterLoss, 100, 130, 160, swapV2)
+				f.Held = map[string][]Interval{"voter-2": {{From: at(109.9), To: at(120)}}}
+				return f
+			}()},
+			decisions: []Decision{dec(108, "none", ""), dec(130.01, "swap", "voter-2")},
+			want:      []string{"late"},
+			totals:    Totals{Faults: 1, SwapWorthy: 1, Missed: 1, Decisions: 2},
+		},
+		{
+			name: "published inside the held span, past the bound: gated",
+			faults: []Fault{func() Fault {
+				f := fault(VoterLoss, 100, 130, 160, swapV2)
+				f.Held = map[string][]Interval{"voter-2": {{From: at(109.9), To: at(125)}}}
+				return f
+			}()},
+			decisions: []Decision{dec(124.9, "swap", "voter-2")},
+			want:      []string{"gated"},
+			totals:    Totals{Faults: 1, SwapWorthy: 1, Gated: 1, Decisions: 1},
+		},
+		{
+			name: "held only after the bound, published late: late",
+			faults: []Fault{func() Fault {
+				f := fault(VoterLoss, 100, 130, 160, swapV2)
+				f.Held = map[string][]Interval{"voter-2": {{From: at(110.1), To: at(120)}}}
+				return f
+			}()},
+			decisions: []Decision{dec(121, "swap", "voter-2")},
+			want:      []string{"late"},
+			totals:    Totals{Faults: 1, SwapWorthy: 1, Missed: 1, Decisions: 1},
+		},
+		{
 			name: "etcd held a voter only after the bound: missed",
 			faults: []Fault{func() Fault {
 				f := fault(VoterLoss, 100, 130, 160, swapV2)

@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -193,6 +194,12 @@ func Score(faults []Fault, decisions []Decision, period time.Duration, standbys 
 				f.Publication = "missed"
 				t.Missed++
 			case *f.PeriodsToPublish > f.Bound:
+				if why := f.gatedThen(caughtAt[i], period); why != "" {
+					f.Publication = "gated"
+					f.Notes = append(f.Notes, why)
+					t.Gated++
+					break
+				}
 				f.Publication = "late"
 				t.Missed++
 			default:
@@ -253,6 +260,51 @@ func (f *Fault) gatedBy(period time.Duration) string {
 		}
 	}
 	return ""
+}
+
+// gatedThen says how a swap published after the fault's bound was the
+// gates' due, or "": a gate held every swap from before the bound ran out
+// (gatedBy), and the swap came within the bound counted again from when the
+// gates last held before it. While a gate holds, nothing may be swapped
+// (docs/limits.md, "Gates"); once it lifts, the fault is as good as new, its
+// samples already in the windows, and must be published within its bound
+// as any other. A swap published inside a held span (the controller read
+// the gate lift a moment before the campaign's own reading did) counts from
+// the publication: 0 periods.
+func (f *Fault) gatedThen(published time.Time, period time.Duration) string {
+	before := f.gatedBy(period)
+	if before == "" {
+		return ""
+	}
+	var lifted time.Time
+	for _, is := range f.Held {
+		for _, i := range is {
+			if !i.From.Before(published) {
+				continue
+			}
+			lifted = latestOf(lifted, earliestOf(i.To, published))
+		}
+	}
+	p := float64(published.Sub(lifted)) / float64(period)
+	if p > f.Bound {
+		return ""
+	}
+	return fmt.Sprintf("held %s; published %.1f periods after the gates last held (%s), within the bound of %g counted from then",
+		before, p, lifted.Format(time.RFC3339Nano), f.Bound)
+}
+
+func latestOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earliestOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // KindRow is one row of the table a campaign prints: one kind's faults.
