@@ -460,3 +460,83 @@ func TestRoundTripsLagTheConnects(t *testing.T) {
 		t.Fatalf("connects_slow_at %v, want the decision's time %v", st.Memory.ConnectsSlowAt, f.now)
 	}
 }
+
+// A member stopped or starved answers its peers' probes late while the
+// kernel answers their connects, so only its own timer sees it: after a
+// voter's window held a wake-up past the wakeup_late limit, etcd's round
+// trips name no voter alone for the same 102 s as after slow connects (the
+// fault campaign's paused voters were named 23 to 40 s after they resumed,
+// by round trips their peers' etcd observed then).
+func TestRoundTripsLagALateMember(t *testing.T) {
+	const lag = 102 * time.Second
+	for _, c := range []struct {
+		name  string
+		ago   time.Duration // since a voter's timer was last late; 0: never
+		stand bool
+	}{
+		{"never late", 0, true},
+		{"just under the lag", lag - time.Millisecond, false},
+		{"at the lag", lag, true},
+		{"a decision after a pause", 25 * time.Second, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := votersFleet(t, 3)
+			f.rttOnly = map[[2]string]float64{pairOf("bravo", "alpha"): 0.4, pairOf("bravo", "charlie"): 0.4}
+			prev := settled(f, 2*time.Hour)
+			if c.ago > 0 {
+				prev.Memory.MemberLateAt, prev.Memory.MemberLate = f.now.Add(-c.ago), "bravo"
+			}
+			st := decide.Decide(f.input(t, prev))
+			r := decisionReason(t, st, decide.StepAttribution, "")
+			if c.stand {
+				if !r.OK || st.Memory.Named != "bravo" {
+					t.Fatalf("round trips alone should name bravo: named %q, %+v", st.Memory.Named, r)
+				}
+				return
+			}
+			if !r.OK || st.Memory.Named != "" || !strings.Contains(r.Detail, "by peer_rtt only: alpha-bravo, bravo-charlie; but bravo's timer woke later than the wakeup_late limit") ||
+				!strings.Contains(r.Detail, "held against no voter, and a voter is unfit by its own readings only") {
+				t.Fatalf("want the round trips held as lagging: named %q, %+v", st.Memory.Named, r)
+			}
+			if !st.Memory.MemberLateAt.Equal(prev.Memory.MemberLateAt) || st.Memory.MemberLate != "bravo" {
+				t.Fatalf("memory's member_late_at %v %q, want it carried (%v)", st.Memory.MemberLateAt, st.Memory.MemberLate, prev.Memory.MemberLateAt)
+			}
+		})
+	}
+	// The later of the two causes is the one stated.
+	f := votersFleet(t, 3)
+	f.rttOnly = map[[2]string]float64{pairOf("bravo", "alpha"): 0.4, pairOf("bravo", "charlie"): 0.4}
+	prev := settled(f, 2*time.Hour)
+	prev.Memory.ConnectsSlowAt = f.now.Add(-90 * time.Second)
+	prev.Memory.MemberLateAt, prev.Memory.MemberLate = f.now.Add(-20*time.Second), "bravo"
+	st := decide.Decide(f.input(t, prev))
+	if r := decisionReason(t, st, decide.StepAttribution, ""); !strings.Contains(r.Detail, "bravo's timer woke later than the wakeup_late limit (a member run that late answers its peers' probes as late; the connects, answered by the kernel, do not show it) 20s ago") {
+		t.Fatalf("want the later cause stated: %+v", r)
+	}
+	// One late wake-up in a voter's window, which its tail forgives, is
+	// remembered; one at the limit is not over it (wakeup_late must be
+	// under the limit, so at it is late) and is remembered too, and one
+	// just under is not.
+	l := f.s.WakeupLimit().Value
+	for _, c := range []struct {
+		name string
+		late float64
+		want bool
+	}{{"far over", 9.7, true}, {"at", l, true}, {"just under", l - 1e-6, false}} {
+		f := votersFleet(t, 3)
+		f.host("charlie").late = func(i, n int) float64 {
+			if i == n-3 {
+				return c.late
+			}
+			return 0.002
+		}
+		st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
+		got := st.Memory.MemberLateAt.Equal(f.now) && st.Memory.MemberLate == "charlie"
+		if got != c.want {
+			t.Fatalf("%s: member_late_at %v %q, want remembered %v", c.name, st.Memory.MemberLateAt, st.Memory.MemberLate, c.want)
+		}
+		if h := hostOf(t, st, "charlie"); h.Verdict != decide.Fit {
+			t.Fatalf("%s: one late sample should be forgiven: %+v", c.name, h)
+		}
+	}
+}

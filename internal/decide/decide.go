@@ -325,6 +325,9 @@ func remember(prev *Status, hosts []*host, now time.Time) Memory {
 	if prev != nil && !prev.Memory.ConnectsSlowAt.After(now) {
 		m.ConnectsSlowAt = prev.Memory.ConnectsSlowAt.UTC()
 	}
+	if prev != nil && !prev.Memory.MemberLateAt.After(now) {
+		m.MemberLateAt, m.MemberLate = prev.Memory.MemberLateAt.UTC(), prev.Memory.MemberLate
+	}
 	var latest time.Time
 	known := true
 	for _, h := range hosts {

@@ -109,3 +109,89 @@ func TestCutOffVoter(t *testing.T) {
 		})
 	}
 }
+
+// The voter a published swap removes is not held for by its own record
+// gone unwritten or by its own connects read as a cut: a path lossy enough
+// to earn the swap delays that voter's writes and fails its connects in
+// runs, and would withdraw the swap (the fault campaign's flaps at 26% and
+// 38% loss). Another voter's stale record still holds, and so does every
+// gate before the swap is published.
+func TestGatesLetTheLeavingVoterGo(t *testing.T) {
+	published := func(t *testing.T, f *gFleet) *decide.Status {
+		t.Helper()
+		st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
+		wantSwap(t, st, "bravo", "standby-1")
+		return everyRecordChanged(st)
+	}
+	// next is the decision a period after prev's.
+	next := func(t *testing.T, f *gFleet, prev *decide.Status) decide.Status {
+		in := f.input(t, prev)
+		in.Now = prev.GeneratedAt.Add(f.s.SamplePeriod)
+		return decide.Decide(in)
+	}
+	cut := func(f *gFleet) {
+		for _, h := range f.hosts {
+			from := h.name
+			h.connectMod = func(i, n int, to string, conn *entry.Connect) {
+				if i >= n-2 && (from == "bravo" || to == "bravo") {
+					*conn = entry.Connect{Err: "dial tcp: i/o timeout"}
+				}
+			}
+		}
+	}
+	// stale leaves name's record unchanged since four periods before the
+	// next decision, after the swap was first named (as a lossy voter's
+	// record, written late, was in the campaign).
+	stale := func(t *testing.T, f *gFleet, prev *decide.Status, name string) {
+		h := f.host(name)
+		at := prev.GeneratedAt.Add(-3 * f.s.SamplePeriod)
+		h.until = at
+		prev.Memory.NamedSince = at.Add(-time.Second)
+		for i := range prev.Hosts {
+			if prev.Hosts[i].Name == name {
+				prev.Hosts[i].Observation = &decide.Observation{Digest: decide.Digest(f.rawEntry(t, h)), ChangedAt: at}
+			}
+		}
+	}
+	t.Run("cut by its connects, after the swap", func(t *testing.T) {
+		f := votersFleet(t, 3)
+		f.slowHost("bravo")
+		prev := published(t, f)
+		cut(f)
+		st := next(t, f, prev)
+		wantSwap(t, st, "bravo", "standby-1")
+		if r := decisionReason(t, st, decide.GateConnected, ""); !r.OK {
+			t.Fatalf("gate_connected: %+v", r)
+		}
+	})
+	t.Run("cut by its connects, before the swap", func(t *testing.T) {
+		f := votersFleet(t, 3)
+		f.slowHost("bravo")
+		cut(f)
+		st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
+		wantNone(t, st, decide.GateConnected)
+	})
+	t.Run("its record unwritten, after the swap", func(t *testing.T) {
+		f := votersFleet(t, 3)
+		f.slowHost("bravo")
+		prev := published(t, f)
+		stale(t, f, prev, "bravo")
+		st := next(t, f, prev)
+		wantVerdict(t, st, "bravo", decide.Unknown)
+		wantSwap(t, st, "bravo", "standby-1")
+		if r := decisionReason(t, st, decide.GateReported, "bravo"); !r.OK || !strings.Contains(r.Detail, "bravo is the voter the swap published at the previous decision removes: not held for") {
+			t.Fatalf("gate_reported: %+v", r)
+		}
+	})
+	t.Run("another voter's record unwritten, after the swap", func(t *testing.T) {
+		f := votersFleet(t, 3)
+		f.slowHost("bravo")
+		prev := published(t, f)
+		stale(t, f, prev, "charlie")
+		st := next(t, f, prev)
+		wantNone(t, st, decide.GateReported)
+		if r := decisionReason(t, st, decide.GateReported, "charlie"); r.OK {
+			t.Fatalf("gate_reported: %+v", r)
+		}
+	})
+}

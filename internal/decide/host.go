@@ -558,7 +558,10 @@ func perSampleTail(j *limits, w []entry.Sample, k kind, l *settings.Limit, of fu
 	if len(values) == 0 {
 		return unmeasuredAs(k, vNone, "", l, pass)
 	}
-	v, _ := quantile.High(values, j.s.TailPercentile)
+	// A sample may lack the figure (the first after a stall takes no
+	// wake-up: the late one is counted at the next); the tail still
+	// forgives as many samples as the full window's does.
+	v, _ := quantile.HighForgiving(values, j.s.TailPercentile, j.forgiven)
 	g := judged(k, "", l, v)
 	g.count, g.over = len(values), over
 	return g

@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -123,7 +124,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	d.Reasons = append(d.Reasons, r)
 
 	out, in := choose(j, hosts, voters, standbys, links, prev, mem, &d)
-	d.Reasons = append(d.Reasons, gates(j, voters, learners, links, *mem)...)
+	d.Reasons = append(d.Reasons, gates(j, voters, learners, links, *mem, published(prev, mem.Voters))...)
 	if out == "" || in == "" {
 		return d
 	}
@@ -149,6 +150,9 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev 
 	if len(slowVoterLinks(voters, links, kindConnect)) > 0 {
 		mem.ConnectsSlowAt = j.now
 	}
+	if late := lateMember(voters); late != "" {
+		mem.MemberLateAt, mem.MemberLate = j.now, late
+	}
 	fw, shared := fleetWide(hosts)
 	d.Reasons = append(d.Reasons, fw...)
 	if shared {
@@ -158,7 +162,7 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev 
 	var suspects []*host
 	slow, lagging := false, false
 	if len(slowVoterLinks(voters, links, kindConnect)) == 0 {
-		at, lagging = rttLagging(j.now, mem.ConnectsSlowAt, slowVoterLinks(voters, links, kindPeerRTT))
+		at, lagging = rttLagging(j.now, *mem, slowVoterLinks(voters, links, kindPeerRTT))
 	}
 	if !lagging {
 		at, suspects, slow = attribute(j.s, voters, links)
@@ -258,4 +262,13 @@ func named(prev *Status) string {
 		return ""
 	}
 	return prev.Memory.Named
+}
+
+// published is the voter the swap published at the previous decision
+// removes, when the voter set is the same now, or "".
+func published(prev *Status, voters []string) string {
+	if prev == nil || prev.Decision.Action != ActionSwap || !slices.Equal(prev.Memory.Voters, voters) {
+		return ""
+	}
+	return prev.Decision.Out
 }

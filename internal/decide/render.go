@@ -187,18 +187,31 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		if g.variant == vNone {
 			return "no memory pressure (PSI) figures on this host: reported, not held against it", ""
 		}
-		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' memory full stall: " + FormatValue(g.value, l.Unit) + must(), ""
+		rank, note := perSampleRank(j, g.count)
+		return rank + " periods' memory full stall" + note + ": " + FormatValue(g.value, l.Unit) + must(), ""
 	case kindWakeup:
 		if g.variant == vNone {
 			return "no wake-up readings in the window (a probe that does not take them): reported, not held against the host", ""
 		}
-		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " periods' largest lateness of a timer due every heartbeat interval (" +
-			FormatValue(s.HeartbeatInterval.Seconds(), l.Unit) + "): " + FormatValue(g.value, l.Unit) + " late" + must() +
+		rank, note := perSampleRank(j, g.count)
+		return rank + " periods' largest lateness of a timer due every heartbeat interval (" +
+			FormatValue(s.HeartbeatInterval.Seconds(), l.Unit) + ")" + note + ": " + FormatValue(g.value, l.Unit) + " late" + must() +
 			"; " + strconv.Itoa(g.over) + " of " + strconv.Itoa(g.count) + " over", ""
 	case kindReadingErrors:
 		return fmt.Sprintf("%d of %d samples had a reading fail, the latest: %s", g.failed, g.count, g.text), ""
 	}
 	return "", ""
+}
+
+// perSampleRank names the rank a per-sample tail was taken at among count
+// values (quantile.HighForgiving): the tail percentile, or, among fewer
+// values than the window holds samples, the rank that forgives as many
+// samples as the window does, which note says.
+func perSampleRank(j *limits, count int) (rank, note string) {
+	if count <= j.forgiven || quantile.Rank(j.s.TailPercentile, count) <= count-j.forgiven {
+		return "p" + j.pn + " of " + strconv.Itoa(count), ""
+	}
+	return "the " + ordinal(count-j.forgiven) + " of " + strconv.Itoa(count), " (forgiving " + counted(j.forgiven, "sample") + " as the window does)"
 }
 
 // fewer says that a histogram's tail was taken below the tail percentile,

@@ -35,30 +35,64 @@ var rttLag = func() time.Duration {
 }()
 
 // rttLagging returns the attribution's reason when the slow links between
-// voters are etcd's round trips alone while the connects were slow at a
-// decision less than rttLag ago (connectsSlowAt, from the memory): those
-// round trips may be the connects' fault still carried by etcd's smoothed
-// average, on whichever links its last observations fell, and would name a
-// voter the connects never did. They are then held against no voter: the
-// voters are judged by their own readings alone, as with no slow link. ok
-// is false when the round trips may stand.
-func rttLagging(now, connectsSlowAt time.Time, rttLinks map[link]bool) (Reason, bool) {
-	if len(rttLinks) == 0 || connectsSlowAt.IsZero() {
+// voters are etcd's round trips alone while, at a decision less than rttLag
+// ago (in the memory), the connects between voters were slow or a voter's
+// timer woke later than the wakeup_late limit: those round trips may be
+// that fault still carried by etcd's smoothed average, on whichever links
+// its last observations fell, and would name a voter no current reading
+// does. A member stopped or starved answers its peers' probes late while
+// the kernel still accepts connections for it, so the connects stay fast
+// and only its own timer saw it (the probe runs on the same host; in the
+// lab, in the same stop or cgroup). The round trips are then held against
+// no voter: the voters are judged by their own readings alone, as with no
+// slow link. ok is false when the round trips may stand.
+func rttLagging(now time.Time, mem Memory, rttLinks map[link]bool) (Reason, bool) {
+	if len(rttLinks) == 0 {
 		return Reason{}, false
 	}
-	ago := now.Sub(connectsSlowAt)
-	if ago >= rttLag || ago < 0 {
+	within := func(at time.Time) bool {
+		ago := now.Sub(at)
+		return !at.IsZero() && ago >= 0 && ago < rttLag
+	}
+	// The later of the two causes, when both are within the lag: the
+	// reason states one age, and the later holds longer.
+	at, what := mem.ConnectsSlowAt, "the connects between voters were slow "
+	if within(mem.MemberLateAt) && (!within(at) || mem.MemberLateAt.After(at)) {
+		at, what = mem.MemberLateAt, mem.MemberLate+"'s timer woke later than the wakeup_late limit (a member run that late answers its peers' probes as late; the connects, answered by the kernel, do not show it) "
+	}
+	if !within(at) {
 		return Reason{}, false
 	}
-	head := "slow links between voters by peer_rtt only: " + joinLinks(sortedLinks(rttLinks)) + "; but the connects between voters were slow "
+	ago := now.Sub(at)
+	head := "slow links between voters by peer_rtt only: " + joinLinks(sortedLinks(rttLinks)) + "; but " + what
 	age := ago.Round(time.Millisecond).String() + " ago, "
 	r := step(StepAttribution, "", attributionBasis, true, head+age+fmt.Sprintf(
-		"at %s, under %v: etcd's round trip is a smoothed average of probes every %v (weight %g on the newest), observed every %v, and may carry a delay the connects no longer show for %v after: until then the round trips are held against no voter, and a voter is unfit by its own readings only",
-		connectsSlowAt.UTC().Format(time.RFC3339), rttLag, probeInterval, srttWeight, rttObserveInterval, rttLag))
-	// Its detail states an age: the fingerprint compares when the connects
-	// were last slow (in the memory).
+		"at %s, under %v: etcd's round trip is a smoothed average of probes every %v (weight %g on the newest), observed every %v, and may carry a delay no reading shows any more for %v after: until then the round trips are held against no voter, and a voter is unfit by its own readings only",
+		at.UTC().Format(time.RFC3339), rttLag, probeInterval, srttWeight, rttObserveInterval, rttLag))
+	// Its detail states an age: the fingerprint compares when the cause
+	// was last seen (in the memory).
 	r.age = spanOf(len(head), age)
 	return r, true
+}
+
+// lateMember is the first voter, by name, whose window holds a wake-up
+// later than the wakeup_late limit, or "" when none does. One late sample
+// is enough, though the tail forgives it: it is still a time the member
+// answered late, which etcd's smoothed round trips carry.
+func lateMember(voters []*host) string {
+	names := make([]string, 0, len(voters))
+	for _, v := range voters {
+		for i := range v.all {
+			if g := &v.all[i]; g.kind == kindWakeup && g.over > 0 {
+				names = append(names, v.node.Name)
+				break
+			}
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return slices.Min(names)
 }
 
 // sortedLinks is the set's links in name order.

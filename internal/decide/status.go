@@ -251,6 +251,14 @@ type Memory struct {
 	// carry that delay for rttLag after, and do not name a voter alone
 	// meanwhile. Zero when none has been.
 	ConnectsSlowAt time.Time `json:"connects_slow_at,omitzero"`
+	// MemberLateAt is the last decision at which a voter's window held a
+	// wake-up later than the wakeup_late limit, and MemberLate that voter
+	// (the first by name): a member run that late (stopped, starved)
+	// answers its peers' probes as late, and etcd's round trips may carry
+	// that for rttLag after, as they carry a slow path. Zero when none has
+	// been.
+	MemberLateAt time.Time `json:"member_late_at,omitzero"`
+	MemberLate   string    `json:"member_late,omitempty"`
 	// Flaps counts, over every decision carried forward, a swap published at
 	// one decision and not at the next while the voter set stayed the same.
 	Flaps int `json:"flaps"`

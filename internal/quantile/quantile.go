@@ -73,6 +73,32 @@ func High(values []float64, p float64) (v float64, ok bool) {
 	return HighSorted(sortedCopy(values), p)
 }
 
+// HighForgiving is High of values taken from a window whose tail forgives
+// forgiven samples (the window less the rank of p among its samples), when
+// some samples of the window lack the figure: the rank is at most
+// len(values) - forgiven, so that the values present forgive as many
+// outliers as the full window would. High alone would forgive none among
+// fewer values than the window needs (nine of a ten-sample window at p90 is
+// their largest), and one stall seen in one sample, beside a sample that
+// took no reading, would turn the tail. With forgiven or fewer values it is
+// High: there is nothing left to forgive them against.
+func HighForgiving(values []float64, p float64, forgiven int) (v float64, ok bool) {
+	n := len(values)
+	if n == 0 {
+		return 0, false
+	}
+	rank := Rank(p, n)
+	if n > forgiven && rank > n-forgiven {
+		rank = n - forgiven
+	}
+	k := n - rank + 1
+	if k <= selectMost {
+		return kth(values, k, true), true
+	}
+	sorted := sortedCopy(values)
+	return sorted[rank-1], true
+}
+
 // HighSorted is High of values already in ascending order, read in place:
 // a caller that asks several questions of one column sorts it once.
 func HighSorted(sorted []float64, p float64) (v float64, ok bool) {
