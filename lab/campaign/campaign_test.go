@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -484,6 +485,23 @@ func TestOutputs(t *testing.T) {
 	dir := t.TempDir()
 	if err := res.Write(dir); err != nil {
 		t.Fatal(err)
+	}
+	// The board read back scores the same, whatever its earlier score.
+	again, err := Rescore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Totals, res.Totals) || len(again.Faults) != len(res.Faults) {
+		t.Fatalf("rescored totals %+v, want %+v", again.Totals, res.Totals)
+	}
+	for i := range res.Faults {
+		a, w := again.Faults[i], res.Faults[i]
+		if a.Outcome != w.Outcome || a.OK != w.OK || !slices.Equal(a.Notes, w.Notes) || a.WrongSwaps != w.WrongSwaps {
+			t.Fatalf("fault %d rescored %s %v %q, want %s %v %q", i, a.Outcome, a.OK, a.Notes, w.Outcome, w.OK, w.Notes)
+		}
+	}
+	if _, err := Rescore(t.TempDir()); err == nil || !strings.Contains(err.Error(), "scoreboard.json") {
+		t.Fatalf("rescore of an empty directory: %v", err)
 	}
 	var board map[string]any
 	b, err := os.ReadFile(filepath.Join(dir, "scoreboard.json"))

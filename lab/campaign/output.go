@@ -85,6 +85,45 @@ func (r *Result) Write(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "table.txt"), []byte(table.String()), 0o644)
 }
 
+// Rescore reads a campaign's board (scoreboard.json) and the statuses it
+// published (decisions.jsonl) from dir and scores them again with this
+// scorer: the raw record stands, and a rule of scoring changed after a run
+// can be applied to it. The board's held spans are the fleet's own state,
+// read during the run, and are kept.
+func Rescore(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "scoreboard.json"))
+	if err != nil {
+		return nil, fmt.Errorf("campaign: rescore: %w", err)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("campaign: rescore: %s: %w", filepath.Join(dir, "scoreboard.json"), err)
+	}
+	f, err := os.Open(filepath.Join(dir, "decisions.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("campaign: rescore: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		var d Decision
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			return nil, fmt.Errorf("campaign: rescore: decisions.jsonl line %d: %w", n, err)
+		}
+		r.decisions = append(r.decisions, d)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("campaign: rescore: decisions.jsonl: %w", err)
+	}
+	if r.Settings.SamplePeriod <= 0 {
+		return nil, fmt.Errorf("campaign: rescore: %s has no sample period in its settings", filepath.Join(dir, "scoreboard.json"))
+	}
+	r.Faults, r.Totals = Score(r.Faults, r.decisions, r.Settings.SamplePeriod, r.Fleet.Standbys)
+	r.OK = r.Aborted == "" && r.Totals.OK(r.Faults)
+	return &r, nil
+}
+
 // Decisions is every status the controller published during the campaign.
 func (r *Result) Decisions() []Decision { return r.decisions }
 

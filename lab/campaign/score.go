@@ -109,6 +109,12 @@ func (t Totals) OK(faults []Fault) bool {
 func Score(faults []Fault, decisions []Decision, period time.Duration, standbys []string) ([]Fault, Totals) {
 	ds := slices.SortedFunc(slices.Values(decisions), func(a, b Decision) int { return a.Time.Compare(b.Time) })
 	out := slices.Clone(faults)
+	for i := range out {
+		// A board read back is scored afresh: nothing of an earlier score
+		// stays.
+		f := &out[i]
+		f.Outcome, f.Publication, f.PeriodsToPublish, f.WrongSwaps, f.Flaps, f.Notes, f.OK = "", "", nil, 0, 0, nil, false
+	}
 	var t Totals
 	kinds := map[string]bool{}
 	// owner returns the fault whose truth holds at time x: from its start

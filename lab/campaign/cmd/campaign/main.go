@@ -51,11 +51,25 @@ Flags:
 	fs.StringVar(&cfg.APIServerBinary, "kube-apiserver", os.Getenv("FLEET_ROLE_KUBE_APISERVER"), "the kube-apiserver binary (hack/tools.sh kube-apiserver)")
 	fs.StringVar(&cfg.Kubectl, "kubectl", "kubectl", "the kubectl binary")
 	fs.StringVar(&cfg.Manifest, "manifest", "deploy/fleet-role.yaml", "the rendered manifests")
+	var rescore string
+	fs.StringVar(&rescore, "rescore", "", "score the campaign written to this directory again, from its scoreboard.json and decisions.jsonl, print its table and exit 0 only when it passes; nothing is run")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
 		return 2
+	}
+	if rescore != "" {
+		res, err := campaign.Rescore(rescore)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "campaign:", err)
+			return 2
+		}
+		res.WriteTable(os.Stdout)
+		if !res.OK {
+			return 1
+		}
+		return 0
 	}
 	var bad []string
 	if voters != 3 && voters != 5 {
