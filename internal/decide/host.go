@@ -73,6 +73,9 @@ type host struct {
 	// etcd is what the host's etcd said of itself in its latest sample
 	// read; nil when none was.
 	etcd *etcdState
+	// lateMost is the latest wake-up of the window judged, seconds (0 when
+	// none): what etcd's round trips to the host may carry (lateMember).
+	lateMost float64
 	// memLimit is the host's own memory limit (its etcd's quota), which its
 	// memory judgement points to.
 	memLimit settings.Limit
@@ -238,6 +241,11 @@ func (h *host) measure(j *limits, voters []string, members map[string]string) {
 		h.own = append(h.own, h.fdatasync(j))
 	}
 	h.own = append(h.own, h.memory(j), stallTail(j, w), wakeupTail(j, w))
+	for i := range w {
+		if x := w[i].WakeupLateSeconds; x != nil {
+			h.lateMost = max(h.lateMost, *x)
+		}
+	}
 	var failed int
 	var lastErr string
 	for _, x := range w {

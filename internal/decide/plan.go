@@ -150,7 +150,7 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev 
 	if len(slowVoterLinks(voters, links, kindConnect)) > 0 {
 		mem.ConnectsSlowAt = j.now
 	}
-	if late := lateMember(voters); late != "" {
+	if late := lateMember(j, voters); late != "" {
 		mem.MemberLateAt, mem.MemberLate = j.now, late
 	}
 	fw, shared := fleetWide(hosts)

@@ -36,11 +36,11 @@ var rttLag = func() time.Duration {
 
 // rttLagging returns the attribution's reason when the slow links between
 // voters are etcd's round trips alone while, at a decision less than rttLag
-// ago (in the memory), the connects between voters were slow or a voter's
-// timer woke later than the wakeup_late limit: those round trips may be
-// that fault still carried by etcd's smoothed average, on whichever links
-// its last observations fell, and would name a voter no current reading
-// does. A member stopped or starved answers its peers' probes late while
+// ago (in the memory), the connects between voters were slow or a voter ran
+// late enough for its peers' round trips to carry it (lateMember): those
+// round trips may be that fault still carried by etcd's smoothed average,
+// on whichever links its last observations fell, and would name a voter no
+// current reading does. A member stopped or starved answers its peers' probes late while
 // the kernel still accepts connections for it, so the connects stay fast
 // and only its own timer saw it (the probe runs on the same host; in the
 // lab, in the same stop or cgroup). The round trips are then held against
@@ -58,7 +58,7 @@ func rttLagging(now time.Time, mem Memory, rttLinks map[link]bool) (Reason, bool
 	// reason states one age, and the later holds longer.
 	at, what := mem.ConnectsSlowAt, "the connects between voters were slow "
 	if within(mem.MemberLateAt) && (!within(at) || mem.MemberLateAt.After(at)) {
-		at, what = mem.MemberLateAt, mem.MemberLate+"'s timer woke later than the wakeup_late limit (a member run that late answers its peers' probes as late; the connects, answered by the kernel, do not show it) "
+		at, what = mem.MemberLateAt, mem.MemberLate+" ran late enough for its peers' round trips to carry it (a member run late answers their probes as late; the connects, answered by the kernel, do not show it) "
 	}
 	if !within(at) {
 		return Reason{}, false
@@ -75,24 +75,43 @@ func rttLagging(now time.Time, mem Memory, rttLinks map[link]bool) (Reason, bool
 	return r, true
 }
 
-// lateMember is the first voter, by name, whose window holds a wake-up
-// later than the wakeup_late limit, or "" when none does. One late sample
-// is enough, though the tail forgives it: it is still a time the member
-// answered late, which etcd's smoothed round trips carry.
-func lateMember(voters []*host) string {
+// lateMember is the first voter, by name, that ran late enough for etcd's
+// round trips to it to carry it, or "" when none did: one whose window
+// holds a wake-up at least lateCarried (one stall, which its tail forgives,
+// that one probe answered that late lifts the smoothed round trip past the
+// limit by itself), or one unfit by wakeup_late (late at every turn, which
+// lifts the smoothed value as far, probe after probe). A wake-up late past
+// the wakeup_late limit once, on a busy machine, carries nothing: it would
+// hold the round trips all the time.
+func lateMember(j *limits, voters []*host) string {
+	carried := lateCarried(j)
 	names := make([]string, 0, len(voters))
 	for _, v := range voters {
-		for i := range v.all {
-			if g := &v.all[i]; g.kind == kindWakeup && g.over > 0 {
-				names = append(names, v.node.Name)
-				break
-			}
+		if v.lateBy(carried) {
+			names = append(names, v.node.Name)
 		}
 	}
 	if len(names) == 0 {
 		return ""
 	}
 	return slices.Min(names)
+}
+
+// lateCarried is the wake-up lateness that, as one probe answered that
+// late, lifts etcd's smoothed round trip past the round-trip limit by
+// itself: the limit over srttWeight (4 s at k3s's timing, 800 ms at
+// etcd's).
+func lateCarried(j *limits) float64 { return j.rtt.Value / srttWeight }
+
+// lateBy reports whether the host's window holds a wake-up at least
+// carried seconds late, or the host is unfit by wakeup_late.
+func (h *host) lateBy(carried float64) bool {
+	for i := range h.all {
+		if g := &h.all[i]; g.kind == kindWakeup && g.failedMeasure() {
+			return true
+		}
+	}
+	return h.lateMost >= carried
 }
 
 // sortedLinks is the set's links in name order.

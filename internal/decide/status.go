@@ -251,12 +251,13 @@ type Memory struct {
 	// carry that delay for rttLag after, and do not name a voter alone
 	// meanwhile. Zero when none has been.
 	ConnectsSlowAt time.Time `json:"connects_slow_at,omitzero"`
-	// MemberLateAt is the last decision at which a voter's window held a
-	// wake-up later than the wakeup_late limit, and MemberLate that voter
-	// (the first by name): a member run that late (stopped, starved)
-	// answers its peers' probes as late, and etcd's round trips may carry
-	// that for rttLag after, as they carry a slow path. Zero when none has
-	// been.
+	// MemberLateAt is the last decision at which a voter ran late enough
+	// for etcd's round trips to it to carry it (a wake-up of its window
+	// late by the round-trip limit over etcd's smoothing weight, or unfit
+	// by wakeup_late), and MemberLate that voter (the first by name): a
+	// member run that late (stopped, starved) answers its peers' probes as
+	// late, and etcd's round trips may carry that for rttLag after, as they
+	// carry a slow path. Zero when none has been.
 	MemberLateAt time.Time `json:"member_late_at,omitzero"`
 	MemberLate   string    `json:"member_late,omitempty"`
 	// Flaps counts, over every decision carried forward, a swap published at
