@@ -40,12 +40,12 @@ var rttLag = func() time.Duration {
 // late enough for its peers' round trips to carry it (lateMember): those
 // round trips may be that fault still carried by etcd's smoothed average,
 // on whichever links its last observations fell, and would name a voter no
-// current reading does. A member stopped or starved answers its peers' probes late while
-// the kernel still accepts connections for it, so the connects stay fast
-// and only its own timer saw it (the probe runs on the same host; in the
-// lab, in the same stop or cgroup). The round trips are then held against
-// no voter: the voters are judged by their own readings alone, as with no
-// slow link. ok is false when the round trips may stand.
+// current reading does. A member stopped or starved answers its peers'
+// probes late while the kernel still accepts connections for it, so the
+// connects stay fast and only its own timer saw it (the probe runs on the
+// same host; in the lab, in the same stop or cgroup). The round trips are
+// then held against no voter: the voters are judged by their own readings
+// alone, as with no slow link. ok is false when the round trips may stand.
 func rttLagging(now time.Time, mem Memory, rttLinks map[link]bool) (Reason, bool) {
 	if len(rttLinks) == 0 {
 		return Reason{}, false
