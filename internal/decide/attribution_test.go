@@ -434,7 +434,7 @@ func TestRoundTripsLagTheConnects(t *testing.T) {
 				!strings.Contains(r.Detail, "held against no voter, and a voter is unfit by its own readings only") {
 				t.Fatalf("want the round trips held as lagging: named %q, %+v", st.Memory.Named, r)
 			}
-			if rep := decisionReason(t, st, decide.StepReplace, ""); rep.OK || !strings.Contains(rep.Detail, "nothing to replace") {
+			if rep := decisionReason(t, st, decide.StepReplace, ""); rep.OK || !strings.Contains(rep.Detail, "unfit by slow links alone, held against no voter): nothing to replace") {
 				t.Fatalf("replace: %+v", rep)
 			}
 			if !st.Memory.ConnectsSlowAt.Equal(prev.Memory.ConnectsSlowAt) {

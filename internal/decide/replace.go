@@ -149,7 +149,12 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 			}
 		}
 		why := "every voter is fit: nothing to replace"
-		if len(unknown) > 0 {
+		switch byLinks := unfitOf(voters); {
+		case len(byLinks) > 0:
+			// Unfit by links the attribution held against no voter
+			// (etcd's lagging round trips): not fit, and not named.
+			why = fmt.Sprintf("no voter is unfit by a reading of its own (%s unfit by slow links alone, held against no voter): nothing to replace", names(byLinks))
+		case len(unknown) > 0:
 			why = fmt.Sprintf("no voter is unfit (unknown: %s): nothing to replace", strings.Join(unknown, ", "))
 		}
 		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false, why))
