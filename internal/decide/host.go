@@ -73,8 +73,9 @@ type host struct {
 	// etcd is what the host's etcd said of itself in its latest sample
 	// read; nil when none was.
 	etcd *etcdState
-	// lateMost is the latest wake-up of the window judged, seconds (0 when
-	// none): what etcd's round trips to the host may carry (lateMember).
+	// lateMost is the largest lateness of a wake-up in the window judged,
+	// seconds (0 when none): what etcd's round trips to the host may carry
+	// (lateMember).
 	lateMost float64
 	// memLimit is the host's own memory limit (its etcd's quota), which its
 	// memory judgement points to.

@@ -152,3 +152,43 @@ func TestMinCount(t *testing.T) {
 		}
 	}
 }
+
+// HighForgiving forgives as many outliers among fewer values as the full
+// window forgives: nine values of a ten-sample window at p90 forgive one
+// and not two, where High takes their largest; with as many values as the
+// window or more it is High; with no more values than are forgiven it is
+// High (their largest). Above selectMost from the top it sorts, and agrees.
+func TestHighForgiving(t *testing.T) {
+	nine := []float64{1, 1, 1, 1, 1, 1, 1, 1, 9}
+	if v, _ := High(nine, 0.9); v != 9 {
+		t.Fatalf("High of nine at p90: %v, want their largest", v)
+	}
+	if v, ok := HighForgiving(nine, 0.9, 1); !ok || v != 1 {
+		t.Fatalf("one outlier in nine, one forgiven: %v", v)
+	}
+	two := []float64{1, 1, 1, 1, 1, 1, 1, 8, 9}
+	if v, _ := HighForgiving(two, 0.9, 1); v != 8 {
+		t.Fatalf("two outliers in nine, one forgiven: %v, want 8", v)
+	}
+	ten := append(slices.Clone(two), 1)
+	if a, b := HighForgiving(ten, 0.9, 1); a != 8 || !b {
+		t.Fatalf("a full window: %v", a)
+	}
+	if v, _ := HighForgiving([]float64{9}, 0.9, 1); v != 9 {
+		t.Fatalf("one value, one forgiven: %v, want it", v)
+	}
+	if _, ok := HighForgiving(nil, 0.9, 1); ok {
+		t.Fatal("no values gave a tail")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	big := make([]float64, 5000)
+	for i := range big {
+		big[i] = rng.Float64()
+	}
+	// At p99 of a 10,000-sample window, 100 are forgiven: the 4,900th of
+	// 5,000, past selectMost from the top.
+	v, _ := HighForgiving(big, 0.99, 100)
+	if sorted := slices.Sorted(slices.Values(big)); v != sorted[4899] {
+		t.Fatalf("5,000 values, 100 forgiven: %v, want %v", v, sorted[4899])
+	}
+}
