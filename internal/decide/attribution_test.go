@@ -471,7 +471,7 @@ func TestRoundTripsLagALateMember(t *testing.T) {
 	const lag = 102 * time.Second
 	for _, c := range []struct {
 		name  string
-		ago   time.Duration // since a voter's timer was last late; 0: never
+		ago   time.Duration // since a voter last ran late enough to be carried; 0: never
 		stand bool
 	}{
 		{"never late", 0, true},
