@@ -497,7 +497,7 @@ func recordCap(t *testing.T) int {
 }
 
 // TestOnAPIServer applies the rendered file to a real kube-apiserver
-// (v1.37.2) and holds what it grants: the RBAC, as kubectl auth can-i sees
+// (k3s's own, v1.34.2+k3s1) and holds what it grants: the RBAC, as kubectl auth can-i sees
 // it and with each ServiceAccount's own token; and the admission policy,
 // with tokens bound to Pods on two Nodes, a token bound to none, and the
 // controller's.
@@ -1203,7 +1203,7 @@ func checkDocs(t *testing.T, canITable, admissionTable string) {
 	t.Helper()
 	section := docsHeading + `
 
-What the install lets each part do, as the real kube-apiserver (v1.37.2)
+What the install lets each part do, as the real kube-apiserver (k3s's v1.34.2+k3s1)
 answered with deploy/fleet-role.yaml applied. Written by
 ` + "`go test ./deploy -run TestOnAPIServer -update`" + ` (TestOnAPIServer fails
 while this section differs from what the API server answers).

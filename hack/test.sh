@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
 # or installs what the tests need (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, the kubelet, promtool and the
-# Prometheus server from the Go module proxy, cached; k3s from its source
-# kept beside the checkout, cached; fio, containerd, runc, the CNI plugins
-# and Chromium from Debian),
+# promtool and the Prometheus server from the Go module proxy, cached; k3s
+# from its source kept beside the checkout, and with it, from k3s's own
+# Kubernetes, kube-apiserver, kube-controller-manager, kube-scheduler and the
+# kubelet, cached; fio, containerd, runc, the CNI plugins and Chromium from
+# Debian),
 # then checks formatting, vets, and runs the unit, fuzz-seed, race and
 # real-component tests.
 set -euo pipefail
@@ -16,25 +17,22 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 
 step "tools"
 # test/k3s runs fleet-role on real k3s, built from the k3s source kept
-# beside the checkout (../shared/k3s; hack/tools.sh k3s says what it needs).
-# The largest build (about 13 CPU minutes and 880 MB of modules cold), it
-# runs in the background beside the others, so that its module downloads
-# and its single-threaded link overlap their compiles instead of leaving a
-# core idle; a warm run finds it cached at once. In a session of its own,
-# so that a failure elsewhere stops its go build too.
+# beside the checkout (../shared/k3s; hack/tools.sh k3s says what it needs),
+# and the API-server, pods and mesh tests run the Kubernetes commands k3s
+# embeds, built in the same go build (hack/tools.sh says why). The largest
+# build (about 13 CPU minutes and 880 MB of modules cold), it runs in the
+# background beside the others, so that its module downloads and its
+# single-threaded links overlap their compiles instead of leaving a core
+# idle; a warm run finds it cached at once. In a session of its own, so that
+# a failure elsewhere stops its go build too.
 k3s_path=$(mktemp)
 setsid hack/tools.sh k3s >"$k3s_path" &
 k3s_build=$!
 trap 'kill -- -"$k3s_build" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
 FLEET_ROLE_ETCD=$(hack/tools.sh etcd)
-FLEET_ROLE_KUBE_APISERVER=$(hack/tools.sh kube-apiserver)
-FLEET_ROLE_KUBE_CONTROLLER_MANAGER=$(hack/tools.sh kube-controller-manager)
 hack/tools.sh fio >/dev/null
 # test/pods runs the manifests as real pods: a kubelet and kube-scheduler
-# (built like kube-apiserver), and containerd, runc and the CNI plugins
-# (from Debian).
-FLEET_ROLE_KUBELET=$(hack/tools.sh kubelet)
-FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
+# (built with k3s), and containerd, runc and the CNI plugins (from Debian).
 hack/tools.sh containerd
 # promtool: internal/alerts runs `promtool check rules` and `promtool test rules`.
 FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
@@ -44,12 +42,18 @@ FLEET_ROLE_PROMETHEUS=$(hack/tools.sh prometheus)
 hack/tools.sh chromium >/dev/null
 if ! wait "$k3s_build"; then echo "hack/tools.sh k3s failed (its messages are above)" >&2; exit 1; fi
 FLEET_ROLE_K3S=$(cat "$k3s_path")
+FLEET_ROLE_KUBE_APISERVER=$(hack/tools.sh kube-apiserver)
+FLEET_ROLE_KUBE_CONTROLLER_MANAGER=$(hack/tools.sh kube-controller-manager)
+FLEET_ROLE_KUBELET=$(hack/tools.sh kubelet)
+FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
 export FLEET_ROLE_K3S
 export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL FLEET_ROLE_PROMETHEUS
 export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
 echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
+echo "kubelet: $FLEET_ROLE_KUBELET"
+echo "kube-scheduler: $FLEET_ROLE_KUBE_SCHEDULER"
 echo "promtool: $FLEET_ROLE_PROMTOOL"
 echo "k3s: $FLEET_ROLE_K3S ($("$FLEET_ROLE_K3S" --version | head -n 1))"
 echo "prometheus: $FLEET_ROLE_PROMETHEUS"

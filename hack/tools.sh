@@ -4,10 +4,11 @@
 # from the module proxy and Debian's packages.
 #
 #   hack/tools.sh etcd            -> path of the etcd v3.6.15 server binary
-#   hack/tools.sh kube-apiserver  -> path of the kube-apiserver v1.37.2 binary
-#   hack/tools.sh kube-controller-manager -> path of kube-controller-manager v1.37.2
-#   hack/tools.sh kubelet         -> path of the kubelet v1.37.2 binary
-#   hack/tools.sh kube-scheduler  -> path of the kube-scheduler v1.37.2 binary
+#   hack/tools.sh kube-apiserver  -> path of k3s's kube-apiserver v1.34.2+k3s1
+#   hack/tools.sh kube-controller-manager -> path of k3s's kube-controller-manager v1.34.2+k3s1
+#   hack/tools.sh kubelet         -> path of k3s's kubelet v1.34.2+k3s1
+#   hack/tools.sh kube-scheduler  -> path of k3s's kube-scheduler v1.34.2+k3s1
+#                                    (the four are one binary, tools/kube, built with k3s below)
 #   hack/tools.sh containerd      -> installs containerd, runc and the CNI plugins
 #                                    from Debian when absent; prints what it installed
 #   hack/tools.sh fio             -> path of fio, installed with apt-get when absent
@@ -25,7 +26,6 @@ cache=${FLEET_ROLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleet-role}
 mkdir -p "$cache/bin"
 
 etcd_version=v3.6.15
-kube_version=v1.37.2
 promtool_version=v0.316.0 # github.com/prometheus/prometheus, Prometheus 3.16
 k3s_version=v1.34.2+k3s1
 k3s_commit=8dac81b2
@@ -45,29 +45,34 @@ build() { # name version dir [ldflags] [package] [go build flags]
   echo "$out"
 }
 
-# The four Kubernetes commands come from one module (tools/kube) and one
-# `go build`: they share most of their packages, and one build lets a
-# command's link and its last, narrow packages overlap the other commands'
-# compiles instead of leaving a core idle between four builds. Asking for one
-# builds all four the first time; each is cached under its own name.
-kube_commands=(kube-apiserver kube-controller-manager kubelet kube-scheduler)
-kube() { # name ldflags
-  local name=$1 ldflags=$2 c missing=0
-  exec 9>"$cache/bin/.kube.lock"
+# promtool and the Prometheus server come from one module (tools/promtool)
+# and one `go build`: they share every package of rules, PromQL and the TSDB,
+# and one build lets one's link overlap the other's last compiles instead of
+# leaving a core idle between two builds. Asking for one builds both the
+# first time; each is cached under its own name.
+prom() { # promtool|prometheus
+  local c missing=0 tmp
+  exec 9>"$cache/bin/.prometheus.lock"
   flock 9
-  for c in "${kube_commands[@]}"; do
-    [ -x "$cache/bin/$c-$kube_version" ] || missing=1
+  for c in promtool prometheus; do
+    [ -x "$cache/bin/$c-$promtool_version" ] || missing=1
   done
   if [ "$missing" = 1 ]; then
-    echo "building ${kube_commands[*]} $kube_version (cached in $cache/bin; the first build takes minutes)" >&2
-    local tmp; tmp=$(mktemp -d "$cache/bin/.kube.XXXXXX")
-    if ! (cd "$top/tools/kube" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" ./cmd/...) >&2; then
+    echo "building promtool and prometheus $promtool_version (cached in $cache/bin; the first build takes minutes)" >&2
+    tmp=$(mktemp -d "$cache/bin/.prometheus.XXXXXX")
+    # remove_all_sd leaves out Prometheus' service discovery plugins (the
+    # cloud SDKs: about half of the build), which neither rules checks nor
+    # the live alert test (static targets) use; without the builtinassets
+    # tag the server serves no web UI, which the test does not read (it
+    # reads /api/v1).
+    if ! (cd "$top/tools/promtool" && go build -trimpath -tags=remove_all_sd -ldflags "-s -w" -o "$tmp/" \
+        github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus/cmd/prometheus) >&2; then
       rm -rf "$tmp"; exit 1
     fi
-    for c in "${kube_commands[@]}"; do mv "$tmp/$c" "$cache/bin/$c-$kube_version"; done
+    for c in promtool prometheus; do mv "$tmp/$c" "$cache/bin/$c-$promtool_version"; done
     rmdir "$tmp"
   fi
-  echo "$cache/bin/$name-$kube_version"
+  echo "$cache/bin/$1-$promtool_version"
 }
 
 # containerd, runc and the CNI plugins (bridge, host-local, portmap in
@@ -102,7 +107,7 @@ containerd_tools() {
 # does. The folder beside it is a one-file module proxy for the one .mod file
 # the public proxy refuses (github.com/k3s-io/kubernetes@v1.34.2-k3s1): it
 # comes first in GOPROXY, the usual proxy after it.
-k3s() {
+k3s() { # k3s|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler
   local src=${FLEET_ROLE_K3S_SRC:-$top/../shared/k3s}
   local tarball="$src/$k3s_tarball" overlay="$src/goproxy"
   if [ ! -f "$tarball" ] || [ ! -d "$overlay" ]; then
@@ -118,35 +123,64 @@ k3s() {
   fi
   src=$(cd "$src" && pwd); tarball="$src/$k3s_tarball"; overlay="$src/goproxy"
   local sum; sum=$(sha256sum "$tarball" | cut -c1-16)
-  local out="$cache/bin/k3s-$k3s_version-$sum"
+  # The Kubernetes commands' binary is named by its main's checksum too, so
+  # that a changed tools/kube/main.go builds anew.
+  local kube_sum; kube_sum=$(sha256sum "$top/tools/kube/main.go" | cut -c1-8)
+  local out="$cache/bin/k3s-$k3s_version-$sum" kube_out="$cache/bin/kube-$k3s_version-$sum-$kube_sum"
   exec 9>"$cache/bin/.k3s.lock"  # lab/toolcache takes the same lock
   flock 9
-  if [ ! -x "$out" ]; then
+  local pkgs=()
+  [ -x "$out" ] || pkgs+=(./cmd/server)
+  [ -x "$kube_out" ] || pkgs+=(./fleet-role-kube)
+  if [ ${#pkgs[@]} -gt 0 ]; then
     local tree="$cache/src/k3s-$k3s_version-$sum"
     if [ ! -f "$tree/.extracted" ]; then
       rm -rf "$tree"; mkdir -p "$tree"
       tar -xzf "$tarball" -C "$tree"
       touch "$tree/.extracted"
     fi
-    echo "building k3s $k3s_version from $tarball (cached in $out; the first build takes about 8 minutes on 2 cores)" >&2
-    local goversion proxy
+    # The four Kubernetes commands the tests run are compiled in k3s's own
+    # module, with its tags and flags: k3s embeds the same commands, so
+    # every package is shared with its build and they cost one link more,
+    # not a second Kubernetes (tools/kube/main.go).
+    mkdir -p "$tree/fleet-role-kube"
+    cp "$top/tools/kube/main.go" "$tree/fleet-role-kube/main.go"
+    echo "building ${pkgs[*]} of k3s $k3s_version from $tarball (cached in $cache/bin; the first build takes about 10 minutes on 2 cores)" >&2
+    local goversion proxy tmp
     goversion=$(go env GOVERSION)
     proxy="file://$overlay,$(go env GOPROXY)"
+    tmp=$(mktemp -d "$cache/bin/.k3s.XXXXXX")
     # The tags and version stamps of k3s's own build (scripts/build),
     # without the embedded containerd (no ctrd tag) and cri-dockerd: the
     # lab runs Debian's containerd beside it. k3s refuses to start unless
-    # UpstreamGolang names the Go that built it.
+    # UpstreamGolang names the Go that built it. One go build for both, so
+    # that one's link overlaps the other's last compiles.
     if ! (cd "$tree" && GOPROXY="$proxy" CGO_ENABLED=1 \
         CGO_CFLAGS="-DSQLITE_ENABLE_DBSTAT_VTAB=1 -DSQLITE_USE_ALLOCA=1" \
         go build -mod=mod \
         -tags "netcgo osusergo providerless urfave_cli_no_docs sqlite_omit_load_extension no_cri_dockerd" \
-        -ldflags "-w -s -X github.com/k3s-io/k3s/pkg/version.UpstreamGolang=$goversion -X github.com/k3s-io/k3s/pkg/version.Version=$k3s_version -X github.com/k3s-io/k3s/pkg/version.GitCommit=$k3s_commit -X k8s.io/client-go/pkg/version.gitVersion=$k3s_version -X k8s.io/component-base/version.gitVersion=$k3s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34 -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=34" \
-        -o "$out.tmp" ./cmd/server) >&2; then
-      rm -f "$out.tmp"; exit 1
+        -ldflags "-w -s -X github.com/k3s-io/k3s/pkg/version.UpstreamGolang=$goversion -X github.com/k3s-io/k3s/pkg/version.Version=$k3s_version -X github.com/k3s-io/k3s/pkg/version.GitCommit=$k3s_commit -X k8s.io/client-go/pkg/version.gitVersion=$k3s_version -X k8s.io/component-base/version.gitVersion=$k3s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34 -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=34 -X k8s.io/component-base/version.gitTreeState=clean" \
+        -o "$tmp/" "${pkgs[@]}") >&2; then
+      rm -rf "$tmp"; exit 1
     fi
-    mv "$out.tmp" "$out"
+    [ ! -e "$tmp/server" ] || mv "$tmp/server" "$out"
+    if [ -e "$tmp/fleet-role-kube" ]; then
+      # A build of an older main is never asked for again (124 MB each).
+      find "$cache/bin" -maxdepth 1 -name "kube-$k3s_version-$sum-*" ! -name "${kube_out##*/}" -delete
+      mv "$tmp/fleet-role-kube" "$kube_out"
+    fi
+    rmdir "$tmp"
   fi
-  echo "$out"
+  # Each Kubernetes command is a link to the one binary, named as
+  # lab/toolcache finds it; the binary runs the command its name starts with.
+  local c
+  for c in kube-apiserver kube-controller-manager kubelet kube-scheduler; do
+    ln -sfn "$kube_out" "$cache/bin/$c-$k3s_version"
+  done
+  case "$1" in
+    k3s) echo "$out" ;;
+    *) echo "$cache/bin/$1-$k3s_version" ;;
+  esac
 }
 
 case "${1:-}" in
@@ -154,26 +188,13 @@ case "${1:-}" in
     build etcd "$etcd_version" tools/etcd "-s -w"
     ;;
   kube-apiserver|kube-controller-manager|kubelet|kube-scheduler)
-    # Without the version variables kubectl cannot parse the server's version.
-    minor=${kube_version#v1.}; minor=${minor%%.*}
-    kube "$1" "-s -w -X k8s.io/component-base/version.gitVersion=$kube_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+    k3s "$1"
     ;;
-  promtool)
+  promtool|prometheus)
     # Built from the tool directive of its own nested module, whose pins
-    # never touch the project's go.mod.
-    # remove_all_sd leaves out Prometheus' service discovery plugins (the
-    # cloud SDKs: about half of the build), which rules checks never use.
-    build promtool "$promtool_version" tools/promtool "-s -w" github.com/prometheus/prometheus/cmd/promtool -tags=remove_all_sd
-    ;;
-  prometheus)
-    # The server the live alert test runs (lab/promserver): the same module,
-    # version and tags as promtool, so that the rules promtool checks are
-    # the rules this server evaluates, and the two builds share every
-    # package of rules, PromQL and the TSDB. Without remove_all_sd it would
-    # compile every cloud SDK for service discovery the test never uses
-    # (it scrapes static targets); without the builtinassets tag it serves
-    # no web UI, which the test does not read (it reads /api/v1).
-    build prometheus "$promtool_version" tools/promtool "-s -w" github.com/prometheus/prometheus/cmd/prometheus -tags=remove_all_sd
+    # never touch the project's go.mod; the rules promtool checks are the
+    # rules this server evaluates (lab/promserver).
+    prom "$1"
     ;;
   fio)
     if ! command -v fio >/dev/null 2>&1; then
@@ -191,7 +212,7 @@ case "${1:-}" in
     containerd_tools
     ;;
   k3s)
-    k3s
+    k3s k3s
     ;;
   chromium)
     # Debian's Chromium, for the status page's test in a real browser

@@ -160,6 +160,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // token file once; a Restart reuses them so tokens issued earlier stay valid.
 func (s *Server) writeFiles() error {
 	dir := s.cfg.Dir
+	// kube-apiserver v1.34 writes its loopback certificate into --cert-dir
+	// without making the folder.
+	if err := os.MkdirAll(filepath.Join(dir, "certs"), 0o700); err != nil {
+		return err
+	}
 	tokenPath := filepath.Join(dir, "tokens.csv")
 	if b, err := os.ReadFile(tokenPath); err == nil {
 		s.AdminToken, _, _ = strings.Cut(string(b), ",")

@@ -17,7 +17,7 @@ import (
 
 // KubeletSysctls are the kernel settings the kubelet sets on start
 // (k8s.io/kubernetes pkg/kubelet/cm/container_manager_linux.go,
-// setupKernelTunables, v1.37.2) unless protectKernelDefaults is on, in which
+// setupKernelTunables, k3s's v1.34.2+k3s1) unless protectKernelDefaults is on, in which
 // case it refuses to start on a machine whose values differ. The cluster
 // reads them before the kubelet starts and writes them back after it stops.
 var KubeletSysctls = []string{

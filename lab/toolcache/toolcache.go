@@ -21,7 +21,11 @@ import (
 // Versions of the components, as hack/tools.sh pins them.
 const (
 	EtcdVersion = "v3.6.15"
-	KubeVersion = "v1.37.2"
+	// KubeVersion is the Kubernetes of kube-apiserver,
+	// kube-controller-manager, kube-scheduler and the kubelet: k3s's own,
+	// built from its source with it (hack/tools.sh), so that Kubernetes is
+	// compiled once and the tests run the Kubernetes k3s users run.
+	KubeVersion = K3sVersion
 	// PromtoolVersion is the github.com/prometheus/prometheus module
 	// promtool is built from.
 	PromtoolVersion = "v0.316.0"
