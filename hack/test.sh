@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
-# or installs what the tests need (etcd, kube-apiserver,
-# promtool and the Prometheus server from the Go module proxy, cached; k3s
+# or installs what the tests need (etcd, promtool and the Prometheus server
+# from the Go module proxy, cached; k3s
 # from its source kept beside the checkout, and with it, from k3s's own
 # Kubernetes, kube-apiserver, kube-controller-manager, kube-scheduler and the
 # kubelet, cached; fio, containerd, runc, the CNI plugins and Chromium from
@@ -20,7 +20,8 @@ step "tools"
 # beside the checkout (../shared/k3s; hack/tools.sh k3s says what it needs),
 # and the API-server, pods and mesh tests run the Kubernetes commands k3s
 # embeds, built in the same go build (hack/tools.sh says why). The largest
-# build (about 13 CPU minutes and 880 MB of modules cold), it runs in the
+# build (about 20 CPU minutes and 880 MB of modules cold; 17.5 minutes of
+# wall time on 2 cores beside the other tools), it runs in the
 # background beside the others, so that its module downloads and its
 # single-threaded links overlap their compiles instead of leaving a core
 # idle; a warm run finds it cached at once. In a session of its own, so that

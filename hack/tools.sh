@@ -145,7 +145,7 @@ k3s() { # k3s|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler
     # not a second Kubernetes (tools/kube/main.go).
     mkdir -p "$tree/fleet-role-kube"
     cp "$top/tools/kube/main.go" "$tree/fleet-role-kube/main.go"
-    echo "building ${pkgs[*]} of k3s $k3s_version from $tarball (cached in $cache/bin; the first build takes about 10 minutes on 2 cores)" >&2
+    echo "building ${pkgs[*]} of k3s $k3s_version from $tarball (cached in $cache/bin; the first build takes about 17 minutes on 2 cores, its module downloads included)" >&2
     local goversion proxy tmp
     goversion=$(go env GOVERSION)
     proxy="file://$overlay,$(go env GOPROXY)"
