@@ -85,7 +85,7 @@ func runParts(ctx context.Context, parts ...part) error {
 // serves until the component ends; an empty addr serves nothing (no part).
 // It listens at once, so that an address in use stops the command before
 // anything else starts.
-func serveMetrics(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, routes ...httpserve.Route) ([]part, error) {
+func serveMetrics(addr string, reg *prometheus.Registry, ready httpserve.Readiness, log *slog.Logger, routes ...httpserve.Route) ([]part, error) {
 	if addr == "" {
 		return nil, nil
 	}

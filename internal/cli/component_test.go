@@ -236,7 +236,8 @@ func TestProbeRefusesBadSettings(t *testing.T) {
 
 // The controller as a process, running for the Lease as the Deployment's
 // replicas do: /healthz answers from the start; /readyz fails while it has
-// not read the Lease (the API server is down when it starts), and it decides
+// not read the Lease (the API server is down when it starts), naming the
+// error of its last try, and it decides
 // nothing; once it leads it decides, /readyz passes, and the status names it
 // as the writer; /readyz fails again three periods after the API server
 // stops; /metrics carries the verdicts, the leader gauge and the failed
@@ -259,7 +260,7 @@ func TestControllerProcess(t *testing.T) {
 			return fmt.Errorf("/healthz %d %v", code, err)
 		}
 		code, body, err := get(base + "/readyz")
-		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "following: the lease has not been read yet") {
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "not leading: the lease fleet-role/fleet-role has not been read: get lease") || !strings.Contains(body, "connection refused") {
 			return fmt.Errorf("/readyz before the lease was read: %d %q %v", code, body, err)
 		}
 		_, page, _ := get(base + "/metrics")
@@ -327,7 +328,7 @@ func TestControllerProcess(t *testing.T) {
 	// A leader whose decisions fail says so; one whose renewals failed for
 	// the renew deadline first has stopped leading, and says that it has
 	// not read the Lease since.
-	if !strings.Contains(notReady, "over three sample periods") && !strings.Contains(notReady, "following: the lease was last read") {
+	if !strings.Contains(notReady, "over three sample periods") && !strings.Contains(notReady, "not leading: the lease fleet-role/fleet-role was last read") {
 		t.Errorf("/readyz said %q", notReady)
 	}
 	p.running(t)

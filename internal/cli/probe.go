@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -93,7 +94,7 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 		}
 		// Ready while it writes its samples: the API server refuses it a
 		// write to a record not its own (internal/probe/policy.go).
-		server, err := serveMetrics(metricsAddr, metrics.Registry, p.Ready, log)
+		server, err := serveMetrics(metricsAddr, metrics.Registry, httpserve.Plain(p.Ready), log)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
@@ -61,7 +62,7 @@ func TestMetricsBoundedAgainstRecordTexts(t *testing.T) {
 	metrics := controller.NewMetrics()
 	now := time.Now().UTC().Truncate(time.Second)
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: mem, Records: records, Nodes: nodes, Metrics: metrics,
-		Now: func() time.Time { return now }})
+		Clock: clocktesting.NewFakeClock(now)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,11 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
@@ -281,24 +281,6 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 	return -1
 }
 
-// clock is a settable time for the controller's Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // The controller writes status.json only when the document changed apart
 // from its timestamp, and at least once a window. Driven tick by tick on a
 // clock of the test's own against the real API server, with the entries left
@@ -331,9 +313,9 @@ func TestWritesOnlyOnChange(t *testing.T) {
 	}
 	cl := c.Client(t, probetest.ControllerSA)
 	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
-	clk := &clock{now: t0}
+	clk := clocktesting.NewFakeClock(t0)
 	metrics := controller.NewMetrics()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics, Now: clk.Now})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +343,7 @@ func TestWritesOnlyOnChange(t *testing.T) {
 		if i == 3 || i == 4 {
 			t.Logf("tick %d: verdicts %v", i, verdicts(st))
 		}
-		clk.add(s.SamplePeriod)
+		clk.Step(s.SamplePeriod)
 	}
 	if want := []int{0, 4, 24, 44}; !slices.Equal(wrote, want) {
 		t.Errorf("wrote at ticks %v, want %v", wrote, want)
@@ -414,7 +396,7 @@ func TestAPIServerRestart(t *testing.T) {
 		if _, err := status(t, c); err != nil {
 			return err
 		}
-		return ctrl.Ready()
+		return readyErr(ctrl)
 	})
 
 	before := map[string]int{}
@@ -429,12 +411,12 @@ func TestAPIServerRestart(t *testing.T) {
 				return fmt.Errorf("%s took %d samples since the API server stopped", n, got)
 			}
 		}
-		if err := ctrl.Ready(); err == nil {
+		if err := readyErr(ctrl); err == nil {
 			return errors.New("the controller is still ready")
 		}
 		return nil
 	})
-	notReady := ctrl.Ready()
+	notReady := readyErr(ctrl)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := c.Server.Restart(ctx); err != nil {
@@ -463,7 +445,7 @@ func TestAPIServerRestart(t *testing.T) {
 				}
 			}
 		}
-		return ctrl.Ready()
+		return readyErr(ctrl)
 	})
 	mostDuring := 0
 	for _, n := range names {
@@ -533,4 +515,10 @@ func checkEvents(t *testing.T, c *probetest.Cluster) {
 		})
 		t.Logf("kubectl describe node %s, Events: %s", node, got)
 	}
+}
+
+// readyErr is the controller's readiness as an error, its note aside.
+func readyErr(c *controller.Controller) error {
+	_, err := c.Ready()
+	return err
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
@@ -34,7 +36,10 @@ type Config struct {
 	Nodes   kube.Nodes
 	Log     *slog.Logger
 	Metrics *Metrics // optional
-	Now     func() time.Time
+	// Clock is what the controller reads time from: its decisions' now,
+	// its ticker, its readiness and its run for the Lease. Nil is the real
+	// clock; tests step a fake one.
+	Clock clock.WithTicker
 	// Page, when set, is given every decision, for the status page the
 	// controller serves (internal/statuspage).
 	Page *statuspage.Server
@@ -76,8 +81,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	return &Controller{cfg: cfg, log: cfg.Log}, nil
 }
@@ -96,7 +101,7 @@ const DecisionsPerPeriod = 2
 func (c *Controller) Run(ctx context.Context) error {
 	interval := c.cfg.Settings.SamplePeriod / DecisionsPerPeriod
 	c.log.Info("controller started", "interval", interval, "dry_run", true)
-	ticker := time.NewTicker(interval)
+	ticker := c.cfg.Clock.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		if _, err := c.Tick(ctx); err != nil && ctx.Err() == nil {
@@ -106,20 +111,20 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			c.log.Info("controller stopped")
 			return nil
-		case <-ticker.C:
+		case <-ticker.C():
 		}
 	}
 }
 
 // Tick is one decision: read, decide, publish when the document changed.
 func (c *Controller) Tick(ctx context.Context) (*decide.Status, error) {
-	start := time.Now()
+	start := c.cfg.Clock.Now()
 	st, err := c.tick(ctx)
-	c.cfg.Metrics.observeLoop(time.Since(start), err)
+	c.cfg.Metrics.observeLoop(c.cfg.Clock.Since(start), err)
 	c.mu.Lock()
 	c.lastErr = err
 	if err == nil {
-		c.lastSuccess = c.cfg.Now()
+		c.lastSuccess = c.cfg.Clock.Now()
 	}
 	c.mu.Unlock()
 	return st, err
@@ -139,7 +144,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	now := c.cfg.Now()
+	now := c.cfg.Clock.Now()
 	st := decide.Decide(decide.Input{
 		Now:        now,
 		Settings:   s,
@@ -305,21 +310,24 @@ func keyReasons(d decide.Decision) []decide.Reason {
 // periods: six decisions at DecisionsPerPeriod, so that one or two failed
 // rounds (an API server restarting) do not take the controller out of its
 // Service, and a controller that stopped deciding is not ready for long.
-func (c *Controller) Ready() error {
-	if handled, err := c.readyElected(); handled {
-		return err
+//
+// note says, when the controller is ready, what a reader of /readyz should
+// know beside it: a follower says who leads.
+func (c *Controller) Ready() (note string, err error) {
+	if handled, note, err := c.readyElected(); handled {
+		return note, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	limit := 3 * c.cfg.Settings.SamplePeriod
 	if c.lastSuccess.IsZero() {
 		if c.lastErr != nil {
-			return fmt.Errorf("no decision yet: %w", c.lastErr)
+			return "", fmt.Errorf("no decision yet: %w", c.lastErr)
 		}
-		return errors.New("no decision yet")
+		return "", errors.New("no decision yet")
 	}
-	if age := c.cfg.Now().Sub(c.lastSuccess); age > limit {
-		return fmt.Errorf("last successful decision %s ago, over three sample periods (%s): %v", age.Round(10*time.Millisecond), limit, c.lastErr)
+	if age := c.cfg.Clock.Now().Sub(c.lastSuccess); age > limit {
+		return "", fmt.Errorf("last successful decision %s ago, over three sample periods (%s): %v", age.Round(10*time.Millisecond), limit, c.lastErr)
 	}
-	return nil
+	return "", nil
 }

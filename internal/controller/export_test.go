@@ -1,6 +1,63 @@
 package controller
 
-import "github.com/fleet-role/fleet-role/internal/decide"
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/fleet-role/fleet-role/internal/decide"
+)
 
 // Remembered is remembered, for the tests of package controller_test.
 func Remembered(st *decide.Status) *decide.Status { return remembered(st) }
+
+// Elector is one run for the Lease, driven one try at a time by the tests
+// of package controller_test on a clock they step.
+type Elector struct{ el *elector }
+
+// NewElector is the elector RunElected makes, on clk, logging to log.
+func NewElector(e Election, clk clock.Clock, log *slog.Logger, status string) (*Elector, error) {
+	if err := e.validate(); err != nil {
+		return nil, err
+	}
+	return &Elector{el: &elector{e: e, clock: clk, log: log, status: status}}, nil
+}
+
+// Attempt names how one try ended.
+type Attempt string
+
+// Try is one try for the Lease, as acquire and renew make it.
+func (x *Elector) Try(ctx context.Context) (Attempt, error) {
+	a, err := x.el.try(ctx)
+	return [...]Attempt{attemptLeads: "leads", attemptHeld: "held", attemptGone: "gone", attemptFailed: "failed"}[a], err
+}
+
+// Leading is whether the elector leads now, by its clock.
+func (x *Elector) Leading() bool { return x.el.leading() }
+
+// StepDown ends its term, as renew does on seeing another holder.
+func (x *Elector) StepDown() { x.el.stepDown() }
+
+// Term is the term of the Lease as it last saw or wrote it.
+func (x *Elector) Term() int32 {
+	x.el.mu.Lock()
+	defer x.el.mu.Unlock()
+	return x.el.observed.Transitions
+}
+
+// Spells are the controller's spells of leading, [from, to] by its clock.
+func Spells(c *Controller) [][2]time.Time {
+	c.mu.Lock()
+	el := c.elector
+	c.mu.Unlock()
+	if el == nil {
+		return nil
+	}
+	var out [][2]time.Time
+	for _, s := range el.leadingSpells() {
+		out = append(out, [2]time.Time{s.from, s.to})
+	}
+	return out
+}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
@@ -74,6 +77,18 @@ func (e Election) TakeoverBound() time.Duration {
 	return e.LeaseDuration + time.Duration(2*(1+jitterFactor)*float64(e.RetryPeriod))
 }
 
+// HonouredDuration is the longest lease duration a follower waits out,
+// whatever a Lease says: its own, rounded up to the whole seconds a Lease
+// holds (kube.LeaseRecord). Every replica runs with the same flags, so an
+// honest holder never writes more; a Lease that says more (a hostile or
+// mistaken writer, say a year) would otherwise keep the honest replicas
+// following for as long as it says. A shorter duration is honoured as
+// written: a holder that gives the Lease up writes the least a Lease
+// counts, so that the follower takes it at its next retry.
+func (e Election) HonouredDuration() time.Duration {
+	return (e.LeaseDuration + time.Second - 1) / time.Second * time.Second
+}
+
 func (e Election) validate() error {
 	switch {
 	case e.Leases == nil || e.Status == nil:
@@ -92,62 +107,143 @@ func (e Election) validate() error {
 
 // elector is the state of one controller's run for the Lease.
 type elector struct {
-	e Election
+	e      Election
+	clock  clock.Clock
+	log    *slog.Logger
+	status string // the status ConfigMap, read for the last term when the Lease is gone
 
 	mu sync.Mutex
 	// observed is the Lease's record as last read or written, its
-	// resourceVersion, and when this process first saw it so (monotonic).
+	// resourceVersion, and when this process first saw it so (monotonic,
+	// taken after the read returned: a read that took long may return a
+	// renewal made while it was under way, and a stamp from before it
+	// would count that renewal's lease duration from before it was made).
 	observed   kube.LeaseRecord
 	observedRV string
 	observedAt time.Time
 	// renewedAt is when this process last acquired or renewed the Lease
-	// (monotonic, taken before the request), zero when it does not lead.
+	// (monotonic, taken before the request, so that the leader's own
+	// deadline never ends after the one the follower counts), zero when it
+	// does not lead.
 	renewedAt time.Time
 	// lastRead is when the Lease was last read or written at all: a
 	// follower that reads it is a ready follower.
 	lastRead time.Time
+	// lastErr is why the last attempt failed, nil when it did not.
+	lastErr error
+	// floor is the highest term this process has seen, in the Lease or in
+	// the status a leader wrote: a term it starts is above it, so terms
+	// never go back, even across a Lease deleted and made anew.
+	floor int32
+	// terms are this process's spells of leading, for the tests that hold
+	// two replicas' spells apart (see leadingSpells).
+	terms []spell
 }
 
-// tryAcquireOrRenew is client-go's: take the Lease when it is free or its
-// holder's last renewal, as this process saw it, is a lease duration old;
-// renew it when this controller holds it.
-func (el *elector) tryAcquireOrRenew(ctx context.Context) bool {
+// spell is one spell of leading, by this process's monotonic clock: from
+// the stamp its acquiring request was conditioned on to the end of its last
+// renew deadline, or to when it stepped down if that was earlier.
+type spell struct{ from, to time.Time }
+
+// attempt is how one try for the Lease ended.
+type attempt int
+
+const (
+	// attemptLeads: this controller acquired or renewed the Lease.
+	attemptLeads attempt = iota
+	// attemptHeld: another holds it, and its lease duration, as this
+	// process counts it, has not run out.
+	attemptHeld
+	// attemptGone: the Lease this controller leads by is gone (deleted, or
+	// emptied by another writer): its term ends, and it runs for a new one.
+	attemptGone
+	// attemptFailed: a read or write failed (the error says which).
+	attemptFailed
+)
+
+// try is client-go's tryAcquireOrRenew: take the Lease when it is free or
+// its holder's last renewal, as this process saw it, is a lease duration
+// old (at most HonouredDuration); renew it when this controller holds it.
+func (el *elector) try(ctx context.Context) (attempt, error) {
 	e := el.e
-	now := time.Now()
-	rec := kube.LeaseRecord{Holder: e.Identity, LeaseDuration: e.LeaseDuration, AcquireTime: now, RenewTime: now}
+	before := el.clock.Now()
+	rec := kube.LeaseRecord{Holder: e.Identity, LeaseDuration: e.LeaseDuration, AcquireTime: before, RenewTime: before}
 	old, rv, err := e.Leases.Get(ctx, e.Name)
+	if errors.Is(err, kube.ErrNotFound) && el.leadingNow() {
+		return attemptGone, nil
+	}
 	if errors.Is(err, kube.ErrNotFound) {
+		// No Lease (never made, or deleted): the term starts above every
+		// term this process or the status has seen.
+		rec.Transitions = el.floorFrom(ctx) + 1
 		rv, err = e.Leases.Create(ctx, e.Name, rec)
 		if err != nil {
-			return false
+			return el.failed(fmt.Errorf("no lease %s/%s; creating it: %w", e.Namespace, e.Name, err))
 		}
-		el.set(rec, rv, now, true)
-		return true
+		el.lead(rec, rv, before)
+		return attemptLeads, nil
 	}
 	if err != nil {
-		return false
+		return el.failed(err)
 	}
+	after := el.clock.Now()
 	el.mu.Lock()
 	if !sameRecord(old, el.observed) || rv != el.observedRV {
-		el.observed, el.observedRV, el.observedAt = old, rv, now
+		el.observed, el.observedRV, el.observedAt = old, rv, after
 	}
-	el.lastRead = now
-	expired := !el.observedAt.Add(el.observed.LeaseDuration).After(now)
+	el.lastRead, el.lastErr = after, nil
+	el.floor = max(el.floor, old.Transitions)
+	expired := !el.observedAt.Add(min(el.observed.LeaseDuration, e.HonouredDuration())).After(after)
+	floor := el.floor
 	el.mu.Unlock()
+	if old.Holder != e.Identity && el.leadingNow() {
+		// Written by another while this controller leads (taken over, or
+		// given up for it): its term is over, whoever holds the Lease now.
+		if old.Holder != "" {
+			return attemptHeld, nil
+		}
+		return attemptGone, nil
+	}
 	if old.Holder != "" && old.Holder != e.Identity && !expired {
-		return false
+		return attemptHeld, nil
 	}
 	if old.Holder == e.Identity {
 		rec.AcquireTime, rec.Transitions = old.AcquireTime, old.Transitions
 	} else {
-		rec.Transitions = old.Transitions + 1
+		rec.Transitions = max(old.Transitions, floor) + 1
 	}
 	rv, err = e.Leases.Update(ctx, e.Name, rec, rv)
 	if err != nil {
-		return false
+		return el.failed(err)
 	}
-	el.set(rec, rv, now, true)
-	return true
+	el.lead(rec, rv, before)
+	return attemptLeads, nil
+}
+
+// floorFrom raises the floor to the term of the status's writer, when the
+// status says one; a status that cannot be read leaves it as it is (the
+// Lease's own terms, as this process saw them, still hold).
+func (el *elector) floorFrom(ctx context.Context) int32 {
+	el.mu.Lock()
+	floor := el.floor
+	el.mu.Unlock()
+	if data, _, err := el.e.Status.Read(ctx, el.status); err == nil && data[decide.StatusKey] != "" {
+		if st, err := decide.UnmarshalStatus([]byte(data[decide.StatusKey])); err == nil && st.Writer != nil {
+			floor = max(floor, st.Writer.Term)
+		}
+	}
+	el.mu.Lock()
+	el.floor = max(el.floor, floor)
+	floor = el.floor
+	el.mu.Unlock()
+	return floor
+}
+
+func (el *elector) failed(err error) (attempt, error) {
+	el.mu.Lock()
+	el.lastErr = err
+	el.mu.Unlock()
+	return attemptFailed, err
 }
 
 // sameRecord compares two records, their times as instants.
@@ -156,15 +252,41 @@ func sameRecord(a, b kube.LeaseRecord) bool {
 		a.AcquireTime.Equal(b.AcquireTime) && a.RenewTime.Equal(b.RenewTime)
 }
 
-func (el *elector) set(rec kube.LeaseRecord, rv string, now time.Time, leading bool) {
+// lead records an acquisition or renewal conditioned on the stamp before.
+func (el *elector) lead(rec kube.LeaseRecord, rv string, before time.Time) {
 	el.mu.Lock()
 	defer el.mu.Unlock()
-	el.observed, el.observedRV, el.observedAt, el.lastRead = rec, rv, now, now
-	if leading {
-		el.renewedAt = now
-	} else {
-		el.renewedAt = time.Time{}
+	after := el.clock.Now()
+	el.observed, el.observedRV, el.observedAt, el.lastRead, el.lastErr = rec, rv, after, after, nil
+	el.floor = max(el.floor, rec.Transitions)
+	if el.renewedAt.IsZero() {
+		el.terms = append(el.terms, spell{from: before})
 	}
+	el.renewedAt = before
+	el.terms[len(el.terms)-1].to = before.Add(el.e.RenewDeadline)
+}
+
+// stepDown ends this process's leading now, whatever its deadline says.
+func (el *elector) stepDown() {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	if el.renewedAt.IsZero() {
+		return
+	}
+	now := el.clock.Now()
+	if last := &el.terms[len(el.terms)-1]; now.Before(last.to) {
+		last.to = now
+	}
+	el.renewedAt = time.Time{}
+}
+
+// forget clears the record as observed, after a lost term: the next read
+// stamps whatever it finds afresh.
+func (el *elector) forget() {
+	el.stepDown()
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	el.observed, el.observedRV, el.observedAt = kube.LeaseRecord{}, "", el.clock.Now()
 }
 
 // validUntil is when this controller stops leading unless it renews: a
@@ -178,30 +300,60 @@ func (el *elector) validUntil() time.Time {
 	return el.renewedAt.Add(el.e.RenewDeadline)
 }
 
-func (el *elector) leading() bool {
-	u := el.validUntil()
-	return !u.IsZero() && time.Now().Before(u)
+// leadingNow is whether this process holds a term, its deadline aside.
+func (el *elector) leadingNow() bool {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	return !el.renewedAt.IsZero()
 }
 
-// jittered waits a retry period, spread as client-go spreads it.
-func (el *elector) jittered(ctx context.Context) bool {
-	d := el.e.RetryPeriod + time.Duration(rand.Float64()*jitterFactor*float64(el.e.RetryPeriod))
-	t := time.NewTimer(d)
+func (el *elector) leading() bool {
+	u := el.validUntil()
+	return !u.IsZero() && el.clock.Now().Before(u)
+}
+
+// wait waits d; false when ctx ended first.
+func (el *elector) wait(ctx context.Context, d time.Duration) bool {
+	t := el.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }
 
+// jittered waits a retry period, spread as client-go spreads it.
+func (el *elector) jittered(ctx context.Context) bool {
+	return el.wait(ctx, el.e.RetryPeriod+time.Duration(rand.Float64()*jitterFactor*float64(el.e.RetryPeriod)))
+}
+
 // acquire tries every retry period until it holds the Lease; false when
-// ctx ended first.
+// ctx ended first. Every failed try is logged with its cause, and a new
+// holder once, so that a Lease this controller may not read or write (RBAC,
+// a wrong namespace) says so in its log rather than leaving it following
+// in silence.
 func (el *elector) acquire(ctx context.Context) bool {
+	lease := el.e.Namespace + "/" + el.e.Name
+	holder := ""
 	for {
-		if el.tryAcquireOrRenew(ctx) {
+		switch a, err := el.try(ctx); a {
+		case attemptLeads:
 			return true
+		case attemptHeld:
+			el.mu.Lock()
+			h, d := el.observed.Holder, el.observed.LeaseDuration
+			el.mu.Unlock()
+			if h != holder {
+				holder = h
+				el.log.Info("following: another controller holds the lease", "lease", lease, "holder", h,
+					"lease_duration", d, "honoured_at_most", el.e.HonouredDuration())
+			}
+		case attemptFailed:
+			if ctx.Err() == nil {
+				el.log.Warn("try for the lease failed; trying again after a retry period", "lease", lease, "err", err)
+			}
 		}
 		if !el.jittered(ctx) {
 			return false
@@ -210,34 +362,52 @@ func (el *elector) acquire(ctx context.Context) bool {
 }
 
 // renew renews every retry period until a renew deadline passes without a
-// renewal, or ctx ends; then it cancels the term.
+// renewal, another holder is seen, or ctx ends; then it cancels the term.
 func (el *elector) renew(ctx context.Context, lost context.CancelFunc) {
 	defer lost()
+	lease := el.e.Namespace + "/" + el.e.Name
 	for {
-		t := time.NewTimer(el.e.RetryPeriod)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !el.wait(ctx, el.e.RetryPeriod) {
 			return
-		case <-t.C:
 		}
+		reread := false
 		for {
 			until := el.validUntil()
-			if !time.Now().Before(until) {
+			if !el.clock.Now().Before(until) {
 				return
 			}
-			rctx, cancel := context.WithDeadline(ctx, until)
-			ok := el.tryAcquireOrRenew(rctx)
+			rctx, cancel := context.WithTimeout(ctx, until.Sub(el.clock.Now()))
+			a, err := el.try(rctx)
 			cancel()
-			if ok || ctx.Err() != nil {
+			if a == attemptLeads || ctx.Err() != nil {
 				break
+			}
+			if a == attemptGone {
+				el.log.Warn("the lease is gone (deleted or emptied by another); stepping down and running for a new term", "lease", lease)
+				el.stepDown()
+				return
+			}
+			if a == attemptHeld {
+				// Another took the Lease over (by its clock this lease ran
+				// out): writing on until this one's own deadline would make
+				// two writers.
+				el.mu.Lock()
+				h := el.observed.Holder
+				el.mu.Unlock()
+				el.log.Warn("another controller holds the lease; stepping down at once", "lease", lease, "holder", h)
+				el.stepDown()
+				return
+			}
+			el.log.Warn("renew the lease failed; trying again", "lease", lease, "err", err, "leading_until", until)
+			if errors.Is(err, kube.ErrConflict) && !reread {
+				// Written by another since this one read it: read it again
+				// at once (once) and see who holds it.
+				reread = true
+				continue
 			}
 			if !el.jittered(ctx) {
 				return
 			}
-		}
-		if ctx.Err() != nil {
-			return
 		}
 	}
 }
@@ -252,13 +422,12 @@ func (el *elector) release(ctx context.Context) error {
 	if !held || rec.Holder != el.e.Identity {
 		return nil
 	}
-	now := time.Now()
+	el.stepDown()
+	now := el.clock.Now()
 	rec.Holder, rec.LeaseDuration, rec.RenewTime = "", time.Second, now
-	rv, err := el.e.Leases.Update(ctx, el.e.Name, rec, rv)
-	if err != nil {
+	if _, err := el.e.Leases.Update(ctx, el.e.Name, rec, rv); err != nil {
 		return err
 	}
-	el.set(rec, rv, now, false)
 	return nil
 }
 
@@ -277,10 +446,10 @@ var errNotLeading = errors.New("not writing: this controller no longer holds the
 // condition that the status is as this leader last saw it.
 func (t *term) publish(ctx context.Context, text string) error {
 	until := t.el.validUntil()
-	if until.IsZero() || !time.Now().Before(until) {
+	if until.IsZero() || !t.el.clock.Now().Before(until) {
 		return errNotLeading
 	}
-	wctx, cancel := context.WithDeadline(ctx, until)
+	wctx, cancel := context.WithTimeout(ctx, until.Sub(t.el.clock.Now()))
 	defer cancel()
 	rv, err := t.el.e.Status.PatchKeyAt(wctx, t.status, decide.StatusKey, text, t.rv)
 	if errors.Is(err, kube.ErrConflict) {
@@ -308,7 +477,7 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 	if err := e.validate(); err != nil {
 		return err
 	}
-	el := &elector{e: e}
+	el := &elector{e: e, clock: c.cfg.Clock, log: c.log, status: c.cfg.Settings.StatusConfigMap}
 	c.cfg.Metrics.leading(false)
 	c.mu.Lock()
 	c.elector = el
@@ -347,8 +516,8 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 			}
 			return nil
 		}
-		el.set(kube.LeaseRecord{}, "", time.Now(), false)
-		c.log.Warn("lost the lease: no renewal within the renew deadline; this controller writes nothing until it leads again", "lease", lease, "renew_deadline", e.RenewDeadline)
+		el.forget()
+		c.log.Warn("lost the lease; this controller writes nothing until it leads again", "lease", lease, "renew_deadline", e.RenewDeadline)
 	}
 }
 
@@ -379,23 +548,42 @@ func (c *Controller) lead(ctx context.Context, t *term) {
 // readyElected is the readiness of a controller that runs for the Lease:
 // a follower is ready while it reads the Lease (it can take it over), that
 // is, it read it within a renew deadline, the time a leader keeps leading
-// without a renewal; a leader as Ready says of its decisions. handled is
-// false when the controller does not run for it.
-func (c *Controller) readyElected() (handled bool, err error) {
+// without a renewal, and its note says why it does not lead (who does);
+// one whose tries fail is not ready, and says why. A leader is as Ready
+// says of its decisions. handled is false when the controller does not run
+// for it.
+func (c *Controller) readyElected() (handled bool, note string, err error) {
 	c.mu.Lock()
 	el := c.elector
 	c.mu.Unlock()
 	if el == nil || el.leading() {
-		return false, nil
+		return false, "", nil
 	}
 	el.mu.Lock()
-	last := el.lastRead
+	last, lastErr, holder, since := el.lastRead, el.lastErr, el.observed.Holder, el.observedAt
 	el.mu.Unlock()
+	lease := el.e.Namespace + "/" + el.e.Name
 	if last.IsZero() {
-		return true, errors.New("following: the lease has not been read yet")
+		if lastErr != nil {
+			return true, "", fmt.Errorf("not leading: the lease %s has not been read: %w", lease, lastErr)
+		}
+		return true, "", fmt.Errorf("not leading: the lease %s has not been read yet", lease)
 	}
-	if age := time.Since(last); age > el.e.RenewDeadline {
-		return true, fmt.Errorf("following: the lease was last read %s ago, over the renew deadline %s", age.Round(time.Millisecond), el.e.RenewDeadline)
+	if age := el.clock.Since(last); age > el.e.RenewDeadline {
+		if lastErr != nil {
+			return true, "", fmt.Errorf("not leading: the lease %s was last read %s ago, over the renew deadline %s; the last try failed: %w", lease, age.Round(time.Millisecond), el.e.RenewDeadline, lastErr)
+		}
+		return true, "", fmt.Errorf("not leading: the lease %s was last read %s ago, over the renew deadline %s", lease, age.Round(time.Millisecond), el.e.RenewDeadline)
 	}
-	return true, nil
+	if holder == "" {
+		return true, fmt.Sprintf("following: the lease %s is free; this controller takes it at its next try", lease), nil
+	}
+	return true, fmt.Sprintf("following: %s holds the lease %s (as it stands, seen %s ago)", holder, lease, el.clock.Since(since).Round(time.Millisecond)), nil
+}
+
+// leadingSpells are the spells this process has led, for tests.
+func (el *elector) leadingSpells() []spell {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	return append([]spell(nil), el.terms...)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -156,29 +157,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	// renew deadline > 1.2 x retry period.
 	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
-	type replica struct {
-		id     string
-		leases *cutLeases
-		ctrl   *controller.Controller
-		loop   *probetest.Loop
-	}
-	start := func(id string, release bool) *replica {
-		cl := c.Client(t, probetest.ControllerSA)
-		leases, err := cl.Leases(s.Namespace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &replica{id: id, leases: &cutLeases{Leases: leases}}
-		r.ctrl, err = controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
-			Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		el := e
-		el.Leases, el.Status, el.Identity, el.ReleaseOnCancel = r.leases, cl.StatusStore(s.Namespace), id, release
-		r.loop = probetest.Go(t, "controller "+id, func(ctx context.Context) error { return r.ctrl.RunElected(ctx, el) })
-		return r
-	}
+	start := func(id string, release bool) *replica { return startReplica(t, c, s, e, id, release, nil) }
 	waitWriter := func(id string, within time.Duration) written {
 		t.Helper()
 		var got written
@@ -198,7 +177,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	// The watch may see the write before the decision that made it has
 	// returned: the leader is ready within a period of it.
 	probetest.Eventually(t, 3*s.SamplePeriod, func() error {
-		if err := a.ctrl.Ready(); err != nil {
+		if err := readyErr(a.ctrl); err != nil {
 			return fmt.Errorf("the leader is not ready: %w", err)
 		}
 		return nil
@@ -209,7 +188,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	if _, ok := history.lastBy("b"); ok {
 		t.Fatal("the follower wrote the status while the leader held the lease")
 	}
-	if err := b.ctrl.Ready(); err != nil {
+	if err := readyErr(b.ctrl); err != nil {
 		t.Errorf("the follower is not ready: %v", err)
 	}
 	if n := len(history.versions()); n < 2 {
@@ -263,6 +242,38 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	t.Logf("%d versions of the status, terms %v", len(history.versions()), terms(history.versions()))
 }
 
+// replica is one controller of two running for the Lease.
+type replica struct {
+	id     string
+	leases *cutLeases
+	ctrl   *controller.Controller
+	loop   *probetest.Loop
+}
+
+// startReplica starts a controller with the controller's own token running
+// for the Lease e names, its Lease client wrapped by wrap when set.
+func startReplica(t *testing.T, c *probetest.Cluster, s settings.Settings, e controller.Election, id string, release bool, wrap func(kube.Leases) kube.Leases) *replica {
+	t.Helper()
+	cl := c.Client(t, probetest.ControllerSA)
+	leases, err := cl.Leases(s.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		leases = wrap(leases)
+	}
+	r := &replica{id: id, leases: &cutLeases{Leases: leases}}
+	r.ctrl, err = controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
+		Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el := e
+	el.Leases, el.Status, el.Identity, el.ReleaseOnCancel = r.leases, cl.StatusStore(s.Namespace), id, release
+	r.loop = probetest.Go(t, "controller "+id, func(ctx context.Context) error { return r.ctrl.RunElected(ctx, el) })
+	return r
+}
+
 // waitWriter2 waits for a version by id other than the one at rv.
 func waitWriter2(t *testing.T, h *statusHistory, id, rv string, within time.Duration) written {
 	t.Helper()
@@ -286,4 +297,143 @@ func terms(vs []written) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// slowLeases delays every Get on its way to the API server, as a slow or
+// congested path to it does: the answer may carry a renewal made while the
+// request was under way.
+type slowLeases struct {
+	kube.Leases
+	delay time.Duration
+}
+
+func (l *slowLeases) Get(ctx context.Context, name string) (kube.LeaseRecord, string, error) {
+	select {
+	case <-ctx.Done():
+		return kube.LeaseRecord{}, "", ctx.Err()
+	case <-time.After(l.delay):
+	}
+	return l.Leases.Get(ctx, name)
+}
+
+// The election on the real API server under what would make two leaders:
+// one replica's reads of the Lease slow (half the renew deadline) while the
+// other is cut off and loses it; the Lease taken by a foreign writer with a
+// duration of an hour; the Lease deleted. Through all of it the spells the
+// two replicas led (by their own clock, one process here) never overlap,
+// the foreign hour is waited out for no longer than the replicas' own lease
+// duration, and the terms never go back, in the Lease and in the status,
+// across the deletion too.
+func TestElectionOnAPIServer(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 200*time.Millisecond)
+	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.13.1"})
+	startProbe(t, c, s, "server-1", &probetest.Sampler{})
+	history := watchStatus(t, c, s.StatusConfigMap)
+	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
+	leases := c.Admin.CoordinationV1().Leases(s.Namespace)
+	ctx := context.Background()
+	leaseTerm := func() int32 {
+		l, err := leases.Get(ctx, controller.LeaseName, metav1.GetOptions{})
+		if err != nil || l.Spec.LeaseTransitions == nil {
+			return -1
+		}
+		return *l.Spec.LeaseTransitions
+	}
+	leader := func(within time.Duration, not string) string {
+		t.Helper()
+		var who string
+		probetest.Eventually(t, within, func() error {
+			l, err := leases.Get(ctx, controller.LeaseName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if h := l.Spec.HolderIdentity; h != nil && (*h == "a" || *h == "b") && *h != not {
+				who = *h
+				return nil
+			}
+			return errors.New("neither replica holds the lease")
+		})
+		return who
+	}
+
+	a := startReplica(t, c, s, e, "a", false, nil)
+	leader(time.Minute, "")
+	b := startReplica(t, c, s, e, "b", false, func(l kube.Leases) kube.Leases { return &slowLeases{Leases: l, delay: e.RenewDeadline / 2} })
+	time.Sleep(e.LeaseDuration) // b follows, reading slowly
+	a.leases.cut.Store(true)
+	if got := leader(time.Minute, "a"); got != "b" {
+		t.Fatalf("after a was cut off, %s leads", got)
+	}
+	a.leases.cut.Store(false)
+	before := leaseTerm()
+
+	// A foreign writer takes the Lease for an hour.
+	l, err := leases.Get(ctx, controller.LeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour, intruder, term := int32(3600), "intruder", before+1
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime, l.Spec.AcquireTime, l.Spec.LeaseTransitions = &intruder, &hour, &now, &now, &term
+	if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	taken := time.Now()
+	// A replica sees it within its retry (and b's slow read), waits its own
+	// lease duration at most, and tries within two jittered retries.
+	bound := e.RenewDeadline/2 + e.TakeoverBound()
+	back := leader(2*bound+time.Minute, "")
+	t.Logf("the Lease taken for an hour by a foreign writer: %s led again %.2f s later (bound %v)", back, time.Since(taken).Seconds(), bound)
+	if d := time.Since(taken); d > bound+s.SamplePeriod {
+		t.Errorf("a replica led again %v after the foreign hour was written, past the bound %v (its own lease duration honoured at most)", d, bound)
+	}
+	if got := leaseTerm(); got <= term {
+		t.Errorf("term %d after taking over from the intruder's %d", got, term)
+	}
+
+	// The Lease deleted: whoever leads steps down, and a term above every
+	// one before starts.
+	high := leaseTerm()
+	if err := leases.Delete(ctx, controller.LeaseName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	leader(time.Minute, "")
+	if got := leaseTerm(); got <= high {
+		t.Errorf("the Lease made anew at term %d after it was deleted at term %d: terms went back", got, high)
+	}
+	probetest.Eventually(t, time.Minute, func() error {
+		v := history.versions()
+		if len(v) == 0 || v[len(v)-1].writer == nil || v[len(v)-1].writer.Term <= high {
+			return fmt.Errorf("no status written in a term above %d yet", high)
+		}
+		return nil
+	})
+
+	a.loop.Cancel()
+	b.loop.Cancel()
+	a.loop.Stop(t)
+	b.loop.Stop(t)
+	history.oneWriter(t)
+	sa, sb := controller.Spells(a.ctrl), controller.Spells(b.ctrl)
+	t.Logf("a led %d spells, b %d; status terms %v", len(sa), len(sb), terms(history.versions()))
+	if len(sa) == 0 || len(sb) == 0 {
+		t.Fatalf("a led %d spells and b %d: each should have led", len(sa), len(sb))
+	}
+	for _, x := range sa {
+		for _, y := range sb {
+			if x[0].Before(y[1]) && y[0].Before(x[1]) {
+				from, to := x[0], x[1]
+				if y[0].After(from) {
+					from = y[0]
+				}
+				if y[1].Before(to) {
+					to = y[1]
+				}
+				t.Errorf("a led %s to %s and b %s to %s: %v of overlap", x[0].Format("15:04:05.000"), x[1].Format("15:04:05.000"),
+					y[0].Format("15:04:05.000"), y[1].Format("15:04:05.000"), to.Sub(from))
+			}
+		}
+	}
 }

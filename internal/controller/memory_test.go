@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
@@ -59,7 +60,7 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 	if err := store.Create(s.StatusConfigMap, map[string]string{}); err != nil {
 		t.Fatal(err)
 	}
-	return controller.Config{Settings: s, Store: store, Records: records, Nodes: mem, Now: func() time.Time { return now }}, now
+	return controller.Config{Settings: s, Store: store, Records: records, Nodes: mem, Clock: clocktesting.NewFakeClock(now)}, now
 }
 
 // BenchmarkTick is one decision of the controller over the bench's
@@ -81,7 +82,8 @@ func BenchmarkTickWithPage(b *testing.B) { benchmarkTick(b, true) }
 
 func benchmarkTick(b *testing.B, page bool) {
 	cfg, now := largeFleet(b, 500)
-	cfg.Now = func() time.Time { return now }
+	clk := clocktesting.NewFakeClock(now)
+	cfg.Clock = clk
 	if page {
 		cfg.Page = statuspage.NewServer(statuspage.HistoryFor(cfg.Settings, controller.DecisionsPerPeriod), "bench")
 	}
@@ -96,7 +98,7 @@ func benchmarkTick(b *testing.B, page bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		now = now.Add(cfg.Settings.SamplePeriod / controller.DecisionsPerPeriod)
+		clk.Step(cfg.Settings.SamplePeriod / controller.DecisionsPerPeriod)
 		if _, err := c.Tick(ctx); err != nil {
 			b.Fatal(err)
 		}

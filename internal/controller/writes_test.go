@@ -13,6 +13,7 @@ import (
 	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // Deciding DecisionsPerPeriod times a period, the controller writes a change
@@ -62,8 +63,8 @@ func TestWritesAtMostOncePerPeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := &kubefake.CountingConfigMaps{Inner: mem}
-	clk := &clock{now: t0}
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: records, Nodes: nodes, Now: clk.Now})
+	clk := clocktesting.NewFakeClock(t0)
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: records, Nodes: nodes, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestWritesAtMostOncePerPeriod(t *testing.T) {
 				t.Fatalf("tick 5: agent-1 %s, want unknown", v)
 			}
 		}
-		clk.add(tick)
+		clk.Step(tick)
 	}
 	if want := []int{0, 2, 4, 5, 7, 9}; !slices.Equal(wrote, want) {
 		t.Errorf("wrote at ticks %v, want %v", wrote, want)

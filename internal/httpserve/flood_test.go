@@ -41,7 +41,7 @@ func serveChild(mode string) int {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector())
-	s, err := startLimits("127.0.0.1:0", reg, func() error { return nil }, nil, lim)
+	s, err := startLimits("127.0.0.1:0", reg, Plain(func() error { return nil }), nil, lim)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -97,17 +97,27 @@ type Route struct {
 	Handler http.Handler
 }
 
+// Readiness reports why a component is not ready (err), or, when it is,
+// what a reader of /readyz should know beside it (note: a follower says
+// who leads; empty when there is nothing to add).
+type Readiness func() (note string, err error)
+
+// Plain is the Readiness of a component with nothing to add when ready.
+func Plain(ready func() error) Readiness {
+	return func() (string, error) { return "", ready() }
+}
+
 // Start listens on addr and serves until Shutdown, within DefaultLimits.
-// ready reports why the component is not ready (nil when it is); /healthz
-// answers as long as the process serves at all. routes are served on the
-// same mux, within the same limits.
-func Start(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, routes ...Route) (*Server, error) {
+// ready answers /readyz: 503 with why the component is not ready, or 200
+// "ok" and its note; /healthz answers as long as the process serves at
+// all. routes are served on the same mux, within the same limits.
+func Start(addr string, reg *prometheus.Registry, ready Readiness, log *slog.Logger, routes ...Route) (*Server, error) {
 	return startLimits(addr, reg, ready, log, DefaultLimits, routes...)
 }
 
 // startLimits is Start within the given limits (the tests' servers, which
 // measure what the bounds save).
-func startLimits(addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger, lim Limits, routes ...Route) (*Server, error) {
+func startLimits(addr string, reg *prometheus.Registry, ready Readiness, log *slog.Logger, lim Limits, routes ...Route) (*Server, error) {
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		mux.Handle(r.Pattern, r.Handler)
@@ -120,8 +130,13 @@ func startLimits(addr string, reg *prometheus.Registry, ready func() error, log 
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
+		note, err := ready()
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if note != "" {
+			fmt.Fprintln(w, "ok: "+note)
 			return
 		}
 		fmt.Fprintln(w, "ok")

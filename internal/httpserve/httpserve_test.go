@@ -17,10 +17,10 @@ import (
 )
 
 // start serves within lim on loopback; ready is /readyz's answer.
-func start(t *testing.T, lim Limits, ready func() error) *Server {
+func start(t *testing.T, lim Limits, ready Readiness) *Server {
 	t.Helper()
 	if ready == nil {
-		ready = func() error { return nil }
+		ready = func() (string, error) { return "", nil }
 	}
 	s, err := startLimits("127.0.0.1:0", prometheus.NewRegistry(), ready, nil, lim)
 	if err != nil {
@@ -240,7 +240,7 @@ func TestTimeouts(t *testing.T) {
 		// /readyz answers after the handler's pause: a handler slower
 		// than the write timeout gets no response out.
 		pause := make(chan time.Duration, 1)
-		s := start(t, lim, func() error { time.Sleep(<-pause); return nil })
+		s := start(t, lim, func() (string, error) { time.Sleep(<-pause); return "", nil })
 		for _, c := range []struct {
 			pause  time.Duration
 			served bool
@@ -284,7 +284,7 @@ func TestTimeouts(t *testing.T) {
 // rather than leave the component running without its metrics.
 func TestRunEndsWithItsContextOrItsListener(t *testing.T) {
 	for _, fail := range []bool{false, true} {
-		s, err := startLimits("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, nil, DefaultLimits)
+		s, err := startLimits("127.0.0.1:0", prometheus.NewRegistry(), Plain(func() error { return nil }), nil, DefaultLimits)
 		if err != nil {
 			t.Fatal(err)
 		}

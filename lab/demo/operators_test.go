@@ -87,7 +87,7 @@ func (o *operators) register(component, host string, reg *prometheus.Registry) {
 	if component != "probe" {
 		return
 	}
-	srv, err := httpserve.Start("127.0.0.1:0", reg, func() error { return nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := httpserve.Start("127.0.0.1:0", reg, httpserve.Plain(func() error { return nil }), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		o.t.Errorf("serve %s's probe: %v", host, err)
 		return

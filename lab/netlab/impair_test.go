@@ -5,6 +5,7 @@ package netlab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"slices"
@@ -182,8 +183,18 @@ func TestLoss(t *testing.T) {
 		}
 		if i%64 == 63 {
 			// Let the TUN's reader keep up: a datagram the TUN's own queue
-			// dropped would be neither lost nor forwarded.
-			time.Sleep(time.Millisecond)
+			// dropped would be neither lost nor forwarded. A pause is not
+			// enough on a busy machine (the reader may not run for tens of
+			// milliseconds), so no more than half the device's queue of
+			// 500 (Linux's default txqueuelen for a TUN) is ever in flight.
+			const inFlight = 250
+			eventually(t, 10*time.Second, "the TUN's reader keeping up", func() error {
+				now := l.Stats()
+				if judged := (now.Lost - before.Lost) + (now.Forwarded - before.Forwarded); int(judged) < i+1-inFlight {
+					return fmt.Errorf("%d of %d sent judged", judged, i+1)
+				}
+				return nil
+			})
 		}
 	}
 	var after Stats

@@ -136,7 +136,7 @@ type recorder struct {
 }
 
 func (r *recorder) register(component, host string, reg *prometheus.Registry) {
-	srv, err := httpserve.Start("127.0.0.1:0", reg, func() error { return nil }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := httpserve.Start("127.0.0.1:0", reg, httpserve.Plain(func() error { return nil }), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		log.Fatalf("serve %s %s: %v", component, host, err)
 	}

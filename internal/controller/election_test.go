@@ -1,0 +1,372 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/fleet-role/fleet-role/internal/controller"
+	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/kube"
+)
+
+// The election's rules, one try at a time on a fake clock. The Lease here
+// is a map with the API server's compare-and-swap on resourceVersion: what
+// these tests hold is the elector's arithmetic of time, which a real API
+// server's latency would blur at the boundaries (at, just under and just
+// over a duration). TestElectionOnAPIServer holds the same rules against
+// the real API server, with two whole replicas.
+
+// memLeases is one Lease in memory. read, when set, runs inside Get before
+// it answers (a slow read: the test steps the clock, or renews the Lease
+// as another holder would while the read is under way).
+type memLeases struct {
+	mu   sync.Mutex
+	rec  *kube.LeaseRecord
+	rv   int
+	err  error // every call fails with it, when set
+	read func()
+}
+
+func (l *memLeases) Get(ctx context.Context, name string) (kube.LeaseRecord, string, error) {
+	l.mu.Lock()
+	read := l.read
+	l.mu.Unlock()
+	if read != nil {
+		read()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return kube.LeaseRecord{}, "", l.err
+	}
+	if l.rec == nil {
+		return kube.LeaseRecord{}, "", fmt.Errorf("get lease %s: %w", name, kube.ErrNotFound)
+	}
+	return *l.rec, strconv.Itoa(l.rv), nil
+}
+
+func (l *memLeases) Create(ctx context.Context, name string, r kube.LeaseRecord) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return "", l.err
+	}
+	if l.rec != nil {
+		return "", fmt.Errorf("create lease %s: %w", name, kube.ErrConflict)
+	}
+	return l.put(r), nil
+}
+
+func (l *memLeases) Update(ctx context.Context, name string, r kube.LeaseRecord, rv string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return "", l.err
+	}
+	if l.rec == nil || rv != strconv.Itoa(l.rv) {
+		return "", fmt.Errorf("update lease %s at %s: %w", name, rv, kube.ErrConflict)
+	}
+	return l.put(r), nil
+}
+
+// put stores r as a Lease holds it: whole seconds.
+func (l *memLeases) put(r kube.LeaseRecord) string {
+	r.LeaseDuration = (r.LeaseDuration + time.Second - 1) / time.Second * time.Second
+	l.rv++
+	l.rec = &r
+	return strconv.Itoa(l.rv)
+}
+
+// set writes the Lease as another writer would.
+func (l *memLeases) set(r kube.LeaseRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.put(r)
+}
+
+func (l *memLeases) delete() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rec = nil
+}
+
+// memStatus is the status ConfigMap's data in memory.
+type memStatus struct{ data map[string]string }
+
+func (s *memStatus) Read(ctx context.Context, name string) (map[string]string, string, error) {
+	if s.data == nil {
+		return nil, "", fmt.Errorf("get configmap %s: %w", name, kube.ErrNotFound)
+	}
+	return s.data, "1", nil
+}
+
+func (s *memStatus) PatchKeyAt(ctx context.Context, name, key, value, rv string) (string, error) {
+	return "", errors.New("not written in these tests")
+}
+
+// testElection is the shipped timing.
+func testElection(l kube.Leases, st kube.StatusStore, id string) controller.Election {
+	return controller.Election{Leases: l, Status: st, Namespace: "fleet-role", Name: controller.LeaseName, Identity: id,
+		LeaseDuration: controller.DefaultLeaseDuration, RenewDeadline: controller.DefaultRenewDeadline, RetryPeriod: controller.DefaultRetryPeriod}
+}
+
+func newElector(t *testing.T, e controller.Election, clk *clocktesting.FakeClock, log *bytes.Buffer) *controller.Elector {
+	t.Helper()
+	var h slog.Handler = slog.DiscardHandler
+	if log != nil {
+		h = slog.NewTextHandler(log, nil)
+	}
+	x, err := controller.NewElector(e, clk, slog.New(h), "fleet-role-status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func try(t *testing.T, x *controller.Elector, want controller.Attempt) {
+	t.Helper()
+	if got, err := x.Try(context.Background()); got != want {
+		t.Fatalf("try: %s (%v), want %s", got, err, want)
+	}
+}
+
+// A follower waits out a foreign holder's lease duration, by its own clock
+// from when it first saw the renewal, but never longer than its own lease
+// duration: a Lease written to say a year keeps nobody following for a
+// year. A shorter duration is honoured as written.
+func TestFollowerHonoursAtMostItsOwnDuration(t *testing.T) {
+	own := controller.DefaultLeaseDuration
+	for _, c := range []struct {
+		name    string
+		written time.Duration
+		waits   time.Duration
+	}{
+		{"a year, capped at its own", 365 * 24 * time.Hour, own},
+		{"its own, just over (a second more)", own + time.Second, own},
+		{"its own", own, own},
+		{"just under its own (a second less)", own - time.Second, own - time.Second},
+		{"the second a release writes", time.Second, time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+			clk := clocktesting.NewFakeClock(t0)
+			l := &memLeases{}
+			l.set(kube.LeaseRecord{Holder: "foreign", LeaseDuration: c.written, AcquireTime: t0, RenewTime: t0, Transitions: 1})
+			x := newElector(t, testElection(l, &memStatus{}, "b"), clk, nil)
+			try(t, x, "held") // first sight: the wait counts from here
+			clk.Step(c.waits - time.Nanosecond)
+			try(t, x, "held")
+			clk.Step(time.Nanosecond)
+			try(t, x, "leads")
+			if got := x.Term(); got != 2 {
+				t.Errorf("term %d after taking over from term 1, want 2", got)
+			}
+		})
+	}
+}
+
+// A read that takes long may return a renewal made while it was under way:
+// the follower counts the lease duration from when the read returned, not
+// from when it was sent, so that it never takes over before the holder's
+// renew deadline (counted from before that renewal) has run out.
+func TestSlowReadStampsWhenItReturns(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	l := &memLeases{}
+	l.set(kube.LeaseRecord{Holder: "a", LeaseDuration: controller.DefaultLeaseDuration, AcquireTime: t0, RenewTime: t0})
+	x := newElector(t, testElection(l, &memStatus{}, "b"), clk, nil)
+	try(t, x, "held")
+	// The next read takes 8 s; a renews 7 s into it (a's renew deadline
+	// then ends 10 s after that renewal, at 17 s from the read's start).
+	const slow, renewAt = 8 * time.Second, 7 * time.Second
+	sent := clk.Now()
+	l.read = func() {
+		clk.Step(renewAt)
+		l.set(kube.LeaseRecord{Holder: "a", LeaseDuration: controller.DefaultLeaseDuration, AcquireTime: t0, RenewTime: clk.Now()})
+		clk.Step(slow - renewAt)
+	}
+	try(t, x, "held")
+	l.read = nil
+	returned := clk.Now()
+	aUntil := sent.Add(renewAt).Add(controller.DefaultRenewDeadline)
+	// Stamped when sent, b would take over at sent+15 s; stamped when the
+	// read returned, at returned+15 s.
+	clk.SetTime(sent.Add(controller.DefaultLeaseDuration))
+	try(t, x, "held")
+	clk.SetTime(returned.Add(controller.DefaultLeaseDuration).Add(-time.Nanosecond))
+	try(t, x, "held")
+	clk.SetTime(returned.Add(controller.DefaultLeaseDuration))
+	if !clk.Now().After(aUntil) {
+		t.Fatalf("the test's own arithmetic: b's takeover %v is not after a's renew deadline %v", clk.Now(), aUntil)
+	}
+	try(t, x, "leads")
+}
+
+// A leader that sees another holder stops leading at that moment, not at
+// the end of its own renew deadline; one whose Lease was deleted stops too
+// and runs for a new term, whose number is above every term it saw and the
+// term the status names: terms never go back.
+func TestStepDownAndTermsNeverGoBack(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	l := &memLeases{}
+	a := newElector(t, testElection(l, &memStatus{}, "a"), clk, nil)
+	try(t, a, "leads")
+	if got := a.Term(); got != 1 {
+		t.Fatalf("a's first term %d, want 1 (a Lease made anew, no status)", got)
+	}
+	clk.Step(controller.DefaultRetryPeriod)
+	try(t, a, "leads")
+
+	// Another holder, seen by the leader's renewal: it steps down then.
+	l.set(kube.LeaseRecord{Holder: "c", LeaseDuration: controller.DefaultLeaseDuration, AcquireTime: clk.Now(), RenewTime: clk.Now(), Transitions: 5})
+	clk.Step(controller.DefaultRetryPeriod)
+	if !a.Leading() {
+		t.Fatal("a stopped leading before it saw another holder")
+	}
+	try(t, a, "held")
+	// What renew does on that answer.
+	a.StepDown()
+	if a.Leading() {
+		t.Fatal("a still leads after stepping down, within its renew deadline")
+	}
+
+	// The Lease deleted while a leads again: a's next renewal finds it
+	// gone and ends the term; its next try makes a term above 5.
+	clk.Step(controller.DefaultLeaseDuration)
+	try(t, a, "leads")
+	if got := a.Term(); got != 6 {
+		t.Fatalf("a took over from term 5 with term %d, want 6", got)
+	}
+	l.delete()
+	clk.Step(controller.DefaultRetryPeriod)
+	try(t, a, "gone")
+	a.StepDown()
+	try(t, a, "leads")
+	if got := a.Term(); got != 7 {
+		t.Errorf("a's term after the Lease was made anew: %d, want 7 (above the 6 it held)", got)
+	}
+
+	// A new process (a restart: it remembers nothing) finds no Lease and a
+	// status written in term 41: its term is 42.
+	l.delete()
+	doc, err := (&decide.Status{Schema: decide.Schema, Writer: &decide.Writer{Identity: "old", Term: 41}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decide.UnmarshalStatus(doc); err != nil {
+		t.Fatalf("the test's status does not read back: %v", err)
+	}
+	b := newElector(t, testElection(l, &memStatus{data: map[string]string{decide.StatusKey: string(doc)}}, "b"), clk, nil)
+	try(t, b, "leads")
+	if got := b.Term(); got != 42 {
+		t.Errorf("a new process's term with no Lease and the status at term 41: %d, want 42", got)
+	}
+	// And one that finds a Lease made anew at term 0 by another writer
+	// takes over above the highest it saw.
+	l.set(kube.LeaseRecord{Holder: "", LeaseDuration: time.Second, RenewTime: clk.Now()})
+	clk.Step(controller.DefaultRetryPeriod)
+	try(t, b, "gone") // emptied under it by another: its term is over
+	b.StepDown()
+	try(t, b, "leads")
+	if got := b.Term(); got != 43 {
+		t.Errorf("term after a Lease made anew at 0: %d, want 43", got)
+	}
+}
+
+// Every failed try says why in the log, and the readiness of a controller
+// whose tries fail names the cause; once it reads the Lease, a follower is
+// ready and says who leads.
+func TestFailedTriesSayWhy(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	forbidden := fmt.Errorf("get lease fleet-role/fleet-role: %w: leases.coordination.k8s.io \"fleet-role\" is forbidden", kube.ErrForbidden)
+	l := &memLeases{err: forbidden}
+	cfg, _ := largeFleet(t, 0)
+	cfg.Clock = clk
+	var log syncBuffer
+	cfg.Log = slog.New(slog.NewTextHandler(&log, nil))
+	c, err := controller.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.RunElected(ctx, testElection(l, &memStatus{}, "a")) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// Three tries: the first at once, then one a jittered retry period.
+	const tries = 3
+	for i := range tries {
+		waitFor(t, func() bool { return strings.Count(log.String(), "try for the lease failed") > i })
+		if i < tries-1 {
+			waitFor(t, clk.HasWaiters)
+			clk.Step(controller.DefaultRetryPeriod * 22 / 10)
+		}
+	}
+	if n := strings.Count(log.String(), "forbidden"); n < tries {
+		t.Errorf("%d log lines name the cause (forbidden) of %d failed tries:\n%s", n, tries, log.String())
+	}
+	_, rerr := c.Ready()
+	if rerr == nil || !errors.Is(rerr, kube.ErrForbidden) || !strings.Contains(rerr.Error(), "not leading") {
+		t.Errorf("readiness while every try is forbidden: %v, want not ready, saying not leading and why (forbidden)", rerr)
+	}
+
+	// The Lease readable, and held by another: ready, following, naming it.
+	l.mu.Lock()
+	l.err = nil
+	l.mu.Unlock()
+	l.set(kube.LeaseRecord{Holder: "b", LeaseDuration: controller.DefaultLeaseDuration, AcquireTime: clk.Now(), RenewTime: clk.Now()})
+	waitFor(t, clk.HasWaiters)
+	clk.Step(controller.DefaultRetryPeriod * 22 / 10)
+	waitFor(t, func() bool { return strings.Contains(log.String(), "holder=b") })
+	note, rerr := c.Ready()
+	if rerr != nil || !strings.Contains(note, "following: b holds the lease") {
+		t.Errorf("readiness following b: %q, %v; want ready, naming b", note, rerr)
+	}
+}
+
+// syncBuffer is a log two goroutines may use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond until it holds, for at most ten seconds of real time
+// (the goroutine under test runs at once on a stepped clock; the bound is
+// for a busy machine).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
