@@ -257,6 +257,24 @@ func TestStepDownAndTermsNeverGoBack(t *testing.T) {
 		t.Errorf("a's term after the Lease was made anew: %d, want 7 (above the 6 it held)", got)
 	}
 
+	// Deleted under a holder another process saw: that one waits out the
+	// holder's lease duration before it makes the Lease anew (the holder
+	// writes until its next renewal finds it gone).
+	c := newElector(t, testElection(l, &memStatus{}, "c"), clk, nil)
+	clk.Step(controller.DefaultRetryPeriod)
+	try(t, a, "leads")
+	try(t, c, "held")
+	seen := clk.Now()
+	l.delete()
+	clk.SetTime(seen.Add(controller.DefaultLeaseDuration - time.Nanosecond))
+	try(t, c, "held")
+	clk.SetTime(seen.Add(controller.DefaultLeaseDuration))
+	try(t, c, "leads")
+	if got := c.Term(); got != 8 {
+		t.Errorf("c's term after waiting out a's deleted term 7: %d, want 8", got)
+	}
+	a.StepDown()
+
 	// A new process (a restart: it remembers nothing) finds no Lease and a
 	// status written in term 41: its term is 42.
 	l.delete()

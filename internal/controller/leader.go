@@ -140,9 +140,13 @@ type elector struct {
 	terms []spell
 }
 
+// maxSpells bounds the spells kept: a process that runs for months keeps
+// the latest, enough for any test, not one per term it ever held.
+const maxSpells = 64
+
 // spell is one spell of leading, by this process's monotonic clock: from
-// the stamp its acquiring request was conditioned on to the end of its last
-// renew deadline, or to when it stepped down if that was earlier.
+// when its acquiring write returned to the end of its last renew deadline,
+// or to when it stepped down if that was earlier.
 type spell struct{ from, to time.Time }
 
 // attempt is how one try for the Lease ended.
@@ -171,6 +175,12 @@ func (el *elector) try(ctx context.Context) (attempt, error) {
 	old, rv, err := e.Leases.Get(ctx, e.Name)
 	if errors.Is(err, kube.ErrNotFound) && el.leadingNow() {
 		return attemptGone, nil
+	}
+	if errors.Is(err, kube.ErrNotFound) && el.heldByOther() {
+		// Deleted under a holder this process saw: that holder writes on
+		// until its next renewal finds the Lease gone, so its lease
+		// duration is waited out as if the Lease were still there.
+		return attemptHeld, nil
 	}
 	if errors.Is(err, kube.ErrNotFound) {
 		// No Lease (never made, or deleted): the term starts above every
@@ -260,7 +270,12 @@ func (el *elector) lead(rec kube.LeaseRecord, rv string, before time.Time) {
 	el.observed, el.observedRV, el.observedAt, el.lastRead, el.lastErr = rec, rv, after, after, nil
 	el.floor = max(el.floor, rec.Transitions)
 	if el.renewedAt.IsZero() {
-		el.terms = append(el.terms, spell{from: before})
+		if len(el.terms) == maxSpells {
+			el.terms = append(el.terms[:0], el.terms[1:]...)
+		}
+		// A spell starts when the write that took the Lease returned: no
+		// status is written before.
+		el.terms = append(el.terms, spell{from: after})
 	}
 	el.renewedAt = before
 	el.terms[len(el.terms)-1].to = before.Add(el.e.RenewDeadline)
@@ -298,6 +313,17 @@ func (el *elector) validUntil() time.Time {
 		return time.Time{}
 	}
 	return el.renewedAt.Add(el.e.RenewDeadline)
+}
+
+// heldByOther is whether the Lease, as this process last saw it, names
+// another holder whose lease duration (at most HonouredDuration) has not
+// run out since.
+func (el *elector) heldByOther() bool {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	o := el.observed
+	return o.Holder != "" && o.Holder != el.e.Identity &&
+		el.observedAt.Add(min(o.LeaseDuration, el.e.HonouredDuration())).After(el.clock.Now())
 }
 
 // leadingNow is whether this process holds a term, its deadline aside.
