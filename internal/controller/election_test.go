@@ -17,6 +17,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 // The election's rules, one try at a time on a fake clock. The Lease here
@@ -329,9 +330,14 @@ func TestFailedTriesSayWhy(t *testing.T) {
 	// Three tries: the first at once, then one a jittered retry period.
 	const tries = 3
 	for i := range tries {
-		waitFor(t, func() bool { return strings.Count(log.String(), "try for the lease failed") > i })
+		probetest.Eventually(t, 10*time.Second, func() error {
+			if n := strings.Count(log.String(), "try for the lease failed"); n <= i {
+				return fmt.Errorf("%d failed tries logged, want %d", n, i+1)
+			}
+			return nil
+		})
 		if i < tries-1 {
-			waitFor(t, clk.HasWaiters)
+			waitForTimer(t, clk)
 			clk.Step(controller.DefaultRetryPeriod * 22 / 10)
 		}
 	}
@@ -348,9 +354,14 @@ func TestFailedTriesSayWhy(t *testing.T) {
 	l.err = nil
 	l.mu.Unlock()
 	l.set(kube.LeaseRecord{Holder: "b", LeaseDuration: controller.DefaultLeaseDuration, AcquireTime: clk.Now(), RenewTime: clk.Now()})
-	waitFor(t, clk.HasWaiters)
+	waitForTimer(t, clk)
 	clk.Step(controller.DefaultRetryPeriod * 22 / 10)
-	waitFor(t, func() bool { return strings.Contains(log.String(), "holder=b") })
+	probetest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(log.String(), "holder=b") {
+			return errors.New("no log line names the holder b yet")
+		}
+		return nil
+	})
 	note, rerr := c.Ready()
 	if rerr != nil || !strings.Contains(note, "following: b holds the lease") {
 		t.Errorf("readiness following b: %q, %v; want ready, naming b", note, rerr)
@@ -375,16 +386,15 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// waitFor polls cond until it holds, for at most ten seconds of real time
-// (the goroutine under test runs at once on a stepped clock; the bound is
-// for a busy machine).
-func waitFor(t *testing.T, cond func() bool) {
+// waitForTimer waits until the elector waits on clk's timer, so that a step
+// of the clock reaches it (the goroutine under test runs at once on a
+// stepped clock; the bound is for a busy machine).
+func waitForTimer(t *testing.T, clk *clocktesting.FakeClock) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10 s")
+	probetest.Eventually(t, 10*time.Second, func() error {
+		if !clk.HasWaiters() {
+			return errors.New("the elector is not waiting on the clock yet")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }

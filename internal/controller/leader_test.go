@@ -361,7 +361,13 @@ func TestElectionOnAPIServer(t *testing.T) {
 	a := startReplica(t, c, s, e, "a", false, nil)
 	leader(time.Minute, "")
 	b := startReplica(t, c, s, e, "b", false, func(l kube.Leases) kube.Leases { return &slowLeases{Leases: l, delay: e.RenewDeadline / 2} })
-	time.Sleep(e.LeaseDuration) // b follows, reading slowly
+	// b follows, reading slowly: ready, and naming a as the holder.
+	probetest.Eventually(t, time.Minute, func() error {
+		if note, err := b.ctrl.Ready(); err != nil || !strings.Contains(note, "following: a holds the lease") {
+			return fmt.Errorf("b's readiness: %q, %v", note, err)
+		}
+		return nil
+	})
 	a.leases.cut.Store(true)
 	if got := leader(time.Minute, "a"); got != "b" {
 		t.Fatalf("after a was cut off, %s leads", got)

@@ -328,3 +328,28 @@ func getURL(url string) (int, string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
 }
+
+// /readyz: 200 "ok" when ready with nothing to add, 200 "ok: NOTE" when
+// ready with a note (a follower naming the leader), 503 with the reason
+// when not ready.
+func TestReadyzSaysItsNote(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		note     string
+		err      error
+		code     int
+		wantBody string
+	}{
+		{"ready", "", nil, 200, "ok\n"},
+		{"ready with a note", "following: a holds the lease", nil, 200, "ok: following: a holds the lease\n"},
+		{"not ready", "ignored", errors.New("not leading: forbidden"), 503, "not leading: forbidden\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := start(t, DefaultLimits, func() (string, error) { return c.note, c.err })
+			code, body, err := getURL("http://" + s.Addr + "/readyz")
+			if err != nil || code != c.code || body != c.wantBody {
+				t.Errorf("/readyz: %d %q %v, want %d %q", code, body, err, c.code, c.wantBody)
+			}
+		})
+	}
+}
