@@ -24,6 +24,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,6 +243,26 @@ func TestPodsAreHardened(t *testing.T) {
 	mib, err := strconv.ParseInt(strings.TrimSuffix(wantEnv[2].Value, "MiB"), 10, 64)
 	if hard := pod.Containers[0].Resources.Limits.Memory().Value(); err != nil || mib<<20*4 != hard*3 {
 		t.Errorf("controller GOMEMLIMIT %s (%v) is not three quarters of its memory limit, %d bytes", wantEnv[2].Value, err, hard)
+	}
+	// On servers alone: a term per server label k3s sets itself (a kubelet
+	// may not set node-role.kubernetes.io labels), required; the taints k3s
+	// servers carry tolerated by key, none with an empty key (which would
+	// tolerate every taint, a lost node's among them). test/pods holds the
+	// scheduler to it on a real kubelet.
+	wantTerms := []corev1.NodeSelectorTerm{
+		{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}},
+		{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "node-role.kubernetes.io/etcd", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}},
+	}
+	if a := pod.Affinity; a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		!reflect.DeepEqual(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms, wantTerms) || len(pod.NodeSelector) != 0 {
+		t.Errorf("controller: affinity %+v, node selector %v: want required node affinity to the k3s server labels %+v alone", pod.Affinity, pod.NodeSelector, wantTerms)
+	}
+	var keys []string
+	for _, tol := range pod.Tolerations {
+		keys = append(keys, tol.Key)
+	}
+	if want := []string{"CriticalAddonsOnly", "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/etcd"}; !slices.Equal(keys, want) {
+		t.Errorf("controller: tolerations of keys %q, want %q (no empty key)", keys, want)
 	}
 	// Two replicas, one writer by the Lease; a roll adds the new pod
 	// before an old one goes, and a disruption budget keeps one.
@@ -748,6 +769,10 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 		{verb: "patch", resource: "configmaps/fleet-role-status", namespace: ns, probe: true, controller: true,
 			note: "the admission policy refuses the probe: not its node's record"},
 		{verb: "update", resource: "configmaps/fleet-role-status", namespace: ns},
+		{verb: "create", resource: "configmaps/fleet-role-status", namespace: ns, probe: true, controller: true,
+			note: "the controller: a server-side apply that makes a deleted status anew, authorized as a create of that name (a POST create, which carries no name, is refused); the probe: the admission policy refuses it, not its node's record"},
+		{verb: "create", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true,
+			note: "the admission policy refuses the probe: not its node's record"},
 		{verb: "delete", resource: "configmaps/fleet-role-status", namespace: ns, probe: true,
 			note: "the admission policy refuses the probe: not its node's record"},
 		{verb: "get", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true},

@@ -115,6 +115,10 @@ func (s *memStatus) PatchKeyAt(ctx context.Context, name, key, value, rv string)
 	return "", errors.New("not written in these tests")
 }
 
+func (s *memStatus) Create(ctx context.Context, name, key, value string) (string, error) {
+	return "", errors.New("not made in these tests")
+}
+
 // testElection is the shipped timing.
 func testElection(l kube.Leases, st kube.StatusStore, id string) controller.Election {
 	return controller.Election{Leases: l, Status: st, Namespace: "fleet-role", Name: controller.LeaseName, Identity: id,

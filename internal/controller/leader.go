@@ -487,6 +487,19 @@ func (t *term) publish(ctx context.Context, text string) error {
 		}
 		return fmt.Errorf("the status was written by another since this controller last wrote it: %w", err)
 	}
+	if errors.Is(err, kube.ErrNotFound) {
+		// Deleted (by a person, or an uninstall left half done): made anew
+		// with this decision, while the term lasts, rather than a leader
+		// that holds the Lease and writes nothing until the install is
+		// applied again.
+		rv, cerr := t.el.e.Status.Create(wctx, t.status, decide.StatusKey, text)
+		if cerr != nil {
+			return fmt.Errorf("the status is gone (%w) and making it anew failed: %w", err, cerr)
+		}
+		t.el.log.Warn("the status ConfigMap was deleted; made it anew with this decision", "configmap", t.el.e.Namespace+"/"+t.status)
+		t.rv = rv
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -508,6 +521,7 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 	c.mu.Lock()
 	c.elector = el
 	c.mu.Unlock()
+	c.cfg.Page.SetStanding(c.Standing)
 	lease := e.Namespace + "/" + e.Name
 	c.log.Info("running for the lease", "lease", lease, "identity", e.Identity,
 		"lease_duration", e.LeaseDuration, "renew_deadline", e.RenewDeadline, "retry_period", e.RetryPeriod)
@@ -530,6 +544,10 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 		lost()
 		<-renewed
 		c.cfg.Metrics.leading(false)
+		// The term's decisions are over (Run has returned): nothing of the
+		// last one is exported or served as if it were still current.
+		c.cfg.Metrics.forgetDecision()
+		c.cfg.Page.Forget()
 		if ctx.Err() != nil {
 			if e.ReleaseOnCancel {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.RenewDeadline)
@@ -553,7 +571,9 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 func (c *Controller) lead(ctx context.Context, t *term) {
 	for {
 		data, rv, err := t.el.e.Status.Read(ctx, t.status)
-		if err == nil {
+		if err == nil || errors.Is(err, kube.ErrNotFound) {
+			// A status that is gone holds no memory: the term starts as on
+			// a new install, and its first write makes the status anew.
 			t.rv = rv
 			c.previous, c.loaded = nil, true
 			c.takePrevious(data)
@@ -605,6 +625,21 @@ func (c *Controller) readyElected() (handled bool, note string, err error) {
 		return true, fmt.Sprintf("following: the lease %s is free; this controller takes it at its next try", lease), nil
 	}
 	return true, fmt.Sprintf("following: %s holds the lease %s (as it stands, seen %s ago)", holder, lease, el.clock.Since(since).Round(time.Millisecond)), nil
+}
+
+// Standing is whether this controller leads and, when it does not, who
+// does or why it cannot tell (readyElected's note or error): the status page
+// asks it at every request. A controller that does not run for the Lease
+// always leads.
+func (c *Controller) Standing() (leading bool, note string) {
+	handled, note, err := c.readyElected()
+	switch {
+	case !handled:
+		return true, ""
+	case err != nil:
+		return false, err.Error()
+	}
+	return false, note
 }
 
 // leadingSpells are the spells this process has led, for tests.

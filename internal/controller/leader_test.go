@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +22,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -191,6 +195,14 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	if err := readyErr(b.ctrl); err != nil {
 		t.Errorf("the follower is not ready: %v", err)
 	}
+	// A scrape of both pods and a browser on either see one decision: the
+	// leader's. The follower names the leader.
+	if err := b.follows(t, "following: a holds the lease"); err != nil {
+		t.Error(err)
+	}
+	if err := a.leads(t); err != nil {
+		t.Error(err)
+	}
 	if n := len(history.versions()); n < 2 {
 		t.Fatalf("the leader wrote %d versions in %v", n, 2*e.LeaseDuration)
 	}
@@ -211,6 +223,12 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	if d := took.at.Sub(cut); d > e.TakeoverBound()+s.SamplePeriod {
 		t.Errorf("b took over %v after the leader was cut off, past the bound %v", d, e.TakeoverBound())
 	}
+	// Deposed, a drops its decision: by the time b writes, a's renew
+	// deadline is over, and within the decision it may have had under way
+	// (a period) it exports none and its page says it cannot read the
+	// Lease.
+	probetest.Eventually(t, s.SamplePeriod, func() error { return a.follows(t, "not leading: the lease") })
+	probetest.Eventually(t, 3*s.SamplePeriod, func() error { return b.leads(t) })
 	if took.writer.Term <= first.writer.Term {
 		t.Errorf("b's term %d is not after a's %d", took.writer.Term, first.writer.Term)
 	}
@@ -244,10 +262,58 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 
 // replica is one controller of two running for the Lease.
 type replica struct {
-	id     string
-	leases *cutLeases
-	ctrl   *controller.Controller
-	loop   *probetest.Loop
+	id      string
+	leases  *cutLeases
+	ctrl    *controller.Controller
+	metrics *controller.Metrics
+	page    *statuspage.Server
+	loop    *probetest.Loop
+}
+
+// decisionGauges are the gauges a decision sets.
+var decisionGauges = []string{"fleet_role_host_verdict", "fleet_role_host_samples", "fleet_role_swap", "fleet_role_records",
+	"fleet_role_host_record_issue", "fleet_role_host_deciding_value", "fleet_role_host_deciding_limit", "fleet_role_decision_held", "fleet_role_failure_tolerance"}
+
+// standing is what a replica says of itself to a scrape and a browser: the
+// decision gauges it exports a series of, its fleet_role_leader, and its
+// status page's code and body.
+func (r *replica) standing(t *testing.T) (gauges []string, leader float64, code int, page string) {
+	t.Helper()
+	mfs, err := r.metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader = -1
+	for _, mf := range mfs {
+		switch {
+		case mf.GetName() == "fleet_role_leader":
+			leader = mf.GetMetric()[0].GetGauge().GetValue()
+		case slices.Contains(decisionGauges, mf.GetName()) && len(mf.GetMetric()) > 0:
+			gauges = append(gauges, mf.GetName())
+		}
+	}
+	w := httptest.NewRecorder()
+	r.page.ServeHTTP(w, httptest.NewRequest(http.MethodGet, statuspage.Path, nil))
+	return gauges, leader, w.Code, w.Body.String()
+}
+
+// follows holds that r exports no decision, says it does not lead, and
+// names why in its page (want in the body).
+func (r *replica) follows(t *testing.T, want string) error {
+	gauges, leader, code, page := r.standing(t)
+	if len(gauges) > 0 || leader != 0 || code != http.StatusServiceUnavailable || !strings.Contains(page, want) {
+		return fmt.Errorf("%s, not leading, exports decision gauges %v and fleet_role_leader %v, its page answers %d %q; want none, 0, and 503 saying %q", r.id, gauges, leader, code, page, want)
+	}
+	return nil
+}
+
+// leads holds that r exports its decision and serves its page.
+func (r *replica) leads(t *testing.T) error {
+	gauges, leader, code, page := r.standing(t)
+	if !slices.Contains(gauges, "fleet_role_host_verdict") || leader != 1 || code != http.StatusOK {
+		return fmt.Errorf("%s, leading, exports decision gauges %v and fleet_role_leader %v, its page answers %d %.200q; want the verdicts, 1 and 200", r.id, gauges, leader, code, page)
+	}
+	return nil
 }
 
 // startReplica starts a controller with the controller's own token running
@@ -262,9 +328,9 @@ func startReplica(t *testing.T, c *probetest.Cluster, s settings.Settings, e con
 	if wrap != nil {
 		leases = wrap(leases)
 	}
-	r := &replica{id: id, leases: &cutLeases{Leases: leases}}
+	r := &replica{id: id, leases: &cutLeases{Leases: leases}, metrics: controller.NewMetrics(), page: statuspage.NewServer(4, "controller "+id)}
 	r.ctrl, err = controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
-		Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes()})
+		Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: r.metrics, Page: r.page})
 	if err != nil {
 		t.Fatal(err)
 	}

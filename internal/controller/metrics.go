@@ -209,6 +209,20 @@ func (m *Metrics) leading(on bool) {
 	m.leader.Set(v)
 }
 
+// forgetDecision drops every series of the last decision: a replica that
+// no longer leads decides nothing, and gauges left as its last decision
+// set them would read, to an alert or a dashboard scraping every pod, as a
+// second controller's current verdicts and swap. The counters of this
+// process's own work (loops, writes, the leader gauge) stay.
+func (m *Metrics) forgetDecision() {
+	if m == nil {
+		return
+	}
+	for _, g := range []*prometheus.GaugeVec{m.verdict, m.samples, m.swap, m.records, m.recordIssue, m.deciding, m.decidingLim, m.held, m.tolerance} {
+		g.Reset()
+	}
+}
+
 func (m *Metrics) written() {
 	if m == nil {
 		return

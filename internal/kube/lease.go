@@ -152,6 +152,16 @@ type StatusStore interface {
 	// its precondition; it returns the new resourceVersion, or an error
 	// wrapping ErrConflict when the ConfigMap is no longer at rv.
 	PatchKeyAt(ctx context.Context, name, key, value, rv string) (string, error)
+	// Create makes the ConfigMap anew, found deleted, holding data[key]
+	// alone and the install's labels, and returns its resourceVersion.
+	Create(ctx context.Context, name, key, value string) (string, error)
+}
+
+// StatusLabels are the labels the install gives the status ConfigMap
+// (deploy/base/configmaps.yaml and the kustomization's part-of), which a
+// status made anew carries too.
+func StatusLabels() map[string]string {
+	return map[string]string{"app.kubernetes.io/name": "fleet-role", "app.kubernetes.io/part-of": "fleet-role"}
 }
 
 // StatusStore returns the status store of namespace.
@@ -192,6 +202,31 @@ func (s *clientStatus) PatchKeyAt(ctx context.Context, name, key, value, rv stri
 	}
 	if err != nil {
 		return "", fmt.Errorf("patch configmap %s/%s key %s: %w", s.ns, name, key, classify(err))
+	}
+	return cm.ResourceVersion, nil
+}
+
+// Create makes the status anew with a server-side apply. An apply that
+// creates is authorized as a create of that name, so that RBAC can grant
+// it by name (resourceNames); a POST create carries no name to authorize,
+// and granting it would let the controller's token create any ConfigMap of
+// the namespace, a probe's record among them. The apply is forced: a status
+// made by another in the meantime (the installer applying again, or a
+// leader deposed a moment ago) gets this key, and the next conditioned
+// write reads it again.
+func (s *clientStatus) Create(ctx context.Context, name, key, value string) (string, error) {
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": s.ns, "labels": StatusLabels()},
+		"data":     map[string]string{key: value},
+	})
+	if err != nil {
+		return "", fmt.Errorf("create configmap %s/%s: %w", s.ns, name, err)
+	}
+	force := true
+	cm, err := s.c.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: fieldManager, Force: &force})
+	if err != nil {
+		return "", fmt.Errorf("create configmap %s/%s by server-side apply: %w", s.ns, name, classify(err))
 	}
 	return cm.ResourceVersion, nil
 }

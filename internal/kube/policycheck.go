@@ -78,6 +78,13 @@ func (p *policyCheck) CheckRefused(ctx context.Context, owner record.Owner) erro
 		metav1.PatchOptions{DryRun: dry, FieldManager: fieldManager})
 	switch {
 	case apierrors.IsForbidden(err):
+	case apierrors.IsNotFound(err):
+		// The status is gone (deleted; its leader makes it anew at its next
+		// write): a patch of it is answered before admission, so it tells
+		// nothing of the policy, and the create's refusal, by the same
+		// policy and binding, stands for both. Failing here would leave a
+		// probe started meanwhile writing nothing until the install is
+		// applied again.
 	case err == nil:
 		what = append(what, fmt.Sprintf("a patch of ConfigMap %s/%s, the status", p.ns, p.status))
 	default:

@@ -27,7 +27,7 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var nodes []corev1.Node
-	for _, name := range []string{"voter-1", "voter-2"} {
+	for _, name := range []string{"voter-1", "voter-2", "voter-3"} {
 		n, err := c.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -40,8 +40,8 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 	}
 	defer stop()
 	r := nodeevents.New(rec)
-	prev := status(none, host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Fit))
-	cur := status(held(decide.GateCooldown, "the voter set changed 5m ago"), host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Unfit))
+	prev := status(none, host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Fit), host("voter-3", decide.RoleVoter, decide.Fit))
+	cur := status(held(decide.GateCooldown, "the voter set changed 5m ago"), host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Unfit), unknownHost("voter-3"))
 	r.Observe(prev, cur, nodes)
 
 	kubectl, kc := testenv.Kubectl(t), c.Kubeconfig(t, "")
@@ -93,6 +93,29 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 	if len(list.Items) != 1 || list.Items[0].Count != 2 || list.Items[0].InvolvedObject.UID != nodes[1].UID || list.Items[0].Source.Component != "fleet-role-controller" {
 		t.Fatalf("events on voter-2 in namespace default: %+v, want one counted twice, on the Node's UID", list.Items)
 	}
+	// voter-3's reason carries a record's hostile text: the API server
+	// holds it escaped, and describe prints no control character of it.
+	probetest.Eventually(t, time.Minute, func() error {
+		l, err := c.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=voter-3"})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) != 1 {
+			return fmt.Errorf("%d events on voter-3, want 1", len(l.Items))
+		}
+		if m, want := l.Items[0].Message, decide.Printable(hostile); !strings.Contains(m, want) || strings.ContainsAny(m, "\x1b\n\u202e") {
+			return fmt.Errorf("the event on voter-3 holds %q, want the text escaped as %q", m, want)
+		}
+		return nil
+	})
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kc, "describe", "node", "voter-3").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl describe node voter-3: %v\n%s", err, out)
+	}
+	if _, ev, _ := strings.Cut(string(out), "\nEvents:"); !strings.Contains(ev, `\x1b[2J\nNormal`) || strings.ContainsAny(ev, "\x1b\u202e") || strings.Contains(ev, "\nNormal  Fit  node/voter-9") {
+		t.Errorf("kubectl describe node voter-3 prints the record's text unescaped, or not at all:%s", ev)
+	}
+
 	// voter-1 did not change: nothing on it.
 	if others, err := c.Admin.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=voter-1"}); err != nil || len(others.Items) != 0 {
 		t.Fatalf("events on voter-1: %v %v, want none", others, err)

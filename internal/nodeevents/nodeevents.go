@@ -138,7 +138,12 @@ func Changes(prev, cur *decide.Status) []Event {
 		if verdicts[host].Verdict == decide.Unfit {
 			typ = corev1.EventTypeWarning
 		}
-		out = append(out, Event{Node: host, Type: typ, Reason: p.reason, Message: clip(strings.Join(p.parts, "; "))})
+		// Escaped as the CLI escapes what it prints (decide.Printable), then
+		// clipped: a reason's detail may carry a record's text, and
+		// `kubectl describe node` and `kubectl get events` print a message
+		// as it is, so that a terminal escape or a line break in it would
+		// act on the operator's terminal or forge a line of the listing.
+		out = append(out, Event{Node: host, Type: typ, Reason: p.reason, Message: clip(decide.Printable(strings.Join(p.parts, "; ")))})
 	}
 	return out
 }

@@ -151,6 +151,42 @@ func TestMessageBound(t *testing.T) {
 	}
 }
 
+// hostile is a record's text as an unknown host's reason may carry it: a
+// terminal escape that clears the screen, a line break that forges a line
+// of `kubectl get events`, a bidi override and a byte that is not UTF-8.
+const hostile = "record cannot be read: \x1b[2J\nNormal  Fit  node/voter-9  all is well \u202eevil\xff"
+
+// unknownHost is a host judged unknown by a reason that carries hostile.
+func unknownHost(name string) decide.Host {
+	return decide.Host{Name: name, Role: decide.RoleVoter, Verdict: decide.Unknown, Deciding: at(0),
+		Reasons: []decide.Reason{{Signal: decide.SignalEntry, Detail: hostile}}}
+}
+
+// A message carries a record's text escaped as the CLI prints it, so that
+// `kubectl describe node` prints no terminal escape and no forged line; the
+// escaping counts against the bound, which still holds.
+func TestMessageEscapesRecordText(t *testing.T) {
+	got := nodeevents.Changes(status(none, host("voter-3", decide.RoleVoter, decide.Fit)), status(none, unknownHost("voter-3")))
+	if len(got) != 1 {
+		t.Fatalf("events %+v, want one", got)
+	}
+	m := got[0].Message
+	for _, bad := range []string{"\x1b", "\n", "\u202e", "\xff"} {
+		if strings.Contains(m, bad) {
+			t.Errorf("message %q holds %q as it is", m, bad)
+		}
+	}
+	if want := decide.Printable(hostile); !strings.Contains(m, want) {
+		t.Errorf("message %q lacks the escaped text %q", m, want)
+	}
+	long := unknownHost("voter-3")
+	long.Reasons[0].Detail = strings.Repeat("\x1b", nodeevents.MaxMessageBytes)
+	got = nodeevents.Changes(status(none, host("voter-3", decide.RoleVoter, decide.Fit)), status(none, long))
+	if m := got[0].Message; len(m) > nodeevents.MaxMessageBytes || strings.Contains(m, "\x1b") || !strings.HasSuffix(m, "…") {
+		t.Errorf("a message of escapes: %d bytes (bound %d), %q", len(m), nodeevents.MaxMessageBytes, m[:min(len(m), 80)])
+	}
+}
+
 // Observe hands each Event to the recorder on its Node, and none for a host
 // whose Node it was not given.
 func TestObserveRecordsOnTheNode(t *testing.T) {

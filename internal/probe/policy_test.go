@@ -189,3 +189,60 @@ func hostIn(st *decide.Status, name string) *decide.Host {
 	}
 	return nil
 }
+
+// With the status ConfigMap deleted (a person, or an uninstall left half
+// done), a probe that starts still proves the policy in force by the
+// refused create of a record not its own, and writes its samples: it does
+// not wait for the install to be applied again. With the binding also gone
+// it still withholds: a status it cannot patch does not hide an admitted
+// create.
+func TestPolicyCheckWithTheStatusGone(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 100*time.Millisecond)
+	c.AddNodes(t, probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.12.3"},
+		probetest.Node{Name: "agent-2", Eligible: true, Address: "127.0.12.4"})
+	ctx := context.Background()
+	if err := c.Admin.CoreV1().ConfigMaps(s.Namespace).Delete(ctx, s.StatusConfigMap, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := func(node string) (*probe.Prober, *probe.Metrics) {
+		cl := c.ProbeClient(t, node)
+		m := probe.NewMetrics()
+		p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.Namespace),
+			Policy: cl.PolicyCheck(s.Namespace, s.StatusConfigMap), Nodes: cl.Nodes(),
+			Sampler: &probetest.Sampler{}, Log: probetest.NewLog().Logger, Metrics: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		probetest.Go(t, "probe "+node, p.Run)
+		return p, m
+	}
+	p, m := start("agent-1")
+	probetest.Eventually(t, time.Minute, func() error {
+		if err := p.Ready(); err != nil {
+			return err
+		}
+		if e, ok := c.Entry(t, "agent-1"); !ok || e.Withheld != "" || len(e.Samples) < 3 {
+			return fmt.Errorf("agent-1's record: withheld %q, %d samples", e.Withheld, len(e.Samples))
+		}
+		return nil
+	})
+	if v, ok := gauge(t, m.Registry, "fleet_role_probe_policy_enforced"); !ok || v != 1 {
+		t.Errorf("fleet_role_probe_policy_enforced %v (exported %v) with the status gone and the policy in force, want 1", v, ok)
+	}
+
+	if err := c.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "fleet-role-probe-records", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p2, _ := start("agent-2")
+	probetest.Eventually(t, time.Minute, func() error {
+		if err := p2.Ready(); err == nil || !strings.Contains(err.Error(), "writing no samples") {
+			return fmt.Errorf("agent-2 Ready: %v, want writing no samples", err)
+		}
+		e, ok := c.Entry(t, "agent-2")
+		if !ok || len(e.Samples) != 0 || !strings.Contains(e.Withheld, "a create of ConfigMap fleet-role/agent-2.fleet-role-policy-check") {
+			return fmt.Errorf("agent-2's record: %v, %d samples, withheld %q", ok, len(e.Samples), e.Withheld)
+		}
+		return nil
+	})
+}

@@ -29,6 +29,10 @@ type Server struct {
 	mu      sync.Mutex
 	model   *Model
 	history *History
+	// standing, when set, says whether this process leads, and when it
+	// does not, who does: a replica that does not lead serves no page of
+	// its own (its last decision, were it kept, would read as current).
+	standing func() (leading bool, note string)
 }
 
 // HistoryFor is how many decisions the controller's page remembers at
@@ -51,6 +55,31 @@ func (s *Server) Observe(st *decide.Status) {
 	defer s.mu.Unlock()
 	s.model = m
 	s.history.Add(st)
+}
+
+// SetStanding makes the page ask standing, at each request, whether this
+// process leads: while it does not, the page answers 503 with the note
+// (who leads). A nil Server ignores it.
+func (s *Server) SetStanding(standing func() (leading bool, note string)) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.standing = standing
+}
+
+// Forget drops the last decision: a replica that stopped leading serves
+// its next term's page from that term's first decision, never the one it
+// made before (the history keeps the decisions it made, with their times).
+// A nil Server ignores it.
+func (s *Server) Forget() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.model = nil
 }
 
 // Page is the page as it would be served now; ok is false before the first
@@ -78,6 +107,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "busy rendering other requests for this page; try again", http.StatusServiceUnavailable)
 		return
+	}
+	s.mu.Lock()
+	standing := s.standing
+	s.mu.Unlock()
+	if standing != nil {
+		if leading, note := standing(); !leading {
+			http.Error(w, "this controller does not lead, so it serves no decision: "+note, http.StatusServiceUnavailable)
+			return
+		}
 	}
 	p, ok := s.Page()
 	if !ok {

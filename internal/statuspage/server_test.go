@@ -57,4 +57,28 @@ func TestServer(t *testing.T) {
 	}
 	var nilServer *statuspage.Server
 	nilServer.Observe(st) // observes nothing, and does not panic
+	nilServer.SetStanding(nil)
+	nilServer.Forget()
+
+	// A replica that does not lead serves no decision of its own, and
+	// says who leads; leading again, it serves its decisions.
+	leading, note := false, "following: b holds the lease fleet-role/fleet-role"
+	s.SetStanding(func() (bool, string) { return leading, note })
+	if resp, body := get(http.MethodGet); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "does not lead") || !strings.Contains(body, note) {
+		t.Errorf("not leading: %d %q, want 503 naming the holder", resp.StatusCode, body)
+	}
+	leading = true
+	if resp, _ := get(http.MethodGet); resp.StatusCode != http.StatusOK {
+		t.Errorf("leading again: %d, want the page", resp.StatusCode)
+	}
+	// Forgotten at the end of a term: the next term's first decision is
+	// the first served.
+	s.Forget()
+	if resp, body := get(http.MethodGet); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "no decision yet") {
+		t.Errorf("after Forget: %d %q, want 503 no decision yet", resp.StatusCode, body)
+	}
+	s.Observe(st)
+	if resp, body := get(http.MethodGet); resp.StatusCode != http.StatusOK || !strings.Contains(body, "(3 remembered)") {
+		t.Errorf("the next term's first decision: %d, want the page with the history kept", resp.StatusCode)
+	}
 }

@@ -315,6 +315,14 @@ func (s *scenario) install(t *testing.T, ctx context.Context) {
 		if len(cs) != 2 {
 			return fmt.Errorf("%d controller pods Ready, want 2", len(cs))
 		}
+		// On servers alone, never on the agent (deploy/base/controller.yaml:
+		// the node affinity to the labels k3s gives its servers).
+		for _, p := range cs {
+			if !slices.Contains(servers, p.Spec.NodeName) {
+				s.podStates(t, ctx)
+				t.Fatalf("the controller pod %s runs on %s, not a server (%s)", p.Name, p.Spec.NodeName, strings.Join(servers, ", "))
+			}
+		}
 		ctrl, err = s.leaderPod(ctx)
 		return err
 	})

@@ -160,6 +160,7 @@ func TestPods(t *testing.T) {
 	if ok {
 		t.Run("resume", func(t *testing.T) { s.checkResume(t, ctx, probe) })
 	}
+	t.Run("servers only", func(t *testing.T) { s.checkServersOnly(t, ctx) })
 	for _, e := range s.c.ExitedComponents() {
 		t.Errorf("a component exited during the scenario: %s", e)
 	}
@@ -199,11 +200,7 @@ func (s *scenario) renderedLabels(t *testing.T, ctx context.Context) map[string]
 func (s *scenario) labelAsK3s(t *testing.T, ctx context.Context) {
 	t.Helper()
 	patch := map[string]any{"metadata": map[string]any{
-		"labels": map[string]string{
-			decide.EtcdRoleLabel:                    "true",
-			"node-role.kubernetes.io/control-plane": "true",
-			"node-role.kubernetes.io/master":        "true",
-		},
+		"labels": serverLabelValues(),
 		"annotations": map[string]string{
 			"etcd.k3s.cattle.io/node-name": s.c.Etcd.Members[0].Name,
 			decide.NodeAddressAnnotation:   cluster.NodeIP.String(),
@@ -239,6 +236,71 @@ func (s *scenario) kubectl(t *testing.T, ctx context.Context, args ...string) st
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// serverLabels are the labels k3s itself gives a server's Node, which its
+// kubelet may not set (NodeRestriction): labelAsK3s sets them.
+var serverLabels = []string{decide.EtcdRoleLabel, "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+
+func serverLabelValues() map[string]string {
+	m := map[string]string{}
+	for _, k := range serverLabels {
+		m[k] = "true"
+	}
+	return m
+}
+
+// checkServersOnly holds the controller to servers on the real scheduler:
+// with k3s's server labels taken off the node (to the scheduler, an
+// agent), a new controller pod is not scheduled, for its node affinity;
+// with them given back, it runs there and is ready.
+func (s *scenario) checkServersOnly(t *testing.T, ctx context.Context) {
+	labels := map[string]any{}
+	for _, k := range serverLabels {
+		labels[k] = nil
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if _, err := s.c.Admin.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, b, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("take the server labels off the node: %v", err)
+	}
+	if err := s.c.Admin.CoreV1().Pods(namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: ctrlLabel}); err != nil {
+		t.Fatalf("delete the controller's pods: %v", err)
+	}
+	err := poll(ctx, podsTimeout, func() error {
+		l, err := s.c.Admin.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: ctrlLabel})
+		if err != nil {
+			return err
+		}
+		var waiting, state []string
+		for _, p := range l.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			why := "not yet judged by the scheduler"
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					why = c.Message
+				}
+			}
+			if p.Spec.NodeName == "" && strings.Contains(why, "node affinity") {
+				waiting = append(waiting, p.Name)
+				continue
+			}
+			state = append(state, fmt.Sprintf("%s on node %q: %s", p.Name, p.Spec.NodeName, why))
+		}
+		if len(state) > 0 || len(waiting) == 0 {
+			return fmt.Errorf("controller pods on a node without the server labels: unschedulable for node affinity %v; others %v", waiting, state)
+		}
+		t.Logf("without the server labels, the controller's pods %v are unschedulable for their node affinity", waiting)
+		return nil
+	})
+	if err != nil {
+		s.events(t, ctx)
+		t.Fatal(err)
+	}
+	s.labelAsK3s(t, ctx)
+	p := s.waitReady(t, ctx, ctrlLabel, "")
+	t.Logf("with the server labels back, %s is Running and Ready on %s", p.Name, p.Spec.NodeName)
 }
 
 // readSettings reads the settings as the cluster holds them.
