@@ -19,9 +19,12 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY cmd ./cmd
 COPY internal ./internal
 # CGO off: a static binary that runs on a base with no C library.
+# -buildvcs=true: built in a Git checkout, the binary names its commit
+# (`fleet-role version`); this context leaves .git out, so here it names
+# none and says "(devel)", without failing.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags="-s -w" -o /out/fleet-role ./cmd/fleet-role
+    go build -trimpath -buildvcs=true -ldflags="-s -w" -o /out/fleet-role ./cmd/fleet-role
 
 # distroless/static: CA certificates, /etc/passwd with the nonroot user
 # (65532), and nothing else.

@@ -36,7 +36,7 @@ import (
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "fleet-role")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/fleet-role")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=true", "-o", bin, "./cmd/fleet-role")
 	cmd.Dir = probetest.RepoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

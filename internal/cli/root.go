@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fleet-role/fleet-role/internal/version"
 )
 
 // Exit codes, shared by every command.
@@ -68,8 +70,12 @@ the swap of an unfit voter for a fit standby that it would make, or why it would
 make none. It runs in dry-run: it changes nothing in the cluster.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `fleet-role version` prints.
+		Version: version.Get().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(
+		newVersionCommand(),
 		newCheckCommand(),
 		newDecideCommand(),
 		newProbeCommand(),

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/version"
 )
 
 // Metrics are the controller's Prometheus metrics, on a registry of its own.
@@ -103,7 +104,7 @@ func NewMetrics() *Metrics {
 	changes := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "fleet_role_verdict_changes_total", Help: "Host verdicts that changed from one decision to the next (the status's memory.verdict_changes).",
 	}, func() float64 { return float64(m.verdictChanges.Load()) })
-	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.deciding, m.decidingLim, m.held, m.tolerance, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes)
+	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.deciding, m.decidingLim, m.held, m.tolerance, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes, version.Collector())
 	return m
 }
 

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleet-role/fleet-role/internal/version"
 )
 
 // Metrics are the probe's own Prometheus metrics, on a registry of its own so
@@ -60,7 +62,7 @@ func NewMetrics() *Metrics {
 			Name: "fleet_role_probe_last_write_timestamp_seconds", Help: "When the entry was last written.",
 		}),
 	}
-	m.Registry.MustRegister(m.samples, m.readingFails, m.writes, m.entryBytes, m.capBytes, m.shrunk, m.tickSeconds, m.wakeupLate, m.lastWrite)
+	m.Registry.MustRegister(m.samples, m.readingFails, m.writes, m.entryBytes, m.capBytes, m.shrunk, m.tickSeconds, m.wakeupLate, m.lastWrite, version.Collector())
 	m.policy = newPolicyMetrics(m.Registry)
 	// Every result appears from the start, so that a rate over them is
 	// defined before the first refusal.

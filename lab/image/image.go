@@ -73,9 +73,12 @@ type File struct {
 // certificates and time zone data, which fleet-role does not read (its only
 // TLS peer is the API server, trusted through the ServiceAccount's CA file).
 var FleetRole = Spec{
-	Package:    "./cmd/fleet-role",
-	BuildEnv:   []string{"CGO_ENABLED=0"},
-	BuildFlags: []string{"-trimpath", "-ldflags=-s -w"},
+	Package:  "./cmd/fleet-role",
+	BuildEnv: []string{"CGO_ENABLED=0"},
+	// -buildvcs=true, whatever GOFLAGS says: the binary names the commit
+	// of the checkout it was built in (`fleet-role version`, the
+	// fleet_role_build_info metric).
+	BuildFlags: []string{"-trimpath", "-buildvcs=true", "-ldflags=-s -w"},
 	Path:       "/usr/local/bin/fleet-role",
 	User:       "65532:65532",
 	Entrypoint: []string{"fleet-role"},
