@@ -46,7 +46,7 @@ type policy struct {
 // has loaded it), and then once every entry_unchanged.
 func (p *Prober) policyDue() bool {
 	return !p.pol.checked || !p.pol.protected || p.pol.why != nil ||
-		time.Since(p.pol.last) >= p.cfg.Settings.StaleAfter().Duration()
+		p.cfg.Clock.Since(p.pol.last) >= p.cfg.Settings.StaleAfter().Duration()
 }
 
 // policyAllows runs the check when it is due and says whether the probe may
@@ -71,7 +71,7 @@ func (p *Prober) checkPolicy(ctx context.Context) {
 	err := p.cfg.Policy.CheckRefused(ctx, p.owner)
 	p.polMu.Lock()
 	was := p.pol
-	p.pol.last, p.pol.why = time.Now(), err
+	p.pol.last, p.pol.why = p.cfg.Clock.Now(), err
 	switch {
 	case err == nil:
 		p.pol.checked, p.pol.protected, p.pol.marked = true, true, false
