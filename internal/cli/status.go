@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -38,12 +39,14 @@ const (
 	StatusExitNone  = 0 // the decision is none: nothing to do
 	StatusExitSwap  = 1 // the decision is a swap
 	StatusExitError = 2 // no status could be read: a flag, the kubeconfig, the API server, a missing or malformed document
+	// StatusExitStale (3, status_age.go): the status is older than any
+	// controller writing it leaves it.
 )
 
 // newStatusCommand reads the status the controller published, with the
 // user's kubeconfig, and prints it as `decide -o table` does.
 func newStatusCommand(name string) *cobra.Command {
-	var kubeconfig, kubeContext, output, htmlFile string
+	var kubeconfig, kubeContext, output, htmlFile, nowFlag string
 	var watchFlag bool
 	cmd := &cobra.Command{
 		Use:   "status [HOST]",
@@ -72,12 +75,19 @@ one, until interrupted.
 Installed as kubectl-fleet_role on the PATH, the same binary is a kubectl
 plugin: kubectl fleet-role status [HOST].
 
+The first line says when the status was decided, by which controller, and
+how old it is. The controller rewrites it at least once a window (even when
+nothing changed) and a follower takes over a lost leader within seconds, so
+a status older than a window, a period and that takeover is STALE: no
+controller is writing it, and what it says is not current.
+
 Exit codes, for scripts:
   0  the decision is none: nothing to do
   1  the decision is a swap (an unfit voter out, a fit standby in; dry-run)
   2  no status could be read: a bad flag or setting, no kubeconfig, the API
      server unreachable or refusing, the ConfigMap or its status.json
      missing, a malformed document, or an unknown HOST
+  3  the status is stale: no controller is writing it (whatever it decided)
 With --watch, the code of the last status printed (2 when the last read
 failed).`,
 		Example: "  " + name + " status\n  " + name + " status voter-2\n  " + name + " status -o json | jq .decision\n  " + name + " status --watch",
@@ -89,6 +99,7 @@ failed).`,
 	f.StringVarP(&output, "output", "o", "table", "table or json (the status document exactly as published)")
 	f.BoolVarP(&watchFlag, "watch", "w", false, "print the status again at each change, until interrupted")
 	f.StringVar(&htmlFile, "html", "", "also write the status page (self-contained HTML) to this file")
+	f.StringVar(&nowFlag, "now", "", "count the status's age to this time, RFC 3339 (default: this machine's clock), as decide --now replays a decision")
 	sf := settings.AddFlags(f)
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -110,7 +121,15 @@ failed).`,
 		if htmlFile != "" && watchFlag {
 			return statusErrorf("--html and --watch: the page is written from one status; leave one out")
 		}
-		r := statusReader{namespace: s.Namespace, name: s.StatusConfigMap, output: output, host: host, html: htmlFile}
+		now := time.Now
+		if nowFlag != "" {
+			at, err := time.Parse(time.RFC3339, nowFlag)
+			if err != nil {
+				return statusErrorf("--now %q: want an RFC 3339 time, such as 2026-12-02T15:04:05Z: %w", nowFlag, err)
+			}
+			now = func() time.Time { return at }
+		}
+		r := statusReader{namespace: s.Namespace, name: s.StatusConfigMap, output: output, host: host, html: htmlFile, now: now}
 		out := cmd.OutOrStdout()
 		if watchFlag {
 			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -154,6 +173,7 @@ type statusReader struct {
 	output          string
 	host            string
 	html            string // a file to write the page to, or none
+	now             func() time.Time
 }
 
 // print writes the status the ConfigMap holds and returns the exit code it
@@ -170,6 +190,15 @@ func (r statusReader) print(w io.Writer, cm *corev1.ConfigMap) (int, error) {
 	code := StatusExitNone
 	if st.Decision.Action == decide.ActionSwap {
 		code = StatusExitSwap
+	}
+	age, stale := ageLine(st, r.now())
+	if stale {
+		code = StatusExitStale
+	}
+	if r.output != "json" {
+		if _, err := fmt.Fprintln(w, age); err != nil {
+			return StatusExitError, err
+		}
 	}
 	if r.html != "" {
 		if err := writePage(r.html, st, fmt.Sprintf("published status (ConfigMap %s/%s)", r.namespace, r.name)); err != nil {
@@ -276,7 +305,11 @@ func writeHost(w io.Writer, st *decide.Status, h decide.Host) error {
 	case d.Action == decide.ActionSwap:
 		fmt.Fprintf(&b, "decision: swap %s out, %s in: not this host (dry run: nothing is changed)\n", decide.Printable(d.Out), decide.Printable(d.In))
 	default:
-		fmt.Fprintf(&b, "decision: none\n")
+		if r, ok := d.DecidingStep(); ok {
+			fmt.Fprintf(&b, "decision: none, held by %s\n", decide.Printable(r.Signal))
+		} else {
+			fmt.Fprintf(&b, "decision: none\n")
+		}
 		for _, r := range d.Reasons {
 			if !r.OK {
 				fmt.Fprintf(&b, "  NO  %s: %s\n", decide.Printable(r.Signal), decide.Printable(r.Detail))

@@ -35,6 +35,12 @@ func runMain(args ...string) cliRun {
 // scenarios, as an operator would replay it, and returns its JSON and its
 // table.
 func decided(t *testing.T, scenario string) (doc, table string) {
+	doc, table, _ = decidedAt(t, scenario)
+	return doc, table
+}
+
+// decidedAt is decided with the scenario's now, RFC 3339.
+func decidedAt(t *testing.T, scenario string) (doc, table, at string) {
 	t.Helper()
 	dir := filepath.Join("..", "decide", "testdata", scenario)
 	now, err := os.ReadFile(filepath.Join(dir, "now"))
@@ -57,7 +63,18 @@ func decided(t *testing.T, scenario string) (doc, table string) {
 	if j.code != 0 || tb.code != 0 {
 		t.Fatalf("decide %s: exit %d/%d: %s%s", scenario, j.code, tb.code, j.stderr, tb.stderr)
 	}
-	return j.stdout, tb.stdout
+	return j.stdout, tb.stdout, strings.TrimSpace(string(now))
+}
+
+// aged is what status prints of doc at now: its age line, then table.
+func aged(t *testing.T, doc, table string, now time.Time) string {
+	t.Helper()
+	st, err := decide.UnmarshalStatus([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := ageLine(st, now)
+	return line + "\n" + table
 }
 
 // TestStatusAgainstAPIServer runs `fleet-role status` against a real
@@ -91,8 +108,15 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		}
 	}
 	// The settings flags name the ConfigMap, as they do for the controller.
+	// Read a minute after the scenarios' decisions (their now): the
+	// status is fresh.
+	const readAt = "2026-11-29T12:01:00Z"
+	at, err := time.Parse(time.RFC3339, readAt)
+	if err != nil {
+		t.Fatal(err)
+	}
 	status := func(args ...string) cliRun {
-		return runMain(append([]string{"status", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name}, args...)...)
+		return runMain(append([]string{"status", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name, "--now", readAt}, args...)...)
 	}
 	wantCode := func(t *testing.T, r cliRun, code int, stderr string) {
 		t.Helper()
@@ -132,7 +156,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		publish(t, doc)
 		r := status()
 		wantCode(t, r, StatusExitNone, "")
-		if r.stdout != table {
+		if table := aged(t, doc, table, at); r.stdout != table {
 			t.Fatalf("status prints\n%s\ndecide -o table prints\n%s", r.stdout, table)
 		}
 		r = status("-o", "json")
@@ -142,7 +166,8 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		}
 	})
 
-	doc, table := decided(t, "most-slow-links")
+	doc, decideTable := decided(t, "most-slow-links")
+	table := aged(t, doc, decideTable, at)
 	t.Run("a swap exits 1", func(t *testing.T) {
 		publish(t, doc)
 		r := status()
@@ -175,6 +200,43 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 			t.Fatalf("--html wrote %d bytes without the swap, the source or the matrix, or the table changed", len(b))
 		}
 		wantCode(t, status("--html", page, "--watch"), StatusExitError, "--html and --watch")
+	})
+
+	t.Run("a stale status exits 3", func(t *testing.T) {
+		publish(t, doc)
+		st, err := decide.UnmarshalStatus([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The shipped window of 100 periods of 15 s, a period, and the
+		// shipped takeover: 15 s and two retry periods of 2 s, each up to
+		// 1.2 longer.
+		v := st.Settings.Values
+		limit := time.Duration(v.Window)*v.SamplePeriod + v.SamplePeriod + 15*time.Second + time.Duration(2*2.2*float64(2*time.Second))
+		if v.Window != 100 || v.SamplePeriod != 15*time.Second || limit != 1538800*time.Millisecond {
+			t.Fatalf("the scenario's settings: window %d, period %v (limit %v); the test wants the shipped ones", v.Window, v.SamplePeriod, limit)
+		}
+		for _, c := range []struct {
+			age   time.Duration
+			code  int
+			first string
+		}{
+			{limit - time.Millisecond, StatusExitSwap, "decided 2026-11-29T12:00:00Z by no elected controller, 25m39s ago (stale after 25m38.8s)"},
+			{limit, StatusExitSwap, "decided 2026-11-29T12:00:00Z by no elected controller, 25m39s ago (stale after 25m38.8s)"},
+			{limit + time.Millisecond, StatusExitStale, "STALE: decided 2026-11-29T12:00:00Z by no elected controller, 25m39s ago: over the 25m38.8s within which the controller rewrites it at least once a window (100 x 15s) and a period, and a follower takes over within 23.8s; no controller is writing it, and its decision is not current"},
+			{-90 * time.Second, StatusExitSwap, "decided 2026-11-29T12:00:00Z by no elected controller, 1m30s ahead of this clock: the writer's clock and this one differ (stale after 25m38.8s)"},
+		} {
+			now := st.GeneratedAt.Add(c.age).Format(time.RFC3339Nano)
+			r := runMain("status", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name, "--now", now)
+			if first, rest, _ := strings.Cut(r.stdout, "\n"); r.code != c.code || first != c.first || rest != decideTable {
+				t.Errorf("read %v after the decision: exit %d, first line %q; want %d and %q, then the table", c.age, r.code, first, c.code, c.first)
+			}
+			r = runMain("status", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name, "--now", now, "-o", "json")
+			if r.code != c.code || r.stdout != doc {
+				t.Errorf("-o json read %v after the decision: exit %d, want %d and the document as published", c.age, r.code, c.code)
+			}
+		}
+		wantCode(t, status("--now", "yesterday"), StatusExitError, `--now "yesterday": want an RFC 3339 time`)
 	})
 
 	t.Run("one host with every reason", func(t *testing.T) {
@@ -228,7 +290,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 
 	t.Run("KUBECONFIG", func(t *testing.T) {
 		t.Setenv("KUBECONFIG", kc)
-		r := runMain("status", "--namespace", ns, "--status-configmap", name)
+		r := runMain("status", "--namespace", ns, "--status-configmap", name, "--now", readAt)
 		wantCode(t, r, StatusExitSwap, "")
 		if r.stdout != table {
 			t.Fatal("with KUBECONFIG the table differs")
@@ -256,6 +318,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 
 	t.Run("watch", func(t *testing.T) {
 		noneDoc, noneTable := decided(t, "all-fit")
+		noneTable = aged(t, noneDoc, noneTable, at)
 		publish(t, noneDoc)
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -263,7 +326,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		var out, errb process
 		done := make(chan int, 1)
 		go func() {
-			done <- MainContext(wctx, []string{"status", "--watch", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name}, &out, &errb)
+			done <- MainContext(wctx, []string{"status", "--watch", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name, "--now", readAt}, &out, &errb)
 		}()
 		waitFor(t, "the first table", func() bool { return out.log() == noneTable })
 		publish(t, doc)

@@ -35,6 +35,10 @@ func (s Status) WriteTable(w io.Writer) error {
 	var line string
 	if d.Action == ActionSwap {
 		line = fmt.Sprintf("decision: swap %s out, %s in (%s)", Printable(d.Out), Printable(d.In), mode)
+	} else if r, ok := d.DecidingStep(); ok {
+		// What holds the swap back, on the decision's own line rather
+		// than a dozen lines down among the steps that passed.
+		line = fmt.Sprintf("decision: none, held by %s: %s (%s)", Printable(r.Signal), Printable(r.Detail), mode)
 	} else {
 		line = fmt.Sprintf("decision: none (%s)", mode)
 	}
