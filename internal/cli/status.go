@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -53,9 +54,10 @@ func newStatusCommand(name string) *cobra.Command {
 		Short: "Print the live status the controller published (exit 0 nothing to do, 1 a swap advised, 2 error)",
 		Long: `Reads the status document the controller published (status.json of the
 fleet-role-status ConfigMap; namespace and name from the settings, as the
-controller takes them: --namespace, --status-configmap, FLEET_ROLE_* or
+controller takes them: -n/--namespace, --status-configmap, FLEET_ROLE_* or
 --settings) with your kubeconfig (--kubeconfig, else $KUBECONFIG, else
-~/.kube/config, else the pod's in-cluster ServiceAccount), and prints it:
+~/.kube/config, else k3s's /etc/rancher/k3s/k3s.yaml, else the pod's
+in-cluster ServiceAccount), and prints it:
 
   -o table  the table ` + "`fleet-role decide -o table`" + ` prints: one line per host with
             the reason that decides its verdict, then the decision and every
@@ -94,7 +96,7 @@ failed).`,
 		Args:    cobra.MaximumNArgs(1),
 	}
 	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else ~/.kube/config, else in-cluster)")
+	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else ~/.kube/config, else k3s's "+k3sKubeconfig+", else in-cluster)")
 	f.StringVar(&kubeContext, "context", "", "the kubeconfig context to use (default its current context)")
 	f.StringVarP(&output, "output", "o", "table", "table or json (the status document exactly as published)")
 	f.BoolVarP(&watchFlag, "watch", "w", false, "print the status again at each change, until interrupted")
@@ -152,19 +154,51 @@ failed).`,
 	return cmd
 }
 
-// userConfig is the client configuration kubectl would use: the explicit
-// file, else $KUBECONFIG's files, else ~/.kube/config; with none of them,
-// the pod's in-cluster configuration (client-go's deferred loading falls
-// back to it when the merged kubeconfig is empty).
+// k3sKubeconfig is where a k3s server writes its admin kubeconfig
+// (write-kubeconfig, k3s's default): a k3s operator on a server has it and
+// often no other. A variable, for the tests.
+var k3sKubeconfig = "/etc/rancher/k3s/k3s.yaml"
+
+// userConfig is the client configuration kubectl would use (the explicit
+// file, else $KUBECONFIG's files, else ~/.kube/config), then k3s's own
+// kubeconfig when none of those exists, then the pod's in-cluster
+// configuration; with none of them, an error that names what was tried
+// rather than client-go's hint about KUBERNETES_MASTER.
 func userConfig(path, context string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = path
+	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
+	home := clientcmd.RecommendedHomeFile
+	if path == "" && env == "" && !exists(home) && exists(k3sKubeconfig) {
+		rules.ExplicitPath = k3sKubeconfig
+	}
 	over := &clientcmd.ConfigOverrides{CurrentContext: context}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, over).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		tried := []string{"--kubeconfig (not given)"}
+		if env != "" {
+			tried = append(tried, "$KUBECONFIG ("+env+": no cluster in it)")
+		} else {
+			tried = append(tried, "$KUBECONFIG (unset)")
+		}
+		tried = append(tried, home+" (not found)", "k3s's "+k3sKubeconfig+" (not found, or not readable by this user)",
+			"the in-cluster ServiceAccount (not in a pod: $KUBERNETES_SERVICE_HOST unset)")
+		return nil, fmt.Errorf("no kubeconfig: tried %s; on a k3s server run as root, or pass --kubeconfig", strings.Join(tried, ", "))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// exists is whether path is a file this process can read.
+func exists(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
 }
 
 // statusReader prints one published status as asked.
@@ -334,14 +368,35 @@ func (r statusReader) watch(ctx context.Context, cfg *rest.Config, out, errOut i
 	}
 	cms := c.ConfigMapClient(r.namespace)
 	sel := fields.OneTermEqualSelector("metadata.name", r.name).String()
+	// errOut is written by the list's goroutine (the reflector's) and the
+	// handler's.
+	var errMu sync.Mutex
+	say := func(format string, a ...any) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		fmt.Fprintf(errOut, "fleet-role: "+format+"\n", a...)
+	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
-			return cms.List(ctx, o)
+			l, err := cms.List(ctx, o)
+			if err != nil && ctx.Err() == nil {
+				// The reflector tries again with a backoff; said each
+				// time, so that an unreachable API server is not a
+				// silent wait.
+				say("list configmap %s/%s: %v; trying again", r.namespace, r.name, err)
+			}
+			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
-			return cms.Watch(ctx, o)
+			w, err := cms.Watch(ctx, o)
+			if err != nil && ctx.Err() == nil {
+				// client-go's reflector may start with a watch that
+				// streams the list (WatchList): its failures too.
+				say("watch configmap %s/%s: %v; trying again", r.namespace, r.name, err)
+			}
+			return w, err
 		},
 	}
 	code := StatusExitError
@@ -354,7 +409,7 @@ func (r statusReader) watch(ctx context.Context, cfg *rest.Config, out, errOut i
 		}
 		shown, last, code, lastErr = true, text, c, err
 		if err != nil {
-			fmt.Fprintf(errOut, "fleet-role: %v\n", err)
+			say("%v", err)
 		}
 	}
 	precondition := func(store cache.Store) (bool, error) {

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
@@ -295,9 +297,29 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		if r.stdout != table {
 			t.Fatal("with KUBECONFIG the table differs")
 		}
-		t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "absent"))
+		absent := filepath.Join(t.TempDir(), "absent")
+		t.Setenv("KUBECONFIG", absent)
 		t.Setenv("HOME", t.TempDir())
-		wantCode(t, runMain("status", "--namespace", ns), StatusExitError, "")
+		wantCode(t, runMain("status", "--namespace", ns), StatusExitError, "no kubeconfig: tried --kubeconfig (not given), $KUBECONFIG ("+absent+": no cluster in it)")
+
+		// No KUBECONFIG and no ~/.kube/config (none on this machine's
+		// root, nor on CI's): k3s's own kubeconfig is read, and -n is
+		// --namespace.
+		if exists(clientcmd.RecommendedHomeFile) {
+			t.Fatalf("%s exists: the test needs a machine without one", clientcmd.RecommendedHomeFile)
+		}
+		os.Unsetenv("KUBECONFIG")
+		saved := k3sKubeconfig
+		t.Cleanup(func() { k3sKubeconfig = saved })
+		k3sKubeconfig = filepath.Join(t.TempDir(), "absent-k3s.yaml")
+		wantCode(t, runMain("status", "-n", ns), StatusExitError,
+			"$KUBECONFIG (unset), "+clientcmd.RecommendedHomeFile+" (not found), k3s's "+k3sKubeconfig+" (not found, or not readable by this user), the in-cluster ServiceAccount")
+		k3sKubeconfig = kc
+		r = runMain("status", "-n", ns, "--status-configmap", name, "--now", readAt)
+		wantCode(t, r, StatusExitSwap, "")
+		if r.stdout != table {
+			t.Fatal("with k3s's kubeconfig and -n the table differs")
+		}
 	})
 
 	t.Run("forbidden exits 2", func(t *testing.T) {
@@ -381,5 +403,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("no %s within a minute", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// status --watch against an API server that does not answer (a closed port
+// of this machine: a real refused connect) says each failed try and keeps
+// trying, rather than waiting in silence; stopped, it exits 2.
+func TestWatchSaysEachFailedTry(t *testing.T) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["gone"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", InsecureSkipTLSVerify: true}
+	kc.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: "x"}
+	kc.Contexts["gone"] = &clientcmdapi.Context{Cluster: "gone", AuthInfo: "user"}
+	kc.CurrentContext = "gone"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb process
+	done := make(chan int, 1)
+	go func() { done <- MainContext(ctx, []string{"status", "--watch", "--kubeconfig", path}, &out, &errb) }()
+	waitFor(t, "two failed tries said", func() bool { return strings.Count(errb.log(), "; trying again\n") >= 2 })
+	if !strings.Contains(errb.log(), " configmap fleet-role/fleet-role-status: ") || !strings.Contains(errb.log(), "connection refused") {
+		t.Errorf("stderr %q does not name the ConfigMap and the refused connect", errb.log())
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != StatusExitError || out.log() != "" {
+			t.Errorf("watch ended with exit %d and printed %q, want 2 and nothing", code, out.log())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("watch did not end within a minute of its context")
 	}
 }

@@ -208,7 +208,11 @@ func AddFlags(fs *pflag.FlagSet) *Flags {
 		if d := f.format(def); d != "" {
 			help += " (default " + d + ")"
 		}
-		fs.Var(v, FlagName(f.key), help+"; env "+EnvName(f.key))
+		shorthand := ""
+		if f.key == "namespace" {
+			shorthand = "n" // as kubectl spells it
+		}
+		fs.VarP(v, FlagName(f.key), shorthand, help+"; env "+EnvName(f.key))
 		if v.Type() == "bool" {
 			fs.Lookup(FlagName(f.key)).NoOptDefVal = "true"
 		}
