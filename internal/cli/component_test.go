@@ -267,8 +267,10 @@ func TestControllerProcess(t *testing.T) {
 		if !strings.Contains(page, "\nfleet_role_leader 0\n") || strings.Contains(page, "fleet_role_decisions_total{") {
 			return errors.New("not yet following without deciding")
 		}
-		if code, body, err := get(base + "/status"); err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "no decision yet") {
-			return fmt.Errorf("/status before any decision: %d %q %v", code, body, err)
+		// Not leading, the page serves no decision, and says why.
+		if code, body, err := get(base + "/status"); err != nil || code != http.StatusServiceUnavailable ||
+			!strings.Contains(body, "this controller does not lead, so it serves no decision: not leading: the lease fleet-role/fleet-role has not been read") {
+			return fmt.Errorf("/status before the lease was read: %d %q %v", code, body, err)
 		}
 		return nil
 	})

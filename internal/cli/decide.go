@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,7 +83,16 @@ setting or input.`,
 			return fmt.Errorf("read --probe: %w", err)
 		}
 		if in.Entries, in.Unreadable, err = probeInput(data); err != nil {
+			if _, ok := errors.AsType[*json.SyntaxError](err); ok || len(bytes.TrimSpace(data)) == 0 {
+				return notJSON("--probe", probe, data, err)
+			}
 			return usageErrorf("--probe %s: %w", probe, err)
+		}
+		if len(in.Entries)+len(in.Unreadable) == 0 {
+			// A decision on no record judges every host unknown: an input
+			// that holds none is a wrong file, or a namespace with no
+			// probe writing, and is said so rather than decided on.
+			return usageErrorf("--probe %s: holds no probe record; want %s (no record there: is the probe DaemonSet running, in that namespace?)", probe, inputWants["--probe"])
 		}
 
 		var list corev1.NodeList
@@ -94,6 +104,9 @@ setting or input.`,
 				return usageErrorf("--nodes %s: item %d is a %s, want Nodes", nodes, i, n.Kind)
 			}
 		}
+		if len(list.Items) == 0 {
+			return usageErrorf("--nodes %s: holds no Node; want %s", nodes, inputWants["--nodes"])
+		}
 		in.Nodes = decide.NodesFromKube(list.Items, s)
 
 		if previous != "" {
@@ -102,6 +115,9 @@ setting or input.`,
 				return fmt.Errorf("read --previous: %w", err)
 			}
 			if in.Previous, err = decide.StatusFromJSON(data); err != nil {
+				if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+					return notJSON("--previous", previous, data, err)
+				}
 				return usageErrorf("--previous %s: %w", previous, err)
 			}
 		}
@@ -124,6 +140,34 @@ setting or input.`,
 	return cmd
 }
 
+// The inputs decide takes, each as the command that gets it.
+var inputWants = map[string]string{
+	"--probe":    "the records as `kubectl -n fleet-role get configmap -l " + record.Selector + " -o json` prints them",
+	"--nodes":    "the Nodes as `kubectl get nodes -o json` prints them",
+	"--previous": "the status as `kubectl -n fleet-role get configmap fleet-role-status -o json` prints it, or its status.json",
+}
+
+// notJSON says why data is not the JSON flag wants, and how to get it: an
+// empty file, YAML (kubectl's -o yaml), or JSON that does not parse.
+func notJSON(flag, path string, data []byte, err error) error {
+	want := inputWants[flag]
+	trimmed := bytes.TrimSpace(data)
+	switch {
+	case len(trimmed) == 0:
+		return usageErrorf("%s %s: the file is empty; want %s", flag, path, want)
+	case trimmed[0] != '{' && trimmed[0] != '[':
+		return usageErrorf("%s %s: not JSON (it begins %q, YAML or text?); want %s", flag, path, clipText(trimmed, 20), want)
+	}
+	return usageErrorf("%s %s: %w; want %s", flag, path, err, want)
+}
+
+func clipText(b []byte, n int) string {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return string(b)
+}
+
 // readJSON reads a file into v: exit 1 when it cannot be read, 2 when it is
 // not the JSON it should be.
 func readJSON(flag, path string, v any) error {
@@ -132,7 +176,7 @@ func readJSON(flag, path string, v any) error {
 		return fmt.Errorf("read %s: %w", flag, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return usageErrorf("%s %s: %w", flag, path, err)
+		return notJSON(flag, path, data, err)
 	}
 	return nil
 }

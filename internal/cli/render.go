@@ -75,7 +75,8 @@ label node; with them in the settings this command refuses (exit 2).`,
 	}
 	cmd.Flags().BoolVar(&eligible, "eligible", false, "whether this host may hold an etcd vote (required)")
 	cmd.Flags().BoolVar(&pinned, "pinned", false, "whether this host, as a voter, is never swapped out (required)")
-	sf = settings.AddFlags(cmd.Flags())
+	// The label keys the drop-in writes; the other settings do not apply.
+	sf = settings.AddFlagsOf(cmd.Flags(), "eligible_label", "pinned_label")
 	return cmd
 }
 

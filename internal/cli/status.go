@@ -102,7 +102,8 @@ failed).`,
 	f.BoolVarP(&watchFlag, "watch", "w", false, "print the status again at each change, until interrupted")
 	f.StringVar(&htmlFile, "html", "", "also write the status page (self-contained HTML) to this file")
 	f.StringVar(&nowFlag, "now", "", "count the status's age to this time, RFC 3339 (default: this machine's clock), as decide --now replays a decision")
-	sf := settings.AddFlags(f)
+	// The settings that name the status; the others do not apply here.
+	sf := settings.AddFlagsOf(f, "namespace", "status_configmap")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if output != "json" && output != "table" {

@@ -198,10 +198,28 @@ func (v *flagValue) Type() string {
 // AddFlags registers --settings and one flag per setting on fs. Flags show
 // the defaults in their help but apply only when given.
 func AddFlags(fs *pflag.FlagSet) *Flags {
+	return AddFlagsOf(fs)
+}
+
+// AddFlagsOf is AddFlags for a command that reads only the settings keys
+// names (all of them when none is named): its help lists only the flags
+// it uses, and a flag it would ignore is refused as unknown. The settings
+// file and the environment still give every key, so that the settings it
+// reads are validated as the controller's are. A key that is no setting
+// panics: the commands name them in code.
+func AddFlagsOf(fs *pflag.FlagSet, keys ...string) *Flags {
 	fl := &Flags{}
 	fs.StringVar(&fl.file, "settings", "", "settings file (YAML or JSON, the keys of the fleet-role-settings ConfigMap); default $"+EnvFile)
 	def := Defaults()
+	for _, k := range keys {
+		if !slices.ContainsFunc(fields, func(f field) bool { return f.key == k }) {
+			panic("settings: no key " + k)
+		}
+	}
 	for _, f := range fields {
+		if len(keys) > 0 && !slices.Contains(keys, f.key) {
+			continue
+		}
 		v := &flagValue{f: f}
 		fl.values = append(fl.values, v)
 		help := f.help
