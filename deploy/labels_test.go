@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
+	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 // hardened are the label keys docs/install.md recommends: under
@@ -107,6 +110,21 @@ func TestLabelsAnAdminSets(t *testing.T) {
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:nodes"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// RBAC reads the binding from its informer: wait until it is in force
+	// (a busy machine's API server takes a moment), so that a refusal
+	// below is admission's, never a binding not yet seen.
+	probetest.Eventually(t, time.Minute, func() error {
+		r, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: "system:node:" + node1, Groups: []string{"system:nodes", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Name: node1}}}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		if !r.Status.Allowed {
+			return fmt.Errorf("the binding test-node-self is not in force yet: %s", r.Status.Reason)
+		}
+		return nil
+	})
 	cfg := s.AdminConfig()
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node1, Groups: []string{"system:nodes", "system:authenticated"}}
 	kubelet, err := kubernetes.NewForConfig(cfg)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-role/fleet-role/internal/fsync"
+	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 func newCheckFsyncCommand() *cobra.Command {
@@ -27,7 +28,9 @@ func newCheckFsyncCommand() *cobra.Command {
 --ioengine=sync --fdatasync=1 --size=22m --bs=2300), without fio: lays out a
 temporary file in --dir, writes 22 MiB to it in 2300-byte blocks with an
 fdatasync after each, and prints the p50, p99 and maximum fdatasync latency.
-etcd's limit for a WAL fsync p99 is 10 ms (docs/facts.md).
+etcd's limit for a WAL fsync p99 is 10 ms (docs/facts.md): the reading is
+judged fit when its p99 is under it, unfit otherwise (exit 3), and not
+judged on a memory filesystem.
 
 The filesystem is named from statfs. On tmpfs or another memory filesystem
 fdatasync reaches no disk, and the reading says so (measured_disk false).
@@ -53,9 +56,17 @@ where /tmp is often tmpfs. A run takes a few seconds on a fast disk and
 				}
 				return err
 			}
-			return printReading(cmd.OutOrStdout(), asJSON, r, func(w io.Writer) error {
-				return writeFsync(w, r)
-			})
+			v := fsyncVerdict(r)
+			out := struct {
+				fsync.Reading
+				Judged checkVerdict `json:"judged"`
+			}{r, v}
+			if err := printReading(cmd.OutOrStdout(), asJSON, out, func(w io.Writer) error {
+				return writeFsync(w, r, v)
+			}); err != nil {
+				return err
+			}
+			return v.exit()
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", fsync.DefaultDir, "directory to write the temporary file in: the disk etcd's data would live on")
@@ -63,7 +74,19 @@ where /tmp is often tmpfs. A run takes a few seconds on a fast disk and
 	return cmd
 }
 
-func writeFsync(w io.Writer, r fsync.Reading) error {
+// fsyncVerdict holds the reading's p99 to etcd's disk check, as the
+// decision holds a standby's (settings.FdatasyncLimit); a memory
+// filesystem measures no disk and is not judged, as the decision does not
+// hold it against a host.
+func fsyncVerdict(r fsync.Reading) checkVerdict {
+	l := settings.Defaults().FdatasyncLimit()
+	if !r.MeasuredDisk {
+		return notJudged(l, fmt.Sprintf("%s is a memory filesystem (%s): fdatasync reached no disk", r.Dir, r.Filesystem))
+	}
+	return judge(l, "fdatasync p99", r.P99Seconds)
+}
+
+func writeFsync(w io.Writer, r fsync.Reading, v checkVerdict) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	disk := "a disk"
 	if !r.MeasuredDisk {
@@ -80,6 +103,7 @@ func writeFsync(w io.Writer, r fsync.Reading) error {
 	if r.Cut != "" {
 		fmt.Fprintf(tw, "cut\t%s: the figures are those of the writes made\n", r.Cut)
 	}
+	v.write(tw)
 	return tw.Flush()
 }
 

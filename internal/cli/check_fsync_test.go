@@ -48,7 +48,8 @@ func assertDirEmpty(t *testing.T, dir string) {
 func TestCheckFsyncJSON(t *testing.T) {
 	dir := fsyncTestDir(t, fsync.DefaultDir)
 	code, out, errs := mainFsync("--dir", dir, "--json")
-	if code != ExitOK {
+	// A busy machine's disk may be over etcd's 10 ms: then it says so.
+	if code != ExitOK && code != ExitUnfit {
 		t.Fatalf("exit %d, stderr %s", code, errs)
 	}
 	var r map[string]any
@@ -63,8 +64,13 @@ func TestCheckFsyncJSON(t *testing.T) {
 	if r["dir"] != dir || r["measured_disk"] != true || r["writes"] != float64(fsync.DefaultSizeBytes/fsync.DefaultBlockBytes) || r["block_bytes"] != float64(fsync.DefaultBlockBytes) {
 		t.Errorf("reading %s, want dir %s on a disk with the default recipe", out, dir)
 	}
-	if p99, _ := r["p99_seconds"].(float64); p99 <= 0 {
+	p99, _ := r["p99_seconds"].(float64)
+	if p99 <= 0 {
 		t.Errorf("p99_seconds %v, want above zero", r["p99_seconds"])
+	}
+	judged, _ := r["judged"].(map[string]any)
+	if want := map[bool]string{true: "fit", false: "unfit"}[p99 < 0.01]; judged["verdict"] != want || (code == ExitUnfit) != (want == "unfit") {
+		t.Errorf("p99 %v s judged %v with exit %d, want %s (under 10 ms is fit, exit 3 when not)", p99, judged, code, want)
 	}
 	assertDirEmpty(t, dir)
 }
@@ -82,8 +88,9 @@ func TestCheckFsyncHumanOnTmpfs(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr %s", code, errs)
 	}
-	for _, want := range []string{"dir         " + dir, "tmpfs (memory, no disk measured)", "fdatasync   p50 ", "note        tmpfs keeps files in memory"} {
-		if !strings.Contains(out, want) {
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"dir " + dir, "tmpfs (memory, no disk measured)", "fdatasync p50 ", "note tmpfs keeps files in memory", "verdict not_judged: " + dir + " is a memory filesystem (tmpfs)"} {
+		if !strings.Contains(flat, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
@@ -162,4 +169,38 @@ func TestCheckFsyncInterrupted(t *testing.T) {
 	}
 	t.Logf("stderr: %s", stderr.String())
 	assertDirEmpty(t, dir)
+}
+
+// check fsync holds its p99 to etcd's 10 ms (under is fit), at a
+// microsecond under, at and over the limit, as the reading of
+// 10.4 ms; a memory filesystem is not judged. The verdict carries the
+// limit and its basis, and unfit exits 3.
+func TestCheckFsyncVerdict(t *testing.T) {
+	for _, c := range []struct {
+		p99    float64
+		memory bool
+		want   string
+	}{
+		{0.009999, false, checkFit},
+		{0.010, false, checkUnfit},
+		{0.010001, false, checkUnfit},
+		{0.0104, false, checkUnfit},
+		{0.5, true, checkNotJudged},
+	} {
+		r := fsync.Reading{Dir: "/var/lib/rancher/k3s/server", Filesystem: "ext4", MeasuredDisk: !c.memory, P99Seconds: c.p99}
+		if c.memory {
+			r.Filesystem = "tmpfs"
+		}
+		v := fsyncVerdict(r)
+		var b strings.Builder
+		v.write(&b)
+		exit := v.exit()
+		if v.Verdict != c.want || v.Limit.Value != 0.01 || !strings.Contains(b.String(), "limit basis\tetcd's disk check: fdatasync p99 under 10ms") ||
+			(exit != nil) != (c.want == checkUnfit) {
+			t.Errorf("p99 %v (memory %v): %+v, exit %v, printed %q; want %s held to 10ms", c.p99, c.memory, v, exit, b.String(), c.want)
+		}
+		if c.p99 == 0.0104 && !strings.Contains(b.String(), "verdict\tunfit: fdatasync p99: 10.4ms, must be under 10ms") {
+			t.Errorf("the issue's reading printed %q", b.String())
+		}
+	}
 }

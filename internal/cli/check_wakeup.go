@@ -26,6 +26,9 @@ type wakeupReading struct {
 	LateMaxSeconds float64 `json:"late_max_seconds"`
 	LimitSeconds   float64 `json:"limit_seconds"`
 	Under          bool    `json:"under_limit"`
+	// Judged holds the largest lateness to wakeup_late at a heartbeat
+	// interval of --interval.
+	Judged checkVerdict `json:"judged"`
 }
 
 func newCheckWakeupCommand() *cobra.Command {
@@ -74,9 +77,13 @@ interrupted, 2 for a usage error.`,
 			got, _ := m.Take()
 			r := wakeupReading{IntervalSeconds: interval.Seconds(), ForSeconds: span.Seconds(), Wakes: got.Wakes,
 				LateMaxSeconds: got.Late.Seconds(), LimitSeconds: interval.Seconds(), Under: got.Late < interval}
-			return printReading(cmd.OutOrStdout(), asJSON, r, func(w io.Writer) error {
+			r.Judged = judge(settings.Settings{HeartbeatInterval: interval}.WakeupLimit(), "wakeup_late max", got.Late.Seconds())
+			if err := printReading(cmd.OutOrStdout(), asJSON, r, func(w io.Writer) error {
 				return writeWakeup(w, r)
-			})
+			}); err != nil {
+				return err
+			}
+			return r.Judged.exit()
 		},
 	}
 	cmd.Flags().DurationVar(&interval, "interval", settings.Defaults().HeartbeatInterval, "how often the timer is due (default: k3s's heartbeat interval)")
@@ -93,6 +100,7 @@ func writeWakeup(w io.Writer, r wakeupReading) error {
 		verdict = "OVER the limit"
 	}
 	fmt.Fprintf(tw, "late_max\t%.3f ms (%s of %s, the interval)\n", r.LateMaxSeconds*1e3, verdict, secs(r.LimitSeconds))
+	r.Judged.write(tw)
 	return tw.Flush()
 }
 

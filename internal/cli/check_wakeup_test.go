@@ -17,7 +17,9 @@ func mainWakeup(args ...string) (code int, stdout, stderr string) {
 // lateness is judged against its interval.
 func TestCheckWakeupThisHost(t *testing.T) {
 	code, out, errs := mainWakeup("--interval", "10ms", "--for", "300ms", "--json")
-	if code != ExitOK {
+	// A busy machine may wake a 10 ms timer more than 10 ms late: then it
+	// is unfit, and exits 3.
+	if code != ExitOK && code != ExitUnfit {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var r wakeupReading
@@ -32,16 +34,21 @@ func TestCheckWakeupThisHost(t *testing.T) {
 		r.LateMaxSeconds < 0 || r.Under != (r.LateMaxSeconds < r.LimitSeconds) {
 		t.Errorf("%+v", r)
 	}
+	if want := map[bool]string{true: checkFit, false: checkUnfit}[r.Under]; r.Judged.Verdict != want || (code == ExitUnfit) != !r.Under ||
+		r.Judged.Limit.Value != 0.01 || r.Judged.Limit.Name != "wakeup_late" {
+		t.Errorf("late %v s under %v: judged %+v with exit %d, want %s against wakeup_late 10ms", r.LateMaxSeconds, r.Under, r.Judged, code, want)
+	}
 	if !strings.Contains(errs, "timing a 10ms timer for 300ms") {
 		t.Errorf("no progress line: %q", errs)
 	}
 
 	code, out, errs = mainWakeup("--interval", "10ms", "--for", "100ms")
-	if code != ExitOK {
+	if code != ExitOK && code != ExitUnfit {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"timer     due every 10ms for 100ms: ", " wake-ups\n", "late_max  ", " the limit of 10ms, the interval)"} {
-		if !strings.Contains(out, want) {
+	flat := strings.Join(strings.Fields(out), " ")
+	for _, want := range []string{"timer due every 10ms for 100ms: ", " wake-ups ", "late_max ", " the limit of 10ms, the interval)", "verdict ", ", must be under 10ms", "limit basis heartbeat_interval 10ms: "} {
+		if !strings.Contains(flat, want) {
 			t.Errorf("human output lacks %q:\n%s", want, out)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +17,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/fsync"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
@@ -340,6 +343,11 @@ func (s *scenario) agreeFsync(t *testing.T, ctx context.Context, pod *corev1.Pod
 			}
 		}
 		out, err := s.exec(ctx, pod, "probe", cmd...)
+		if ce, ok := errors.AsType[utilexec.CodeExitError](err); ok && ce.Code == cli.ExitUnfit {
+			// Taken and judged unfit (a busy machine's disk over etcd's
+			// 10 ms): the reading is still compared with fio's.
+			err = nil
+		}
 		if err != nil {
 			t.Fatalf("fsync: %v", err)
 		}
