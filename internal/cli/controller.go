@@ -96,6 +96,7 @@ worth).`,
 		}
 		metrics := controller.NewMetrics()
 		page := statuspage.NewServer(statuspage.HistoryFor(s, controller.DecisionsPerPeriod), "controller "+kube.EventComponent)
+		page.SetRefresh(s.SamplePeriod)
 		rec, stopEvents, err := client.EventRecorder()
 		if err != nil {
 			return err

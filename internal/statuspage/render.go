@@ -6,6 +6,7 @@ import (
 	"html"
 	"io"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
@@ -20,6 +21,10 @@ type Page struct {
 	History *History
 	// Source says where the decision came from, for the page's header.
 	Source string
+	// Refresh, when set, has the browser load the page again that often
+	// (a meta refresh: no script, which the policy forbids); a page
+	// written to a file, of one decision, has none.
+	Refresh time.Duration
 }
 
 // ContentSecurityPolicy is what the page may load: nothing but its own
@@ -93,6 +98,9 @@ func write(b *bufio.Writer, p Page) {
 	swap := d.Action == decide.ActionSwap
 
 	str(head)
+	if secs := int((p.Refresh + time.Second - 1) / time.Second); secs > 0 {
+		pr("<meta http-equiv=\"refresh\" content=\"%d\">\n", secs)
+	}
 	str("<title>fleet-role: ")
 	if swap {
 		pr("swap %s out for %s", esc(d.Out), esc(d.In))

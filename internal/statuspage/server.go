@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -23,8 +24,9 @@ const maxRenders = 2
 // decision; requests render from a copy, so that a slow reader never holds
 // a decision back.
 type Server struct {
-	source string
-	sem    chan struct{}
+	source  string
+	refresh time.Duration
+	sem     chan struct{}
 
 	mu      sync.Mutex
 	model   *Model
@@ -55,6 +57,18 @@ func (s *Server) Observe(st *decide.Status) {
 	defer s.mu.Unlock()
 	s.model = m
 	s.history.Add(st)
+}
+
+// SetRefresh has the served page load itself again every d: the
+// controller decides twice a period, so a period keeps an open page as
+// current as the decisions. A nil Server ignores it.
+func (s *Server) SetRefresh(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refresh = d
 }
 
 // SetStanding makes the page ask standing, at each request, whether this
@@ -91,7 +105,7 @@ func (s *Server) Page() (Page, bool) {
 		return Page{}, false
 	}
 	// The model is replaced, never changed, by Observe; the history is.
-	return Page{Model: s.model, History: s.history.Clone(), Source: s.source}, true
+	return Page{Model: s.model, History: s.history.Clone(), Source: s.source, Refresh: s.refresh}, true
 }
 
 // ServeHTTP answers GET and HEAD with the page.

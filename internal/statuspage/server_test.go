@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
@@ -49,6 +50,17 @@ func TestServer(t *testing.T) {
 			t.Errorf("the page lacks %q", want)
 		}
 	}
+	if strings.Contains(body, `http-equiv="refresh"`) {
+		t.Errorf("the page refreshes with no refresh set")
+	}
+	// Served by a controller, the page loads itself again (without
+	// script: the policy forbids any) every period, rounded up to whole
+	// seconds.
+	s.SetRefresh(1500 * time.Millisecond)
+	if _, body := get(http.MethodGet); !strings.Contains(body, "<meta http-equiv=\"refresh\" content=\"2\">\n<title>") {
+		t.Errorf("with a refresh of 1.5s the page's head holds no refresh of 2 s:\n%.400s", body)
+	}
+	s.SetRefresh(0)
 	if resp, body := get(http.MethodHead); resp.StatusCode != http.StatusOK || body != "" {
 		t.Errorf("HEAD: %d with %d bytes", resp.StatusCode, len(body))
 	}
