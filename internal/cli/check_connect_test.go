@@ -6,6 +6,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"github.com/fleet-role/fleet-role/internal/connect"
+	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
 // mainConnect runs fleet-role check connect through Main.
@@ -43,8 +46,10 @@ func TestCheckConnect(t *testing.T) {
 
 	args := []string{"--peer", up[0], "--peer", refused, "--peer", up[1], "--timeout", "3s"}
 	code, out, errs := mainConnect(append(args, "--json")...)
-	if code != ExitOK {
-		t.Fatalf("exit %d, want 0 (a failed connect is part of the reading); stderr %s", code, errs)
+	// The failed connect is part of the reading, and counts as over the
+	// limit, as the decision counts it: unfit, exit 3.
+	if code != ExitUnfit {
+		t.Fatalf("exit %d, want 3 (a failed connect is part of the reading, and unfit); stderr %s", code, errs)
 	}
 	var r struct {
 		Peers []struct {
@@ -53,7 +58,8 @@ func TestCheckConnect(t *testing.T) {
 			Seconds *float64 `json:"connect_seconds"`
 			Error   *string  `json:"error"`
 		} `json:"peers"`
-		TimeoutSeconds float64 `json:"timeout_seconds"`
+		TimeoutSeconds float64      `json:"timeout_seconds"`
+		Judged         checkVerdict `json:"judged"`
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("--json output does not parse: %v\n%s", err, out)
@@ -75,8 +81,21 @@ func TestCheckConnect(t *testing.T) {
 		}
 	}
 
+	if r.Judged.Verdict != checkUnfit || !strings.Contains(r.Judged.Why, "the connect to "+refused+" failed") || r.Judged.Limit.Value != 0.25 {
+		t.Errorf("judged %+v, want unfit by the failed connect, against 250ms (election_timeout 5s / 20)", r.Judged)
+	}
+
+	// Without the refused peer: the slowest connect against the limit, at
+	// the cluster's election timeout (a flag, as for the controller).
+	code, out, _ = mainConnect("--peer", up[0], "--peer", up[1], "--json", "--election-timeout", "10s")
+	r.Judged = checkVerdict{}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != ExitOK || r.Judged.Verdict != checkFit || r.Judged.Limit.Value != 0.5 ||
+		!strings.Contains(r.Judged.Why, "must be at most 500ms (the slowest of 2)") {
+		t.Errorf("two listeners at election_timeout 10s: exit %d, judged %+v (%v); want 0, fit against 500ms", code, r.Judged, err)
+	}
+
 	code, out, _ = mainConnect(args...)
-	if code != ExitOK || !strings.Contains(out, "PEER") || !strings.Contains(out, refused+"  failed: ") || !strings.Contains(out, up[0]+"  ") || !strings.Contains(out, " ms\n") {
+	if code != ExitUnfit || !strings.Contains(out, "PEER") || !strings.Contains(out, refused+"  failed: ") || !strings.Contains(out, up[0]+"  ") || !strings.Contains(out, " ms\n") {
 		t.Errorf("human output (exit %d):\n%s", code, out)
 	}
 }
@@ -102,7 +121,28 @@ func TestCheckConnectUsage(t *testing.T) {
 		}
 	}
 	code, out, errs := mainConnect("--peer", "127.0.0.1:1", "--timeout", "1ns", "--json")
-	if code != ExitOK || !strings.Contains(out, `"ok": false`) || !strings.Contains(out, "no connection within 1ns") {
-		t.Errorf("--timeout 1ns: exit %d, out %s, stderr %s; want 0 and a timed-out peer", code, out, errs)
+	if code != ExitUnfit || !strings.Contains(out, `"ok": false`) || !strings.Contains(out, "no connection within 1ns") {
+		t.Errorf("--timeout 1ns: exit %d, out %s, stderr %s; want 3 and a timed-out peer", code, out, errs)
+	}
+}
+
+// The slowest connect is held to the decision's limit, at most a
+// twentieth of the election timeout: fit at it, unfit a microsecond over;
+// a failed connect is unfit whatever the others.
+func TestConnectVerdictAtTheLimit(t *testing.T) {
+	l := settings.Defaults().ConnectLimit() // 5 s / 20 = 250 ms
+	for _, c := range []struct {
+		peers []connect.Result
+		want  string
+	}{
+		{[]connect.Result{{Peer: "a:2380", OK: true, Seconds: 0.249999}}, checkFit},
+		{[]connect.Result{{Peer: "a:2380", OK: true, Seconds: 0.001}, {Peer: "b:2380", OK: true, Seconds: 0.25}}, checkFit},
+		{[]connect.Result{{Peer: "a:2380", OK: true, Seconds: 0.250001}}, checkUnfit},
+		{[]connect.Result{{Peer: "a:2380", OK: true, Seconds: 0.001}, {Peer: "b:2380", Err: "refused"}}, checkUnfit},
+		{nil, checkNotJudged},
+	} {
+		if v := connectVerdict(l, c.peers); v.Verdict != c.want {
+			t.Errorf("%+v against %v: %+v, want %s", c.peers, l.Value, v, c.want)
+		}
 	}
 }
