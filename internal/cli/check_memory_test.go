@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,14 +20,21 @@ func mainMemory(args ...string) (code int, stdout, stderr string) {
 
 func TestCheckMemoryThisHost(t *testing.T) {
 	code, out, errs := mainMemory("--json")
-	if code != ExitOK {
+	if code != ExitOK && code != ExitUnfit {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var r memory.Reading
+	var got struct {
+		memory.Reading
+		Judged checkVerdict `json:"judged"`
+	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("--json output %q: %v", out, err)
+	}
+	r := got.Reading
+	if fit := r.MemAvailableBytes >= 2<<30; (got.Judged.Verdict == checkFit) != fit || (code == ExitOK) != fit {
+		t.Errorf("%d bytes available judged %+v with exit %d, want fit (exit 0) exactly when at least 2 GiB", r.MemAvailableBytes, got.Judged, code)
 	}
 	want, err := memory.ReadMeminfo("/")
 	if err != nil {
@@ -40,10 +48,10 @@ func TestCheckMemoryThisHost(t *testing.T) {
 	}
 
 	code, out, errs = mainMemory()
-	if code != ExitOK {
+	if code != ExitOK && code != ExitUnfit {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"mem_total      ", " GiB (", "mem_available  ", "% of total)"} {
+	for _, want := range []string{"mem_total      ", " GiB (", "mem_available  ", "% of total)", "verdict        ", "limit basis    storage_quota_bytes 2 GiB: etcd's backend is memory-mapped"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("human output lacks %q:\n%s", want, out)
 		}
@@ -73,6 +81,39 @@ func TestCheckMemoryNoPSI(t *testing.T) {
 	code, out, _ = mainMemory("--host-root", root)
 	if code != ExitOK || !strings.Contains(out, "psi            absent") {
 		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// MemAvailable is held to the storage quota, at least: fit at it, unfit a
+// KiB under (the kernel's kB), exit 3; the quota is a setting.
+func TestCheckMemoryAtTheQuota(t *testing.T) {
+	for _, c := range []struct {
+		availableKiB uint64
+		quota        string
+		code         int
+		verdict      string
+	}{
+		{2 << 20, "", ExitOK, "fit: memory_available: 2.00 GiB, must be at least 2.00 GiB"},
+		{2<<20 - 1, "", ExitUnfit, "unfit: memory_available: 2.00 GiB, must be at least 2.00 GiB"},
+		{2<<20 + 1, "", ExitOK, "fit: "},
+		{3 << 20, "4294967296", ExitUnfit, "unfit: memory_available: 3.00 GiB, must be at least 4.00 GiB"},
+	} {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, "proc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		meminfo := fmt.Sprintf("MemTotal:       16384000 kB\nMemFree:         1000000 kB\nMemAvailable:   %8d kB\n", c.availableKiB)
+		if err := os.WriteFile(filepath.Join(root, "proc/meminfo"), []byte(meminfo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"--host-root", root}
+		if c.quota != "" {
+			args = append(args, "--storage-quota-bytes", c.quota)
+		}
+		code, out, errs := mainMemory(args...)
+		if code != c.code || !strings.Contains(out, "verdict        "+c.verdict) {
+			t.Errorf("%d kB available, quota %q: exit %d, stderr %q, output:\n%s\nwant %d and %q", c.availableKiB, c.quota, code, errs, out, c.code, c.verdict)
+		}
 	}
 }
 
