@@ -65,8 +65,9 @@ func repeatFailures(t *testing.T) {
 		fmt.Fprintf(&b, "%d failures, again:", len(failures.msgs))
 		for _, m := range failures.msgs {
 			lines := strings.Split(m, "\n")
-			if len(lines) > 12 {
-				lines = append(lines[:12], fmt.Sprintf("... (%d more lines above)", len(lines)-12))
+			// Enough for the campaign's failed faults, one a line.
+			if len(lines) > 24 {
+				lines = append(lines[:24], fmt.Sprintf("... (%d more lines above)", len(lines)-24))
 			}
 			b.WriteString("\n  " + strings.Join(lines, "\n    "))
 		}

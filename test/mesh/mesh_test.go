@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,7 +88,7 @@ func TestMesh(t *testing.T) {
 		fatalf(t, "the campaign: %v", err)
 	}
 	if !res.OK {
-		errorf(t, "the campaign failed its score (see the table above and %s)", out)
+		errorf(t, "the campaign failed its score (the table above and %s):\n%s", out, whatFailed(res))
 	}
 	if got := len(res.Totals.Kinds); got != len(campaign.Kinds) {
 		errorf(t, "the campaign injected %d kinds %v, want every kind of the catalogue (%d)", got, res.Totals.Kinds, len(campaign.Kinds))
@@ -114,4 +115,22 @@ type logWriter struct{ t *testing.T }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// whatFailed says what failed a campaign's score in the few lines a
+// failure is repeated with at the end of the log (CI shows only the tail):
+// the totals that fail it and each fault that is not ok, with its notes.
+func whatFailed(res *campaign.Result) string {
+	t := res.Totals
+	lines := []string{fmt.Sprintf("totals: %d wrong swaps, %d flaps, %d missed, %d unrecovered (of %d faults, %d swap-worthy, %d caught, %d gated)",
+		t.WrongSwaps, t.Flaps, t.Missed, t.Unrecovered, t.Faults, t.SwapWorthy, t.Caught, t.Gated)}
+	if res.Aborted != "" {
+		lines = append(lines, "aborted: "+res.Aborted)
+	}
+	for i, f := range res.Faults {
+		if !f.OK {
+			lines = append(lines, fmt.Sprintf("fault %d %s: %s, load %.1f; %s", i+1, f.Spec, f.Outcome, f.Load, strings.Join(f.Notes, "; ")))
+		}
+	}
+	return strings.Join(lines, "\n")
 }
