@@ -22,7 +22,7 @@ decision holds that signal to, printing the limit and its basis, and exit 3
 when it is unfit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageErrorf("check needs a reading: link, connect, memory, etcd, fsync or wakeup (see fleet-role check --help)")
+			return usageErrorf("check needs a reading: link, connect, memory, etcd, fsync, wakeup, or all (see fleet-role check --help)")
 		},
 	}
 	cmd.AddCommand(
@@ -32,6 +32,7 @@ when it is unfit.`,
 		newCheckEtcdCommand(),
 		newCheckFsyncCommand(),
 		newCheckWakeupCommand(),
+		newCheckAllCommand(),
 	)
 	return cmd
 }
