@@ -40,14 +40,14 @@ type allReport struct {
 // (docs/limits.md, link): Wi-Fi is unfit, wired fit, and a class that cannot
 // be seen is reported, not held against the host.
 func linkVerdict(r link.Reading) checkVerdict {
-	l := settings.Limit{Name: "link", Basis: "wifi is unfit: Wi-Fi's retransmissions and power saving delay frames past a heartbeat"}
+	const basis = "wifi is unfit: Wi-Fi's retransmissions and power saving delay frames past a heartbeat"
 	switch r.Class {
 	case entry.ClassWifi:
-		return checkVerdict{Verdict: checkUnfit, Limit: l, Why: fmt.Sprintf("the default route leaves by %s, a Wi-Fi interface", r.Interface)}
+		return checkVerdict{Verdict: checkUnfit, Basis: basis, Why: fmt.Sprintf("the default route leaves by %s, a Wi-Fi interface", r.Interface)}
 	case entry.ClassWired:
-		return checkVerdict{Verdict: checkFit, Limit: l, Why: fmt.Sprintf("the default route leaves by %s, wired", r.Interface)}
+		return checkVerdict{Verdict: checkFit, Basis: basis, Why: fmt.Sprintf("the default route leaves by %s, wired", r.Interface)}
 	}
-	return notJudged(l, fmt.Sprintf("the link of %s cannot be seen: reported, not held against the host", r.Interface))
+	return checkVerdict{Verdict: checkNotJudged, Basis: basis, Why: fmt.Sprintf("the link of %s cannot be seen: reported, not held against the host", r.Interface)}
 }
 
 // newCheckAllCommand takes every reading a host's vote depends on that can

@@ -36,7 +36,7 @@ func connectVerdict(l settings.Limit, peers []connect.Result) checkVerdict {
 	worst := -1
 	for i, p := range peers {
 		if !p.OK {
-			v := checkVerdict{Verdict: checkUnfit, Limit: l, Why: fmt.Sprintf("the connect to %s failed (%s): a failed connect counts as over the limit", p.Peer, p.Err)}
+			v := checkVerdict{Verdict: checkUnfit, Limit: &l, Basis: l.Basis, Why: fmt.Sprintf("the connect to %s failed (%s): a failed connect counts as over the limit", p.Peer, p.Err)}
 			return v
 		}
 		if worst < 0 || p.Seconds > peers[worst].Seconds {

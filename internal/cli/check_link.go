@@ -40,9 +40,17 @@ or in a pod with the host's network.`,
 			if err != nil {
 				return fmt.Errorf("link reading: %w", err)
 			}
-			return printReading(cmd.OutOrStdout(), asJSON, r, func(w io.Writer) error {
-				return writeLink(w, r)
-			})
+			v := linkVerdict(r)
+			out := struct {
+				link.Reading
+				Judged checkVerdict `json:"judged"`
+			}{r, v}
+			if err := printReading(cmd.OutOrStdout(), asJSON, out, func(w io.Writer) error {
+				return writeLink(w, r, v)
+			}); err != nil {
+				return err
+			}
+			return v.exit()
 		},
 	}
 	cmd.Flags().StringVar(&hostRoot, "host-root", "/", "`DIR` where the host's root is mounted; proc and sys are read under it")
@@ -50,7 +58,7 @@ or in a pod with the host's network.`,
 	return cmd
 }
 
-func writeLink(w io.Writer, r link.Reading) error {
+func writeLink(w io.Writer, r link.Reading, v checkVerdict) error {
 	route := r.Family + " default route"
 	if r.Gateway != "" {
 		route += " via " + r.Gateway
@@ -60,5 +68,6 @@ func writeLink(w io.Writer, r link.Reading) error {
 	fmt.Fprintf(tw, "class\t%s\n", r.Class)
 	fmt.Fprintf(tw, "via\t%s\n", strings.Join(r.Via, " -> "))
 	fmt.Fprintf(tw, "reason\t%s\n", r.Reason)
+	v.write(tw)
 	return tw.Flush()
 }

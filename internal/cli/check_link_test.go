@@ -39,21 +39,31 @@ func TestCheckLinkFixtureHosts(t *testing.T) {
 		tables, iface string
 		class         link.Class
 		via           []string
+		code          int
+		verdict       string
 	}{
-		{"laptop", "eth0", link.Wired, []string{"eth0"}},
-		{"tie", "bond0.10", link.WiFi, []string{"bond0.10", "bond0", "eth1", "wlan2"}},
+		{"laptop", "eth0", link.Wired, []string{"eth0"}, ExitOK, "fit: the default route leaves by eth0, wired"},
+		// A route by Wi-Fi is unfit, as the decision holds it.
+		{"tie", "bond0.10", link.WiFi, []string{"bond0.10", "bond0", "eth1", "wlan2"}, ExitUnfit, "unfit: the default route leaves by bond0.10, a Wi-Fi interface"},
 	} {
 		t.Run(c.tables, func(t *testing.T) {
 			root := linkHost(t, c.tables)
 			code, out, errs := mainLink("--host-root", root, "--json")
-			if code != ExitOK {
-				t.Fatalf("exit %d: %s", code, errs)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, errs)
 			}
-			var r link.Reading
+			var got struct {
+				link.Reading
+				Judged checkVerdict `json:"judged"`
+			}
 			dec := json.NewDecoder(strings.NewReader(out))
 			dec.DisallowUnknownFields()
-			if err := dec.Decode(&r); err != nil {
+			if err := dec.Decode(&got); err != nil {
 				t.Fatalf("--json output %q: %v", out, err)
+			}
+			r := got.Reading
+			if got.Judged.Verdict+": "+got.Judged.Why != c.verdict {
+				t.Errorf("judged %+v, want %q", got.Judged, c.verdict)
 			}
 			if dec.More() {
 				t.Errorf("--json printed more than one object: %q", out)
@@ -68,11 +78,12 @@ func TestCheckLinkFixtureHosts(t *testing.T) {
 			}
 
 			code, out, errs = mainLink("--host-root", root)
-			if code != ExitOK {
-				t.Fatalf("exit %d: %s", code, errs)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, errs)
 			}
-			for _, want := range []string{"interface  " + c.iface + " (ipv4 default route", "class      " + string(c.class) + "\n", "via        " + strings.Join(c.via, " -> ") + "\n", "reason     "} {
-				if !strings.Contains(out, want) {
+			flat := strings.Join(strings.Fields(out), " ")
+			for _, want := range []string{"interface " + c.iface + " (ipv4 default route", "class " + string(c.class) + " ", "via " + strings.Join(c.via, " -> ") + " ", "reason ", "verdict " + c.verdict, "limit basis wifi is unfit"} {
+				if !strings.Contains(flat, want) {
 					t.Errorf("human output lacks %q:\n%s", want, out)
 				}
 			}
@@ -82,7 +93,7 @@ func TestCheckLinkFixtureHosts(t *testing.T) {
 
 func TestCheckLinkThisHost(t *testing.T) {
 	code, out, errs := mainLink("--json")
-	if code != ExitOK {
+	if code != ExitOK && code != ExitUnfit {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	var r link.Reading
@@ -95,6 +106,9 @@ func TestCheckLinkThisHost(t *testing.T) {
 	}
 	if r.Interface != want.Interface || r.Class != want.Class {
 		t.Errorf("check link says %s %s, link.Read says %s %s", r.Interface, r.Class, want.Interface, want.Class)
+	}
+	if (r.Class == link.WiFi) != (code == ExitUnfit) {
+		t.Errorf("class %s with exit %d: want 3 exactly for Wi-Fi", r.Class, code)
 	}
 }
 

@@ -24,9 +24,13 @@ const (
 // signal to (settings.Limits), with the limit's basis: what a check says
 // beside its figures, and its exit code.
 type checkVerdict struct {
-	Verdict string         `json:"verdict"`
-	Value   *float64       `json:"value,omitempty"`
-	Limit   settings.Limit `json:"limit"`
+	Verdict string   `json:"verdict"`
+	Value   *float64 `json:"value,omitempty"`
+	// Limit is the number the value is held to; nil for a reading judged
+	// by a rule with no number (the link's class).
+	Limit *settings.Limit `json:"limit,omitempty"`
+	// Basis says where the limit or the rule comes from.
+	Basis string `json:"basis"`
 	// Why is the judgement in a line: the figure against the limit, or
 	// why it was not judged.
 	Why string `json:"why"`
@@ -34,7 +38,7 @@ type checkVerdict struct {
 
 // judge holds value (what names the figure: "p99") to l.
 func judge(l settings.Limit, what string, value float64) checkVerdict {
-	v := checkVerdict{Verdict: checkUnfit, Value: &value, Limit: l}
+	v := checkVerdict{Verdict: checkUnfit, Value: &value, Limit: &l, Basis: l.Basis}
 	if l.OK(value) {
 		v.Verdict = checkFit
 	}
@@ -45,13 +49,13 @@ func judge(l settings.Limit, what string, value float64) checkVerdict {
 
 // notJudged is a reading that says nothing against l, and why.
 func notJudged(l settings.Limit, why string) checkVerdict {
-	return checkVerdict{Verdict: checkNotJudged, Limit: l, Why: why}
+	return checkVerdict{Verdict: checkNotJudged, Limit: &l, Basis: l.Basis, Why: why}
 }
 
 // write prints the verdict's lines into a check's table.
 func (v checkVerdict) write(w io.Writer) {
 	fmt.Fprintf(w, "verdict\t%s: %s\n", v.Verdict, v.Why)
-	fmt.Fprintf(w, "limit basis\t%s\n", v.Limit.Basis)
+	fmt.Fprintf(w, "limit basis\t%s\n", v.Basis)
 }
 
 // exit is the command's result for the verdict: nil unless unfit.
