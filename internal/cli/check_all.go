@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-role/fleet-role/internal/connect"
-	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/fsync"
 	"github.com/fleet-role/fleet-role/internal/link"
 	"github.com/fleet-role/fleet-role/internal/memory"
@@ -42,9 +41,9 @@ type allReport struct {
 func linkVerdict(r link.Reading) checkVerdict {
 	const basis = "wifi is unfit: Wi-Fi's retransmissions and power saving delay frames past a heartbeat"
 	switch r.Class {
-	case entry.ClassWifi:
+	case link.WiFi:
 		return checkVerdict{Verdict: checkUnfit, Basis: basis, Why: fmt.Sprintf("the default route leaves by %s, a Wi-Fi interface", r.Interface)}
-	case entry.ClassWired:
+	case link.Wired:
 		return checkVerdict{Verdict: checkFit, Basis: basis, Why: fmt.Sprintf("the default route leaves by %s, wired", r.Interface)}
 	}
 	return checkVerdict{Verdict: checkNotJudged, Basis: basis, Why: fmt.Sprintf("the link of %s cannot be seen: reported, not held against the host", r.Interface)}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/link"
 )
 
@@ -57,8 +56,8 @@ func TestCheckAllThisHost(t *testing.T) {
 
 // The link is judged as the decision judges it.
 func TestLinkVerdict(t *testing.T) {
-	for class, want := range map[string]string{entry.ClassWifi: checkUnfit, entry.ClassWired: checkFit, entry.ClassUnknown: checkNotJudged} {
-		if v := linkVerdict(link.Reading{Interface: "wlp2s0", Class: link.Class(class)}); v.Verdict != want {
+	for class, want := range map[link.Class]string{link.WiFi: checkUnfit, link.Wired: checkFit, link.Unknown: checkNotJudged} {
+		if v := linkVerdict(link.Reading{Interface: "wlp2s0", Class: class}); v.Verdict != want {
 			t.Errorf("class %s: %+v, want %s", class, v, want)
 		}
 	}

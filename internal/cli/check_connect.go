@@ -99,12 +99,9 @@ was interrupted, 2 for a usage error.`,
 				return usageError(err)
 			}
 			r := connectReading{Peers: results, TimeoutSeconds: timeout.Seconds(), Judged: connectVerdict(set.ConnectLimit(), results)}
-			if err := printReading(cmd.OutOrStdout(), asJSON, r, func(w io.Writer) error {
+			return printJudged(cmd.OutOrStdout(), asJSON, r, r.Judged, func(w io.Writer) error {
 				return writeConnect(w, r)
-			}); err != nil {
-				return err
-			}
-			return r.Judged.exit()
+			})
 		},
 	}
 	cmd.Flags().StringArrayVar(&peers, "peer", nil, "peer address `HOST:PORT` to connect to (repeatable, at least one; an IPv6 host in brackets)")

@@ -61,12 +61,9 @@ where /tmp is often tmpfs. A run takes a few seconds on a fast disk and
 				fsync.Reading
 				Judged checkVerdict `json:"judged"`
 			}{r, v}
-			if err := printReading(cmd.OutOrStdout(), asJSON, out, func(w io.Writer) error {
+			return printJudged(cmd.OutOrStdout(), asJSON, out, v, func(w io.Writer) error {
 				return writeFsync(w, r, v)
-			}); err != nil {
-				return err
-			}
-			return v.exit()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", fsync.DefaultDir, "directory to write the temporary file in: the disk etcd's data would live on")

@@ -45,12 +45,9 @@ or in a pod with the host's network.`,
 				link.Reading
 				Judged checkVerdict `json:"judged"`
 			}{r, v}
-			if err := printReading(cmd.OutOrStdout(), asJSON, out, func(w io.Writer) error {
+			return printJudged(cmd.OutOrStdout(), asJSON, out, v, func(w io.Writer) error {
 				return writeLink(w, r, v)
-			}); err != nil {
-				return err
-			}
-			return v.exit()
+			})
 		},
 	}
 	cmd.Flags().StringVar(&hostRoot, "host-root", "/", "`DIR` where the host's root is mounted; proc and sys are read under it")

@@ -51,12 +51,9 @@ as what a period gained, which one reading cannot give.)`,
 				memory.Reading
 				Judged checkVerdict `json:"judged"`
 			}{r, v}
-			if err := printReading(cmd.OutOrStdout(), asJSON, out, func(w io.Writer) error {
+			return printJudged(cmd.OutOrStdout(), asJSON, out, v, func(w io.Writer) error {
 				return writeMemory(w, r, v)
-			}); err != nil {
-				return err
-			}
-			return v.exit()
+			})
 		},
 	}
 	// The memory limit is the storage quota.

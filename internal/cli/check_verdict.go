@@ -65,3 +65,12 @@ func (v checkVerdict) exit() error {
 	}
 	return nil
 }
+
+// printJudged prints a judged reading as printReading does, then ends the
+// command as its verdict says (exit 3 when unfit).
+func printJudged(w io.Writer, asJSON bool, v any, judged checkVerdict, human func(io.Writer) error) error {
+	if err := printReading(w, asJSON, v, human); err != nil {
+		return err
+	}
+	return judged.exit()
+}

@@ -78,12 +78,9 @@ interrupted, 2 for a usage error.`,
 			r := wakeupReading{IntervalSeconds: interval.Seconds(), ForSeconds: span.Seconds(), Wakes: got.Wakes,
 				LateMaxSeconds: got.Late.Seconds(), LimitSeconds: interval.Seconds(), Under: got.Late < interval}
 			r.Judged = judge(settings.Settings{HeartbeatInterval: interval}.WakeupLimit(), "wakeup_late max", got.Late.Seconds())
-			if err := printReading(cmd.OutOrStdout(), asJSON, r, func(w io.Writer) error {
+			return printJudged(cmd.OutOrStdout(), asJSON, r, r.Judged, func(w io.Writer) error {
 				return writeWakeup(w, r)
-			}); err != nil {
-				return err
-			}
-			return r.Judged.exit()
+			})
 		},
 	}
 	cmd.Flags().DurationVar(&interval, "interval", settings.Defaults().HeartbeatInterval, "how often the timer is due (default: k3s's heartbeat interval)")

@@ -213,8 +213,9 @@ func (m *Metrics) leading(on bool) {
 // forgetDecision drops every series of the last decision: a replica that
 // no longer leads decides nothing, and gauges left as its last decision
 // set them would read, to an alert or a dashboard scraping every pod, as a
-// second controller's current verdicts and swap. The counters of this
-// process's own work (loops, writes, the leader gauge) stay.
+// second controller's current verdicts and swap. The counters stay: this
+// process's own work (loops, writes), and the status memory's flaps and
+// verdict changes, which only grow and which a follower does not move.
 func (m *Metrics) forgetDecision() {
 	if m == nil {
 		return

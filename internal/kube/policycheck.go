@@ -28,9 +28,10 @@ func (a admitted) Is(target error) bool { return target == ErrAdmitted }
 // exists to refuse: a record not its own node's, and the status.
 type PolicyCheck interface {
 	// CheckRefused returns nil when the API server refused every one (403
-	// Forbidden: the policy's refusal, or RBAC's); an error wrapping
+	// Forbidden: the policy's refusal, or RBAC's), a status that is gone
+	// counting as refused when the create was; an error wrapping
 	// ErrAdmitted that names what it admitted; any other error when it
-	// could not tell (unreachable, the status missing, ...).
+	// could not tell (unreachable, a server error, ...).
 	CheckRefused(ctx context.Context, owner record.Owner) error
 }
 

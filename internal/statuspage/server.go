@@ -24,13 +24,13 @@ const maxRenders = 2
 // decision; requests render from a copy, so that a slow reader never holds
 // a decision back.
 type Server struct {
-	source  string
-	refresh time.Duration
-	sem     chan struct{}
+	source string
+	sem    chan struct{}
 
 	mu      sync.Mutex
 	model   *Model
 	history *History
+	refresh time.Duration
 	// standing, when set, says whether this process leads, and when it
 	// does not, who does: a replica that does not lead serves no page of
 	// its own (its last decision, were it kept, would read as current).
