@@ -183,7 +183,11 @@ func TestControllerRefusesWithoutDryRun(t *testing.T) {
 		{"empty", ptr(""), nil, `FLEET_ROLE_DRY_RUN is ""`},
 		{"false", ptr("false"), nil, `FLEET_ROLE_DRY_RUN is "false"`},
 		{"1", ptr("1"), nil, `FLEET_ROLE_DRY_RUN is "1"`},
-		{"true, --dry-run=false", ptr("true"), []string{"--dry-run=false"}, "dry_run is false"},
+		{"true, --dry-run=false", ptr("true"), []string{"--dry-run=false"}, "dry_run = false with acting = off"},
+		{"true, --dry-run=false --acting=plan", ptr("true"), []string{"--dry-run=false", "--acting=plan"}, "dry_run = false with acting = plan"},
+		{"true, --acting=guided", ptr("true"), []string{"--acting=guided"}, "acting = guided with dry_run = true"},
+		{"true, --dry-run=false --acting=guided", ptr("true"), []string{"--dry-run=false", "--acting=guided"}, "this release carries out no swap"},
+		{"true, --acting=sometimes", ptr("true"), []string{"--acting=sometimes"}, `acting = sometimes: must be one of off, plan, guided or auto`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.env == nil {

@@ -50,8 +50,9 @@ saw it, so a write that lands after another leader's fails. The status names
 its writer. $POD_NAME (the downward API), else the host name, and a random
 suffix make its identity.
 
-Dry-run is the only mode: it refuses to start unless FLEET_ROLE_DRY_RUN=true
-(exit 2). It serves /metrics, /healthz and /readyz (ready while a decision
+It carries out no swap in this release: it refuses to start unless
+FLEET_ROLE_DRY_RUN=true (exit 2). With the setting acting: plan the status
+carries the published swap's steps, each with its guards (docs/acting.md). It serves /metrics, /healthz and /readyz (ready while a decision
 succeeded within the last three sample periods; a follower while it reads
 the Lease), and /status: a read-only HTML page of its last decision, the
 link matrix and the verdicts of the decisions it remembers (a window's
@@ -78,7 +79,7 @@ worth).`,
 			return err
 		}
 		if !s.DryRun {
-			return usageErrorf("dry_run is false in the settings: dry-run is the only mode fleet-role has")
+			return usageErrorf("dry_run is false in the settings (acting = %s): this release carries out no swap; acting = %s publishes the steps it would take (docs/acting.md)", s.Acting, settings.ActingPlan)
 		}
 		if err := checkAddr(); err != nil {
 			return err

@@ -123,6 +123,7 @@ setting or input.`,
 		}
 
 		st := decide.Decide(in)
+		decide.WithActing(&st, list.Items, s, in.Now)
 		out := cmd.OutOrStdout()
 		switch output {
 		case "table":

@@ -153,6 +153,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		Unreadable: unreadable,
 		Previous:   c.previous,
 	})
+	decide.WithActing(&st, kubeNodes, s, now)
 	if c.term != nil {
 		st.Writer = c.term.writer
 	}

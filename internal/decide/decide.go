@@ -62,7 +62,7 @@ func decide(in Input, before func(node string)) Status {
 		}
 		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
 			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons(a.j), Deciding: at,
-			Observation: h.obs})
+			Observation: h.obs, Member: h.member()})
 	}
 	st.FailureTolerance = toleranceOf(st.Hosts)
 	// Every record counts, a host's the decision leaves out (neither voter

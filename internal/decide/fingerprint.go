@@ -28,6 +28,7 @@ func (s *Status) Fingerprint() ([sha256.Size]byte, error) {
 	head := *s
 	head.GeneratedAt, head.Hosts = time.Time{}, nil
 	head.Decision.Reasons = withoutAges(nil, s.Decision.Reasons)
+	head.Acting = s.Acting.WithoutAges()
 	if err := enc.Encode(head); err != nil {
 		return [sha256.Size]byte{}, fmt.Errorf("fingerprint status: %w", err)
 	}

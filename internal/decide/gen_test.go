@@ -45,11 +45,14 @@ type gHost struct {
 	learner  bool // k3s's learner condition and etcd's is_learner
 	eligible *bool
 	pinned   *bool
-	samples  int     // 0: a full window
-	wifi     bool    // the default route leaves by Wi-Fi
-	slowWAL  bool    // WAL fsyncs of 16 to 32 ms on a voter, a 20 ms fdatasync on a standby
-	lowMem   bool    // 1 GiB available, under the 2 GiB quota
-	connect  float64 // extra connect time to every voter, seconds
+	// server: a standby that is a k3s server with etcd disabled (the
+	// control-plane label), not an agent.
+	server  bool
+	samples int     // 0: a full window
+	wifi    bool    // the default route leaves by Wi-Fi
+	slowWAL bool    // WAL fsyncs of 16 to 32 ms on a voter, a 20 ms fdatasync on a standby
+	lowMem  bool    // 1 GiB available, under the 2 GiB quota
+	connect float64 // extra connect time to every voter, seconds
 	// stall adds connect time, seconds, to sample i of n (a stall of the
 	// whole machine that some samples caught).
 	stall func(i, n int) float64
@@ -87,6 +90,11 @@ type gFleet struct {
 	// voters but not to their connects: etcd's own state rather than the
 	// path (a slow leader raises it between two followers).
 	rttOnly map[[2]string]float64
+	// k3sNodes writes the Nodes as k3s does in full: the Ready condition
+	// and the command line (k3s.io/node-args), the first host the
+	// --cluster-init server, every other server joined to it with
+	// --server. Acting reads them; the decision does not.
+	k3sNodes bool
 }
 
 func pairOf(a, b string) [2]string {
@@ -319,6 +327,22 @@ func (f *gFleet) nodes() corev1.NodeList {
 				cond.Status, cond.Reason = corev1.ConditionFalse, decide.MemberIsLearner
 			}
 			n.Status.Conditions = append(n.Status.Conditions, cond)
+		}
+		if h.server {
+			n.Labels["node-role.kubernetes.io/control-plane"] = "true"
+		}
+		if f.k3sNodes {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"})
+			args := `["agent","--server","https://10.0.0.10:6443"]`
+			switch {
+			case i == 0:
+				args = `["server","--cluster-init"]`
+			case h.voter:
+				args = `["server","--server","https://10.0.0.10:6443"]`
+			case h.server:
+				args = `["server","--server","https://10.0.0.10:6443","--disable-etcd","true"]`
+			}
+			n.Annotations[decide.NodeArgsAnnotation] = args
 		}
 		if h.eligible != nil {
 			n.Labels[f.s.EligibleLabel] = strconv.FormatBool(*h.eligible)

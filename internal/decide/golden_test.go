@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -107,6 +108,26 @@ func scenarios(t testing.TB) []scenario {
 		wantFigure(t, decisionReason(t, st, decide.StepReplace, st.Decision.Out), 1, 1, math.NaN(), true)
 		wantFigure(t, decisionReason(t, st, decide.StepSteady, st.Decision.Out), 3, 3, 3, true)
 	}})
+
+	// Acting plan: the same swap, its steps in the status. With the
+	// standby a k3s server every guard but the approval holds; with it an
+	// agent the plan says it must be reinstalled first.
+	for _, server := range []bool{true, false} {
+		s := k3s()
+		s.Acting = settings.ActingPlan
+		f = standardFleet(s)
+		f.slow[pairOf("alpha", "bravo")] = 0.4
+		f.k3sNodes = true
+		f.host("delta").server = server
+		name := "acting-plan"
+		if !server {
+			name = "acting-plan-agent-standby"
+		}
+		add(scenario{name: name, fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), settingsYAML: "acting: plan\n", check: func(t *testing.T, st decide.Status) {
+			wantSwap(t, st, "bravo", "delta")
+			wantPlan(t, st, "bravo", "delta", server)
+		}})
+	}
 
 	f = standardFleet(k3s())
 	f.slow[pairOf("charlie", "alpha")] = 0.4
@@ -537,6 +558,7 @@ func TestGoldenScenarios(t *testing.T) {
 
 			// The core called directly gives the same bytes as the CLI.
 			st := decide.Decide(sc.input(t))
+			decide.WithActing(&st, sc.fleet.nodes().Items, sc.fleet.s, sc.fleet.now)
 			b, err := st.Marshal()
 			if err != nil {
 				t.Fatal(err)
@@ -644,6 +666,54 @@ func wantSwap(t *testing.T, st decide.Status, out, in string) {
 	d := st.Decision
 	if d.Action != decide.ActionSwap || d.Out != out || d.In != in {
 		t.Fatalf("decision %s %s -> %s, want swap %s -> %s; reasons: %+v", d.Action, d.Out, d.In, out, in, d.Reasons)
+	}
+}
+
+// wantPlan asserts acting plan's step table for the swap of out for in:
+// every step of the vocabulary in order, writes only where a step changes
+// something, and, for a standby that is a k3s server, every guard of the
+// first step holding but the approval, which acting plan never gives; for
+// an agent, the plan held by standby_server with the reinstall named.
+func wantPlan(t *testing.T, st decide.Status, out, in string, server bool) {
+	t.Helper()
+	if st.Acting == nil || st.Acting.Mode != settings.ActingPlan || st.Acting.Plan == nil || st.Acting.Journal != nil {
+		t.Fatalf("acting %+v, want mode plan with a plan and no journal", st.Acting)
+	}
+	p := st.Acting.Plan
+	if p.Out.Node != out || p.In.Node != in || p.Out.MemberID == "" || p.ID != acting.PlanID(out, p.Out.MemberID, in) {
+		t.Fatalf("plan %s: %s (member %s) for %s, want %s for %s", p.ID, p.Out.Node, p.Out.MemberID, p.In.Node, out, in)
+	}
+	var names []acting.StepName
+	for _, s := range p.Steps {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, acting.Steps) {
+		t.Fatalf("steps %v, want %v", names, acting.Steps)
+	}
+	admit := p.Steps[0]
+	for _, g := range admit.Guards {
+		want := g.Code != acting.GuardApproval && (server || g.Code != acting.GuardStandbyServer)
+		if g.OK != want {
+			t.Errorf("admit guard %s ok %v, want %v: %s", g.Code, g.OK, want, g.Detail)
+		}
+	}
+	if p.Ready != server || (p.Remedy == "") != server {
+		t.Errorf("ready %v, remedy %q; want ready %v and a remedy only for an agent", p.Ready, p.Remedy, server)
+	}
+	if w := admit.Writes; len(w) != 1 || w[0].Host != in || w[0].Content != acting.DropInVoter || !w[0].Restart {
+		t.Errorf("admit writes %+v, want the voter drop-in on %s and a restart", w, in)
+	}
+	// Each later step is judged on the fleet as the steps before it leave
+	// it: the standby a voter before prewrite, four members before remove.
+	for _, s := range p.Steps[1:] {
+		for _, g := range s.Guards {
+			if !g.OK {
+				t.Errorf("%s guard %s does not hold on the fleet the steps before it leave: %s", s.Name, g.Code, g.Detail)
+			}
+		}
+	}
+	if st.Acting.Plan.Steps[4].State != acting.StateSkipped {
+		t.Errorf("move-leader %s, want skipped: %s does not lead", p.Steps[4].State, out)
 	}
 }
 

@@ -100,8 +100,11 @@ type host struct {
 // connected peers: the gates and the members' map read it once the window
 // is gone.
 type etcdState struct {
-	memberID                   string
-	isLearner, hasLeader       bool
+	memberID                       string
+	isLearner, hasLeader, isLeader bool
+	// noSpace: the latest sample's database is at its quota, where etcd
+	// raises its NOSPACE alarm and refuses writes.
+	noSpace                    bool
 	connectedPeers, knownPeers int
 	// leaderless counts the window's samples in which the member reported no
 	// leader, the latest at leaderlessAt; fewestPeers is the fewest peers
@@ -125,7 +128,8 @@ func etcdStateOf(window []entry.Sample) *etcdState {
 		if st == nil {
 			st = &etcdState{fewestPeers: x.ConnectedPeers, fewestAt: window[i].At}
 		}
-		st.memberID, st.isLearner, st.hasLeader = x.MemberID, x.IsLearner, x.HasLeader
+		st.memberID, st.isLearner, st.hasLeader, st.isLeader = x.MemberID, x.IsLearner, x.HasLeader, x.IsLeader
+		st.noSpace = x.QuotaBytes > 0 && x.DBSizeBytes >= x.QuotaBytes
 		st.connectedPeers, st.knownPeers = x.ConnectedPeers, x.KnownPeers
 		st.windowRead++
 		if !x.HasLeader {
@@ -618,4 +622,14 @@ func clipEntry(e *entry.Entry, connects map[string]*entry.Connects) {
 	if f := e.Fsync; f != nil {
 		f.Dir, f.Filesystem, f.Err, f.Skipped = c(f.Dir), c(f.Filesystem), c(f.Err), c(f.Skipped)
 	}
+}
+
+// member is the host's etcd member as its latest sample read says; nil when
+// none was read or the record was refused its member (trust.go).
+func (h *host) member() *Member {
+	x := h.etcd
+	if x == nil || x.memberID == "" {
+		return nil
+	}
+	return &Member{ID: x.memberID, Leader: x.isLeader, Learner: x.isLearner, HasLeader: x.hasLeader, NoSpace: x.noSpace}
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
@@ -16,6 +17,18 @@ const (
 	EtcdRoleLabel = etcdRoleLabel
 	// NodeAddressAnnotation is the address k3s's etcd advertises for peers.
 	NodeAddressAnnotation = "etcd.k3s.cattle.io/node-address"
+	// NodeNameAnnotation is the etcd member's name k3s writes on its Node
+	// (pkg/etcd/etcd.go NodeNameAnnotation); its leader matches learners
+	// to Nodes by it.
+	NodeNameAnnotation = "etcd.k3s.cattle.io/node-name"
+	// NodeArgsAnnotation is the k3s command line, as k3s writes it on its
+	// Node (a JSON list, its config files' keys among the flags).
+	NodeArgsAnnotation = "k3s.io/node-args"
+	// NodeEnvAnnotation is k3s's K3S_* environment, as k3s writes it on its
+	// Node (a JSON object; K3S_URL stands for --server).
+	NodeEnvAnnotation = "k3s.io/node-env"
+	// ControlPlaneLabel marks a k3s server.
+	ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
 	// EtcdIsVoterCondition is k3s's node condition; False with reason
 	// MemberIsLearner marks a learner.
 	EtcdIsVoterCondition = "EtcdIsVoter"
@@ -43,18 +56,24 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
 				n.VoterSince = c.LastTransitionTime.UTC()
 			}
 		}
-		n.PeerAddress = k.Annotations[NodeAddressAnnotation]
-		if n.PeerAddress == "" {
-			for _, a := range k.Status.Addresses {
-				if a.Type == corev1.NodeInternalIP {
-					n.PeerAddress = a.Address
-					break
-				}
-			}
-		}
+		n.PeerAddress = PeerAddressOf(&k)
 		out = append(out, n)
 	}
 	return out
+}
+
+// PeerAddressOf is the address k's etcd member is reached at: the
+// annotation etcd.k3s.cattle.io/node-address, else the InternalIP.
+func PeerAddressOf(k *corev1.Node) string {
+	if a := k.Annotations[NodeAddressAnnotation]; a != "" {
+		return a
+	}
+	for _, a := range k.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
 }
 
 // NodeView returns what a cache of Nodes keeps of each one for
@@ -71,6 +90,12 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
 func NodeView(s settings.Settings, annotations ...string) func(*corev1.Node) *corev1.Node {
 	labels := []string{EtcdRoleLabel, s.EligibleLabel, s.PinnedLabel}
 	annotations = append([]string{NodeAddressAnnotation}, annotations...)
+	acts := s.Acting != settings.ActingOff
+	if acts {
+		// What acting reads of a Node (actingWorld).
+		labels = append(labels, ControlPlaneLabel)
+		annotations = append(annotations, acting.RemoveAnnotation, acting.RemoveRequestedAnnotation, NodeNameAnnotation, NodeArgsAnnotation, NodeEnvAnnotation)
+	}
 	return func(k *corev1.Node) *corev1.Node {
 		v := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name:            k.Name,
@@ -79,8 +104,11 @@ func NodeView(s settings.Settings, annotations ...string) func(*corev1.Node) *co
 			Labels:          pick(k.Labels, labels),
 			Annotations:     pick(k.Annotations, annotations),
 		}}
+		if acts {
+			v.DeletionTimestamp = k.DeletionTimestamp
+		}
 		for _, c := range k.Status.Conditions {
-			if string(c.Type) == EtcdIsVoterCondition {
+			if string(c.Type) == EtcdIsVoterCondition || (acts && c.Type == corev1.NodeReady) {
 				v.Status.Conditions = append(v.Status.Conditions, corev1.NodeCondition{
 					Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime,
 				})

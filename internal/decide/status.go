@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
@@ -70,6 +71,11 @@ type Status struct {
 	// that would not fit otherwise has one; Decide and UnmarshalStatus give a
 	// Status without it, every reason holding its own texts.
 	Texts []string `json:"texts,omitempty"`
+	// Acting is what acting makes of the decision: the mode, the published
+	// swap's step table and the swap under way (internal/acting); nil with
+	// acting off, so that the document is then what it was before acting
+	// existed.
+	Acting *acting.Status `json:"acting,omitempty"`
 	// Writer is the controller that published the document, the holder of
 	// the Lease; nil where no election chose one (fleet-role decide, the
 	// demo). Decide leaves it nil: the controller sets it.
@@ -126,6 +132,19 @@ type Host struct {
 	// Observation is when the controller last saw the host's entry change;
 	// nil when the host has no entry.
 	Observation *Observation `json:"observation,omitempty"`
+	// Member is what the host's etcd member said of itself at the latest
+	// sample of its window, as far as the decision trusted the record to
+	// speak for it; nil for none. It is not in the document: acting reads
+	// it from the decision it was made with.
+	Member *Member `json:"-"`
+}
+
+// Member is one etcd member's own word on itself (its metrics).
+type Member struct {
+	ID                         string
+	Leader, Learner, HasLeader bool
+	// NoSpace: its database is at its quota, where etcd raises NOSPACE.
+	NoSpace bool
 }
 
 // Observation lets the next decision judge staleness by the controller's

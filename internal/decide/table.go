@@ -5,6 +5,9 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/acting"
 )
 
 // WriteTable writes the status for people: one line per host (name, role,
@@ -52,6 +55,7 @@ func (s Status) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  %-3s %s: %s\n", mark, Printable(r.Signal), Printable(r.Detail))
 	}
+	writeActing(&b, s.Acting)
 	if s.Form != "" && s.Form != FormFull {
 		fmt.Fprintf(&b, "form: %s, reduced to fit one ConfigMap;", Printable(s.Form))
 		for _, x := range s.Dropped {
@@ -125,4 +129,55 @@ func Summary(r Reason) string {
 		return what + ": " + r.Detail
 	}
 	return fmt.Sprintf("%s: %s, must be %s", what, FormatValue(*r.Value, r.Unit), limitPhrase(r.Rule, *r.Limit, r.Unit))
+}
+
+// writeActing writes what acting makes of the decision: the mode, the
+// plan's ID and state, then a line per step with its guards' count and the
+// first that does not hold.
+func writeActing(b *strings.Builder, a *acting.Status) {
+	if a == nil {
+		return
+	}
+	p := a.Plan
+	if p == nil {
+		fmt.Fprintf(b, "acting: %s, no swap to carry out\n", Printable(a.Mode))
+		return
+	}
+	state := "ready: every guard of its first step holds but the approval"
+	if !p.Ready {
+		state = "not ready"
+	}
+	fmt.Fprintf(b, "acting: %s, plan %s: %s out, %s in (%s standby); %s\n", Printable(a.Mode), Printable(p.ID), Printable(p.Out.Node), Printable(p.In.Node), Printable(string(p.Standby)), state)
+	if p.Remedy != "" {
+		fmt.Fprintf(b, "  first: %s\n", Printable(p.Remedy))
+	}
+	for _, st := range p.Steps {
+		// The guard named is the first that fails, the approval last:
+		// what holds a plan that is not ready comes before what every
+		// plan waits for.
+		held := 0
+		var first, approval string
+		for _, g := range st.Guards {
+			if g.OK {
+				continue
+			}
+			held++
+			text := "; " + Printable(string(g.Code)) + ": " + Printable(g.Detail)
+			switch {
+			case g.Code == acting.GuardApproval:
+				approval = text
+			case first == "":
+				first = text
+			}
+		}
+		if first == "" {
+			first = approval
+		}
+		limit := "no deadline"
+		if st.Deadline.Seconds > 0 {
+			limit = fmt.Sprintf("deadline %v", time.Duration(st.Deadline.Seconds*float64(time.Second)))
+		}
+		fmt.Fprintf(b, "  %-11s %-8s %s on %s, %d of %d guards hold, %s%s\n", st.Name, st.State, st.Actor, Printable(st.Host),
+			len(st.Guards)-held, len(st.Guards), limit, first)
+	}
 }

@@ -11,7 +11,7 @@ import (
 // Rule says which side of a limit is fit.
 type Rule string
 
-// The three rules. Each limit takes the one its fact is worded with in
+// The rules. Each limit takes the one its fact is worded with in
 // docs/facts.md: "at least 10 times that round trip" makes the round trip fit up to and including
 // a tenth of the election timeout; "should be under 10 ms" makes 10 ms itself
 // unfit.
@@ -19,6 +19,9 @@ const (
 	AtMost  Rule = "at_most"  // fit when value <= limit
 	Under   Rule = "under"    // fit when value < limit
 	AtLeast Rule = "at_least" // fit when value >= limit
+	// Equal holds a count to one figure: acting's guards hold the etcd
+	// member count to what the swap expects at each step.
+	Equal Rule = "equal" // fit when value == limit
 )
 
 // Limit is one derived limit: its figure, unit, rule, and the derivation it
@@ -44,6 +47,8 @@ func (l Limit) OK(v float64) bool {
 		return v < l.Value
 	case AtLeast:
 		return v >= l.Value
+	case Equal:
+		return v == l.Value
 	}
 	return false
 }

@@ -272,10 +272,16 @@ func (fl *Flags) Load(lookupEnv func(string) (string, bool)) (Settings, error) {
 func (s Settings) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for i, f := range fields {
-		if i > 0 {
+	def := Defaults()
+	first := true
+	for _, f := range fields {
+		if f.omitDefault && f.format(s) == f.format(def) {
+			continue
+		}
+		if !first {
 			b.WriteByte(',')
 		}
+		first = false
 		k, _ := json.Marshal(f.key)
 		b.Write(k)
 		b.WriteByte(':')

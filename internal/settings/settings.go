@@ -34,11 +34,33 @@ type Settings struct {
 	StatusConfigMap   string
 	// DryRun must be true for the controller; the controller checks it.
 	DryRun bool
+	// Acting is what the controller does with the swap it names
+	// (ActingOff, ActingPlan, ActingGuided, ActingAuto; docs/acting.md).
+	Acting string
 	// FsyncSkipReason, when not empty, tells the probe not to take the disk
 	// reading and why (for example "etcd data on tmpfs in this scenario");
 	// the status reports it per host.
 	FsyncSkipReason string
 }
+
+// Modes of the acting setting: what the controller does with the swap it
+// names (docs/acting.md).
+const (
+	// ActingOff reports and changes nothing: the status is what it was
+	// before acting existed, byte for byte.
+	ActingOff = "off"
+	// ActingPlan adds the published swap's steps, with their guards, to the
+	// status, and writes nothing else.
+	ActingPlan = "plan"
+	// ActingGuided carries out a swap once an operator approves its plan ID.
+	ActingGuided = "guided"
+	// ActingAuto approves a swap itself once it has been published steadily
+	// for a window and every guard holds.
+	ActingAuto = "auto"
+)
+
+// Acts reports whether the settings let the controller change the cluster.
+func (s Settings) Acts() bool { return s.Acting == ActingGuided || s.Acting == ActingAuto }
 
 // field describes one setting: its key in the file (the environment variable
 // and flag names derive from it), its help, the basis of its default, and a
@@ -48,6 +70,11 @@ type field struct {
 	help  string
 	basis string
 	ptr   func(*Settings) any
+	// omitDefault leaves the setting out of the JSON a status records
+	// while it holds its default, so that a setting added later does not
+	// change a status that does not use it (the status stays byte for
+	// byte what it was before the setting was added).
+	omitDefault bool
 }
 
 // fields lists every setting once, in the order the file, the flags and the
@@ -55,52 +82,55 @@ type field struct {
 var fields = []field{
 	{"election_timeout", "etcd election timeout of the cluster (Go duration)",
 		"k3s pkg/etcd sets --election-timeout=5000 (etcd's own default is 1000 ms)",
-		func(s *Settings) any { return &s.ElectionTimeout }},
+		func(s *Settings) any { return &s.ElectionTimeout }, false},
 	{"heartbeat_interval", "etcd heartbeat interval of the cluster (Go duration)",
 		"k3s pkg/etcd sets --heartbeat-interval=500 (etcd's own default is 100 ms)",
-		func(s *Settings) any { return &s.HeartbeatInterval }},
+		func(s *Settings) any { return &s.HeartbeatInterval }, false},
 	{"tail_percentile", "percentile every tail limit is judged at (0 < p < 1)",
 		"p99, the percentile etcd's FAQ states its disk limits at",
-		func(s *Settings) any { return &s.TailPercentile }},
+		func(s *Settings) any { return &s.TailPercentile }, false},
 	{"window", "samples per host the verdict is judged over (at least 1/(1-tail_percentile), at most 4000)",
 		"100: the fewest samples that give a p99 a sample of its own (window >= 1/(1-p))",
-		func(s *Settings) any { return &s.Window }},
+		func(s *Settings) any { return &s.Window }, false},
 	{"sample_period", "time between two samples of the probe (Go duration, 1ms to 5m)",
 		"15s: etcd feeds its peer round-trip histogram about twice every 30 s, so each sample gains about one round-trip observation per peer",
-		func(s *Settings) any { return &s.SamplePeriod }},
+		func(s *Settings) any { return &s.SamplePeriod }, false},
 	{"target_voters", "number of etcd voters the cluster should have (odd, 3 to 5 with room for a learner)",
 		"3: the smallest odd voter count that survives the loss of one voter",
-		func(s *Settings) any { return &s.TargetVoters }},
+		func(s *Settings) any { return &s.TargetVoters }, false},
 	{"max_servers", "most servers (voters plus a learner) the cluster may hold (at most 7)",
 		"5: room for one learner above the target of 3, under etcd's limit of 7 members",
-		func(s *Settings) any { return &s.MaxServers }},
+		func(s *Settings) any { return &s.MaxServers }, false},
 	{"storage_quota_bytes", "etcd storage quota used when etcd reports none (bytes, at most 8 GiB)",
 		"etcd --quota-backend-bytes default, 2 GiB",
-		func(s *Settings) any { return &s.StorageQuotaBytes }},
+		func(s *Settings) any { return &s.StorageQuotaBytes }, false},
 	{"learner_stall_time", "time k3s lets a learner stall before removing it (Go duration, at most 5m)",
 		"k3s learnerMaxStallTime, 5 minutes",
-		func(s *Settings) any { return &s.LearnerStallTime }},
+		func(s *Settings) any { return &s.LearnerStallTime }, false},
 	{"peer_port", "etcd peer port the probe connects to on every voter",
 		"k3s embedded etcd listens for peers on 2380",
-		func(s *Settings) any { return &s.PeerPort }},
+		func(s *Settings) any { return &s.PeerPort }, false},
 	{"eligible_label", "node label key whose value true marks a host eligible to vote",
 		"fleet-role's own label, written true or false because a kubelet never removes a label",
-		func(s *Settings) any { return &s.EligibleLabel }},
+		func(s *Settings) any { return &s.EligibleLabel }, false},
 	{"pinned_label", "node label key whose value true pins a voter (never swapped out)",
 		"fleet-role's own label, written true or false because a kubelet never removes a label",
-		func(s *Settings) any { return &s.PinnedLabel }},
+		func(s *Settings) any { return &s.PinnedLabel }, false},
 	{"namespace", "namespace of fleet-role's ConfigMaps: the probes' records and the status",
 		"fleet-role's own namespace, which holds only fleet-role: the controller lists every record in it",
-		func(s *Settings) any { return &s.Namespace }},
+		func(s *Settings) any { return &s.Namespace }, false},
 	{"status_configmap", "ConfigMap the controller publishes status.json in",
 		"fleet-role's own ConfigMap name",
-		func(s *Settings) any { return &s.StatusConfigMap }},
+		func(s *Settings) any { return &s.StatusConfigMap }, false},
 	{"dry_run", "report only; the controller refuses to run without it",
 		"dry-run is the only mode fleet-role has",
-		func(s *Settings) any { return &s.DryRun }},
+		func(s *Settings) any { return &s.DryRun }, false},
+	{"acting", "what the controller does with the swap it names: off, plan (the status carries the swap's steps), guided (carried out once an operator approves it) or auto",
+		"off: fleet-role reports and changes nothing; acting is the operator's choice (docs/acting.md)",
+		func(s *Settings) any { return &s.Acting }, true},
 	{"fsync_skip_reason", "when set, the probe takes no disk reading and reports this reason",
 		"empty: the probe takes the disk reading",
-		func(s *Settings) any { return &s.FsyncSkipReason }},
+		func(s *Settings) any { return &s.FsyncSkipReason }, false},
 }
 
 // Defaults returns k3s's figures; fields lists the basis of each.
@@ -121,6 +151,7 @@ func Defaults() Settings {
 		Namespace:         "fleet-role",
 		StatusConfigMap:   "fleet-role-status",
 		DryRun:            true,
+		Acting:            ActingOff,
 	}
 }
 

@@ -157,6 +157,24 @@ func (s Settings) Validate() error {
 	if msgs := validation.IsDNS1123Subdomain(s.StatusConfigMap); len(msgs) > 0 {
 		bad("status_configmap", "must be a valid ConfigMap name: "+strings.Join(msgs, "; "))
 	}
+	switch s.Acting {
+	case ActingOff, ActingPlan:
+		if !s.DryRun {
+			errs = append(errs, fmt.Errorf("dry_run = false with acting = %s: nothing is carried out unless acting is %s or %s, so dry_run must stay true", s.Acting, ActingGuided, ActingAuto))
+		}
+	case ActingGuided, ActingAuto:
+		if s.DryRun {
+			errs = append(errs, fmt.Errorf("acting = %s with dry_run = true: carrying out a swap needs both, acting = %s and dry_run = false, so that one setting edited alone never starts it", s.Acting, s.Acting))
+		}
+	default:
+		why := fmt.Sprintf("must be one of %s, %s, %s or %s", ActingOff, ActingPlan, ActingGuided, ActingAuto)
+		if s.Acting == "false" || s.Acting == "true" {
+			// YAML 1.1, which sigs.k8s.io/yaml reads, takes an unquoted
+			// off, no, on or yes for a boolean.
+			why += ` (YAML reads an unquoted off or on as a boolean: write acting: "off")`
+		}
+		bad("acting", why)
+	}
 	switch {
 	case len(s.FsyncSkipReason) > MaxTextBytes:
 		bad("fsync_skip_reason", fmt.Sprintf("must be at most %d bytes: every host's entry repeats it", MaxTextBytes))

@@ -1,0 +1,425 @@
+package acting
+
+import (
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// Outcome is what one round of the executor asks the controller to do, in
+// this order: write Journal (nil when nothing changed), with the journal's
+// resourceVersion as the precondition; then, only if that write succeeded,
+// set the remove annotation (and RemoveRequestedAnnotation) on the Node
+// Annotate. A controller stopped between the two finds the journal saying
+// remove is under way and no request on the Node, and makes it then.
+type Outcome struct {
+	Journal  *Journal
+	Annotate string
+}
+
+// WithPast fills in w's cooldown and daily count from the swaps the journal
+// recalls.
+func WithPast(w World, j *Journal) World {
+	if j == nil {
+		return w
+	}
+	w.SwapsDay = 0
+	past := j.Past
+	if j.Phase.Open() {
+		// The open swap counts as begun.
+		past = append(past[:len(past):len(past)], Past{PlanID: j.PlanID, Started: j.Started})
+	}
+	for _, p := range past {
+		if !p.Ended.IsZero() && p.Ended.After(w.LastSwapEnded) {
+			w.LastSwapEnded = p.Ended
+		}
+		if w.Now.Sub(p.Started) < swapsWindow {
+			w.SwapsDay++
+		}
+	}
+	return w
+}
+
+// Next is one round of the executor: from the journal as last written (nil
+// for none), the world as observed now, the acting mode and the controller's
+// Lease term, what to write and do. It re-derives where the swap stands from
+// the world at every round, so that a controller that starts over a journal
+// another wrote (or that it wrote before it was stopped) finishes a step
+// found done, asks again for one found undone (every command is carried out
+// at most once, by its sequence number), and fails a step past its deadline;
+// it never takes a step the journal holds done.
+func Next(j *Journal, w World, mode string, term int32) Outcome {
+	w = WithPast(w, j)
+	if j == nil || !j.Phase.Open() {
+		if mode != settings.ActingGuided && mode != settings.ActingAuto {
+			return Outcome{}
+		}
+		p := Draft(w, mode)
+		if p == nil || !p.Ready || !p.Steps[0].Guards[0].OK {
+			return Outcome{}
+		}
+		return Outcome{Journal: open(j, p, &w, mode, term)}
+	}
+	nj := j.Clone()
+	r := round{j: nj, w: &w, now: w.Now}
+	if nj.Term != term {
+		nj.Term = term
+		if nj.Command != nil {
+			// The command is the same; the new term lets the actuator tell
+			// it from a deposed controller's.
+			nj.Command.Term = term
+		}
+		r.event("term", string(nj.Phase), "")
+	}
+	switch nj.Phase {
+	case PhaseRunning:
+		r.run()
+	case PhaseAborting:
+		r.undo()
+	}
+	if !r.changed {
+		return Outcome{Annotate: r.annotate}
+	}
+	return Outcome{Journal: nj, Annotate: r.annotate}
+}
+
+// open starts the swap p: the journal with admit under way and its command.
+func open(prev *Journal, p *Plan, w *World, mode string, term int32) *Journal {
+	now := w.Now
+	j := &Journal{Schema: JournalSchema, PlanID: p.ID, Out: p.Out, In: p.In, Phase: PhaseRunning,
+		Tolerance0: startTolerance(w, p.Out.Node, p.In.Node), ApprovedBy: approvedBy(mode), Started: now, Term: term,
+		LeaderTo: leaderTarget(w, p), History: []Event{}}
+	if prev != nil {
+		j.Past = recent(prev.Past, now)
+	}
+	for _, n := range Steps {
+		j.Steps = append(j.Steps, JournalStep{Name: n, State: StatePending})
+	}
+	r := round{j: j, w: w, now: now}
+	r.event("open", string(PhaseRunning), "")
+	r.reach(j.step(StepAdmit))
+	r.run()
+	return j
+}
+
+func approvedBy(mode string) string {
+	if mode == settings.ActingAuto {
+		return "auto"
+	}
+	return "operator"
+}
+
+// recent keeps the swaps the cooldown and the daily cap still need: those
+// begun in the last 24 hours, and the last to end.
+func recent(past []Past, now time.Time) []Past {
+	var keep []Past
+	for i, p := range past {
+		if now.Sub(p.Started) < swapsWindow || i == len(past)-1 {
+			keep = append(keep, p)
+		}
+	}
+	return keep
+}
+
+// round is one pass of the executor over a journal it may change.
+type round struct {
+	j        *Journal
+	w        *World
+	now      time.Time
+	changed  bool
+	annotate string
+}
+
+func (r *round) event(step, state, cause string) {
+	r.j.History = append(r.j.History, Event{At: r.now, Step: step, State: state, Term: r.j.Term, Cause: cause})
+	r.changed = true
+}
+
+func (r *round) host(name string) *Host {
+	if h := r.w.host(name); h != nil {
+		return h
+	}
+	return &Host{Name: name}
+}
+
+// reach starts step s: its deadline counts from now.
+func (r *round) reach(s *JournalStep) {
+	t := r.now
+	d := t.Add(time.Duration(deadline(r.w.Settings, s.Name).Seconds * float64(time.Second)))
+	s.Started, s.Deadline, s.State = &t, &d, StatePending
+	r.event(string(s.Name), string(StatePending), "")
+}
+
+func (r *round) end(s *JournalStep, st State, cause string) {
+	t := r.now
+	s.State, s.Ended, s.Held = st, &t, ""
+	if r.j.Command != nil && r.j.Command.Seq == s.Seq {
+		r.j.Command = nil
+	}
+	r.event(string(s.Name), string(st), cause)
+}
+
+// plan is the journal's swap as a Plan, for the guards.
+func (r *round) plan() *Plan {
+	return &Plan{ID: r.j.PlanID, Out: r.j.Out, In: r.j.In}
+}
+
+// run carries the running swap as far as the world allows this round: each
+// step found done ends and the next is reached, until one is under way,
+// held, or failed.
+func (r *round) run() {
+	for range Steps {
+		s := r.j.Current()
+		if s == nil {
+			return
+		}
+		if s.Name == StepDone {
+			r.end(s, StateDone, "")
+			r.finish(PhaseDone)
+			return
+		}
+		if r.done(s) {
+			r.end(s, StateDone, "")
+			next := r.j.Current()
+			r.reach(next)
+			if next.Name == StepMoveLeader && !r.host(r.j.Out.Node).Leader {
+				r.end(next, StateSkipped, "")
+				r.reach(r.j.Current())
+			}
+			continue
+		}
+		if r.now.After(*s.Deadline) {
+			r.fail(s, CauseDeadline)
+			return
+		}
+		if s.State == StateRunning {
+			r.watch(s)
+			return
+		}
+		gs := guards(r.w, s.Name, r.plan(), r.j.Tolerance0, "")
+		if s.Name == StepAdmit {
+			// The approval was the opening's; the rest hold again here.
+			gs = gs[1:]
+		}
+		if code := firstFailed(gs); code != "" {
+			if s.State != StateHeld || s.Held != code {
+				s.State, s.Held = StateHeld, code
+				r.event(string(s.Name), string(StateHeld), string(code))
+			}
+			return
+		}
+		r.issue(s)
+		return
+	}
+}
+
+// done reports whether step s is found done in the world.
+func (r *round) done(s *JournalStep) bool {
+	x, in := r.host(r.j.Out.Node), r.host(r.j.In.Node)
+	switch s.Name {
+	case StepAdmit:
+		return s.State == StateRunning && (in.Voter || in.Learner)
+	case StepPromote:
+		return in.Voter
+	case StepStabilise:
+		if !(in.Voter && in.Alive && in.Verdict == "fit") {
+			if r.j.StableSince != nil {
+				r.j.StableSince = nil
+				r.changed = true
+			}
+			return false
+		}
+		if r.j.StableSince == nil {
+			t := r.now
+			r.j.StableSince = &t
+			r.changed = true
+		}
+		return r.now.Sub(*r.j.StableSince) >= stableFor(r.w.Settings)
+	case StepPrewrite:
+		return r.reported(x, s.Seq)
+	case StepMoveLeader:
+		return s.State == StateRunning && !x.Leader
+	case StepRemove:
+		return !x.Voter && !x.Learner
+	case StepSettle:
+		return r.reported(x, s.Seq) && x.Ready && !x.EtcdLabel
+	}
+	return false
+}
+
+// reported: h's actuator carried out command seq of this plan.
+func (r *round) reported(h *Host, seq int) bool {
+	return seq > 0 && h.Report != nil && h.Report.PlanID == r.j.PlanID && h.Report.Seq == seq && h.Report.Done
+}
+
+// failedReport is why h's actuator did not carry out command seq, "" when
+// it did or has not said.
+func (r *round) failedReport(h *Host, seq int) string {
+	if seq == 0 || h.Report == nil || h.Report.PlanID != r.j.PlanID || h.Report.Seq != seq {
+		return ""
+	}
+	switch {
+	case h.Report.Refused != "" && h.Report.Term < r.j.Term:
+		// Refused as a deposed controller's: this term's copy of the same
+		// command is still to be carried out.
+		return ""
+	case h.Report.Refused != "":
+		return CauseRefused
+	case h.Report.Error != "":
+		return CauseFailed
+	}
+	return ""
+}
+
+// watch looks after a step under way: an actuator that failed it fails
+// it; a removal k3s refused halts the swap; a removal never asked for (the
+// controller stopped between the journal and the Node) is asked for again.
+func (r *round) watch(s *JournalStep) {
+	x := r.host(r.j.Out.Node)
+	if r.j.Command != nil && r.j.Command.Seq == s.Seq {
+		if cause := r.failedReport(r.host(r.j.Command.Host), s.Seq); cause != "" {
+			r.fail(s, cause)
+			return
+		}
+	}
+	if s.Name == StepRemove && !x.RemoveAnnotation {
+		if x.RemoveRequested == r.j.PlanID {
+			// k3s's member controller deleted its annotation and not ours,
+			// and the member stays: etcd refused the removal.
+			r.fail(s, CauseRefused)
+			return
+		}
+		r.annotate = x.Name
+	}
+}
+
+// issue makes step s's change: the command for its host's actuator in the
+// journal, or the remove annotation once the journal is written.
+func (r *round) issue(s *JournalStep) {
+	s.State, s.Held = StateRunning, ""
+	x, in := r.j.Out.Node, r.j.In.Node
+	switch s.Name {
+	case StepAdmit:
+		s.Seq = r.command(in, VerbEtcdOn, "", true)
+	case StepPrewrite:
+		s.Seq = r.command(x, VerbEtcdOff, "", false)
+	case StepMoveLeader:
+		to := r.j.LeaderTo
+		if h := r.memberHost(to); h == nil || !h.Voter || !h.Alive {
+			to = leaderTarget(r.w, r.plan())
+			r.j.LeaderTo = to
+		}
+		s.Seq = r.command(x, VerbMoveLeader, to, false)
+	case StepRemove:
+		r.annotate = x
+	case StepSettle:
+		s.Seq = r.command(x, VerbRestart, "", true)
+	}
+	r.event(string(s.Name), string(StateRunning), "")
+}
+
+func (r *round) memberHost(id string) *Host {
+	for i := range r.w.Hosts {
+		if id != "" && r.w.Hosts[i].MemberID == id {
+			return &r.w.Hosts[i]
+		}
+	}
+	return nil
+}
+
+func (r *round) command(host string, v Verb, target string, restart bool) int {
+	r.j.Seq++
+	r.j.Command = &Command{PlanID: r.j.PlanID, Seq: r.j.Seq, Term: r.j.Term, Host: host, Verb: v, Target: target, Restart: restart}
+	return r.j.Seq
+}
+
+// fail ends step s as failed: before the leaving voter is removed the swap
+// aborts, undoing what was done; from remove on it halts, since the only
+// way back would re-add the unfit voter.
+func (r *round) fail(s *JournalStep, cause string) {
+	r.end(s, StateFailed, cause)
+	r.j.Command = nil
+	if stepIndex(s.Name) >= stepIndex(StepRemove) {
+		r.j.Phase, r.j.Halt = PhaseHalted, cause
+		r.event("halt", string(PhaseHalted), cause)
+		return
+	}
+	a := &Abort{Step: s.Name, Cause: cause, At: r.now}
+	if p := r.j.step(StepPrewrite); p.Seq > 0 {
+		a.Undo = append(a.Undo, UndoRestoreOut)
+	}
+	if r.j.step(StepAdmit).Seq > 0 {
+		a.Undo = append(a.Undo, UndoRemoveIn, UndoStandbyIn)
+	}
+	r.j.Phase, r.j.Abort = PhaseAborting, a
+	r.event("abort", string(PhaseAborting), cause)
+	r.undo()
+}
+
+// undo carries the abort as far as the world allows this round.
+func (r *round) undo() {
+	a := r.j.Abort
+	x, in := r.host(r.j.Out.Node), r.host(r.j.In.Node)
+	for len(a.Undo) > 0 {
+		u := a.Undo[0]
+		var done bool
+		switch u {
+		case UndoRestoreOut:
+			done = r.reported(x, a.Seq)
+		case UndoRemoveIn:
+			done = !in.Voter && !in.Learner
+		case UndoStandbyIn:
+			done = r.reported(in, a.Seq)
+		}
+		if done {
+			a.Undo, a.Seq, r.j.Command = a.Undo[1:], 0, nil
+			r.event(string(u), string(StateDone), "")
+			if len(a.Undo) == 0 && (in.Voter || in.Learner) {
+				// The newcomer joined again after its member was removed
+				// (its k3s was mid-join): remove it once more.
+				a.Undo = []Undo{UndoRemoveIn}
+			}
+			continue
+		}
+		if a.Seq == 0 || r.j.Command == nil {
+			switch u {
+			case UndoRestoreOut:
+				a.Seq = r.command(x.Name, VerbEtcdOn, "", false)
+			case UndoRemoveIn:
+				from := r.removeFrom()
+				if from == "" {
+					return // no voter host alive to remove it from: wait
+				}
+				a.Seq = r.command(from, VerbRemoveMember, r.j.In.PeerURL, false)
+			case UndoStandbyIn:
+				a.Seq = r.command(in.Name, VerbEtcdOff, "", true)
+			}
+			r.event(string(u), string(StateRunning), "")
+		}
+		return
+	}
+	r.finish(PhaseAborted)
+}
+
+// removeFrom is the voter host whose actuator removes the newcomer: an
+// alive voter that is neither party (the newcomer may be cut off, and the
+// leaving voter is the unfit one), else the leaving voter.
+func (r *round) removeFrom() string {
+	for i := range r.w.Hosts {
+		h := &r.w.Hosts[i]
+		if h.Voter && h.Alive && h.Name != r.j.In.Node && h.Name != r.j.Out.Node {
+			return h.Name
+		}
+	}
+	if x := r.host(r.j.Out.Node); x.Voter && x.Alive {
+		return x.Name
+	}
+	return ""
+}
+
+func (r *round) finish(p Phase) {
+	t := r.now
+	r.j.Phase, r.j.Ended, r.j.Command = p, &t, nil
+	r.j.Past = append(recent(r.j.Past, r.now), Past{PlanID: r.j.PlanID, Started: r.j.Started, Ended: t, Phase: p})
+	r.event("swap", string(p), "")
+}

@@ -1,0 +1,349 @@
+package acting
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// roundsLimit bounds a swap in rounds: the whole swap's deadline over the
+// model's tick, with room for an abort's undo.
+func roundsLimit(s settings.Settings) int { return 2 * int(TotalDeadline(s)/modelTick) }
+
+// run drives the model until the journal ends, killing the controller in
+// the round numbered killAt (counting only rounds that write) the way k
+// says; after a kill the next controller may hold a newer term.
+func run(t *testing.T, m *model, killAt int, k kill, newTerm bool) (writes int) {
+	t.Helper()
+	writes, ok := drive(m, killAt, k, newTerm, nil)
+	if !ok {
+		t.Fatalf("the swap did not end in %d rounds; journal %+v\nmodel log:\n%s", roundsLimit(m.s), m.journal, strings.Join(m.log, "\n"))
+	}
+	return writes
+}
+
+// drive is run's loop: a round of the controller (killed in the writing
+// round killAt), then between (the test's own fault, if any), then, unless
+// the journal has settled, a tick of the model. ok is false when the swap
+// did not settle within roundsLimit.
+func drive(m *model, killAt int, k kill, newTerm bool, between func()) (writes int, ok bool) {
+	for i := 0; i < roundsLimit(m.s); i++ {
+		kk := killNone
+		if writes == killAt {
+			kk = k
+		}
+		if m.round(settings.ActingGuided, kk) {
+			writes++
+			if kk != killNone && newTerm {
+				m.lease++
+			}
+		}
+		if between != nil {
+			between()
+		}
+		if m.journal != nil && settled(m.journal.Phase) {
+			return writes, true
+		}
+		m.step()
+	}
+	return writes, false
+}
+
+// settled: the executor takes no further step by itself.
+func settled(p Phase) bool { return p != PhaseRunning && p != PhaseAborting }
+
+// checkSwapped asserts the end every swap must reach: x out, s a voter, x a
+// ready control-plane-only server, the journal done, nothing twice.
+func checkSwapped(t *testing.T, m *model) {
+	t.Helper()
+	if m.journal.Phase != PhaseDone {
+		t.Fatalf("phase %s, want done (abort %+v, halt %q)\nmodel log:\n%s", m.journal.Phase, m.journal.Abort, m.journal.Halt, strings.Join(m.log, "\n"))
+	}
+	if got := strings.Join(m.voters(), ","); got != "a,b,s" {
+		t.Errorf("voters %s, want a,b,s", got)
+	}
+	x := m.hosts["x"]
+	if x.etcdLabel || x.etcdOn || !x.ready {
+		t.Errorf("x: etcd label %v, etcd on %v, ready %v: want a ready control-plane-only server", x.etcdLabel, x.etcdOn, x.ready)
+	}
+	checkSafe(t, m)
+}
+
+// checkSafe asserts what holds through every run, aborted or not.
+func checkSafe(t *testing.T, m *model) {
+	t.Helper()
+	if m.maxLearners > 1 {
+		t.Errorf("%d learners at once, want at most 1", m.maxLearners)
+	}
+	if m.maxMembers > m.s.TargetVoters+1 {
+		t.Errorf("%d members at once, want at most target_voters+1 = %d", m.maxMembers, m.s.TargetVoters+1)
+	}
+	if m.minAliveMargin < 0 {
+		t.Errorf("connected voters fell %d below quorum", -m.minAliveMargin)
+	}
+	for key, n := range m.executed {
+		if n > 1 {
+			t.Errorf("command %s carried out %d times", key, n)
+		}
+	}
+	if err := historyOK(m.journal); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSwapEndToEnd(t *testing.T) {
+	for _, leader := range []string{"a", "x"} {
+		t.Run("leader="+leader, func(t *testing.T) {
+			m := newModel(leader)
+			run(t, m, -1, killNone, false)
+			checkSwapped(t, m)
+			ml := m.journal.step(StepMoveLeader)
+			if want := map[string]State{"a": StateSkipped, "x": StateDone}[leader]; ml.State != want {
+				t.Errorf("move-leader %s, want %s", ml.State, want)
+			}
+			if leader == "x" && m.leader == "x" {
+				t.Error("x still leads")
+			}
+		})
+	}
+}
+
+// TestKilledAtEveryBoundary kills the controller at every round that writes,
+// before the journal and between the journal and the Node, with the same
+// term and with a new leader's: every run ends swapped, no command carried
+// out twice, no step run again once done.
+func TestKilledAtEveryBoundary(t *testing.T) {
+	writes := run(t, newModel("x"), -1, killNone, false)
+	boundaries := 0
+	for at := 0; at < writes; at++ {
+		for _, k := range []kill{killBeforeJournal, killBeforeNode} {
+			for _, newTerm := range []bool{false, true} {
+				t.Run(fmt.Sprintf("round%d/kill%d/newterm=%v", at, k, newTerm), func(t *testing.T) {
+					m := newModel("x")
+					run(t, m, at, k, newTerm)
+					checkSwapped(t, m)
+				})
+				boundaries++
+			}
+		}
+	}
+	t.Logf("%d kills over %d writing rounds of a clean swap", boundaries, writes)
+}
+
+// TestStandbyCutOffAborts cuts the standby off once it is a learner: k3s
+// cannot promote it, the promote step passes its deadline, the abort
+// removes the learner from a voter host and, once the standby is back,
+// makes it control-plane only; it never votes.
+func TestStandbyCutOffAborts(t *testing.T) {
+	writes := cutOff(t, -1, killNone, false)
+	// The same with the controller killed at every round that writes,
+	// the abort's among them.
+	for at := 0; at < writes; at++ {
+		for _, k := range []kill{killBeforeJournal, killBeforeNode} {
+			for _, newTerm := range []bool{false, true} {
+				t.Run(fmt.Sprintf("round%d/kill%d/newterm=%v", at, k, newTerm), func(t *testing.T) { cutOff(t, at, k, newTerm) })
+			}
+		}
+	}
+}
+
+// cutOff is one run of TestStandbyCutOffAborts, killing the controller in
+// the writing round killAt as run does.
+func cutOff(t *testing.T, killAt int, k kill, newTerm bool) (writes int) {
+	t.Helper()
+	m := newModel("a")
+	healed := false
+	writes, _ = drive(m, killAt, k, newTerm, func() {
+		if mm := m.members["s"]; mm != nil && mm.learner && !m.hosts["s"].cut && !healed {
+			m.hosts["s"].cut = true
+			m.logf("cut s")
+		}
+		if m.journal != nil && m.journal.Phase == PhaseAborting && m.members["s"] == nil && m.hosts["s"].cut {
+			m.hosts["s"].cut, healed = false, true
+			m.logf("mend s")
+		}
+	})
+	if m.journal == nil {
+		t.Fatalf("no journal\n%s", strings.Join(m.log, "\n"))
+	}
+	if m.journal.Phase != PhaseAborted {
+		t.Fatalf("phase %s, want aborted\n%s", m.journal.Phase, strings.Join(m.log, "\n"))
+	}
+	if a := m.journal.Abort; a.Step != StepPromote || a.Cause != CauseDeadline {
+		t.Errorf("abort at %s for %s, want promote for deadline", a.Step, a.Cause)
+	}
+	// Long after, with the standby back: never a voter, never a member.
+	for range 3 * int(m.s.LearnerStallTime/modelTick) {
+		m.step()
+	}
+	if m.everVoter["s"] || m.members["s"] != nil || m.hosts["s"].etcdOn {
+		t.Errorf("s voted %v, member %v, etcd on %v after the abort", m.everVoter["s"], m.members["s"] != nil, m.hosts["s"].etcdOn)
+	}
+	if got := strings.Join(m.voters(), ","); got != "a,b,x" {
+		t.Errorf("voters %s, want a,b,x as before", got)
+	}
+	checkSafe(t, m)
+	return writes
+}
+
+// TestUnplannedRestartAfterPrewrite restarts the leaving voter after the
+// pre-write: k3s removes its member (RemoveSelf) instead of re-adding it,
+// and the swap carries on to done.
+func TestUnplannedRestartAfterPrewrite(t *testing.T) {
+	m := newModel("a")
+	restarted := false
+	for i := 0; i < roundsLimit(m.s); i++ {
+		m.round(settings.ActingGuided, killNone)
+		if p := m.journal; p != nil && p.step(StepPrewrite).State == StateDone && !restarted {
+			m.hosts["x"].restartAt, m.hosts["x"].ready, restarted = m.now.Add(modelTick), false, true
+			m.logf("unplanned restart of x")
+		}
+		if m.journal != nil && !m.journal.Phase.Open() {
+			break
+		}
+		m.step()
+	}
+	if !restarted {
+		t.Fatal("the pre-write was never done")
+	}
+	checkSwapped(t, m)
+	if n := strings.Count(strings.Join(m.log, "\n"), "member add x"); n != 1 {
+		t.Errorf("x was added %d times, want once, when the fleet formed", n)
+	}
+}
+
+// TestRefusedRemovalHalts: k3s's member controller drops the annotation
+// without removing the member; the swap halts at four voters and changes
+// nothing more.
+func TestRefusedRemovalHalts(t *testing.T) {
+	m := newModel("a")
+	m.refuseRemove = true
+	run(t, m, -1, killNone, false)
+	if m.journal.Phase != PhaseHalted || m.journal.Halt != CauseRefused {
+		t.Fatalf("phase %s halt %q, want halted for refused", m.journal.Phase, m.journal.Halt)
+	}
+	if got := strings.Join(m.voters(), ","); got != "a,b,s,x" {
+		t.Errorf("voters %s, want a,b,s,x", got)
+	}
+	before := len(m.executed)
+	for range 20 {
+		m.round(settings.ActingGuided, killNone)
+		m.step()
+	}
+	if len(m.executed) != before || m.hosts["x"].removeAnn {
+		t.Error("a halted swap changed the cluster")
+	}
+	checkSafe(t, m)
+}
+
+// TestStaleTermRefused: a command of an older term than the Lease's is
+// refused by the actuator, and the executor fails the step on the refusal
+// only if it issued it in its own term; a new leader re-stamps it.
+func TestStaleTermRefused(t *testing.T) {
+	m := newModel("a")
+	m.round(settings.ActingGuided, killNone)
+	if m.journal == nil || m.journal.Command == nil {
+		t.Fatal("the swap did not open")
+	}
+	m.lease = 2 // a new leader took the Lease; the old one's command is late
+	m.step()
+	if r := m.hosts["s"].report; r == nil || r.Refused == "" {
+		t.Fatalf("report %+v, want a refusal of the stale command", r)
+	}
+	if n := m.executed[fmt.Sprintf("%s/%d", m.journal.PlanID, m.journal.Command.Seq)]; n != 0 {
+		t.Fatalf("the stale command was carried out %d times", n)
+	}
+}
+
+func TestPlanModeWritesNothing(t *testing.T) {
+	m := newModel("a")
+	for range 10 {
+		for _, mode := range []string{settings.ActingOff, settings.ActingPlan} {
+			if out := Next(m.journal, m.world(), mode, 1); out.Journal != nil || out.Annotate != "" {
+				t.Fatalf("acting %s wrote %+v", mode, out)
+			}
+		}
+		m.step()
+	}
+}
+
+func TestGuidedWaitsForTheApproval(t *testing.T) {
+	m := newModel("a")
+	w := m.world()
+	w.Approved = ""
+	if out := Next(nil, w, settings.ActingGuided, 1); out.Journal != nil {
+		t.Fatal("opened without an approval")
+	}
+	w.Approved = "swap-0000000000"
+	if out := Next(nil, w, settings.ActingGuided, 1); out.Journal != nil {
+		t.Fatal("opened on another plan's approval")
+	}
+}
+
+// TestAutoApprovesAfterAWindow: auto opens the swap once it was published
+// without a break for window x sample_period, not before.
+func TestAutoApprovesAfterAWindow(t *testing.T) {
+	m := newModel("a")
+	m.s.Acting = settings.ActingAuto
+	need := time.Duration(m.s.Window) * m.s.SamplePeriod
+	for _, c := range []struct {
+		since time.Duration
+		open  bool
+	}{{need - time.Millisecond, false}, {need, true}, {need + time.Millisecond, true}} {
+		w := m.world()
+		w.Approved, w.SteadySince = "", w.Now.Add(-c.since)
+		if out := Next(nil, w, settings.ActingAuto, 1); (out.Journal != nil) != c.open {
+			t.Errorf("published steadily for %v: opened %v, want %v", c.since, out.Journal != nil, c.open)
+		}
+	}
+}
+
+// TestDeadlineBoundary: a step at exactly its deadline still runs; just
+// over, it fails.
+func TestDeadlineBoundary(t *testing.T) {
+	m := newModel("a")
+	m.hosts["s"].cut = true // its actuator never acts: admit never ends
+	m.round(settings.ActingGuided, killNone)
+	admit := m.journal.step(StepAdmit)
+	for _, c := range []struct {
+		at   time.Duration
+		fail bool
+	}{{-time.Millisecond, false}, {0, false}, {time.Millisecond, true}} {
+		w := m.world()
+		w.Now = admit.Deadline.Add(c.at)
+		out := Next(m.journal, w, settings.ActingGuided, 1)
+		failed := out.Journal != nil && out.Journal.step(StepAdmit).State == StateFailed
+		if failed != c.fail {
+			t.Errorf("at the deadline %+v: failed %v, want %v", c.at, failed, c.fail)
+		}
+	}
+}
+
+// TestLeaderThatWillNotMoveAborts: the leaving voter leads and etcd never
+// hands its leadership on; move-leader passes its deadline and the swap,
+// not yet past remove, rolls back: the pre-write taken back first, the
+// newcomer's vote removed, the newcomer control-plane only again.
+func TestLeaderThatWillNotMoveAborts(t *testing.T) {
+	m := newModel("x")
+	m.stuckLeader = true
+	run(t, m, -1, killNone, false)
+	if m.journal.Phase != PhaseAborted || m.journal.Abort.Step != StepMoveLeader || m.journal.Abort.Cause != CauseDeadline {
+		t.Fatalf("phase %s abort %+v, want aborted at move-leader for its deadline\n%s", m.journal.Phase, m.journal.Abort, strings.Join(m.log, "\n"))
+	}
+	var undone []string
+	for _, e := range m.journal.History {
+		if e.State == string(StateDone) && strings.Contains(string(UndoRestoreOut+UndoRemoveIn+UndoStandbyIn), e.Step) {
+			undone = append(undone, e.Step)
+		}
+	}
+	if got := strings.Join(undone, ","); got != "restore-out,remove-in,standby-in" {
+		t.Errorf("undone %s, want restore-out,remove-in,standby-in in that order", got)
+	}
+	if got := strings.Join(m.voters(), ","); got != "a,b,x" || !m.hosts["x"].etcdOn || m.hosts["s"].etcdOn {
+		t.Errorf("voters %s, x etcd on %v, s etcd on %v: want a,b,x as before, x's drop-in a voter's, s's a standby's", got, m.hosts["x"].etcdOn, m.hosts["s"].etcdOn)
+	}
+	checkSafe(t, m)
+}

@@ -1,0 +1,402 @@
+package acting
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// model is k3s with embedded etcd, the actuators and the API server, as far
+// as the executor sees them: a stand-in for the real k3s of test/k3s, so that
+// every step boundary can be tried on a fake clock. Its rules are k3s
+// v1.34.2's and etcd 3.6.5's as docs/acting.md cites them: a join is a
+// learner, added only while the serving member reaches every voter; one
+// learner at most; the leader promotes a caught-up learner at its 15 s tick;
+// the member controller removes an annotated member if the started voters
+// left keep quorum and drops the annotation if not; a server restarted with
+// disable-etcd removes its own member; a removed member stays down until it
+// is restarted.
+type model struct {
+	now   time.Time
+	s     settings.Settings
+	hosts map[string]*mhost
+	order []string
+	// members by host; leader is the host whose member leads.
+	members map[string]*mmember
+	leader  string
+	nextID  int
+	// lease is the Lease's term; the actuators refuse a command of an
+	// older one.
+	lease int32
+	// journal as last written (the ConfigMap), and how often each
+	// (plan, seq) was carried out.
+	journal  *Journal
+	executed map[string]int
+	nextTick time.Time
+	// refuseRemove makes the member controller refuse every removal, as
+	// etcd's ErrMemberNotEnoughStarted does.
+	refuseRemove bool
+	// stuckLeader makes etcd's MoveLeader time out: leadership stays.
+	stuckLeader bool
+	// what the observer saw
+	maxLearners, maxMembers, minAliveMargin int
+	everVoter                               map[string]bool
+	log                                     []string
+}
+
+type mhost struct {
+	name                        string
+	server, joined, etcdOn      bool
+	etcdLabel, nodeNamed, ready bool
+	verdict                     string
+	cut                         bool
+	restartAt                   time.Time
+	removeAnn                   bool
+	removeReq                   string
+	report                      *Report
+	tombstoned                  bool
+}
+
+type mmember struct {
+	id      string
+	learner bool
+	since   time.Time
+}
+
+const modelTick = 5 * time.Second
+
+func modelSettings() settings.Settings {
+	s := settings.Defaults()
+	s.Acting, s.DryRun = settings.ActingGuided, false
+	return s
+}
+
+// newModel is a formed fleet: voters a (the first server), b and x (x
+// unfit), the standby s, a control-plane-only server; leader is the voter
+// that leads.
+func newModel(leader string) *model {
+	m := &model{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), s: modelSettings(), hosts: map[string]*mhost{},
+		members: map[string]*mmember{}, executed: map[string]int{}, lease: 1, minAliveMargin: 99, everVoter: map[string]bool{}}
+	for _, h := range []*mhost{
+		{name: "a", server: true, etcdOn: true, verdict: "fit"},
+		{name: "b", server: true, joined: true, etcdOn: true, verdict: "fit"},
+		{name: "s", server: true, joined: true, verdict: "fit"},
+		{name: "x", server: true, joined: true, etcdOn: true, verdict: "unfit"},
+	} {
+		h.ready = true
+		m.hosts[h.name] = h
+		m.order = append(m.order, h.name)
+		if h.etcdOn {
+			m.addMember(h.name, false)
+			h.etcdLabel, h.nodeNamed = true, true
+		}
+	}
+	m.leader = leader
+	m.nextTick = m.now.Add(k3sManageTick)
+	m.observe()
+	return m
+}
+
+func (m *model) addMember(host string, learner bool) {
+	m.nextID++
+	m.members[host] = &mmember{id: fmt.Sprintf("%x", 0x1000+m.nextID), learner: learner, since: m.now}
+	m.logf("member add %s learner=%v", host, learner)
+}
+
+func (m *model) removeMember(host string) {
+	delete(m.members, host)
+	if m.leader == host {
+		m.leader = m.longestVoter()
+	}
+	// A member removed while it runs stops its etcd and stays down until
+	// k3s restarts (the tombstone).
+	m.hosts[host].tombstoned = true
+	m.logf("member remove %s", host)
+}
+
+func (m *model) logf(f string, a ...any) {
+	m.log = append(m.log, m.now.Format("15:04:05")+" "+fmt.Sprintf(f, a...))
+}
+
+func (m *model) voters() []string {
+	var vs []string
+	for h, mm := range m.members {
+		if !mm.learner {
+			vs = append(vs, h)
+		}
+	}
+	sort.Strings(vs)
+	return vs
+}
+
+func (m *model) longestVoter() string {
+	for _, v := range m.voters() {
+		if !m.hosts[v].cut {
+			return v
+		}
+	}
+	return ""
+}
+
+// connected: a member takes part (not cut off, not removed from under it).
+func (m *model) connected(h string) bool {
+	_, ok := m.members[h]
+	return ok && !m.hosts[h].cut && !m.hosts[h].tombstoned
+}
+
+// step advances the model by one tick: the actuators read the journal and
+// act, restarts complete, k3s promotes and removes.
+func (m *model) step() {
+	m.now = m.now.Add(modelTick)
+	for _, name := range m.order {
+		m.actuate(m.hosts[name])
+	}
+	for _, name := range m.order {
+		h := m.hosts[name]
+		if !h.restartAt.IsZero() && !m.now.Before(h.restartAt) {
+			m.restarted(h)
+		}
+		if h.etcdOn && h.restartAt.IsZero() && m.members[name] == nil && !h.tombstoned && h.server {
+			m.join(h)
+		}
+	}
+	if !m.now.Before(m.nextTick) {
+		m.nextTick = m.nextTick.Add(k3sManageTick)
+		m.promote()
+	}
+	m.memberController()
+	m.observe()
+}
+
+// join is k3s's pollJoin on a started server with etcd on and no member:
+// etcd adds a learner only with none there and with the serving member
+// connected to every voter.
+func (m *model) join(h *mhost) {
+	if h.cut {
+		return
+	}
+	for _, mm := range m.members {
+		if mm.learner {
+			return
+		}
+	}
+	for _, v := range m.voters() {
+		if !m.connected(v) {
+			return
+		}
+	}
+	m.addMember(h.name, true)
+}
+
+// restarted completes a k3s restart: with etcd off, RemoveSelf and the
+// metadata controller; with it on, a removed member's tombstone starts a
+// fresh join.
+func (m *model) restarted(h *mhost) {
+	h.restartAt = time.Time{}
+	h.ready = true
+	if !h.etcdOn {
+		if m.members[h.name] != nil {
+			// RemoveSelf, through the etcd proxy.
+			m.removeMember(h.name)
+		}
+		h.etcdLabel, h.nodeNamed, h.tombstoned = false, false, false
+		m.logf("restarted %s control-plane only", h.name)
+		return
+	}
+	h.tombstoned = false
+	m.logf("restarted %s with etcd", h.name)
+}
+
+// promote is the leader's tick: every connected learner that has caught up
+// (one tick after its add) becomes a voter, and k3s labels and names its
+// Node.
+func (m *model) promote() {
+	if m.leader == "" || !m.connected(m.leader) {
+		return
+	}
+	for name, mm := range m.members {
+		if mm.learner && m.connected(name) && m.now.Sub(mm.since) >= modelTick {
+			mm.learner = false
+			h := m.hosts[name]
+			h.etcdLabel, h.nodeNamed = true, true
+			m.logf("promote %s", name)
+		}
+	}
+}
+
+// memberController is k3s's: a remove annotation on a member's Node removes
+// it (moving leadership first) if the started voters left keep quorum, and
+// is dropped if not.
+func (m *model) memberController() {
+	for _, name := range m.order {
+		h := m.hosts[name]
+		if !h.removeAnn || !h.etcdLabel {
+			continue
+		}
+		if m.members[name] == nil {
+			h.removeAnn, h.nodeNamed = false, false
+			continue
+		}
+		started := 0
+		for _, v := range m.voters() {
+			if v != name {
+				started++
+			}
+		}
+		if m.refuseRemove || started < quorum(len(m.voters())-1) {
+			h.removeAnn = false
+			m.logf("remove of %s refused", name)
+			continue
+		}
+		m.removeMember(name)
+		h.removeAnn, h.nodeNamed = false, false
+	}
+}
+
+// actuate is one host's actuator reading the journal.
+func (m *model) actuate(h *mhost) {
+	j := m.journal
+	if h.cut || j == nil || j.Command == nil || j.Command.Host != h.name {
+		return
+	}
+	c := j.Command
+	key := fmt.Sprintf("%s/%d", c.PlanID, c.Seq)
+	if h.report != nil && h.report.PlanID == c.PlanID && h.report.Seq == c.Seq && h.report.Done {
+		return
+	}
+	if c.Term < m.lease {
+		h.report = &Report{PlanID: c.PlanID, Seq: c.Seq, Term: c.Term, Refused: "stale term"}
+		return
+	}
+	if m.executed[key] > 0 {
+		// Carried out before its report was written: report it only.
+		h.report = &Report{PlanID: c.PlanID, Seq: c.Seq, Term: c.Term, Done: true}
+		return
+	}
+	m.executed[key]++
+	m.logf("actuator %s: %s %s", h.name, c.Verb, c.Target)
+	switch c.Verb {
+	case VerbEtcdOn:
+		h.etcdOn = true
+	case VerbEtcdOff:
+		h.etcdOn = false
+	case VerbMoveLeader:
+		if m.leader == h.name && !m.stuckLeader {
+			for name, mm := range m.members {
+				if mm.id == c.Target && !mm.learner {
+					m.leader = name
+				}
+			}
+		}
+	case VerbRemoveMember:
+		for name := range m.members {
+			if m.hosts[name].name == j.In.Node && c.Target == j.In.PeerURL {
+				m.removeMember(name)
+			}
+		}
+	}
+	if c.Restart || c.Verb == VerbRestart {
+		h.ready = false
+		h.restartAt = m.now.Add(2 * modelTick)
+	}
+	h.report = &Report{PlanID: c.PlanID, Seq: c.Seq, Term: c.Term, Done: true}
+}
+
+// observe is the independent observer: learners, members and the margin of
+// connected voters over quorum.
+func (m *model) observe() {
+	learners := 0
+	for _, mm := range m.members {
+		if mm.learner {
+			learners++
+		}
+	}
+	vs := m.voters()
+	alive := 0
+	for _, v := range vs {
+		m.everVoter[v] = true
+		if m.connected(v) {
+			alive++
+		}
+	}
+	m.maxLearners = max(m.maxLearners, learners)
+	m.maxMembers = max(m.maxMembers, len(m.members))
+	m.minAliveMargin = min(m.minAliveMargin, alive-quorum(len(vs)))
+}
+
+// world is what the controller would read: records, Nodes and reports.
+func (m *model) world() World {
+	w := World{Now: m.now, Settings: m.s, Out: "x", In: "s", SteadySince: m.now.Add(-time.Hour), Approved: PlanID("x", m.memberID("x"), "s")}
+	for _, name := range m.order {
+		h := m.hosts[name]
+		host := Host{Name: name, Verdict: h.verdict, Server: h.server, EtcdLabel: h.etcdLabel, Ready: h.ready && !h.cut,
+			RemoveAnnotation: h.removeAnn, RemoveRequested: h.removeReq, NodeNamed: h.nodeNamed, Joined: h.joined,
+			PeerURL: "https://" + name + ":2380"}
+		if h.report != nil && !h.cut {
+			r := *h.report
+			host.Report = &r
+		}
+		if mm := m.members[name]; mm != nil {
+			host.MemberID, host.Voter, host.Learner = mm.id, !mm.learner, mm.learner
+			host.Leader = m.leader == name
+			host.Alive = m.connected(name) && m.leader != ""
+		}
+		w.Hosts = append(w.Hosts, host)
+	}
+	return w
+}
+
+func (m *model) memberID(h string) string {
+	if mm := m.members[h]; mm != nil {
+		return mm.id
+	}
+	return ""
+}
+
+// kill says where the controller dies in a round: before it writes the
+// journal, or after the journal and before the Node.
+type kill int
+
+const (
+	killNone kill = iota
+	killBeforeJournal
+	killBeforeNode
+)
+
+// round is one round of the controller over the model; it reports whether
+// the round wrote anything.
+func (m *model) round(mode string, k kill) bool {
+	out := Next(m.journal, m.world(), mode, m.lease)
+	wrote := out.Journal != nil || out.Annotate != ""
+	if k == killBeforeJournal {
+		return wrote
+	}
+	if out.Journal != nil {
+		m.journal = out.Journal
+	}
+	if k == killBeforeNode {
+		return wrote
+	}
+	if out.Annotate != "" {
+		h := m.hosts[out.Annotate]
+		h.removeAnn, h.removeReq = true, m.journal.PlanID
+	}
+	return wrote
+}
+
+// historyOK: no step ran again after it was done.
+func historyOK(j *Journal) error {
+	done := map[string]bool{}
+	for _, e := range j.History {
+		if done[e.Step] && slices.Contains(Steps, StepName(e.Step)) {
+			return fmt.Errorf("step %s went to %s after it was done", e.Step, e.State)
+		}
+		if e.State == string(StateDone) {
+			done[e.Step] = true
+		}
+	}
+	return nil
+}

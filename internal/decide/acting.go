@@ -1,0 +1,93 @@
+package decide
+
+import (
+	"encoding/json"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleet-role/fleet-role/internal/acting"
+	"github.com/fleet-role/fleet-role/internal/settings"
+)
+
+// actingWorld is what acting reads, gathered from the decision and the
+// Nodes (as NodeView keeps them with acting on). Each host's etcd
+// role and member are the decision's, from its record; its Node says what
+// k3s made of it.
+func actingWorld(st *Status, nodes []corev1.Node, s settings.Settings, now time.Time) acting.World {
+	w := acting.World{Now: now, Settings: s}
+	if st.Decision.Action == ActionSwap {
+		w.Out, w.In = st.Decision.Out, st.Decision.In
+	}
+	for _, r := range st.Decision.Reasons {
+		if r.Signal == StepFleetWide && !r.OK {
+			w.FleetWide = true
+		}
+	}
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	for _, h := range st.Hosts {
+		a := acting.Host{Name: h.Name, Voter: h.Role == RoleVoter, Learner: h.Role == RoleLearner, Verdict: string(h.Verdict)}
+		if m := h.Member; m != nil {
+			a.MemberID, a.Leader = m.ID, m.Leader
+			// Alive by etcd's own gauge, on a record fresh and full enough
+			// to be judged.
+			a.Alive = m.HasLeader && h.Verdict != Unknown
+			if m.NoSpace {
+				w.Alarms++
+			}
+		}
+		if n := byName[h.Name]; n != nil {
+			fromNode(&a, n, s)
+		}
+		w.Hosts = append(w.Hosts, a)
+	}
+	return w
+}
+
+// fromNode fills in what a's Node says.
+func fromNode(a *acting.Host, n *corev1.Node, s settings.Settings) {
+	a.Server = n.Labels[ControlPlaneLabel] == "true"
+	a.EtcdLabel = n.Labels[EtcdRoleLabel] == "true"
+	a.Deleting = n.DeletionTimestamp != nil
+	a.RemoveAnnotation = n.Annotations[acting.RemoveAnnotation] == "true"
+	a.RemoveRequested = n.Annotations[acting.RemoveRequestedAnnotation]
+	_, a.NodeNamed = n.Annotations[NodeNameAnnotation]
+	a.Joined = joined(n.Annotations)
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			a.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	if addr := PeerAddressOf(n); addr != "" {
+		a.PeerURL = "https://" + net.JoinHostPort(addr, strconv.Itoa(s.PeerPort))
+	}
+}
+
+// joined reports whether k3s runs with --server, by its Node's node-args
+// (its config files' keys included) or K3S_URL in its node-env.
+func joined(ann map[string]string) bool {
+	var args []string
+	if json.Unmarshal([]byte(ann[NodeArgsAnnotation]), &args) == nil && slices.Contains(args, "--server") {
+		return true
+	}
+	var env map[string]string
+	return json.Unmarshal([]byte(ann[NodeEnvAnnotation]), &env) == nil && env["K3S_URL"] != ""
+}
+
+// WithActing adds to st what acting makes of it: with acting plan, the
+// published swap's step table; off, nothing, so that the document stays
+// what it was before acting existed. nodes are the Nodes st was decided
+// on, as NodeView keeps them.
+func WithActing(st *Status, nodes []corev1.Node, s settings.Settings, now time.Time) {
+	if s.Acting == settings.ActingOff {
+		return
+	}
+	w := actingWorld(st, nodes, s, now)
+	st.Acting = &acting.Status{Mode: s.Acting, Plan: acting.Draft(w, s.Acting)}
+}
