@@ -66,6 +66,8 @@ type gHost struct {
 	record func(cm *corev1.ConfigMap)
 	// until is when the last sample was taken (default: a second before now).
 	until time.Time
+	// created is its Node's creationTimestamp (zero: none set).
+	created time.Time
 	// lie, when set, changes the host's generated entry before it is
 	// written: a record crafted by a compromised host (trust_test.go).
 	lie func(e *entry.Entry)
@@ -95,6 +97,9 @@ type gFleet struct {
 	// --cluster-init server, every other server joined to it with
 	// --server. Acting reads them; the decision does not.
 	k3sNodes bool
+	// leader is the voter whose etcd samples say it leads; empty: the
+	// first voter.
+	leader string
 }
 
 func pairOf(a, b string) [2]string {
@@ -161,8 +166,8 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 	// other figures are those of the scenarios before it had one.
 	lateRng := rand.New(rand.NewPCG(seed(h.name, "wakeup"), uint64(n)))
 	e := entry.Entry{Node: h.name}
-	leader := ""
-	if len(members) > 0 {
+	leader := f.leader
+	if leader == "" && len(members) > 0 {
 		leader = members[0].name
 	}
 	for i := range n {
@@ -314,7 +319,7 @@ func (f *gFleet) nodes() corev1.NodeList {
 		ip := fmt.Sprintf("10.0.0.%d", 10+i)
 		n := corev1.Node{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
-			ObjectMeta: metav1.ObjectMeta{Name: h.name, UID: nodeUID(h.name), Labels: map[string]string{"kubernetes.io/hostname": h.name}, Annotations: map[string]string{}},
+			ObjectMeta: metav1.ObjectMeta{Name: h.name, UID: nodeUID(h.name), CreationTimestamp: metav1.NewTime(h.created), Labels: map[string]string{"kubernetes.io/hostname": h.name}, Annotations: map[string]string{}},
 			Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}},
 		}
 		if h.voter {

@@ -44,4 +44,9 @@ type Node struct {
 	// on k3s v1.34.2, docs/k3s.md), so the date errs late, which lengthens
 	// the cooldown and never shortens it.
 	VoterSince time.Time
+	// Created and UID are the Node's creationTimestamp and UID, which the
+	// API server sets and no record can: the last tie-breaks between
+	// voters exactly tied (replace.go) read them. Zero when unknown.
+	Created time.Time
+	UID     string
 }

@@ -57,6 +57,7 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
 			}
 		}
 		n.PeerAddress = PeerAddressOf(&k)
+		n.Created, n.UID = k.CreationTimestamp.UTC(), string(k.UID)
 		out = append(out, n)
 	}
 	return out
@@ -77,7 +78,7 @@ func PeerAddressOf(k *corev1.Node) string {
 }
 
 // NodeView returns what a cache of Nodes keeps of each one for
-// NodesFromKube: the name, the UID (a record's owner), the resourceVersion
+// NodesFromKube: the name, the UID (a record's owner) and creation time, the resourceVersion
 // (the cache's own), the three labels and the address annotation it reads
 // (with the annotations named, which another reader of the same Nodes
 // needs), k3s's EtcdIsVoter condition and the first InternalIP address. A
@@ -98,11 +99,12 @@ func NodeView(s settings.Settings, annotations ...string) func(*corev1.Node) *co
 	}
 	return func(k *corev1.Node) *corev1.Node {
 		v := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-			Name:            k.Name,
-			UID:             k.UID,
-			ResourceVersion: k.ResourceVersion,
-			Labels:          pick(k.Labels, labels),
-			Annotations:     pick(k.Annotations, annotations),
+			Name:              k.Name,
+			UID:               k.UID,
+			CreationTimestamp: k.CreationTimestamp,
+			ResourceVersion:   k.ResourceVersion,
+			Labels:            pick(k.Labels, labels),
+			Annotations:       pick(k.Annotations, annotations),
 		}}
 		if acts {
 			v.DeletionTimestamp = k.DeletionTimestamp

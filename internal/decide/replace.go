@@ -5,11 +5,23 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them; of those that records besides any single other host's implicate (their own record, or the records of two other voting hosts), the one on the most slow links is replaced (ties: the one that alone measured more of its links slow, where the other end measured them fit; then an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits; never the name: still tied, nothing is swapped); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits by its own record (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned. One record speaks only for its own host: no voter is named to leave on one other host's record alone (docs/limits.md)"
+const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them; of those that records besides any single other host's implicate (their own record, or the records of two other voting hosts), the one on the most slow links is replaced (ties: the one that alone measured more of its links slow, where the other end measured them fit; then an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits; then etcd's leader, on every write's path; then the Node created last, then the lower UID, which no record sets; never the name: still tied, nothing is swapped); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits by its own record (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned. One record speaks only for its own host: no voter is named to leave on one other host's record alone (docs/limits.md)"
+
+// trueFirst orders the one of two for which a condition holds first.
+func trueFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
+}
 
 // onMostSlowLinks is the voter to replace among those the attribution rule
 // names: the one on the most slow links, of those that records besides any
@@ -23,21 +35,15 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 		to    []string // the voters at the other end of the links it alone made slow
 		own   bool     // unfit by a reading of its own, not a link
 		worst float64
+		// leader: its own record's latest etcd sample says it leads.
+		leader bool
 	}
 	// Two voters on as many slow links share the poor paths that make them
 	// unfit, and either taken out takes those links out: the one whose
 	// measurement alone made a link slow goes first (its writer is the one
 	// end every invented link has), then the unpinned one, where a margin
 	// between two readings of one link would be noise naming the pinned one.
-	pinnedLast := func(a, b ranked) int {
-		if a.h.node.Pinned == b.h.node.Pinned {
-			return 0
-		}
-		if a.h.node.Pinned {
-			return 1
-		}
-		return -1
-	}
+	//
 	// On as many slow links and as many measured slow alone, a voter unfit
 	// by a reading of its own (its disk, its memory, its timers) goes
 	// first: a host that is slow itself measures its own links slow (a
@@ -47,26 +53,27 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 	// slow link differ only by noise in their margins, and the name must not
 	// turn from one end to the other with it (a swap withdrawn and named
 	// again a cooldown later).
-	ownFirst := func(a, b ranked) int {
-		switch {
-		case a.own == b.own:
-			return 0
-		case a.own:
-			return -1
-		}
-		return 1
-	}
-	namedFirst := func(a, b ranked) int {
-		switch {
-		case (a.h.node.Name == prevNamed) == (b.h.node.Name == prevNamed):
-			return 0
-		case a.h.node.Name == prevNamed:
-			return -1
-		}
-		return 1
+	//
+	// Exactly tied on all of the above (both ends of the same failed
+	// connects: no margin at all), etcd's leader goes first: it is on every
+	// write's path, and a follower is not while a quorum without it is
+	// fast, so the follower's swap would leave the slowness in place
+	// (docs/limits.md, "Exact ties"). Only the leader's own record can say
+	// it leads, so no other record steers this; two that both claim it are
+	// not told apart by it.
+	//
+	// Then the Node the API server created last goes first, then the
+	// lower UID: no record sets either, and a host that makes its Node
+	// anew (a new UID and time) makes itself the one that goes, never
+	// another.
+	newestFirst := func(a, b ranked) int {
+		return cmp.Or(b.h.node.Created.Compare(a.h.node.Created), cmp.Compare(a.h.node.UID, b.h.node.UID))
 	}
 	rank := func(a, b ranked) int {
-		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), cmp.Compare(b.alone, a.alone), pinnedLast(a, b), ownFirst(a, b), namedFirst(a, b), cmp.Compare(a.worst, b.worst))
+		return cmp.Or(cmp.Compare(len(b.links), len(a.links)), cmp.Compare(b.alone, a.alone),
+			trueFirst(!a.h.node.Pinned, !b.h.node.Pinned), trueFirst(a.own, b.own),
+			trueFirst(a.h.node.Name == prevNamed, b.h.node.Name == prevNamed), cmp.Compare(a.worst, b.worst),
+			trueFirst(a.leader, b.leader), newestFirst(a, b))
 	}
 	named, cleared := clearedOf(suspects, links, byName)
 	if len(named) == 0 {
@@ -79,7 +86,7 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 	for _, v := range named {
 		n, to := alone(v, voters, links)
 		own := slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() })
-		rs = append(rs, ranked{v, otherEnds(v.all), n, to, own, minHeadroom(v.all, (*judgement).failedMeasure)})
+		rs = append(rs, ranked{v, otherEnds(v.all), n, to, own, minHeadroom(v.all, (*judgement).failedMeasure), v.etcd != nil && v.etcd.isLeader})
 	}
 	// The name orders the reasons' text only: it never chooses.
 	slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Or(rank(a, b), cmp.Compare(a.h.node.Name, b.h.node.Name)) })
@@ -92,7 +99,7 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 			}
 		}
 		r := step(StepReplace, "", replaceBasis, false,
-			fmt.Sprintf("%s are tied: as many slow links (%d), as many they alone measured slow (%d), pinned alike, alike unfit by readings of their own or not, none named by the last decision, the same worst margin (%s): nothing tells them apart but their names, which decide nothing: nothing is swapped%s",
+			fmt.Sprintf("%s are tied: as many slow links (%d), as many they alone measured slow (%d), pinned alike, alike unfit by readings of their own or not, none named by the last decision, the same worst margin (%s), etcd's leader alike, Nodes of the same creation time and UID (unknown): nothing tells them apart but their names, which decide nothing: nothing is swapped%s",
 				names(tied), len(leaving.links), leaving.alone, formatMargin(leaving.worst), clearedText(cleared)))
 		d.Reasons = append(d.Reasons, r)
 		return nil
@@ -107,8 +114,14 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 			why += ", and of those on as many, the one unfit by a reading of its own, whose slowness explains its links"
 		} else if leaving.h.node.Name == prevNamed {
 			why += ", and of those on as many, the one the last decision named"
-		} else {
+		} else if leaving.worst != rs[1].worst {
 			why += ", and of those on as many, the furthest over its limits"
+		} else if leaving.leader != rs[1].leader {
+			why += fmt.Sprintf(", and of those on as many, exactly tied with %s but etcd's leader, which is on every write's path (move its leadership first: etcdctl move-leader)", rs[1].h.node.Name)
+		} else if !leaving.h.node.Created.Equal(rs[1].h.node.Created) {
+			why += fmt.Sprintf(", and of those on as many, exactly tied with %s, its Node the newer (created %s)", rs[1].h.node.Name, leaving.h.node.Created.Format(time.RFC3339))
+		} else {
+			why += fmt.Sprintf(", and of those on as many, exactly tied with %s, its Node created at the same time and of the lower UID", rs[1].h.node.Name)
 		}
 	}
 	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,

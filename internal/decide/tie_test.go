@@ -1,10 +1,12 @@
 package decide_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
 )
 
 // One slow link between two unpinned voters: either end explains it. The
@@ -46,4 +48,96 @@ func TestOneSlowLinkKeepsTheVoterNamed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two voters exactly tied (each measured their one link slow, the same
+// worst margin, neither pinned, neither unfit by a reading of its own,
+// neither named before): etcd's leader goes first, since every write
+// waits on its path (docs/limits.md, "Exact ties"); with neither leading,
+// the Node the API server created last; created together, the lower UID.
+// Only with neither known (inputs with no Node metadata) is nothing
+// swapped (TestTieIsNotBrokenByName).
+func TestExactTieIsBroken(t *testing.T) {
+	t0 := baseNow.Add(-30 * 24 * time.Hour)
+	for _, c := range []struct {
+		name, leader   string
+		alpha, bravo   time.Time // the Nodes' creation times
+		want, wantText string
+	}{
+		{"alpha leads", "alpha", t0, t0.Add(time.Hour), "alpha", "but etcd's leader"},
+		{"bravo leads", "bravo", t0.Add(time.Hour), t0, "bravo", "but etcd's leader"},
+		{"bravo's Node newer", "charlie", t0, t0.Add(time.Second), "bravo", "its Node the newer"},
+		{"alpha's Node newer", "charlie", t0.Add(time.Second), t0, "alpha", "its Node the newer"},
+		{"created together", "charlie", t0, t0, lowerUID("alpha", "bravo"), "of the lower UID"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := standardFleet(k3s())
+			f.leader = c.leader
+			f.host("alpha").created, f.host("bravo").created = c.alpha, c.bravo
+			f.host("alpha").lie = claimConnect("bravo", 0.6)
+			f.host("bravo").lie = claimConnect("alpha", 0.6)
+			in := f.input(t, settled(f, 2*time.Hour))
+			// The first decision says why it names the voter; the ones
+			// after it keep it named by their memory.
+			if r := decisionReason(t, decide.Decide(in), decide.StepReplace, c.want); !r.OK || !strings.Contains(r.Detail, "exactly tied with") || !strings.Contains(r.Detail, c.wantText) {
+				t.Fatalf("replace: %+v", r)
+			}
+			wantSwap(t, decideSteady(in), c.want, "delta")
+		})
+	}
+}
+
+// Seed 9's miss: two of five voters delayed alike, every connect to and
+// from each of them slow and one in ten between voters failing, so that
+// they are on as many slow links with the same failed margins (their tails
+// are failed connects) and neither measured slow alone. One is named
+// now: the leader if one of them leads, else the newer Node; and the other
+// stays named by the memory once it is, wherever leadership goes next.
+func TestTwoSlowVotersOfFiveOneIsNamed(t *testing.T) {
+	slow := map[string]bool{"bravo": true, "charlie": true}
+	fleet := func(leader string) *gFleet {
+		f := votersFleet(t, 5)
+		f.leader = leader
+		f.host("charlie").created = baseNow.Add(-time.Hour)
+		for _, h := range f.hosts {
+			h.connectMod = func(i, _ int, to string, c *entry.Connect) {
+				switch {
+				case !slow[h.name] && !slow[to]:
+				case i%10 == 0 && h.voter:
+					*c = entry.Connect{Seconds: 1, Err: "dial tcp: i/o timeout"}
+				default:
+					*c = entry.Connect{Seconds: 0.4}
+				}
+			}
+		}
+		return f
+	}
+	for _, c := range []struct{ leader, want string }{{"bravo", "bravo"}, {"charlie", "charlie"}, {"alpha", "charlie"}} {
+		t.Run(c.leader+" leads", func(t *testing.T) {
+			f := fleet(c.leader)
+			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
+			if st.Decision.Action != decide.ActionSwap || st.Decision.Out != c.want {
+				t.Fatalf("decision %s %s, want a swap of %s out; reasons: %+v", st.Decision.Action, st.Decision.Out, c.want, st.Decision.Reasons)
+			}
+			// Leadership moves to the other slow voter: the one named stays named.
+			other := "bravo"
+			if c.want == "bravo" {
+				other = "charlie"
+			}
+			f.leader = other
+			in := f.input(t, &st)
+			in.Now = st.GeneratedAt.Add(f.s.SamplePeriod)
+			if next := decide.Decide(in); next.Decision.Out != c.want {
+				t.Fatalf("after leadership moved to %s: decision %s %s, want %s still", other, next.Decision.Action, next.Decision.Out, c.want)
+			}
+		})
+	}
+}
+
+// lowerUID is whichever of two hosts' generated Node UIDs sorts first.
+func lowerUID(a, b string) string {
+	if nodeUID(a) < nodeUID(b) {
+		return a
+	}
+	return b
 }
