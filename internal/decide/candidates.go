@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -8,11 +9,12 @@ import (
 	"strings"
 )
 
-const candBasis = "a standby is judged against the voters that would remain: its slow links to the voter leaving, and to any other voter that explains the slow links between voters, do not count (it measures a slow voter slow too); among fit standbys the largest headroom (its tightest signal, as a fraction of the limit) wins"
+const candBasis = "a standby is judged against the voters that would remain: its slow links to the voter leaving, and to any other voter that explains the slow links between voters, do not count (it measures a slow voter slow too); a fit standby slow to no voter that would remain comes first, and only when there is none may one whose slow links are all to such voters come in, the slow links the new voter set keeps said beside it; among those the largest headroom (its tightest signal, as a fraction of the limit) wins (docs/limits.md, \"The standby that comes in\")"
 
 // candidates judges every standby as the replacement of out, adding a
 // reason for each and, when none is fit, one that says so; it returns the
-// fit standby with the largest headroom, or "".
+// fit standby slow to no voter that would remain with the largest
+// headroom, else the fit one with the largest headroom, or "".
 // explained names the other voters that explain the slow links between
 // voters (the attribution's suspects): a standby's slow link to one of them
 // is that voter's, as its link to the voter leaving is.
@@ -29,16 +31,37 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 			remaining = append(remaining, v.node.Name)
 		}
 	}
-	best, bestMargin := "", math.Inf(-1)
+	// A standby slow to a voter that stays keeps a slow link in the new
+	// voter set, however much headroom its other links have: a clean one
+	// comes first, whatever its headroom.
+	best, bestMargin, bestSlow, clean := -1, math.Inf(-1), []string(nil), false
 	cands := make([]Reason, 0, len(standbys)+1)
+	slow := make([]bool, 0, len(standbys))
 	for _, c := range standbys {
-		r, margin := candidate(j, c, out, others, remaining, links)
-		cands = append(cands, r)
-		if r.OK && (best == "" || margin > bestMargin) {
-			best, bestMargin = c.node.Name, margin
+		r, margin, slowTo := candidate(j, c, out, others, remaining, links)
+		cands, slow = append(cands, r), append(slow, len(slowTo) > 0)
+		if !r.OK {
+			continue
+		}
+		clean = clean || len(slowTo) == 0
+		if best < 0 || cmp.Or(trueFirst(len(slowTo) == 0, len(bestSlow) == 0), cmp.Compare(bestMargin, margin)) < 0 {
+			best, bestMargin, bestSlow = len(cands)-1, margin, slowTo
 		}
 	}
-	if best == "" {
+	if best >= 0 && len(bestSlow) > 0 {
+		// No standby is clean: say what the new voter set keeps slow.
+		r := &cands[best]
+		r.Detail += "; no fit standby is slow to no voter that would remain, so " + r.Subject + " comes in, and the voter set after the swap keeps the slow links " + strings.Join(keptSlow(r.Subject, bestSlow, remaining, links), ", ")
+	}
+	if clean {
+		// Each fit standby passed over for a slow link says so.
+		for i := range cands {
+			if r := &cands[i]; r.OK && i != best && slow[i] {
+				r.Detail += "; a fit standby slow to no voter that would remain comes first"
+			}
+		}
+	}
+	if best < 0 {
 		why := "no standby to replace " + out + " with"
 		if len(standbys) > 0 {
 			why = fmt.Sprintf("no standby is fit against the voters that would remain (%s): nothing is swapped", strings.Join(remaining, ", "))
@@ -46,13 +69,44 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 		cands = append(cands, step(StepCandidate, "", candBasis, false, why))
 	}
 	d.Reasons = append(d.Reasons, cands...)
-	return best
+	if best < 0 {
+		return ""
+	}
+	return cands[best].Subject
+}
+
+// keptSlow lists the slow links the voter set after the swap keeps: in's
+// links to the voters it is slow to, and the links between the voters that
+// remain that either end measured slow, each as "a-b", sorted.
+func keptSlow(in string, slowTo, remaining []string, links *linkMatrix) []string {
+	var out []string
+	for _, v := range slowTo {
+		out = append(out, linkName(in, v))
+	}
+	for i, a := range remaining {
+		for _, b := range remaining[i+1:] {
+			if e, f := links.at(a, b), links.at(b, a); (e != nil && e.slowAny()) || (f != nil && f.slowAny()) {
+				out = append(out, linkName(a, b))
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// linkName names the link between two hosts, the lesser name first.
+func linkName(a, b string) string {
+	if a > b {
+		a, b = b, a
+	}
+	return a + "-" + b
 }
 
 // candidate judges standby c against the voters that would remain when out
-// leaves: its reason, whose value is c's headroom when it is fit, and that
-// headroom.
-func candidate(j *limits, c *host, out string, explained map[string]bool, remaining []string, links *linkMatrix) (Reason, float64) {
+// leaves: its reason, whose value is c's headroom when it is fit, that
+// headroom, and the voters that would remain that it is slow to (each one
+// that explains the slow links between voters).
+func candidate(j *limits, c *host, out string, explained map[string]bool, remaining []string, links *linkMatrix) (Reason, float64, []string) {
 	name := c.node.Name
 	r := step(StepCandidate, name, candBasis, false, "")
 	var bad []string
@@ -75,7 +129,7 @@ func candidate(j *limits, c *host, out string, explained map[string]bool, remain
 		}
 		switch g.out {
 		case unknown:
-			return quoting(r, name+" is unknown: ", g.reason(j, name)), math.Inf(-1)
+			return quoting(r, name+" is unknown: ", g.reason(j, name)), math.Inf(-1), nil
 		case fail:
 			bad = append(bad, Summary(g.reason(j, name)))
 		}
@@ -85,12 +139,14 @@ func candidate(j *limits, c *host, out string, explained map[string]bool, remain
 	}
 	if len(bad) > 0 {
 		r.Detail = fmt.Sprintf("%s is unfit against the voters that would remain: %s", name, strings.Join(bad, "; "))
-		return r, math.Inf(-1)
+		return r, math.Inf(-1), nil
 	}
 	for _, v := range remaining {
-		if e := links.at(name, v); e == nil || e.connect == nil || !e.connect.measured {
+		// A tail of failed connects is no latency, but to a voter that
+		// explains the slow links it is a slow link like any other.
+		if e := links.at(name, v); e == nil || e.connect == nil || !e.connect.measured && !(explained[v] && e.connect.out == fail) {
 			r.Detail = fmt.Sprintf("%s has no connect measured to %s, a voter that would remain", name, v)
-			return r, math.Inf(-1)
+			return r, math.Inf(-1), nil
 		}
 	}
 	r.OK = true
@@ -104,5 +160,5 @@ func candidate(j *limits, c *host, out string, explained map[string]bool, remain
 	if !math.IsInf(margin, 0) {
 		r.Value, r.Unit = num(margin), "fraction"
 	}
-	return r, margin
+	return r, margin, slices.Sorted(maps.Keys(slowToOthers))
 }
