@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"time"
 
@@ -23,8 +22,8 @@ import (
 func newDecideCommand() *cobra.Command {
 	var probe, nodes, previous, now, output string
 	cmd := &cobra.Command{
-		Use:   "decide --probe FILE --nodes FILE [--previous FILE] [--settings FILE] [--now RFC3339] [-o json|table|html]",
-		Short: "Decide offline from saved probe records and Nodes, and print the status",
+		Use:   "decide --probe FILE --nodes FILE [--previous FILE] [--settings FILE] [--now RFC3339] [-o table|json|html]",
+		Short: "Decide offline from saved probe records and Nodes, and print the status (exit 0 nothing to do, 1 a swap, 2 error)",
 		Long: `Makes the controller's decision from saved inputs and prints it, touching no
 cluster:
 
@@ -42,8 +41,13 @@ every entry counts as just changed and the voter set dates from the voters'
 k3s EtcdIsVoter transitions, or from now when a voter has none (so the
 cooldown runs). --now replays a decision at a given time (default: now).
 Settings come from --settings, FLEET_ROLE_* variables and the flags below, as
-for the controller. Exit 1 when a file cannot be read, 2 for a bad flag,
-setting or input.`,
+for the controller.
+
+It prints the status as ` + "`fleet-role status`" + ` prints the published one:
+
+` + outputsDoc + `
+
+` + exitCodesDoc + ` (a file that cannot be read included)`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
@@ -51,15 +55,15 @@ setting or input.`,
 	f.StringVar(&nodes, "nodes", "", "the Nodes as JSON (kubectl get nodes -o json)")
 	f.StringVar(&previous, "previous", "", "the previous status: status.json or the fleet-role-status ConfigMap as JSON")
 	f.StringVar(&now, "now", "", "the time of the decision, RFC 3339 (default: the current time)")
-	f.StringVarP(&output, "output", "o", "json", "json (the status document), table, or html (the controller's status page, self-contained)")
+	addOutputFlag(f, &output)
 	sf := settings.AddFlags(f)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if probe == "" || nodes == "" {
 			return usageErrorf("decide needs --probe FILE and --nodes FILE")
 		}
-		if output != "json" && output != "table" && output != "html" {
-			return usageErrorf("-o %q: want json, table or html", output)
+		if err := checkOutput(output); err != nil {
+			return err
 		}
 		at := time.Now()
 		if now != "" {
@@ -71,16 +75,13 @@ setting or input.`,
 		}
 		s, err := sf.Load(os.LookupEnv)
 		if err != nil {
-			if _, ok := errors.AsType[*fs.PathError](err); ok {
-				return err
-			}
 			return usageError(err)
 		}
 		in := decide.Input{Now: at, Settings: s}
 
 		data, err := os.ReadFile(probe)
 		if err != nil {
-			return fmt.Errorf("read --probe: %w", err)
+			return usageErrorf("read --probe: %w", err)
 		}
 		if in.Entries, in.Unreadable, err = probeInput(data); err != nil {
 			if _, ok := errors.AsType[*json.SyntaxError](err); ok || len(bytes.TrimSpace(data)) == 0 {
@@ -112,7 +113,7 @@ setting or input.`,
 		if previous != "" {
 			data, err := os.ReadFile(previous)
 			if err != nil {
-				return fmt.Errorf("read --previous: %w", err)
+				return usageErrorf("read --previous: %w", err)
 			}
 			if in.Previous, err = decide.StatusFromJSON(data); err != nil {
 				if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
@@ -126,17 +127,20 @@ setting or input.`,
 		decide.WithActing(&st, list.Items, s, in.Now)
 		out := cmd.OutOrStdout()
 		switch output {
-		case "table":
-			return st.WriteTable(out)
-		case "html":
-			return statuspage.Render(out, statuspage.Page{Model: statuspage.ModelOf(&st), Source: "fleet-role decide, from " + probe + " and " + nodes})
+		case outputTable:
+			err = st.WriteTable(out)
+		case outputHTML:
+			err = statuspage.Render(out, statuspage.Page{Model: statuspage.ModelOf(&st), Source: "fleet-role decide, from " + probe + " and " + nodes})
+		default:
+			var b []byte
+			if b, err = st.Marshal(); err == nil {
+				_, err = out.Write(b)
+			}
 		}
-		b, err := st.Marshal()
 		if err != nil {
 			return err
 		}
-		_, err = out.Write(b)
-		return err
+		return decisionExit(&st)
 	}
 	return cmd
 }
@@ -174,7 +178,7 @@ func clipText(b []byte, n int) string {
 func readJSON(flag, path string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", flag, err)
+		return usageErrorf("read %s: %w", flag, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return notJSON(flag, path, data, err)

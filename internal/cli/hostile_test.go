@@ -76,7 +76,7 @@ func TestDecideOnHostileRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"decide", "--probe", probe, "--nodes", nodesPath, "--now", strings.TrimSpace(string(now))}
+	args := []string{"decide", "--probe", probe, "--nodes", nodesPath, "--now", strings.TrimSpace(string(now)), "-o", "json"}
 
 	out, peak := runMeasured(t, bin, args...)
 	if len(out) > decide.MaxStatusBytes {

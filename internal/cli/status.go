@@ -59,15 +59,11 @@ controller takes them: -n/--namespace, --status-configmap, FLEET_ROLE_* or
 ~/.kube/config, else k3s's /etc/rancher/k3s/k3s.yaml, else the pod's
 in-cluster ServiceAccount), and prints it:
 
-  -o table  the table ` + "`fleet-role decide -o table`" + ` prints: one line per host with
-            the reason that decides its verdict, then the decision and every
-            step behind it (default)
-  -o json   the status document exactly as the ConfigMap holds it
+` + outputsDoc + `
 
---html FILE writes the status page the controller serves (its metrics
-port, /status) to FILE, from the published status: one decision, so without
-the controller's history of verdicts; self-contained, to open offline. The
-table or JSON is printed as well.
+as ` + "`fleet-role decide`" + ` prints the status it makes; -o json prints the document
+exactly as the ConfigMap holds it. --html FILE also writes the page to FILE
+while the table or JSON is printed.
 
 With HOST it prints that host alone with every reason, its number, limit and
 basis (-o json: the host's object of the document), and the decision.
@@ -83,12 +79,9 @@ nothing changed) and a follower takes over a lost leader within seconds, so
 a status older than a window, a period and that takeover is STALE: no
 controller is writing it, and what it says is not current.
 
-Exit codes, for scripts:
-  0  the decision is none: nothing to do
-  1  the decision is a swap (an unfit voter out, a fit standby in; dry-run)
-  2  no status could be read: a bad flag or setting, no kubeconfig, the API
-     server unreachable or refusing, the ConfigMap or its status.json
-     missing, a malformed document, or an unknown HOST
+` + exitCodesDoc + `; here also no kubeconfig, the API server
+     unreachable or refusing, the ConfigMap or its status.json missing, a
+     malformed document, or an unknown HOST
   3  the status is stale: no controller is writing it (whatever it decided)
 With --watch, the code of the last status printed (2 when the last read
 failed).`,
@@ -98,7 +91,7 @@ failed).`,
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG, else ~/.kube/config, else k3s's "+k3sKubeconfig+", else in-cluster)")
 	f.StringVar(&kubeContext, "context", "", "the kubeconfig context to use (default its current context)")
-	f.StringVarP(&output, "output", "o", "table", "table or json (the status document exactly as published)")
+	addOutputFlag(f, &output)
 	f.BoolVarP(&watchFlag, "watch", "w", false, "print the status again at each change, until interrupted")
 	f.StringVar(&htmlFile, "html", "", "also write the status page (self-contained HTML) to this file")
 	f.StringVar(&nowFlag, "now", "", "count the status's age to this time, RFC 3339 (default: this machine's clock), as decide --now replays a decision")
@@ -106,8 +99,8 @@ failed).`,
 	sf := settings.AddFlagsOf(f, "namespace", "status_configmap")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if output != "json" && output != "table" {
-			return statusErrorf("-o %q: want json or table", output)
+		if err := checkOutput(output); err != nil {
+			return err
 		}
 		s, err := sf.Load(os.LookupEnv)
 		if err != nil {
@@ -117,12 +110,15 @@ failed).`,
 		if len(args) == 1 {
 			host = args[0]
 		}
+		if (htmlFile != "" || output == outputHTML) && watchFlag {
+			return statusErrorf("html and --watch: the page is written from one status; leave one out")
+		}
+		if output == outputHTML && host != "" {
+			return statusErrorf("-o html and HOST %q: the page shows the whole fleet; leave HOST out, or use -o table or json", decide.Printable(host))
+		}
 		cfg, err := userConfig(kubeconfig, kubeContext)
 		if err != nil {
 			return statusError(err)
-		}
-		if htmlFile != "" && watchFlag {
-			return statusErrorf("--html and --watch: the page is written from one status; leave one out")
 		}
 		now := time.Now
 		if nowFlag != "" {
@@ -222,21 +218,22 @@ func (r statusReader) print(w io.Writer, cm *corev1.ConfigMap) (int, error) {
 	if err != nil {
 		return StatusExitError, fmt.Errorf("configmap %s/%s, %s: %w", r.namespace, r.name, decide.StatusKey, err)
 	}
-	code := StatusExitNone
-	if st.Decision.Action == decide.ActionSwap {
-		code = StatusExitSwap
-	}
+	code := decisionCode(st)
 	age, stale := ageLine(st, r.now())
 	if stale {
 		code = StatusExitStale
 	}
-	if r.output != "json" {
+	source := fmt.Sprintf("published status (ConfigMap %s/%s)", r.namespace, r.name)
+	if r.output == outputHTML {
+		return code, statuspage.Render(w, statuspage.Page{Model: statuspage.ModelOf(st), Source: source})
+	}
+	if r.output == outputTable {
 		if _, err := fmt.Fprintln(w, age); err != nil {
 			return StatusExitError, err
 		}
 	}
 	if r.html != "" {
-		if err := writePage(r.html, st, fmt.Sprintf("published status (ConfigMap %s/%s)", r.namespace, r.name)); err != nil {
+		if err := writePage(r.html, st, source); err != nil {
 			return StatusExitError, err
 		}
 	}

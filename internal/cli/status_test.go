@@ -62,7 +62,8 @@ func decidedAt(t *testing.T, scenario string) (doc, table, at string) {
 	}
 	j := runMain(append(args, "-o", "json")...)
 	tb := runMain(append(args, "-o", "table")...)
-	if j.code != 0 || tb.code != 0 {
+	// A swap exits 1, an answer as status's is, with nothing on stderr.
+	if j.code > StatusExitSwap || tb.code != j.code || j.stderr != "" || tb.stderr != "" {
 		t.Fatalf("decide %s: exit %d/%d: %s%s", scenario, j.code, tb.code, j.stderr, tb.stderr)
 	}
 	return j.stdout, tb.stdout, strings.TrimSpace(string(now))
@@ -201,7 +202,16 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 			!strings.Contains(string(b), "published status (ConfigMap "+ns+"/"+name+")") || !strings.Contains(string(b), `id="link-matrix"`) {
 			t.Fatalf("--html wrote %d bytes without the swap, the source or the matrix, or the table changed", len(b))
 		}
-		wantCode(t, status("--html", page, "--watch"), StatusExitError, "--html and --watch")
+		wantCode(t, status("--html", page, "--watch"), StatusExitError, "html and --watch")
+		// -o html prints the same page, and exits as the table does.
+		r = status("-o", "html")
+		wantCode(t, r, StatusExitSwap, "")
+		if r.stdout != string(b) {
+			t.Fatalf("status -o html printed %d bytes, not the %d-byte page --html writes", len(r.stdout), len(b))
+		}
+		wantCode(t, status("-o", "html", "--watch"), StatusExitError, "html and --watch")
+		wantCode(t, status("-o", "html", "bravo"), StatusExitError, `-o html and HOST "bravo"`)
+		wantCode(t, status("-o", "yaml"), StatusExitError, `-o "yaml": want table, json or html`)
 	})
 
 	t.Run("a stale status exits 3", func(t *testing.T) {

@@ -77,8 +77,9 @@ func TestDecideAtScale(t *testing.T) {
 	}
 }
 
-// Exit codes: 2 for a bad flag, setting or input, 1 for a file that cannot
-// be read.
+// Exit codes, as status's: 2 for a bad flag, setting or input, a file that
+// cannot be read included; 0 for none and 1 for a swap (the golden
+// scenarios hold those); the table by default.
 func TestDecideExitCodes(t *testing.T) {
 	dir := filepath.Join("testdata", "all-fit")
 	probe, nodes := filepath.Join(dir, "records.json"), filepath.Join(dir, "nodes.json")
@@ -101,12 +102,13 @@ func TestDecideExitCodes(t *testing.T) {
 		{[]string{"decide", "--probe", probe, "--nodes", nodes, "--target-voters", "4"}, 2, "target_voters = 4: must be odd"},
 		{[]string{"decide", "--probe", probe, "--nodes", nodes, "--election-timeout", "5"}, 2, "want a Go duration"},
 		{[]string{"decide", "--probe", probe, "--nodes", nodes, "--settings", badSettings}, 2, "target_voters = 4"},
-		{[]string{"decide", "--probe", probe, "--nodes", nodes, "--settings", missing}, 1, "read settings file"},
-		{[]string{"decide", "--probe", missing, "--nodes", nodes}, 1, "read --probe"},
+		{[]string{"decide", "--probe", probe, "--nodes", nodes, "--settings", missing}, 2, "read settings file"},
+		{[]string{"decide", "--probe", missing, "--nodes", nodes}, 2, "read --probe"},
 		{[]string{"decide", "--probe", notJSON, "--nodes", nodes}, 2, "--probe " + notJSON},
 		{[]string{"decide", "--probe", notCM, "--nodes", nodes}, 2, `kind "Secret"`},
 		{[]string{"decide", "--probe", probe, "--nodes", notJSON}, 2, "--nodes " + notJSON},
-		{[]string{"decide", "--probe", probe, "--nodes", nodes, "--previous", missing}, 1, "read --previous"},
+		{[]string{"decide", "--probe", probe, "--nodes", nodes, "--previous", missing}, 2, "read --previous"},
+		{[]string{"decide", "--probe", probe, "--nodes", missing}, 2, "read --nodes"},
 		{[]string{"decide", "--probe", probe, "--nodes", nodes, "--previous", notCM}, 2, "--previous"},
 	} {
 		var out, errb bytes.Buffer
@@ -124,13 +126,17 @@ func TestDecideExitCodes(t *testing.T) {
 	prevCM := filepath.Join(tmp, "status-cm.json")
 	writeFile(t, prevCM, cm)
 	now := strings.TrimSpace(string(readFile(t, filepath.Join(dir, "now"))))
-	got := runCLI(t, []string{"decide", "--probe", probe, "--nodes", nodes, "--previous", prevCM, "--now", now})
+	got := runCLI(t, []string{"decide", "--probe", probe, "--nodes", nodes, "--previous", prevCM, "--now", now, "-o", "json"})
 	if !bytes.Equal(got, readFile(t, filepath.Join(dir, "status.json"))) {
 		t.Fatal("the previous status as a ConfigMap gives another decision than as status.json")
 	}
+	// The table by default, as status prints.
+	if def := runCLI(t, []string{"decide", "--probe", probe, "--nodes", nodes, "--previous", prevCM, "--now", now}); !bytes.Equal(def, readFile(t, filepath.Join(dir, "table.txt"))) {
+		t.Fatalf("decide without -o prints\n%s\nnot the table", def)
+	}
 	// Settings from the environment apply too.
 	t.Setenv("FLEET_ROLE_WINDOW", "150")
-	got = runCLI(t, []string{"decide", "--probe", probe, "--nodes", nodes, "--now", now})
+	got = runCLI(t, []string{"decide", "--probe", probe, "--nodes", nodes, "--now", now, "-o", "json"})
 	if !bytes.Contains(got, []byte(`"window": 150`)) {
 		t.Fatal("FLEET_ROLE_WINDOW was not applied")
 	}

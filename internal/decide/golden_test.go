@@ -537,8 +537,16 @@ func TestGoldenScenarios(t *testing.T) {
 			if _, ok := inputs["settings.yaml"]; ok {
 				args = append(args, "--settings", filepath.Join(dir, "settings.yaml"))
 			}
-			jsonOut := runCLI(t, append(args, "-o", "json"))
-			tableOut := runCLI(t, append(args, "-o", "table"))
+			jsonOut, code := runCLICode(t, append(args, "-o", "json"))
+			tableOut, tableCode := runCLICode(t, append(args, "-o", "table"))
+			if tableCode != code {
+				t.Fatalf("decide exits %d with -o table and %d with -o json", tableCode, code)
+			}
+			if st, err := decide.UnmarshalStatus(jsonOut); err != nil {
+				t.Fatal(err)
+			} else {
+				wantDecisionCode(t, st, code)
+			}
 			if *update {
 				writeFile(t, filepath.Join(dir, "status.json"), jsonOut)
 				writeFile(t, filepath.Join(dir, "table.txt"), tableOut)
@@ -620,11 +628,37 @@ func (sc scenario) inputs(t testing.TB) map[string][]byte {
 
 func runCLI(t *testing.T, args []string) []byte {
 	t.Helper()
+	out, code := runCLICode(t, args)
+	if code != 0 {
+		t.Fatalf("fleet-role %s: exit %d", strings.Join(args, " "), code)
+	}
+	return out
+}
+
+// runCLICode runs the command line and returns what it printed and its
+// exit code, failing the test on anything on stderr: decide's exit 1 (a
+// swap) is an answer, not an error.
+func runCLICode(t *testing.T, args []string) ([]byte, int) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	if code := cli.Main(args, &out, &errb); code != 0 {
+	code := cli.Main(args, &out, &errb)
+	if errb.Len() > 0 || code > 1 {
 		t.Fatalf("fleet-role %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
 	}
-	return out.Bytes()
+	return out.Bytes(), code
+}
+
+// wantDecisionCode fails unless code is the exit code decide and status
+// give st's decision: 1 for a swap, 0 for none.
+func wantDecisionCode(t *testing.T, st *decide.Status, code int) {
+	t.Helper()
+	want := 0
+	if st.Decision.Action == decide.ActionSwap {
+		want = 1
+	}
+	if code != want {
+		t.Fatalf("exit %d for decision %s, want %d", code, st.Decision.Action, want)
+	}
 }
 
 func writeFile(t testing.TB, path string, b []byte) {
