@@ -19,34 +19,51 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 
+# gotest runs go test with its arguments. When it fails, it ends with the
+# test files' own last lines (their errors and the figures logged before
+# them), since a failing scenario's last output is its hosts' logs, and a
+# reader who sees only the tail of a run (a CI summary) would otherwise see
+# no reason at all.
+gotest() {
+  local log rc=0
+  log=$(mktemp)
+  go test "$@" 2>&1 | tee "$log" || rc=$?
+  if [ "$rc" != 0 ]; then
+    printf '\n== what failed: the last lines the tests wrote themselves\n'
+    grep -E '^[[:space:]]+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$log" | tail -n 25 | cut -c1-400
+  fi
+  rm -f "$log"
+  return "$rc"
+}
+
 step "fsync reading against fio"
-go test -count=1 -p 1 -v -run '^TestMeasureAgreesWithFio$' -timeout 30m "$@" ./internal/fsync
+gotest -count=1 -p 1 -v -run '^TestMeasureAgreesWithFio$' -timeout 30m "$@" ./internal/fsync
 # The slow disk's delay as fio reads it, and the CPU share a quota leaves a
 # busy loop: both judge real latencies and shares against measured noise.
 step "the slow disk against fio"
-go test -count=1 -p 1 -v -run '^TestFioSeesTheDelay$' -timeout 10m "$@" ./lab/slowdisk
+gotest -count=1 -p 1 -v -run '^TestFioSeesTheDelay$' -timeout 10m "$@" ./lab/slowdisk
 step "a CPU quota against a busy loop"
-go test -count=1 -p 1 -v -run '^TestQuotaStarvesABusyLoop$' -timeout 10m "$@" ./lab/cpulimit
+gotest -count=1 -p 1 -v -run '^TestQuotaStarvesABusyLoop$' -timeout 10m "$@" ./lab/cpulimit
 # The wake-up reading (the wakeup_late signal) of a process starved by a
 # quota, against its own reading unstarved: it judges timing.
 step "a starved process's wake-up lateness"
-go test -count=1 -p 1 -v -run '^TestStarvedProcessWakesLate$' -timeout 10m "$@" ./internal/wakeup
+gotest -count=1 -p 1 -v -run '^TestStarvedProcessWakesLate$' -timeout 10m "$@" ./internal/wakeup
 step "the demo"
-go test -count=1 -p 1 -timeout 30m "$@" ./lab/demo
+gotest -count=1 -p 1 -timeout 30m "$@" ./lab/demo
 # The mesh scenario runs verbose, so that the log shows the campaign's round
 # fault by fault and its table (periods from each fault to its swap, the
 # recoveries), not only "ok".
 step "the mesh"
-go test -count=1 -p 1 -v -timeout 50m "$@" ./test/mesh
+gotest -count=1 -p 1 -v -timeout 50m "$@" ./test/mesh
 # The pods scenario: the manifests as real pods from the image built from
 # this checkout, on a one-node cluster with a kubelet and containerd (root);
 # verbose, so that the log shows the host's readings in and out of the pod.
 step "the pods"
-go test -count=1 -p 1 -v -timeout 30m "$@" ./test/pods
+gotest -count=1 -p 1 -v -timeout 30m "$@" ./test/pods
 # The k3s scenario: fleet-role installed on real k3s (three servers with
 # embedded etcd and an agent, each host with its own containerd) through
 # k3s's manifests directory and configuration drop-ins; verbose, so that the
 # log shows what k3s wrote on its Nodes and served, and each fault's figures.
 # It takes the host lock itself (test/pods is the other holder).
 step "k3s"
-go test -count=1 -p 1 -v -timeout 30m "$@" ./test/k3s
+gotest -count=1 -p 1 -v -timeout 30m "$@" ./test/k3s
