@@ -54,7 +54,11 @@ type Controller struct {
 	cfg Config
 	log *slog.Logger
 
-	previous    *decide.Status // the last decision, in memory; read from the ConfigMap once at start
+	previous *decide.Status // the last decision, in memory; read from the ConfigMap once at start
+	// previousAt is previous's generation by this process's clock when
+	// another writer's clock wrote it (leader.go, previousAt); zero once
+	// this process has decided.
+	previousAt  time.Time
 	loaded      bool
 	lastWritten [sha256.Size]byte // the fingerprint of the last decision written (decide.Status.Fingerprint): the document itself is a ConfigMap's worth at a large fleet
 	lastWriteAt time.Time         // when it was written
@@ -152,6 +156,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		Entries:    entries,
 		Unreadable: unreadable,
 		Previous:   c.previous,
+		PreviousAt: c.previousAt,
 	})
 	decide.WithActing(&st, kubeNodes, s, now)
 	if c.term != nil {
@@ -194,7 +199,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 			if err := write(); err != nil {
 				// The decision stands for the next round even when it could not
 				// be published, so the memory it carries is not lost.
-				c.previous = remembered(&st)
+				c.previous, c.previousAt = remembered(&st), time.Time{}
 				return &st, fmt.Errorf("write configmap %s: %w", s.StatusConfigMap, err)
 			}
 			c.lastWritten = fingerprint
@@ -203,7 +208,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 			c.cfg.Metrics.written()
 		}
 	}
-	c.previous = remembered(&st)
+	c.previous, c.previousAt = remembered(&st), time.Time{}
 	return &st, nil
 }
 
@@ -251,18 +256,20 @@ func (c *Controller) loadPrevious(ctx context.Context) {
 }
 
 // takePrevious takes the previous decision from the status ConfigMap's
-// data, when it holds a readable one.
-func (c *Controller) takePrevious(data map[string]string) {
+// data, when it holds a readable one, and returns its writer (nil for
+// none, or a controller that ran for no Lease).
+func (c *Controller) takePrevious(data map[string]string) *decide.Writer {
 	raw, ok := data[decide.StatusKey]
 	if !ok || raw == "" {
-		return
+		return nil
 	}
 	prev, err := decide.UnmarshalStatus([]byte(raw))
 	if err != nil {
 		c.log.Warn("previous status unreadable; starting without it", "err", err)
-		return
+		return nil
 	}
 	c.previous = remembered(prev)
+	return prev.Writer
 }
 
 // logChange logs one structured line when the decision changes: the action,

@@ -402,3 +402,88 @@ func waitForTimer(t *testing.T, clk *clocktesting.FakeClock) {
 		return nil
 	})
 }
+
+// A follower reads the holder's clock off its renewals: each renewal's time
+// (the holder's clock) less when it was first seen (the follower's), at
+// most how far the holder's clock is ahead and short of it by how late the
+// renewal was seen; the largest reading of one holder is kept, and a new
+// holder starts anew. Its own renewals say nothing.
+func TestFollowerReadsTheHoldersClock(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	l := &memLeases{}
+	x := newElector(t, testElection(l, &memStatus{}, "b"), clk, nil)
+	if _, ok := x.ClockOf("a"); ok {
+		t.Fatal("a clock known before any renewal was seen")
+	}
+	ahead := 5 * time.Minute
+	renew := func(holder string, skew, seenLate time.Duration) {
+		t.Helper()
+		l.set(kube.LeaseRecord{Holder: holder, LeaseDuration: controller.DefaultLeaseDuration, AcquireTime: t0, RenewTime: clk.Now().Add(skew), Transitions: 1})
+		clk.Step(seenLate)
+		try(t, x, "held")
+	}
+	renew("a", ahead, 0)
+	if got, ok := x.ClockOf("a"); !ok || got != ahead {
+		t.Fatalf("a's clock %v ahead (known %v), want %v", got, ok, ahead)
+	}
+	// Seen a second late: a second short, and the closer reading stays.
+	renew("a", ahead, time.Second)
+	if got, _ := x.ClockOf("a"); got != ahead {
+		t.Fatalf("a's clock %v ahead after a renewal seen late, want %v kept", got, ahead)
+	}
+	// Another holder, 3 minutes behind: a's reading is not its.
+	renew("c", -3*time.Minute, 2*time.Second)
+	if got, ok := x.ClockOf("c"); !ok || got != -3*time.Minute-2*time.Second {
+		t.Fatalf("c's clock %v ahead (known %v), want %v", got, ok, -3*time.Minute-2*time.Second)
+	}
+	if _, ok := x.ClockOf("a"); ok {
+		t.Fatal("a's clock still known after c took the Lease")
+	}
+}
+
+// When the previous status counts as generated, by this clock: as written
+// for this process's own, a controller's that ran for no Lease, or a
+// writer whose clock reads within a lease duration of this one (at the
+// tolerance, re-anchored; just under, as written); moved by the writer's
+// clock beyond it, never later than it was read; and when it was read for
+// a writer never seen renewing.
+func TestPreviousAtReanchorsAnotherWritersClock(t *testing.T) {
+	gen := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	tol := controller.DefaultLeaseDuration
+	prev := &decide.Status{GeneratedAt: gen}
+	readAt := gen.Add(10 * time.Second)
+	known := func(ahead time.Duration) func(string) (time.Duration, bool) {
+		return func(h string) (time.Duration, bool) { return ahead, h == "a" }
+	}
+	a := &decide.Writer{Identity: "a"}
+	for _, c := range []struct {
+		name  string
+		w     *decide.Writer
+		clock func(string) (time.Duration, bool)
+		want  time.Time
+	}{
+		{"its own", &decide.Writer{Identity: "self"}, known(time.Hour), time.Time{}},
+		{"no writer", nil, known(time.Hour), time.Time{}},
+		{"a clock never seen", &decide.Writer{Identity: "z"}, known(time.Hour), readAt},
+		{"just under the tolerance ahead", a, known(tol - time.Nanosecond), time.Time{}},
+		{"just under the tolerance behind", a, known(-tol + time.Nanosecond), time.Time{}},
+		{"at the tolerance ahead", a, known(tol), gen.Add(-tol)},
+		{"at the tolerance behind, read after", a, known(-tol), readAt},
+		{"5 minutes ahead", a, known(5 * time.Minute), gen.Add(-5 * time.Minute)},
+		{"5 minutes behind, read before that would be: never after it was read", a, known(-5 * time.Minute), readAt},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := controller.PreviousAt(c.w, prev, "self", c.clock, readAt, tol); !got.Equal(c.want) {
+				t.Fatalf("previous at %v, want %v", got, c.want)
+			}
+		})
+	}
+	// A writer 5 minutes behind, read 10 s after it wrote.
+	if got := controller.PreviousAt(a, prev, "self", known(-5*time.Minute), gen.Add(5*time.Minute+10*time.Second), tol); !got.Equal(gen.Add(5 * time.Minute)) {
+		t.Fatalf("a writer 5 minutes behind: previous at %v, want %v", got, gen.Add(5*time.Minute))
+	}
+	if got := controller.PreviousAt(a, nil, "self", known(time.Hour), readAt, tol); !got.IsZero() {
+		t.Fatalf("no previous status: %v", got)
+	}
+}

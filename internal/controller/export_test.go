@@ -61,3 +61,10 @@ func Spells(c *Controller) [][2]time.Time {
 	}
 	return out
 }
+
+// ClockOf is how far holder's clock reads ahead of the elector's, as its
+// renewals told it.
+func (x *Elector) ClockOf(holder string) (time.Duration, bool) { return x.el.clockOf(holder) }
+
+// PreviousAt is previousAt, for the tests of package controller_test.
+var PreviousAt = previousAt

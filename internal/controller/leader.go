@@ -138,6 +138,12 @@ type elector struct {
 	// terms are this process's spells of leading, for the tests that hold
 	// two replicas' spells apart (see leadingSpells).
 	terms []spell
+	// holderClock is how far another holder's clock reads ahead of this
+	// one's, as its renewals tell it (clockOf).
+	holderClock struct {
+		holder string
+		ahead  time.Duration
+	}
 }
 
 // maxSpells bounds the spells kept: a process that runs for months keeps
@@ -200,6 +206,7 @@ func (el *elector) try(ctx context.Context) (attempt, error) {
 	el.mu.Lock()
 	if !sameRecord(old, el.observed) || rv != el.observedRV {
 		el.observed, el.observedRV, el.observedAt = old, rv, after
+		el.learnClock(old, after)
 	}
 	el.lastRead, el.lastErr = after, nil
 	el.floor = max(el.floor, old.Transitions)
@@ -228,6 +235,34 @@ func (el *elector) try(ctx context.Context) (attempt, error) {
 	}
 	el.lead(rec, rv, before)
 	return attemptLeads, nil
+}
+
+// learnClock takes what a renewal by another holder, first seen at
+// seenAt, says of its clock: the renewal's time (its clock) less seenAt
+// (this one's). The renewal was made before it was seen, so each reading
+// is at most how far the holder's clock is ahead, short of it by the time
+// between the renewal and this read (up to a retry period and a read's
+// latency); the largest reading of the same holder is the closest. el.mu
+// is held.
+func (el *elector) learnClock(r kube.LeaseRecord, seenAt time.Time) {
+	if r.Holder == "" || r.Holder == el.e.Identity || r.RenewTime.IsZero() {
+		return
+	}
+	ahead := r.RenewTime.Sub(seenAt.Round(0))
+	if hc := &el.holderClock; hc.holder != r.Holder || ahead > hc.ahead {
+		hc.holder, hc.ahead = r.Holder, ahead
+	}
+}
+
+// clockOf is how far holder's clock reads ahead of this one's (negative:
+// behind), at most, and whether this process has seen holder renew.
+func (el *elector) clockOf(holder string) (time.Duration, bool) {
+	el.mu.Lock()
+	defer el.mu.Unlock()
+	if holder == "" || el.holderClock.holder != holder {
+		return 0, false
+	}
+	return el.holderClock.ahead, true
 }
 
 // floorFrom raises the floor to the term of the status's writer, when the
@@ -576,7 +611,8 @@ func (c *Controller) lead(ctx context.Context, t *term) {
 			// a new install, and its first write makes the status anew.
 			t.rv = rv
 			c.previous, c.loaded = nil, true
-			c.takePrevious(data)
+			w := c.takePrevious(data)
+			c.previousAt = previousAt(w, c.previous, t.writer.Identity, t.el.clockOf, c.cfg.Clock.Now(), t.el.e.LeaseDuration)
 			break
 		}
 		c.log.Warn("read the status at the start of this term failed; trying again", "err", err)
@@ -589,6 +625,39 @@ func (c *Controller) lead(ctx context.Context, t *term) {
 	c.term = t
 	defer func() { c.term = nil }()
 	_ = c.Run(ctx)
+}
+
+// previousAt is when, by this process's clock, the previous status was
+// generated, for the decision's Input.PreviousAt: zero when it is on this
+// clock already (this process wrote it, or a controller that runs for no
+// Lease, as the previous life of this one), or when the writer's clock is
+// within tolerance of this one; else its generation moved by how far the
+// writer's clock read ahead, as its renewals told (clockOf), and never
+// later than readAt, when this process read it. A writer this process
+// never saw renew has a clock it cannot know: the status then counts as
+// generated when it was read, which shortens every age by the time
+// between, and so lengthens the cooldown and the holds, never shortens
+// them.
+//
+// The tolerance is the lease duration: a reading of the writer's clock is
+// short by up to a retry period and a read's latency, and a skew under a
+// lease duration moves a cooldown of 30 minutes by under 1%.
+func previousAt(w *decide.Writer, prev *decide.Status, self string, clockOf func(string) (time.Duration, bool), readAt time.Time, tolerance time.Duration) time.Time {
+	if prev == nil || w == nil || w.Identity == self || prev.GeneratedAt.IsZero() {
+		return time.Time{}
+	}
+	ahead, ok := clockOf(w.Identity)
+	if !ok {
+		return readAt
+	}
+	if ahead.Abs() < tolerance {
+		return time.Time{}
+	}
+	at := prev.GeneratedAt.Add(-ahead)
+	if at.After(readAt) {
+		at = readAt
+	}
+	return at
 }
 
 // readyElected is the readiness of a controller that runs for the Lease:

@@ -37,6 +37,7 @@ func Decide(in Input) Status { return decide(in, nil) }
 // seam through which a test makes judging one host panic, passed in rather
 // than held in a variable, so that Decide shares no state between calls.
 func decide(in Input, before func(node string)) Status {
+	in.Previous = reanchored(in.Previous, in.PreviousAt)
 	a := assessJudging(in, before)
 	s, now := a.j.s, a.j.now
 	mem := remember(in.Previous, a.hosts, now)
