@@ -54,13 +54,14 @@ e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$|/test/k3s$'
 # own tests, among the slowest under it (decide and entry about 70 s each),
 # run without it. A goroutine in their code ends that.
 pure_pattern='/internal/(decide|entry|quantile|settings)$'
-setsid nice -n 19 bash -c "$(declare -f prewarm); e2e_pattern='$e2e_pattern' pure_pattern='$pure_pattern' prewarm" >/dev/null 2>&1 &
-prewarm_pid=$!
 # setsid makes a session, and with the kernel's autogroups (on by default
 # in Debian's kernel) every session is scheduled as one group whatever its
 # processes' nice: the group's own nice is what keeps it behind the tool
-# builds (measured: at nice 0 it took as much CPU as the k3s build).
-echo 19 >"/proc/$prewarm_pid/autogroup" 2>/dev/null || true
+# builds (measured: at nice 0 it took as much CPU as the k3s build). The
+# warm-up sets it from inside, once setsid has made the group: set from
+# here, it could land on this script's group before the child's setsid.
+setsid nice -n 19 bash -c "{ echo 19 >/proc/self/autogroup; } 2>/dev/null; $(declare -f prewarm); e2e_pattern='$e2e_pattern' pure_pattern='$pure_pattern' prewarm" >/dev/null 2>&1 &
+prewarm_pid=$!
 trap 'kill -- -"$k3s_build" -"$prewarm_pid" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
 FLEET_ROLE_ETCD=$(hack/tools.sh etcd)
 hack/tools.sh fio >/dev/null
