@@ -7,6 +7,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,10 +38,15 @@ type Interval struct {
 type etcdWatch struct {
 	mu    sync.Mutex
 	spans spans
+	// elections holds, by voter, when its member's
+	// etcd_server_leader_changes_seen_total was seen to rise, once per
+	// change (a poll that saw it rise by two holds its time twice).
+	elections map[string][]time.Time
+	last      map[string]float64
 }
 
 func watchEtcd(ctx context.Context, lab *netlab.Lab, voters []string) *etcdWatch {
-	w := &etcdWatch{spans: newSpans()}
+	w := &etcdWatch{spans: newSpans(), elections: map[string][]time.Time{}, last: map[string]float64{}}
 	for _, v := range voters {
 		h := lab.Host(v)
 		client := &http.Client{
@@ -69,11 +75,13 @@ func (w *etcdWatch) watch(ctx context.Context, voter string, client *http.Client
 			return
 		case <-t.C:
 		}
-		led, connected, ok := readState(ctx, client)
+		st, ok := readState(ctx, client)
 		if !ok {
 			continue // a stopped or starved member answers late: nothing learnt
 		}
-		w.mark(voter, time.Now(), !led || connected < peers)
+		now := time.Now()
+		w.mark(voter, now, !st.led || st.connected < peers)
+		w.count(voter, now, st.leaderChanges)
 	}
 }
 
@@ -84,6 +92,35 @@ func (w *etcdWatch) mark(voter string, at time.Time, held bool) {
 	w.spans.mark(voter, held, at, at)
 }
 
+// count takes a reading of voter's leader changes at at: each rise since
+// the last reading is a change seen then. The first reading is the
+// baseline (a member counts its first leader, and the campaign starts on a
+// formed fleet); a reading below the last (the member restarted) starts a
+// new one.
+func (w *etcdWatch) count(voter string, at time.Time, changes float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, seen := w.last[voter]
+	w.last[voter] = changes
+	if !seen || changes < last {
+		return
+	}
+	for range int(changes - last) {
+		w.elections[voter] = append(w.elections[voter], at)
+	}
+}
+
+// leaderChanges is, by voter, when its member saw the leader change.
+func (w *etcdWatch) leaderChanges() map[string][]time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string][]time.Time, len(w.elections))
+	for v, ts := range w.elections {
+		out[v] = slices.Clone(ts)
+	}
+	return out
+}
+
 // intervals is every voter's intervals without a leader or with a peer
 // missing, those still open closed at now.
 func (w *etcdWatch) intervals(now time.Time) map[string][]Interval {
@@ -92,17 +129,25 @@ func (w *etcdWatch) intervals(now time.Time) map[string][]Interval {
 	return w.spans.all(now)
 }
 
-// readState reads etcd_server_has_leader and counts the distinct peers
+// memberState is what one reading of a member's metrics says.
+type memberState struct {
+	led           bool
+	connected     int
+	leaderChanges float64
+}
+
+// readState reads etcd_server_has_leader and
+// etcd_server_leader_changes_seen_total, and counts the distinct peers
 // etcd_network_active_peers shows active (docs/facts.md: a gauge per peer
 // pair, above zero when a stream is up).
-func readState(ctx context.Context, client *http.Client) (led bool, connected int, ok bool) {
+func readState(ctx context.Context, client *http.Client) (st memberState, ok bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+localMetrics+"/metrics", nil)
 	if err != nil {
-		return false, 0, false
+		return st, false
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return false, 0, false
+		return st, false
 	}
 	defer resp.Body.Close()
 	remotes := map[string]bool{}
@@ -114,7 +159,11 @@ func readState(ctx context.Context, client *http.Client) (led bool, connected in
 		switch {
 		case strings.HasPrefix(l, "etcd_server_has_leader "):
 			seen = true
-			led = strings.TrimSpace(strings.TrimPrefix(l, "etcd_server_has_leader ")) != "0"
+			st.led = strings.TrimSpace(strings.TrimPrefix(l, "etcd_server_has_leader ")) != "0"
+		case strings.HasPrefix(l, "etcd_server_leader_changes_seen_total "):
+			if v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, "etcd_server_leader_changes_seen_total ")), 64); err == nil {
+				st.leaderChanges = v
+			}
 		case strings.HasPrefix(l, "etcd_network_active_peers{"):
 			i := strings.LastIndexByte(l, ' ')
 			if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil && v > 0 {
@@ -126,7 +175,8 @@ func readState(ctx context.Context, client *http.Client) (led bool, connected in
 		}
 	}
 	if sc.Err() != nil || !seen {
-		return false, 0, false
+		return memberState{}, false
 	}
-	return led, len(remotes), true
+	st.connected = len(remotes)
+	return st, true
 }

@@ -119,7 +119,11 @@ func Rescore(dir string) (*Result, error) {
 	if r.Settings.SamplePeriod <= 0 {
 		return nil, fmt.Errorf("campaign: rescore: %s has no sample period in its settings", filepath.Join(dir, "scoreboard.json"))
 	}
+	// The leader changes were counted from the members' metrics as the
+	// campaign ran, which the board keeps as counts: they stand as written.
+	during, clean := r.Totals.LeaderChanges, r.Totals.CleanLeaderChanges
 	r.Faults, r.Totals = Score(r.Faults, r.decisions, r.Settings.SamplePeriod, r.Fleet.Standbys)
+	r.Totals.LeaderChanges, r.Totals.CleanLeaderChanges = during, clean
 	r.OK = r.Aborted == "" && r.Totals.OK(r.Faults)
 	return &r, nil
 }
@@ -135,17 +139,19 @@ func (r *Result) WriteTable(w io.Writer) {
 		r.Seed, len(r.Fleet.Voters), len(r.Fleet.Standbys), s.ElectionTimeout, s.HeartbeatInterval, s.SamplePeriod, s.Window,
 		pct(s.TailPercentile), r.Ranges.Bounds.Publish)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tINJECTED\tSWAP-WORTHY\tCAUGHT\tGATED\tMISSED\tWRONG SWAPS\tFLAPS\tNOT OK\tPERIODS TO PUBLISH (MEDIAN / MAX)")
+	fmt.Fprintln(tw, "KIND\tINJECTED\tSWAP-WORTHY\tCAUGHT\tGATED\tMISSED\tWRONG SWAPS\tFLAPS\tLEADER CHANGES\tNOT OK\tPERIODS TO PUBLISH (MEDIAN / MAX)")
 	for _, k := range ByKind(r.Faults) {
 		per := "-"
 		if k.Published > 0 {
 			per = fmt.Sprintf("%.1f / %.1f", k.MedianPeriods, k.MaxPer)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Injected, k.SwapWorthy, k.Caught, k.Gated, k.Missed, k.WrongSwaps, k.Flaps, k.Failed, per)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Injected, k.SwapWorthy, k.Caught, k.Gated, k.Missed, k.WrongSwaps, k.Flaps, k.LeaderChanges, k.Failed, per)
 	}
 	t := r.Totals
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", t.Faults, t.SwapWorthy, t.Caught, t.Gated, t.Missed, t.WrongSwaps, t.Flaps)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", t.Faults, t.SwapWorthy, t.Caught, t.Gated, t.Missed, t.WrongSwaps, t.Flaps, t.LeaderChanges)
 	tw.Flush()
+	fmt.Fprintf(w, "etcd's leader changed %d times during the faults and %d times between them (from the baseline to the first fault and from each recovery to the next: fleet-role must cause none)\n",
+		t.LeaderChanges, t.CleanLeaderChanges)
 	fmt.Fprintf(w, "%d decisions published, %d of them between faults", t.Decisions, t.CleanDecisions)
 	if n := t.SwapWorthy - t.Gated; n > 0 {
 		fmt.Fprintf(w, "; caught %.1f%% of the swap-worthy faults the gates did not hold (%d of %d) within their bound", 100*float64(t.Caught)/float64(n), t.Caught, n)

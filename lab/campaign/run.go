@@ -67,15 +67,18 @@ type Config struct {
 
 // Result is a finished campaign.
 type Result struct {
-	Seed      uint64            `json:"seed"`
-	Settings  settings.Settings `json:"settings"`
-	Fleet     Fleet             `json:"fleet"`
-	Ranges    Ranges            `json:"ranges"`
-	Started   time.Time         `json:"started"`
-	Ended     time.Time         `json:"ended"`
-	Faults    []Fault           `json:"faults"`
-	Totals    Totals            `json:"totals"`
-	OK        bool              `json:"ok"`
+	Seed     uint64            `json:"seed"`
+	Settings settings.Settings `json:"settings"`
+	Fleet    Fleet             `json:"fleet"`
+	Ranges   Ranges            `json:"ranges"`
+	Started  time.Time         `json:"started"`
+	// Baseline is when the fleet was first all fit with the cooldown
+	// passed, before the first fault.
+	Baseline  time.Time `json:"baseline"`
+	Ended     time.Time `json:"ended"`
+	Faults    []Fault   `json:"faults"`
+	Totals    Totals    `json:"totals"`
+	OK        bool      `json:"ok"`
 	decisions []Decision
 	// Aborted says why the campaign stopped before its last fault, if it did.
 	Aborted string `json:"aborted,omitempty"`
@@ -192,6 +195,7 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	if _, err := r.waitFor(ctx, "every host fit and the cooldown passed", cfg.RecoverTimeout+2*time.Minute, time.Time{}, baseline); err != nil {
 		return nil, err
 	}
+	res.Baseline = time.Now().UTC()
 	for i, sp := range specs {
 		if ctx.Err() != nil {
 			res.Aborted = "interrupted"
@@ -215,6 +219,7 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	heldSpans(res.Faults, watched.intervals(res.Ended), "etcd reported it without a leader or a peer", r.ranges.residue())
 	heldSpans(res.Faults, writes.intervals(res.Ended), "its record went unwritten past the freshness limit", s.SamplePeriod)
 	res.Faults, res.Totals = Score(res.Faults, res.decisions, s.SamplePeriod, fl.Standbys)
+	res.Totals.LeaderChanges, res.Totals.CleanLeaderChanges = CountLeaderChanges(res.Faults, watched.leaderChanges(), res.Baseline, res.Ended)
 	res.OK = res.Aborted == "" && res.Totals.OK(res.Faults)
 	if err := res.Write(cfg.Out); err != nil {
 		return res, err

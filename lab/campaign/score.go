@@ -49,7 +49,11 @@ type Fault struct {
 	PeriodsToPublish *float64 `json:"periods_to_publish"`
 	WrongSwaps       int      `json:"wrong_swaps"`
 	Flaps            int      `json:"flaps"`
-	OK               bool     `json:"ok"`
+	// LeaderChanges counts etcd's leader changes from Start until the
+	// fleet recovered (or the next fault), as the member that saw the most
+	// of them counts (etcd_server_leader_changes_seen_total).
+	LeaderChanges int  `json:"leader_changes"`
+	OK            bool `json:"ok"`
 	// Notes say what went wrong, with times, for the reader of the board.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -78,13 +82,19 @@ type Totals struct {
 	Missed     int `json:"missed"`
 	// Gated counts the swap-worthy faults whose swap a gate held from
 	// before the bound, by the fleet's own state (Fault.Held).
-	Gated          int      `json:"gated"`
-	WrongSwaps     int      `json:"wrong_swaps"`
-	Flaps          int      `json:"flaps"`
-	CleanDecisions int      `json:"clean_decisions"`
-	Decisions      int      `json:"decisions"`
-	Unrecovered    int      `json:"unrecovered"`
-	Kinds          []string `json:"kinds"`
+	Gated          int `json:"gated"`
+	WrongSwaps     int `json:"wrong_swaps"`
+	Flaps          int `json:"flaps"`
+	CleanDecisions int `json:"clean_decisions"`
+	Decisions      int `json:"decisions"`
+	// LeaderChanges counts etcd's leader changes during the faults, and
+	// CleanLeaderChanges between them (from the baseline to the first
+	// fault, and from each recovery to the next fault): fleet-role must
+	// cause none.
+	LeaderChanges      int      `json:"leader_changes"`
+	CleanLeaderChanges int      `json:"clean_leader_changes"`
+	Unrecovered        int      `json:"unrecovered"`
+	Kinds              []string `json:"kinds"`
 }
 
 // OK reports whether the campaign passes: no wrong swap, no flap, no
@@ -319,6 +329,7 @@ type KindRow struct {
 	Injected, SwapWorthy  int
 	Caught, Missed, Gated int
 	WrongSwaps, Flaps     int
+	LeaderChanges         int
 	Failed                int // faults not ok, whatever the reason
 	MedianPeriods, MaxPer float64
 	Published             int // faults whose right swap was published
@@ -337,6 +348,7 @@ func ByKind(faults []Fault) []KindRow {
 		r.Injected++
 		r.WrongSwaps += f.WrongSwaps
 		r.Flaps += f.Flaps
+		r.LeaderChanges += f.LeaderChanges
 		if !f.OK {
 			r.Failed++
 		}
@@ -380,4 +392,50 @@ func median(sorted []float64) float64 {
 		return sorted[n/2]
 	}
 	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// CountLeaderChanges sets each fault's LeaderChanges from changes (by
+// voter, when its member saw the leader change) and returns the totals
+// during the faults and between them, from baseline (when the campaign's
+// fleet was first all fit) to ended. A fault's span runs from its Start to
+// its recovery, or to the next fault's start (or ended) when it never
+// recovered; the clean spans are the rest. In each span the member that
+// saw the most changes counts: one election is seen by every member that
+// has a leader, and a member cut off may see none of it.
+func CountLeaderChanges(faults []Fault, changes map[string][]time.Time, baseline, ended time.Time) (during, clean int) {
+	in := func(from, to time.Time) int {
+		most := 0
+		for _, ts := range changes {
+			n := 0
+			for _, t := range ts {
+				if !t.Before(from) && t.Before(to) {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		return most
+	}
+	cleanFrom := baseline
+	for i := range faults {
+		f := &faults[i]
+		until := ended
+		if i+1 < len(faults) {
+			until = faults[i+1].Start
+		}
+		end := until
+		if !f.Recovered.IsZero() && f.Recovered.Before(until) {
+			end = f.Recovered
+		}
+		if !cleanFrom.IsZero() && cleanFrom.Before(f.Start) {
+			clean += in(cleanFrom, f.Start)
+		}
+		f.LeaderChanges = in(f.Start, end)
+		during += f.LeaderChanges
+		cleanFrom = end
+	}
+	if !cleanFrom.IsZero() && cleanFrom.Before(ended) {
+		clean += in(cleanFrom, ended)
+	}
+	return during, clean
 }

@@ -1,0 +1,57 @@
+package campaign
+
+import (
+	"testing"
+	"time"
+)
+
+// Each fault counts the leader changes from its start to its recovery (or
+// to the next fault's start when it never recovered), as the member that
+// saw the most counts; the rest of the campaign from the baseline on is
+// clean, its changes counted apart. A change at a span's first instant is
+// in it, at its last is in the next.
+func TestCountLeaderChanges(t *testing.T) {
+	faults := []Fault{
+		{Spec: Spec{Kind: VoterDelay}, Start: at(100), Recovered: at(160)},
+		{Spec: Spec{Kind: VoterPause}, Start: at(200)}, // never recovered
+		{Spec: Spec{Kind: Blip}, Start: at(300), Recovered: at(320)},
+	}
+	changes := map[string][]time.Time{
+		// voter-1 saw every election; voter-2, cut off, fewer.
+		"voter-1": {at(50), at(100), at(159.9), at(160), at(250), at(299), at(330)},
+		"voter-2": {at(100), at(250), at(251)},
+		// Before the baseline: the fleet's forming, not counted.
+		"voter-3": {at(5), at(6), at(7)},
+	}
+	during, clean := CountLeaderChanges(faults, changes, at(10), at(400))
+	want := []int{2, 2, 0} // [100,160): 100, 159.9; [200,300): voter-2's 250, 251; [300,320): none
+	for i, f := range faults {
+		if f.LeaderChanges != want[i] {
+			t.Errorf("fault %d (%s): %d leader changes, want %d", i+1, f.Kind, f.LeaderChanges, want[i])
+		}
+	}
+	// Clean: [10,100): 50; [160,200): 160; [320,400): 330. 299 falls in
+	// the unrecovered fault's span, which runs to the next start.
+	if during != 4 || clean != 3 {
+		t.Errorf("%d during the faults and %d between, want 4 and 3", during, clean)
+	}
+	rows := ByKind(faults)
+	if len(rows) != 3 || rows[0].LeaderChanges != 2 || rows[1].LeaderChanges != 2 || rows[2].LeaderChanges != 0 {
+		t.Errorf("per kind: %+v", rows)
+	}
+}
+
+// A member's counter is read as rises from its first reading; a reading
+// below the last (the member restarted) starts again from it.
+func TestEtcdWatchCountsRises(t *testing.T) {
+	w := &etcdWatch{spans: newSpans(), elections: map[string][]time.Time{}, last: map[string]float64{}}
+	w.count("v", at(1), 3) // baseline: a member counts its first leader
+	w.count("v", at(2), 3) // no change
+	w.count("v", at(3), 5) // two changes between polls
+	w.count("v", at(4), 1) // restarted
+	w.count("v", at(5), 2) // one change since
+	got := w.leaderChanges()["v"]
+	if len(got) != 3 || !got[0].Equal(at(3)) || !got[1].Equal(at(3)) || !got[2].Equal(at(5)) {
+		t.Fatalf("changes at %v, want two at 3 and one at 5", got)
+	}
+}
