@@ -23,7 +23,8 @@ func TestCountLeaderChanges(t *testing.T) {
 		// Before the baseline: the fleet's forming, not counted.
 		"voter-3": {at(5), at(6), at(7)},
 	}
-	during, clean := CountLeaderChanges(faults, changes, at(10), at(400))
+	during, cleans := CountLeaderChanges(faults, changes, at(10), at(400))
+	clean := len(cleans)
 	want := []int{2, 2, 0} // [100,160): 100, 159.9; [200,300): voter-2's 250, 251; [300,320): none
 	for i, f := range faults {
 		if f.LeaderChanges != want[i] {
@@ -34,6 +35,14 @@ func TestCountLeaderChanges(t *testing.T) {
 	// the unrecovered fault's span, which runs to the next start.
 	if during != 4 || clean != 3 {
 		t.Errorf("%d during the faults and %d between, want 4 and 3", during, clean)
+	}
+	// Each change between faults says after which fault it came, and how
+	// far into its clean span.
+	want2 := []CleanChange{{At: at(50), After: 0, Since: Duration(40 * time.Second)}, {At: at(160), After: 1, Since: 0}, {At: at(330), After: 3, Since: Duration(10 * time.Second)}}
+	for i, c := range cleans {
+		if i >= len(want2) || !c.At.Equal(want2[i].At) || c.After != want2[i].After || c.Since != want2[i].Since {
+			t.Errorf("clean change %d: %+v, want %+v", i, c, want2)
+		}
 	}
 	rows := ByKind(faults)
 	if len(rows) != 3 || rows[0].LeaderChanges != 2 || rows[1].LeaderChanges != 2 || rows[2].LeaderChanges != 0 {

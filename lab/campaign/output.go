@@ -121,9 +121,9 @@ func Rescore(dir string) (*Result, error) {
 	}
 	// The leader changes were counted from the members' metrics as the
 	// campaign ran, which the board keeps as counts: they stand as written.
-	during, clean := r.Totals.LeaderChanges, r.Totals.CleanLeaderChanges
+	during, clean, cleans := r.Totals.LeaderChanges, r.Totals.CleanLeaderChanges, r.Totals.Clean
 	r.Faults, r.Totals = Score(r.Faults, r.decisions, r.Settings.SamplePeriod, r.Fleet.Standbys)
-	r.Totals.LeaderChanges, r.Totals.CleanLeaderChanges = during, clean
+	r.Totals.LeaderChanges, r.Totals.CleanLeaderChanges, r.Totals.Clean = during, clean, cleans
 	r.OK = r.Aborted == "" && r.Totals.OK(r.Faults)
 	return &r, nil
 }
@@ -152,6 +152,13 @@ func (r *Result) WriteTable(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "etcd's leader changed %d times during the faults and %d times between them (from the baseline to the first fault and from each recovery to the next: fleet-role must cause none)\n",
 		t.LeaderChanges, t.CleanLeaderChanges)
+	for _, c := range t.Clean {
+		after := "before the first fault"
+		if c.After > 0 && c.After <= len(r.Faults) {
+			after = fmt.Sprintf("after fault %d (%s)", c.After, r.Faults[c.After-1].Kind)
+		}
+		fmt.Fprintf(w, "  a leader change between faults at %s, %s, %.1f s into the clean span\n", c.At.Format("15:04:05.000"), after, c.Since.D().Seconds())
+	}
 	fmt.Fprintf(w, "%d decisions published, %d of them between faults", t.Decisions, t.CleanDecisions)
 	if n := t.SwapWorthy - t.Gated; n > 0 {
 		fmt.Fprintf(w, "; caught %.1f%% of the swap-worthy faults the gates did not hold (%d of %d) within their bound", 100*float64(t.Caught)/float64(n), t.Caught, n)

@@ -91,10 +91,12 @@ type Totals struct {
 	// CleanLeaderChanges between them (from the baseline to the first
 	// fault, and from each recovery to the next fault): fleet-role must
 	// cause none.
-	LeaderChanges      int      `json:"leader_changes"`
-	CleanLeaderChanges int      `json:"clean_leader_changes"`
-	Unrecovered        int      `json:"unrecovered"`
-	Kinds              []string `json:"kinds"`
+	LeaderChanges      int `json:"leader_changes"`
+	CleanLeaderChanges int `json:"clean_leader_changes"`
+	// Clean lists the changes between faults, to trace each to a cause.
+	Clean       []CleanChange `json:"clean_changes,omitempty"`
+	Unrecovered int           `json:"unrecovered"`
+	Kinds       []string      `json:"kinds"`
 }
 
 // OK reports whether the campaign passes: no wrong swap, no flap, no
@@ -395,26 +397,34 @@ func median(sorted []float64) float64 {
 }
 
 // CountLeaderChanges sets each fault's LeaderChanges from changes (by
-// voter, when its member saw the leader change) and returns the totals
-// during the faults and between them, from baseline (when the campaign's
+// voter, when its member saw the leader change) and returns their total,
+// and each change between the faults, from baseline (when the campaign's
 // fleet was first all fit) to ended. A fault's span runs from its Start to
 // its recovery, or to the next fault's start (or ended) when it never
 // recovered; the clean spans are the rest. In each span the member that
 // saw the most changes counts: one election is seen by every member that
 // has a leader, and a member cut off may see none of it.
-func CountLeaderChanges(faults []Fault, changes map[string][]time.Time, baseline, ended time.Time) (during, clean int) {
-	in := func(from, to time.Time) int {
-		most := 0
+func CountLeaderChanges(faults []Fault, changes map[string][]time.Time, baseline, ended time.Time) (during int, clean []CleanChange) {
+	// in is the changes in [from, to) of the member that saw the most.
+	in := func(from, to time.Time) []time.Time {
+		var most []time.Time
 		for _, ts := range changes {
-			n := 0
+			var seen []time.Time
 			for _, t := range ts {
 				if !t.Before(from) && t.Before(to) {
-					n++
+					seen = append(seen, t)
 				}
 			}
-			most = max(most, n)
+			if len(seen) > len(most) {
+				most = seen
+			}
 		}
 		return most
+	}
+	between := func(after int, from, to time.Time) {
+		for _, t := range in(from, to) {
+			clean = append(clean, CleanChange{At: t, After: after, Since: Duration(t.Sub(from))})
+		}
 	}
 	cleanFrom := baseline
 	for i := range faults {
@@ -428,14 +438,23 @@ func CountLeaderChanges(faults []Fault, changes map[string][]time.Time, baseline
 			end = f.Recovered
 		}
 		if !cleanFrom.IsZero() && cleanFrom.Before(f.Start) {
-			clean += in(cleanFrom, f.Start)
+			between(i, cleanFrom, f.Start)
 		}
-		f.LeaderChanges = in(f.Start, end)
+		f.LeaderChanges = len(in(f.Start, end))
 		during += f.LeaderChanges
 		cleanFrom = end
 	}
 	if !cleanFrom.IsZero() && cleanFrom.Before(ended) {
-		clean += in(cleanFrom, ended)
+		between(len(faults), cleanFrom, ended)
 	}
 	return during, clean
+}
+
+// CleanChange is one leader change seen between faults: when, after how
+// many faults (0: before the first), and how long after the clean span
+// began (the previous fault's recovery, or the baseline).
+type CleanChange struct {
+	At    time.Time `json:"at"`
+	After int       `json:"after_faults"`
+	Since Duration  `json:"since"`
 }
