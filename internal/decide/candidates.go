@@ -34,7 +34,7 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 	// A standby slow to a voter that stays keeps a slow link in the new
 	// voter set, however much headroom its other links have: a clean one
 	// comes first, whatever its headroom.
-	best, bestMargin, bestSlow, clean := -1, math.Inf(-1), []string(nil), false
+	best, bestMargin, bestSlow := -1, math.Inf(-1), []string(nil)
 	cands := make([]Reason, 0, len(standbys)+1)
 	slow := make([]bool, 0, len(standbys))
 	for _, c := range standbys {
@@ -43,7 +43,6 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 		if !r.OK {
 			continue
 		}
-		clean = clean || len(slowTo) == 0
 		if best < 0 || cmp.Or(trueFirst(len(slowTo) == 0, len(bestSlow) == 0), cmp.Compare(bestMargin, margin)) < 0 {
 			best, bestMargin, bestSlow = len(cands)-1, margin, slowTo
 		}
@@ -53,8 +52,9 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 		r := &cands[best]
 		r.Detail += "; no fit standby is slow to no voter that would remain, so " + r.Subject + " comes in, and the voter set after the swap keeps the slow links " + strings.Join(keptSlow(r.Subject, bestSlow, remaining, links), ", ")
 	}
-	if clean {
-		// Each fit standby passed over for a slow link says so.
+	if best >= 0 && len(bestSlow) == 0 {
+		// A clean one comes in: each fit standby passed over for a slow
+		// link says so.
 		for i := range cands {
 			if r := &cands[i]; r.OK && i != best && slow[i] {
 				r.Detail += "; a fit standby slow to no voter that would remain comes first"
@@ -81,25 +81,17 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 func keptSlow(in string, slowTo, remaining []string, links *linkMatrix) []string {
 	var out []string
 	for _, v := range slowTo {
-		out = append(out, linkName(in, v))
+		out = append(out, linkOf(in, v).String())
 	}
 	for i, a := range remaining {
 		for _, b := range remaining[i+1:] {
 			if e, f := links.at(a, b), links.at(b, a); (e != nil && e.slowAny()) || (f != nil && f.slowAny()) {
-				out = append(out, linkName(a, b))
+				out = append(out, linkOf(a, b).String())
 			}
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// linkName names the link between two hosts, the lesser name first.
-func linkName(a, b string) string {
-	if a > b {
-		a, b = b, a
-	}
-	return a + "-" + b
 }
 
 // candidate judges standby c against the voters that would remain when out

@@ -105,7 +105,11 @@ func (w *etcdWatch) count(voter string, at time.Time, changes float64) {
 	if !seen || changes < last {
 		return
 	}
-	for range int(changes - last) {
+	// A counter read from the member's metrics is held before anything is
+	// allocated for it: at most one change per millisecond of the poll
+	// interval, far more than etcd can elect (an election takes at least a
+	// heartbeat).
+	for range min(int(changes-last), int(etcdWatchEvery/time.Millisecond)) {
 		w.elections[voter] = append(w.elections[voter], at)
 	}
 }

@@ -63,4 +63,13 @@ func TestEtcdWatchCountsRises(t *testing.T) {
 	if len(got) != 3 || !got[0].Equal(at(3)) || !got[1].Equal(at(3)) || !got[2].Equal(at(5)) {
 		t.Fatalf("changes at %v, want two at 3 and one at 5", got)
 	}
+	// A rise no poll could see is held to one change per millisecond of
+	// the poll interval: at it, and over it.
+	limit := int(etcdWatchEvery / time.Millisecond)
+	w.count("u", at(1), 0)
+	w.count("u", at(2), float64(limit))
+	w.count("u", at(3), float64(limit)+1e12)
+	if n := len(w.leaderChanges()["u"]); n != 2*limit {
+		t.Fatalf("%d changes recorded, want %d (%d a poll)", n, 2*limit, limit)
+	}
 }

@@ -121,9 +121,9 @@ func Rescore(dir string) (*Result, error) {
 	}
 	// The leader changes were counted from the members' metrics as the
 	// campaign ran, which the board keeps as counts: they stand as written.
-	during, clean, cleans := r.Totals.LeaderChanges, r.Totals.CleanLeaderChanges, r.Totals.Clean
+	during, clean := r.Totals.LeaderChanges, r.Totals.Clean
 	r.Faults, r.Totals = Score(r.Faults, r.decisions, r.Settings.SamplePeriod, r.Fleet.Standbys)
-	r.Totals.LeaderChanges, r.Totals.CleanLeaderChanges, r.Totals.Clean = during, clean, cleans
+	r.Totals.LeaderChanges, r.Totals.Clean = during, clean
 	r.OK = r.Aborted == "" && r.Totals.OK(r.Faults)
 	return &r, nil
 }
@@ -151,7 +151,7 @@ func (r *Result) WriteTable(w io.Writer) {
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", t.Faults, t.SwapWorthy, t.Caught, t.Gated, t.Missed, t.WrongSwaps, t.Flaps, t.LeaderChanges)
 	tw.Flush()
 	fmt.Fprintf(w, "etcd's leader changed %d times during the faults and %d times between them (from the baseline to the first fault and from each recovery to the next: fleet-role must cause none)\n",
-		t.LeaderChanges, t.CleanLeaderChanges)
+		t.LeaderChanges, len(t.Clean))
 	for _, c := range t.Clean {
 		after := "before the first fault"
 		if c.After > 0 && c.After <= len(r.Faults) {

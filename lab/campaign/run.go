@@ -220,7 +220,6 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	heldSpans(res.Faults, writes.intervals(res.Ended), "its record went unwritten past the freshness limit", s.SamplePeriod)
 	res.Faults, res.Totals = Score(res.Faults, res.decisions, s.SamplePeriod, fl.Standbys)
 	res.Totals.LeaderChanges, res.Totals.Clean = CountLeaderChanges(res.Faults, watched.leaderChanges(), res.Baseline, res.Ended)
-	res.Totals.CleanLeaderChanges = len(res.Totals.Clean)
 	res.OK = res.Aborted == "" && res.Totals.OK(res.Faults)
 	if err := res.Write(cfg.Out); err != nil {
 		return res, err

@@ -88,15 +88,13 @@ type Totals struct {
 	CleanDecisions int `json:"clean_decisions"`
 	Decisions      int `json:"decisions"`
 	// LeaderChanges counts etcd's leader changes during the faults, and
-	// CleanLeaderChanges between them (from the baseline to the first
-	// fault, and from each recovery to the next fault): fleet-role must
-	// cause none.
-	LeaderChanges      int `json:"leader_changes"`
-	CleanLeaderChanges int `json:"clean_leader_changes"`
-	// Clean lists the changes between faults, to trace each to a cause.
-	Clean       []CleanChange `json:"clean_changes,omitempty"`
-	Unrecovered int           `json:"unrecovered"`
-	Kinds       []string      `json:"kinds"`
+	// Clean lists those between them (from the baseline to the first
+	// fault, and from each recovery to the next fault), to trace each to a
+	// cause: fleet-role must cause none.
+	LeaderChanges int           `json:"leader_changes"`
+	Clean         []CleanChange `json:"clean_changes,omitempty"`
+	Unrecovered   int           `json:"unrecovered"`
+	Kinds         []string      `json:"kinds"`
 }
 
 // OK reports whether the campaign passes: no wrong swap, no flap, no
