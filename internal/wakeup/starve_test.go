@@ -6,15 +6,19 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/lab/cpulimit"
@@ -85,6 +89,9 @@ type childLine struct {
 // start, 750 ms late. (etcd's own ticker is placed as chance has it; so is
 // a probe's.)
 func child(mode, group string) error {
+	if err := pinThreads(); err != nil {
+		return err
+	}
 	go work()
 	var origin time.Time
 	var gap time.Duration
@@ -133,6 +140,52 @@ func work() {
 		}
 		done += threadCPU() - c0
 	}
+}
+
+// pinThreads binds every thread of this process to the CPU the first of
+// them runs on; threads made later inherit it from the thread that makes
+// them. A group's quota is handed to each CPU in slices
+// (sched_cfs_bandwidth_slice_us), and a CPU keeps up to a millisecond of
+// it when its threads sleep: a timer's thread waking on the other CPU than
+// the throttled work's may run there on that remainder, on time, while the
+// group is throttled, so that which ticks read late depends on where the
+// kernel placed each thread (CI read every tick a quarter into the period
+// on time, and the tail 250 ms where 750 ms is due). On one CPU the group's
+// quota is one pool, and throttled means throttled for every thread.
+// GOMAXPROCS is held at 2 by the parent (runChild), so that the Go
+// runtime, which would follow the affinity down to one P, still runs the
+// timer's goroutine beside the locked work thread, as etcd's ticker runs
+// beside its work, and not after the work's 10 ms of preemption.
+func pinThreads() error {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return fmt.Errorf("affinity: %w", err)
+	}
+	cpu := -1
+	for i := 0; i < set.Count()+1024 && cpu < 0; i++ {
+		if set.IsSet(i) {
+			cpu = i
+		}
+	}
+	if cpu < 0 {
+		return fmt.Errorf("affinity: no CPU in the set")
+	}
+	set.Zero()
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return fmt.Errorf("threads: %w", err)
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pin thread %d to CPU %d: %w", tid, cpu, err)
+		}
+	}
+	return nil
 }
 
 func threadCPU() time.Duration {
@@ -186,7 +239,9 @@ func runChild(t *testing.T, g *cpulimit.Group, mode string, n int) ([]time.Durat
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n+2)*samplePeriod+time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, groupEnv+"="+g.Path)
+	// GOMAXPROCS set, the runtime keeps two Ps whatever the child's
+	// affinity (pinThreads) and its group's quota say.
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, groupEnv+"="+g.Path, "GOMAXPROCS=2")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
