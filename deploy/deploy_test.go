@@ -51,7 +51,7 @@ import (
 const (
 	ns       = "fleet-role"
 	rendered = "fleet-role.yaml"
-	image    = "ghcr.io/fleet-role/fleet-role:latest"
+	image    = probetest.ImageTag
 )
 
 // TestRenderedIsBase: deploy/fleet-role.yaml is exactly `kubectl kustomize
@@ -196,6 +196,9 @@ func TestPodsAreHardened(t *testing.T) {
 			where := p.name + "/" + c.Name
 			if c.Image != image {
 				t.Errorf("%s: image %s, want %s", where, c.Image, image)
+			}
+			if c.ImagePullPolicy != corev1.PullIfNotPresent {
+				t.Errorf("%s: imagePullPolicy %q, want IfNotPresent: the tag is a release's and does not move", where, c.ImagePullPolicy)
 			}
 			sc := c.SecurityContext
 			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||

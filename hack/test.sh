@@ -74,6 +74,9 @@ FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
 # promtool's module) and the controller's status page in Debian's Chromium.
 FLEET_ROLE_PROMETHEUS=$(hack/tools.sh prometheus)
 hack/tools.sh chromium >/dev/null
+# lab/image runs the image's arm64 and arm/v7 binaries under Debian's
+# qemu-user-static.
+hack/tools.sh qemu
 if ! wait "$k3s_build"; then echo "hack/tools.sh k3s failed (its messages are above)" >&2; exit 1; fi
 # The warm-up's compiles would only compete with the steps' own from here.
 wait "$prewarm_pid" || true

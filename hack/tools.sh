@@ -17,6 +17,7 @@
 #                                    the checkout (../shared/k3s, or $FLEET_ROLE_K3S_SRC)
 #   hack/tools.sh prometheus      -> path of the Prometheus server v0.316.0 (the live alert test)
 #   hack/tools.sh chromium        -> path of Debian's Chromium, installed with apt-get when absent
+#   hack/tools.sh qemu            -> installs Debian's qemu-user-static when absent (the arm builds run under it)
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -214,6 +215,21 @@ case "${1:-}" in
   k3s)
     k3s k3s
     ;;
+  qemu)
+    # Debian's qemu-user-static: lab/image runs the arm64 and arm/v7
+    # builds of the image's binary under it, named on the command line
+    # (qemu-aarch64-static BINARY), so no binfmt registration is needed.
+    if ! command -v qemu-aarch64-static >/dev/null 2>&1 || ! command -v qemu-arm-static >/dev/null 2>&1; then
+      echo "installing qemu-user-static with apt-get" >&2
+      if [ "$(id -u)" != 0 ]; then echo "qemu-user-static is missing and installing it needs root: apt-get install -y qemu-user-static" >&2; exit 1; fi
+      log=$(mktemp)
+      if ! (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static) >"$log" 2>&1; then
+        cat "$log" >&2; rm -f "$log"; echo "apt-get install qemu-user-static failed" >&2; exit 1
+      fi
+      rm -f "$log"
+    fi
+    echo "qemu-user-static $(dpkg-query -W -f '${Version}' qemu-user-static 2>/dev/null || echo '(not from Debian)')"
+    ;;
   chromium)
     # Debian's Chromium, for the status page's test in a real browser
     # (lab/browser); its fonts are fonts-dejavu-core's, which the page's
@@ -233,7 +249,7 @@ case "${1:-}" in
     command -v chromium
     ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|prometheus|chromium|k3s" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|prometheus|chromium|qemu|k3s" >&2
     exit 2
     ;;
 esac

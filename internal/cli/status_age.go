@@ -42,6 +42,9 @@ func ageLine(st *decide.Status, now time.Time) (line string, stale bool) {
 	by := "no elected controller"
 	if w := st.Writer; w != nil {
 		by = fmt.Sprintf("%s (term %d of lease %s)", decide.Printable(w.Identity), w.Term, decide.Printable(w.Lease))
+		if w.Version != "" {
+			by += ", fleet-role " + decide.Printable(w.Version)
+		}
 	}
 	at := st.GeneratedAt.UTC().Format(time.RFC3339)
 	age := now.Sub(st.GeneratedAt)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/version"
 )
 
 // One writer of the status (docs/status.md, "One writer"). The controller
@@ -565,7 +566,7 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 			return nil
 		}
 		el.mu.Lock()
-		w := &decide.Writer{Identity: e.Identity, Lease: lease, Term: el.observed.Transitions, Since: el.observed.AcquireTime.UTC()}
+		w := &decide.Writer{Identity: e.Identity, Lease: lease, Term: el.observed.Transitions, Since: el.observed.AcquireTime.UTC(), Version: version.Get().Version}
 		el.mu.Unlock()
 		c.log.Info("leading: this controller decides and writes the status", "lease", lease, "identity", e.Identity, "term", w.Term)
 		c.cfg.Metrics.leading(true)

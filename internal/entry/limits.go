@@ -219,7 +219,7 @@ func WorstCase(window, maxServers int) Entry {
 				ConnectedPeers: i % maxServers, KnownPeers: (i + 1) % maxServers, LeaderChanges: uint64(i%2 + 1),
 				WALFsync: full(1_000_000 + uint64(i)), BackendCommit: full(1_000_000 + uint64(i)),
 				PeerRTT:     map[string]quantile.Histogram{},
-				DBSizeBytes: uint64(8_000_000_000+i) * 1024, QuotaBytes: uint64(8<<30 + i%2)},
+				DBSizeBytes: (8_000_000_000 + uint64(i)) * 1024, QuotaBytes: 8<<30 + uint64(i%2)},
 		}
 		for j := 1; j < maxServers; j++ {
 			s.Connect[name(j)] = Connect{Seconds: float64(4_000_000+i) * 1e-6} // seven digits of µs

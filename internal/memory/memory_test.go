@@ -22,7 +22,7 @@ func TestReadThisHost(t *testing.T) {
 	if err := syscall.Sysinfo(&si); err != nil {
 		t.Fatal(err)
 	}
-	if want := si.Totalram * uint64(si.Unit); r.MemTotalBytes != want {
+	if want := uint64(si.Totalram) * uint64(si.Unit); r.MemTotalBytes != want {
 		t.Errorf("MemTotal %d B, sysinfo says %d B", r.MemTotalBytes, want)
 	}
 	if r.MemAvailableBytes == 0 || r.MemAvailableBytes > r.MemTotalBytes {

@@ -117,6 +117,22 @@ func RequireRoot(t testing.TB) {
 	}
 }
 
+// Qemu returns the path of Debian's qemu-user-static emulator for a Go
+// architecture (arm64, arm), which runs a binary built for it here.
+func Qemu(t testing.TB, goarch string) string {
+	t.Helper()
+	names := map[string]string{"arm64": "qemu-aarch64-static", "arm": "qemu-arm-static"}
+	n, ok := names[goarch]
+	if !ok {
+		t.Fatalf("no qemu-user-static emulator known for %s", goarch)
+	}
+	if p, err := exec.LookPath(n); err == nil {
+		return p
+	}
+	t.Fatalf("%s is not installed: run hack/test.sh (it installs qemu-user-static with apt-get) or hack/tools.sh qemu", n)
+	return ""
+}
+
 func find(t testing.TB, env, cached, tool string) string {
 	t.Helper()
 	if p := os.Getenv(env); p != "" {
