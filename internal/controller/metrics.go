@@ -77,12 +77,13 @@ func NewMetrics() *Metrics {
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleet_role_decision_held", Help: "1 for each step of the decision that holds a swap back (the decision's reasons that are not ok: pinned, candidate, a gate_*, steady, ...); none while a swap is published.",
 		}, []string{"step"}),
-		// The failure tolerance three ways (decide.FailureTolerance), so
+		// The failure tolerance four ways (decide.FailureTolerance), so
 		// that an alert can tell a fleet that lost its margin (lost
 		// "unfit_and_unknown" at 0) from one built without any ("none" at
-		// 0: one or two voters).
+		// 0: one or two voters), and a dashboard show first the figure
+		// the attribution gives ("implicated_and_unknown").
 		tolerance: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "fleet_role_failure_tolerance", Help: "Voters that may still fail before etcd loses quorum, counting as lost: the unfit and unknown voters (lost=\"unfit_and_unknown\"), only the unknown (lost=\"unknown\"), or none (lost=\"none\": what the voter count alone allows).",
+			Name: "fleet_role_failure_tolerance", Help: "Voters that may still fail before etcd loses quorum, counting as lost: the unfit and unknown voters (lost=\"unfit_and_unknown\"), those less the voters unfit only by their links to a voter the attribution implicates (lost=\"implicated_and_unknown\"), only the unknown (lost=\"unknown\"), or none (lost=\"none\": what the voter count alone allows).",
 		}, []string{"lost"}),
 		loops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_role_decisions_total", Help: "Decision loops, by result.",
@@ -137,6 +138,7 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 	}
 	t := st.FailureTolerance
 	m.tolerance.WithLabelValues("unfit_and_unknown").Set(float64(t.Tolerance))
+	m.tolerance.WithLabelValues("implicated_and_unknown").Set(float64(t.Attributed))
 	m.tolerance.WithLabelValues("unknown").Set(float64(t.OptimisticTolerance))
 	m.tolerance.WithLabelValues("none").Set(float64(t.DesignTolerance))
 	m.flaps.Store(int64(st.Memory.Flaps))

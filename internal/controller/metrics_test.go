@@ -105,14 +105,15 @@ func series(t *testing.T, m *Metrics, name string) string {
 	return out.String()
 }
 
-// The failure tolerance is exported three ways, from the status.
+// The failure tolerance is exported four ways, from the status.
 func TestToleranceMetric(t *testing.T) {
 	m := NewMetrics()
-	m.observeStatus(&decide.Status{FailureTolerance: decide.FailureTolerance{Voters: 5, Quorum: 3, Unfit: 1, Unknown: 1,
-		Tolerance: 0, OptimisticTolerance: 1, DesignTolerance: 2}})
-	want := `fleet_role_failure_tolerance{lost="none"} 2
+	m.observeStatus(&decide.Status{FailureTolerance: decide.FailureTolerance{Voters: 7, Quorum: 4, Unfit: 2, Unknown: 1,
+		Tolerance: 0, OptimisticTolerance: 2, DesignTolerance: 3, Cleared: 1, Attributed: 1}})
+	want := `fleet_role_failure_tolerance{lost="implicated_and_unknown"} 1
+fleet_role_failure_tolerance{lost="none"} 3
 fleet_role_failure_tolerance{lost="unfit_and_unknown"} 0
-fleet_role_failure_tolerance{lost="unknown"} 1
+fleet_role_failure_tolerance{lost="unknown"} 2
 `
 	if got := series(t, m, "fleet_role_failure_tolerance"); got != want {
 		t.Errorf("failure tolerance:\n%s\nwant\n%s", got, want)

@@ -65,6 +65,7 @@ func decide(in Input, before func(node string)) Status {
 			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons(a.j), Deciding: at,
 			Observation: h.obs, Member: h.member()})
 	}
+	clearByAttribution(a.hosts, st.Hosts, d.Implicated)
 	st.FailureTolerance = toleranceOf(st.Hosts)
 	// Every record counts, a host's the decision leaves out (neither voter
 	// nor eligible any more) too: they are what fleet-role stores.

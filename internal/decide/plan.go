@@ -166,6 +166,10 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev 
 	}
 	if !lagging {
 		at, suspects, slow = attribute(j.s, voters, links)
+		for _, h := range suspects {
+			d.Implicated = append(d.Implicated, h.node.Name)
+		}
+		slices.Sort(d.Implicated)
 	}
 	d.Reasons = append(d.Reasons, at)
 	if !at.OK {

@@ -94,6 +94,17 @@ type Writer struct {
 	Term int32 `json:"term"`
 	// Since is when it acquired the Lease, by its own clock.
 	Since time.Time `json:"since"`
+	// Version is the writer's fleet-role version (internal/version): in a
+	// rollout that mixes two versions it says which one decided.
+	Version string `json:"version,omitempty"`
+}
+
+// VersionOrEmpty is the writer's version, or "" for no writer.
+func (w *Writer) VersionOrEmpty() string {
+	if w == nil {
+		return ""
+	}
+	return w.Version
 }
 
 // Records is what the probes' records hold in all: how many, their entries'
@@ -129,6 +140,11 @@ type Host struct {
 	// verdict (DecidingReason); nil when this form of the document keeps
 	// none of the host's reasons.
 	Deciding *int `json:"deciding,omitempty"`
+	// UnfitByLinksTo, for an unfit voter the attribution does not
+	// implicate, names the implicated voters whose links alone make it
+	// unfit: every reading of its own that fails is a link to one of them
+	// (Decision.Implicated). Its vote is sound; the slowness is theirs.
+	UnfitByLinksTo []string `json:"unfit_by_links_to,omitempty"`
 	// Observation is when the controller last saw the host's entry change;
 	// nil when the host has no entry.
 	Observation *Observation `json:"observation,omitempty"`
@@ -202,6 +218,11 @@ type Decision struct {
 	// voter taken out and why; otherwise the first step that holds the
 	// swap back. Nil when this form keeps none of the decision's reasons.
 	Deciding *int `json:"deciding,omitempty"`
+	// Implicated are the voters the attribution rule implicates, sorted:
+	// the voters of the smallest sets that explain the slow links between
+	// voters (attribution.go). Empty when no link between voters is slow,
+	// or the rule did not run or attributed them to no voter.
+	Implicated []string `json:"implicated,omitempty"`
 }
 
 // LinkRow is what one host (From) measured over its window of its paths to
@@ -307,6 +328,12 @@ func UnmarshalStatus(data []byte) (*Status, error) {
 	}
 	if s.Form == "" {
 		s.Form = FormFull // written before documents had forms
+	}
+	// Written before the attributed tolerance: it is never under the
+	// tolerance, which counts more voters as lost, and with none cleared
+	// the two are one.
+	if s.FailureTolerance.Attributed < s.FailureTolerance.Tolerance {
+		s.FailureTolerance.Attributed = s.FailureTolerance.Tolerance
 	}
 	if err := s.resolveTexts(); err != nil {
 		return nil, fmt.Errorf("decode status: %w", err)

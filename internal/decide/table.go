@@ -25,7 +25,7 @@ func (s Status) WriteTable(w io.Writer) error {
 		if ok {
 			why = Summary(r)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", Printable(h.Name), Printable(string(h.Role)), Printable(string(h.Verdict)), h.Samples, Printable(why))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", Printable(h.Name), Printable(string(h.Role)), Printable(VerdictText(h)), h.Samples, Printable(why))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write table: %w", err)

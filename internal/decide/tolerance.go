@@ -1,6 +1,10 @@
 package decide
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // FailureTolerance is how many more voters the cluster can lose before etcd
 // loses quorum, as the verdicts stand (docs/status.md, "Failure
@@ -25,6 +29,15 @@ type FailureTolerance struct {
 	// DesignTolerance is what the voter count alone allows, n less the
 	// quorum, every voter counted: the figure the other two fall from.
 	DesignTolerance int `json:"design_tolerance"`
+	// Cleared counts the unfit voters the attribution clears: unfit only
+	// by their links to the voters it implicates (Host.UnfitByLinksTo).
+	Cleared int `json:"cleared"`
+	// Attributed counts as lost the unknown voters and the unfit voters
+	// the attribution does not clear: one slow voter makes the links of
+	// every other voter to it slow, and the others' votes are sound. It is
+	// the figure shown first; Tolerance, every unfit voter lost, stands
+	// beside it. Never under Tolerance.
+	Attributed int `json:"attributed_tolerance"`
 }
 
 // Quorum is etcd's quorum of n voting members: a majority, floor(n/2)+1.
@@ -46,11 +59,15 @@ func toleranceOf(hosts []Host) FailureTolerance {
 		switch h.Verdict {
 		case Unfit:
 			t.Unfit++
+			if len(h.UnfitByLinksTo) > 0 {
+				t.Cleared++
+			}
 		case Unknown:
 			t.Unknown++
 		}
 	}
 	t.Quorum = Quorum(t.Voters)
+	t.Attributed = max(0, t.Voters-(t.Unfit-t.Cleared)-t.Unknown-t.Quorum)
 	t.Tolerance = max(0, t.Voters-t.Unfit-t.Unknown-t.Quorum)
 	t.OptimisticTolerance = max(0, t.Voters-t.Unknown-t.Quorum)
 	t.DesignTolerance = max(0, t.Voters-t.Quorum)
@@ -58,18 +75,79 @@ func toleranceOf(hosts []Host) FailureTolerance {
 }
 
 // Sentence says the tolerance in one line, for the table, the page and the
-// Events: "failure tolerance 0 (1 if the 2 unfit voters hold; 3 voters,
-// quorum 2, 2 unfit, 0 unknown)".
+// Events, the attributed figure first: "failure tolerance 1 (0 counting
+// the 4 voters unfit only by their links to an implicated voter as lost; 2
+// if the 5 unfit voters hold): 1 of 5 voters may still fail before etcd
+// loses quorum (3); 1 unfit and 0 unknown counted as lost, 4 unfit only by
+// their links to an implicated voter not".
 func (t FailureTolerance) Sentence() string {
 	if t.Voters == 0 {
 		return "failure tolerance: no voters"
 	}
-	s := fmt.Sprintf("failure tolerance %d", t.Tolerance)
-	if t.OptimisticTolerance != t.Tolerance {
-		s += fmt.Sprintf(" (%d if the %d unfit %s)", t.OptimisticTolerance, t.Unfit, plural(t.Unfit, "voter holds", "voters hold"))
+	s := fmt.Sprintf("failure tolerance %d", t.Attributed)
+	var beside []string
+	if t.Cleared > 0 && t.Tolerance != t.Attributed {
+		beside = append(beside, fmt.Sprintf("%d counting the %d %s unfit only by %s links to an implicated voter as lost",
+			t.Tolerance, t.Cleared, plural(t.Cleared, "voter", "voters"), plural(t.Cleared, "its", "their")))
 	}
-	return s + fmt.Sprintf(": %d of %d voters may still fail before etcd loses quorum (%d); %d unfit and %d unknown counted as lost",
-		t.Tolerance, t.Voters, t.Quorum, t.Unfit, t.Unknown)
+	if t.OptimisticTolerance != t.Attributed {
+		beside = append(beside, fmt.Sprintf("%d if the %d unfit %s", t.OptimisticTolerance, t.Unfit, plural(t.Unfit, "voter holds", "voters hold")))
+	}
+	if len(beside) > 0 {
+		s += " (" + strings.Join(beside, "; ") + ")"
+	}
+	s += fmt.Sprintf(": %d of %d voters may still fail before etcd loses quorum (%d); %d unfit and %d unknown counted as lost",
+		t.Attributed, t.Voters, t.Quorum, t.Unfit-t.Cleared, t.Unknown)
+	if t.Cleared > 0 {
+		s += fmt.Sprintf(", %d unfit only by %s links to an implicated voter not", t.Cleared, plural(t.Cleared, "its", "their"))
+	}
+	return s
+}
+
+// clearByAttribution sets UnfitByLinksTo of each unfit voter of hosts that
+// the attribution does not implicate and whose every failing judgement is
+// a link to a voter it does (implicated): what makes it unfit is theirs.
+// judged are the hosts' judgements, hosts their published form, one for
+// one in the same order.
+func clearByAttribution(judged []*host, hosts []Host, implicated []string) {
+	if len(implicated) == 0 {
+		return
+	}
+	for i, h := range judged {
+		if hosts[i].Role != RoleVoter || hosts[i].Verdict != Unfit || slices.Contains(implicated, h.node.Name) {
+			continue
+		}
+		var to []string
+		cleared := true
+		for k := range h.all {
+			g := &h.all[k]
+			if g.out != fail {
+				continue
+			}
+			if !g.kind.isLink() || !slices.Contains(implicated, g.subject) {
+				cleared = false
+				break
+			}
+			if !slices.Contains(to, g.subject) {
+				to = append(to, g.subject)
+			}
+		}
+		if cleared && len(to) > 0 {
+			slices.Sort(to)
+			hosts[i].UnfitByLinksTo = to
+		}
+	}
+}
+
+// VerdictText is a host's verdict as the table and the page show it: a
+// voter unfit only by its links to implicated voters says so beside it
+// ("unfit: its link to voter-2"), apart from voters unfit by readings of
+// their own.
+func VerdictText(h Host) string {
+	if len(h.UnfitByLinksTo) == 0 {
+		return string(h.Verdict)
+	}
+	return fmt.Sprintf("%s: its %s to %s", h.Verdict, plural(len(h.UnfitByLinksTo), "link", "links"), strings.Join(h.UnfitByLinksTo, ", "))
 }
 
 func plural(n int, one, many string) string {

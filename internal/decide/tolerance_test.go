@@ -68,3 +68,37 @@ func TestToleranceSentence(t *testing.T) {
 		t.Errorf("Sentence() = %q: no optimistic figure when it is the same", got)
 	}
 }
+
+// The attributed tolerance does not count as lost the voters unfit only by
+// their links to an implicated voter: at, just over and just under the
+// quorum.
+func TestAttributedTolerance(t *testing.T) {
+	cleared := func(hs []Host, names ...int) []Host {
+		for _, i := range names {
+			hs[i].UnfitByLinksTo = []string{"voter-0"}
+		}
+		return hs
+	}
+	for _, tc := range []struct {
+		name                         string
+		hosts                        []Host
+		attributed, tol, clearedWant int
+	}{
+		{"three, one slow, two cleared: at quorum, none to spare", cleared(voters(Unfit, Unfit, Unfit), 1, 2), 0, 0, 2},
+		{"five, one slow, four cleared: one to spare", cleared(voters(Unfit, Unfit, Unfit, Unfit, Unfit), 1, 2, 3, 4), 1, 0, 4},
+		{"five, one slow, three cleared, one unfit itself: at quorum", cleared(voters(Unfit, Unfit, Unfit, Unfit, Unfit), 1, 2, 3), 0, 0, 3},
+		{"six, one slow, four cleared, one unknown: at quorum (4)", cleared(append(voters(Unfit, Unfit, Unfit, Unfit, Unfit), Host{Name: "u", Role: RoleVoter, Verdict: Unknown}), 1, 2, 3, 4), 0, 0, 4},
+		{"seven, one slow, five cleared, one unknown: one to spare", cleared(append(voters(Unfit, Unfit, Unfit, Unfit, Unfit, Unfit), Host{Name: "u", Role: RoleVoter, Verdict: Unknown}), 1, 2, 3, 4, 5), 1, 0, 5},
+		{"none cleared: the two are one", voters(Unfit, Fit, Fit), 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := toleranceOf(tc.hosts)
+			if got.Attributed != tc.attributed || got.Tolerance != tc.tol || got.Cleared != tc.clearedWant {
+				t.Errorf("toleranceOf = %+v, want attributed %d, tolerance %d, cleared %d", got, tc.attributed, tc.tol, tc.clearedWant)
+			}
+			if got.Attributed < got.Tolerance {
+				t.Errorf("%+v: attributed under the tolerance", got)
+			}
+		})
+	}
+}

@@ -28,10 +28,13 @@ import (
 // does not show.
 type Model struct {
 	GeneratedAt time.Time
-	DryRun      bool
-	Form        string
-	Dropped     []decide.Dropped
-	Settings    settings.Settings
+	// Version is the fleet-role version of the controller that wrote the
+	// decision; empty where no elected controller did (decide, the demo).
+	Version  string
+	DryRun   bool
+	Form     string
+	Dropped  []decide.Dropped
+	Settings settings.Settings
 	// Percentile names the tail percentile ("99").
 	Percentile string
 	// Connect and RTT are the limits the matrix's cells are held to.
@@ -44,12 +47,15 @@ type Model struct {
 
 // HostRow is one host's line: its verdict and the reason that decides it.
 type HostRow struct {
-	Name     string
-	Role     decide.Role
-	Verdict  decide.Verdict
-	Eligible bool
-	Pinned   bool
-	Samples  int
+	Name    string
+	Role    decide.Role
+	Verdict decide.Verdict
+	// UnfitByLinksTo: unfit only by its links to these implicated voters
+	// (decide.Host).
+	UnfitByLinksTo []string
+	Eligible       bool
+	Pinned         bool
+	Samples        int
 	// Deciding is the reason the status names as deciding the verdict
 	// (the host's deciding index, decide.DecidingReason); nil when this
 	// form of the document keeps none of its reasons.
@@ -65,6 +71,7 @@ func ModelOf(st *decide.Status) *Model {
 	s := st.Settings.Values
 	m := &Model{
 		GeneratedAt: st.GeneratedAt,
+		Version:     st.Writer.VersionOrEmpty(),
 		DryRun:      st.DryRun,
 		Form:        st.Form,
 		Dropped:     st.Dropped,
@@ -82,7 +89,7 @@ func ModelOf(st *decide.Status) *Model {
 		m.Decision.Deciding = &at
 	}
 	for _, h := range st.Hosts {
-		row := HostRow{Name: h.Name, Role: h.Role, Verdict: h.Verdict, Eligible: h.Eligible, Pinned: h.Pinned, Samples: h.Samples}
+		row := HostRow{Name: h.Name, Role: h.Role, Verdict: h.Verdict, UnfitByLinksTo: h.UnfitByLinksTo, Eligible: h.Eligible, Pinned: h.Pinned, Samples: h.Samples}
 		if r, ok := decide.DecidingReason(h); ok {
 			row.Deciding = &r
 		}

@@ -342,3 +342,74 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("b, in none of the remembered decisions, is still remembered: %q", got(h, "b"))
 	}
 }
+
+// The page names the fleet-role version of the controller that wrote the
+// decision, as text: in a rollout that mixes two versions it says which one
+// decided. A decision no elected controller wrote (decide, the demo) names
+// none.
+func TestPageNamesTheWritersVersion(t *testing.T) {
+	st := fleet(t, 4, false)
+	if n := versionShown(t, render(t, st, nil)); n != nil {
+		t.Fatalf("a decision with no writer shows a version: %q", browser.Text(n))
+	}
+	const v = `v0.1.0-<b>"rc"</b>`
+	st.Writer = &decide.Writer{Identity: "controller-a", Lease: "fleet-role/fleet-role-controller", Term: 3, Version: v}
+	n := versionShown(t, render(t, st, nil))
+	if n == nil {
+		t.Fatalf("the page shows no version for a writer of %q", v)
+	}
+	if got := browser.Text(n); got != v {
+		t.Fatalf("the page shows the version %q, want %q as text", got, v)
+	}
+}
+
+func versionShown(t *testing.T, page []byte) *html.Node {
+	t.Helper()
+	return browser.ByID(parse(t, page), "version")
+}
+
+// A voter unfit only by its links to an implicated voter says so beside its
+// verdict, apart from one unfit by a reading of its own; the tolerance
+// shown first is the attributed one, every unfit voter counted beside it.
+func TestPageSaysWhoseLinkMakesAVoterUnfit(t *testing.T) {
+	st := fleet(t, 4, false)
+	var cleared, own string
+	for i := range st.Hosts {
+		h := &st.Hosts[i]
+		if h.Role != decide.RoleVoter {
+			continue
+		}
+		h.Verdict = decide.Unfit
+		if cleared == "" {
+			cleared, h.UnfitByLinksTo = h.Name, []string{"voter-x"}
+		} else if own == "" {
+			own = h.Name
+		}
+	}
+	if cleared == "" || own == "" {
+		t.Fatal("the fleet has fewer than two voters")
+	}
+	st.FailureTolerance = decide.FailureTolerance{Voters: 5, Quorum: 3, Unfit: 5, Cleared: 4, Attributed: 1, Tolerance: 0, OptimisticTolerance: 2, DesignTolerance: 2}
+	doc := parse(t, render(t, st, nil))
+	cells := map[string]string{}
+	browser.Walk(browser.ByID(doc, "hosts"), func(tr *html.Node) {
+		if tr.Type != html.ElementNode || tr.Data != "tr" {
+			return
+		}
+		if th, tds := browser.Children(tr, "th"), browser.Children(tr, "td"); len(th) == 1 && len(tds) >= 2 {
+			cells[browser.Text(th[0])] = browser.Text(tds[1])
+		}
+	})
+	if got, want := cells[cleared], "✗ unfit: its link to voter-x"; got != want {
+		t.Errorf("%s's verdict cell %q, want %q", cleared, got, want)
+	}
+	if got, want := cells[own], "✗ unfit"; got != want {
+		t.Errorf("%s's verdict cell %q, want %q", own, got, want)
+	}
+	if got := browser.Text(browser.ByID(doc, "tolerance-value")); got != "1" {
+		t.Errorf("the tolerance shown first is %q, want the attributed 1", got)
+	}
+	if got := browser.Text(browser.ByID(doc, "tolerance-strict")); got != "0" {
+		t.Errorf("the tolerance counting every unfit voter is %q, want 0", got)
+	}
+}

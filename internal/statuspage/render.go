@@ -107,7 +107,7 @@ func write(b *bufio.Writer, p Page) {
 	} else {
 		str("no swap")
 	}
-	pr(", failure tolerance %d</title>\n", t.Tolerance)
+	pr(", failure tolerance %d</title>\n", t.Attributed)
 	str(style)
 	str("<h1>fleet-role ")
 	if swap {
@@ -120,6 +120,9 @@ func write(b *bufio.Writer, p Page) {
 	for _, x := range m.Dropped {
 		pr(" (dropped %d %s)", x.Count, esc(x.Part))
 	}
+	if m.Version != "" {
+		pr(` · fleet-role <span id="version">%s</span>`, esc(m.Version))
+	}
 	pr(" · period %s, window %d, tail p%s</p>\n", m.Settings.SamplePeriod, m.Settings.Window, esc(m.Percentile))
 	// The step that decides: the voter out and why, or what holds the swap.
 	if r, ok := d.DecidingStep(); ok {
@@ -131,12 +134,14 @@ func write(b *bufio.Writer, p Page) {
 	}
 
 	mark, class := "✓", "ok"
-	if t.Tolerance == 0 {
+	if t.Attributed == 0 {
 		mark, class = "✗", "bad"
 	}
-	pr(`<section id="tolerance"><h2>Failure tolerance</h2>`+"\n"+`<p class="big %s"><span id="tolerance-value">%d</span> %s</p>`+"\n", class, t.Tolerance, mark)
-	pr(`<p>%s. Counting only the unknown voters as lost: <b id="tolerance-optimistic">%d</b>; by the voter count alone: %d.</p></section>`+"\n",
-		esc(t.Sentence()), t.OptimisticTolerance, t.DesignTolerance)
+	// The attributed figure first: the voters unfit only by their links to
+	// an implicated voter hold sound votes (decide.FailureTolerance).
+	pr(`<section id="tolerance"><h2>Failure tolerance</h2>`+"\n"+`<p class="big %s"><span id="tolerance-value">%d</span> %s</p>`+"\n", class, t.Attributed, mark)
+	pr(`<p>%s. Counting every unfit voter as lost: <b id="tolerance-strict">%d</b>; only the unknown voters: <b id="tolerance-optimistic">%d</b>; by the voter count alone: %d.</p></section>`+"\n",
+		esc(t.Sentence()), t.Tolerance, t.OptimisticTolerance, t.DesignTolerance)
 
 	pr(`<section id="hosts"><h2>Hosts (%d)</h2>`+"\n", len(m.Hosts))
 	str("<table><tr><th>host</th><th>role</th><th>verdict</th><th>samples</th><th>deciding reason: value against its limit</th></tr>")
@@ -152,7 +157,11 @@ func write(b *bufio.Writer, p Page) {
 		if h.Deciding != nil {
 			why = short(decide.Summary(*h.Deciding))
 		}
-		pr(`</td><td class="%s">%s</td><td class="n">%d/%d</td><td>%s</td></tr>`, verdictClass(h.Verdict), verdictMark(h.Verdict), h.Samples, m.Settings.Window, esc(why))
+		verdict := verdictMark(h.Verdict)
+		if len(h.UnfitByLinksTo) > 0 {
+			verdict = verdictSymbol(h.Verdict) + " " + decide.VerdictText(decide.Host{Verdict: h.Verdict, UnfitByLinksTo: h.UnfitByLinksTo})
+		}
+		pr(`</td><td class="%s">%s</td><td class="n">%d/%d</td><td>%s</td></tr>`, verdictClass(h.Verdict), esc(verdict), h.Samples, m.Settings.Window, esc(why))
 	}
 	str("</table></section>\n")
 

@@ -314,8 +314,12 @@ func (o *operators) page(ctx context.Context, live *Live) error {
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 
 	// The tolerance.
-	if got, want := browser.Text(browser.ByID(doc, "tolerance-value")), strconv.Itoa(st.FailureTolerance.Tolerance); got != want {
-		fail("tolerance %q, the status's %s", got, want)
+	// The attributed figure first, every unfit voter counted beside it.
+	if got, want := browser.Text(browser.ByID(doc, "tolerance-value")), strconv.Itoa(st.FailureTolerance.Attributed); got != want {
+		fail("tolerance %q, the status's attributed %s", got, want)
+	}
+	if got, want := browser.Text(browser.ByID(doc, "tolerance-strict")), strconv.Itoa(st.FailureTolerance.Tolerance); got != want {
+		fail("tolerance counting every unfit voter %q, the status's %s", got, want)
 	}
 	// The matrix, cell by cell, against the status's link matrix.
 	table := browser.ByID(doc, "link-matrix")
