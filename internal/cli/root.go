@@ -83,6 +83,7 @@ make none. It runs in dry-run: it changes nothing in the cluster.`,
 		newRenderCommand(),
 		newPrepareFsyncDirCommand(),
 		newStatusCommand(name),
+		newTimingCommand(),
 	)
 	return root
 }

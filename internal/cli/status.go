@@ -135,20 +135,30 @@ failed).`,
 			defer cancel()
 			return r.watch(ctx, cfg, out, cmd.ErrOrStderr())
 		}
-		c, err := kube.NewClientForConfig(cfg)
+		cm, err := getStatusConfigMap(cmd.Context(), cfg, s.Namespace, s.StatusConfigMap)
 		if err != nil {
 			return statusError(err)
-		}
-		cm, err := c.ConfigMapClient(s.Namespace).Get(cmd.Context(), s.StatusConfigMap, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return statusErrorf("configmap %s/%s: not found: is the fleet-role controller installed in namespace %s (--namespace)?", s.Namespace, s.StatusConfigMap, s.Namespace)
-			}
-			return statusErrorf("get configmap %s/%s: %w", s.Namespace, s.StatusConfigMap, err)
 		}
 		return statusExit(r.print(out, cm))
 	}
 	return cmd
+}
+
+// getStatusConfigMap reads the ConfigMap the controller publishes its
+// status in, naming the namespace to look in when it is not there.
+func getStatusConfigMap(ctx context.Context, cfg *rest.Config, namespace, name string) (*corev1.ConfigMap, error) {
+	c, err := kube.NewClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := c.ConfigMapClient(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("configmap %s/%s: not found: is the fleet-role controller installed in namespace %s (--namespace)?", namespace, name, namespace)
+		}
+		return nil, fmt.Errorf("get configmap %s/%s: %w", namespace, name, err)
+	}
+	return cm, nil
 }
 
 // k3sKubeconfig is where a k3s server writes its admin kubeconfig

@@ -66,6 +66,7 @@ func decide(in Input, before func(node string)) Status {
 			Observation: h.obs, Member: h.member()})
 	}
 	clearByAttribution(a.hosts, st.Hosts, d.Implicated)
+	st.Timing = timingOf(s, a.hosts, st.Links, d.Implicated)
 	st.FailureTolerance = toleranceOf(st.Hosts)
 	// Every record counts, a host's the decision leaves out (neither voter
 	// nor eligible any more) too: they are what fleet-role stores.

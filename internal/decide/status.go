@@ -63,9 +63,12 @@ type Status struct {
 	// Links is the link matrix: what each host measured of its paths to
 	// the etcd members (LinkRow). Decide gives a row for every host that
 	// measured one; a reduced form may leave rows out (fit.go).
-	Links   []LinkRow `json:"links"`
-	Memory  Memory    `json:"memory"`
-	Records Records   `json:"records"`
+	Links []LinkRow `json:"links"`
+	// Timing is the etcd timing the voters' readings call for, beside the
+	// cluster's (timing.go).
+	Timing  Timing  `json:"timing"`
+	Memory  Memory  `json:"memory"`
+	Records Records `json:"records"`
 	// Texts is the document's table of texts that several reasons repeat,
 	// which those reasons name by BasisRef and DetailRef. Only a document
 	// that would not fit otherwise has one; Decide and UnmarshalStatus give a

@@ -47,6 +47,9 @@ func (s Status) WriteTable(w io.Writer) error {
 	}
 	var b strings.Builder
 	b.WriteString(s.FailureTolerance.Sentence() + "\n")
+	if s.Timing.Verdict != "" {
+		b.WriteString(Printable(s.Timing.Sentence()) + "\n")
+	}
 	b.WriteString(line + "\n")
 	for _, r := range d.Reasons {
 		mark := "ok"

@@ -42,6 +42,7 @@ type Model struct {
 	Hosts        []HostRow
 	Decision     decide.Decision
 	Tolerance    decide.FailureTolerance
+	Timing       decide.Timing
 	Matrix       Matrix
 }
 
@@ -81,6 +82,7 @@ func ModelOf(st *decide.Status) *Model {
 		RTT:         s.RTTLimit(),
 		Decision:    st.Decision,
 		Tolerance:   st.FailureTolerance,
+		Timing:      st.Timing,
 	}
 	// The model outlives the status: nothing of the decision is shared.
 	m.Decision.Reasons = slices.Clone(st.Decision.Reasons)

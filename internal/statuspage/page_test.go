@@ -413,3 +413,26 @@ func TestPageSaysWhoseLinkMakesAVoterUnfit(t *testing.T) {
 		t.Errorf("the tolerance counting every unfit voter is %q, want 0", got)
 	}
 }
+
+// The timing section: the cluster's heartbeat and election timeout beside
+// what the readings call for, and the k3s lines that set it when short.
+func TestPageTimingAdvice(t *testing.T) {
+	st := fleet(t, 4, false)
+	if got := browser.Text(browser.ByID(parse(t, render(t, st, nil)), "timing-verdict")); got != "✓ covered" {
+		t.Errorf("a healthy fleet's timing verdict %q, want ✓ covered", got)
+	}
+	st.Timing = decide.Timing{CurrentHeartbeatMs: 500, CurrentElectionMs: 5000, HeartbeatMs: 610, ElectionMs: 6100,
+		RTT:     &decide.TimingReading{Seconds: 0.601, Needs: 0.601, Signal: decide.SignalPeerRTT, From: "voter-1", To: "voter-2"},
+		Verdict: decide.TimingRaise, EtcdArgs: []string{"heartbeat-interval=610", "election-timeout=6100"}}
+	doc := parse(t, render(t, st, nil))
+	for id, want := range map[string]string{
+		"timing-verdict":   "✗ raise",
+		"timing-heartbeat": "610 ms",
+		"timing-election":  "6100 ms",
+		"timing-args":      "etcd-arg:\n  - heartbeat-interval=610\n  - election-timeout=6100\n",
+	} {
+		if got := browser.Text(browser.ByID(doc, id)); got != want {
+			t.Errorf("#%s %q, want %q", id, got, want)
+		}
+	}
+}

@@ -143,6 +143,8 @@ func write(b *bufio.Writer, p Page) {
 	pr(`<p>%s. Counting every unfit voter as lost: <b id="tolerance-strict">%d</b>; only the unknown voters: <b id="tolerance-optimistic">%d</b>; by the voter count alone: %d.</p></section>`+"\n",
 		esc(t.Sentence()), t.Tolerance, t.OptimisticTolerance, t.DesignTolerance)
 
+	writeTiming(b, m.Timing)
+
 	pr(`<section id="hosts"><h2>Hosts (%d)</h2>`+"\n", len(m.Hosts))
 	str("<table><tr><th>host</th><th>role</th><th>verdict</th><th>samples</th><th>deciding reason: value against its limit</th></tr>")
 	for _, h := range m.Hosts {
@@ -305,4 +307,36 @@ func verdictClass(v decide.Verdict) string {
 		return "bad"
 	}
 	return "unk"
+}
+
+// writeTiming writes the timing advice: the cluster's heartbeat and
+// election timeout beside what the voters' readings call for, and the k3s
+// lines that set it when they fall short (decide.Timing).
+func writeTiming(b *bufio.Writer, t decide.Timing) {
+	if t.Verdict == "" {
+		return // a document from before the advice
+	}
+	class, mark := "ok", "✓"
+	switch t.Verdict {
+	case decide.TimingRaise, decide.TimingBeyondEtcd:
+		class, mark = "bad", "✗"
+	case decide.TimingUnmeasured:
+		class, mark = "unk", "?"
+	}
+	fmt.Fprintf(b, `<section id="timing"><h2>Timing</h2>`+"\n"+`<p class="%s" id="timing-verdict">%s %s</p>`+"\n", class, mark, esc(string(t.Verdict)))
+	if t.Verdict != decide.TimingUnmeasured {
+		fmt.Fprintf(b, `<table><tr><th></th><th>the cluster's</th><th>called for</th></tr>`+
+			`<tr><th scope="row">heartbeat interval</th><td class="n">%d ms</td><td class="n" id="timing-heartbeat">%d ms</td></tr>`+
+			`<tr><th scope="row">election timeout</th><td class="n">%d ms</td><td class="n" id="timing-election">%d ms</td></tr></table>`+"\n",
+			t.CurrentHeartbeatMs, t.HeartbeatMs, t.CurrentElectionMs, t.ElectionMs)
+	}
+	fmt.Fprintf(b, "<p>%s.</p>\n", esc(t.Sentence()))
+	if len(t.EtcdArgs) > 0 {
+		b.WriteString(`<p>In /etc/rancher/k3s/config.yaml on every server, then restart k3s one server at a time:</p><pre id="timing-args">etcd-arg:` + "\n")
+		for _, a := range t.EtcdArgs {
+			fmt.Fprintf(b, "  - %s\n", esc(a))
+		}
+		b.WriteString("</pre>\n")
+	}
+	b.WriteString("</section>\n")
 }
