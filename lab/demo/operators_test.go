@@ -321,6 +321,10 @@ func (o *operators) page(ctx context.Context, live *Live) error {
 	if got, want := browser.Text(browser.ByID(doc, "tolerance-strict")), strconv.Itoa(st.FailureTolerance.Tolerance); got != want {
 		fail("tolerance counting every unfit voter %q, the status's %s", got, want)
 	}
+	// The timing advice, as the status holds it.
+	if got := browser.Text(browser.ByID(doc, "timing-verdict")); !strings.HasSuffix(got, " "+string(st.Timing.Verdict)) {
+		fail("timing verdict %q, the status's %s", got, st.Timing.Verdict)
+	}
 	// The matrix, cell by cell, against the status's link matrix.
 	table := browser.ByID(doc, "link-matrix")
 	if table == nil {

@@ -552,7 +552,7 @@ func (f figures) log(t *testing.T, s settings.Settings) {
 	pn := "p" + settings.PercentileName(s.TailPercentile)
 	var b strings.Builder
 	fmt.Fprintf(&b, "k3s scenario figures (%s; sample_period %v, window %d, %s):\n", f.k3sVersion, s.SamplePeriod, s.Window, pn)
-	fmt.Fprintf(&b, "  first server's API up %.1f s after its start; fleet formed (every Node Ready and untainted, every server a voter) %.1f s after it\n", f.firstServer.Seconds(), f.formed.Seconds())
+	fmt.Fprintf(&b, "  first server's API up %.1f s after its start; fleet formed (every Node Ready and untainted, every server a voter labelled control-plane) %.1f s after it\n", f.firstServer.Seconds(), f.formed.Seconds())
 	fmt.Fprintf(&b, "  manifest applied by k3s (leader lease held by %s) %.1f s after it was written; every pod Ready after %.1f s\n", f.leaseHolder, f.applied.Seconds(), f.podsReady.Seconds())
 	fmt.Fprintf(&b, "  baseline (all fit, cooldown passed) %.0f s after the start\n", f.baseline.Seconds())
 	fmt.Fprintf(&b, "  k3s's etcd %s: metrics page %d bytes; etcd_network_active_peers %s\n", f.etcdVersion, f.pageBytes, f.activePeers)
