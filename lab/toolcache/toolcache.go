@@ -94,9 +94,10 @@ func K3sSource(root string) string {
 	return filepath.Join(root, "..", "shared", "k3s")
 }
 
-// K3sPath is where hack/tools.sh keeps the k3s binary built from the
-// tarball in K3sSource(root): the name carries the first 16 hex digits of
-// the tarball's SHA-256, so that another tarball is another build.
+// K3sPath is where hack/tools.sh keeps k3s built from the tarball in
+// K3sSource(root) (a link to the one binary of k3s and the Kubernetes
+// commands, tools/k3s): the name carries the first 16 hex digits of the
+// tarball's SHA-256, so that another tarball is another build.
 func K3sPath(root string) (string, error) {
 	tarball := filepath.Join(K3sSource(root), K3sTarball)
 	f, err := os.Open(tarball)
@@ -150,7 +151,8 @@ func Etcd(ctx context.Context, progress io.Writer) (string, error) {
 		return out, nil
 	}
 	fmt.Fprintf(progress, "building etcd %s from the Go module proxy, once (a few minutes; cached in %s)\n", EtcdVersion, out)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out+".tmp", ".")
+	// hack/tools.sh's flags: stripped, so no debug information is written.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w", "-o", out+".tmp", ".")
 	cmd.Dir = filepath.Join(root, "tools", "etcd")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

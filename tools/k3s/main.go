@@ -1,26 +1,38 @@
-// Command kube is the real Kubernetes kube-apiserver, kube-controller-manager,
-// kube-scheduler and kubelet in one binary, the way k3s embeds them: it runs
-// the command its name starts with (hack/tools.sh links each name to it).
+// Command k3s is the k3s the tests run (its server and agent) and the four
+// Kubernetes commands they run on their own (kube-apiserver,
+// kube-controller-manager, kube-scheduler, the kubelet) in one multicall
+// binary, compiled inside k3s's own source tree (hack/tools.sh copies this
+// file there). It runs the Kubernetes command its name starts with, and k3s
+// under any other name.
 //
-// It is compiled inside k3s's source tree (hack/tools.sh), so that its
-// Kubernetes is k3s's own (github.com/k3s-io/kubernetes, the version k3s
-// ships) and every package is shared with the k3s build: the test command
-// compiles Kubernetes once, not twice.
+// One binary, not k3s's own cmd/server beside a second main: k3s embeds the
+// same four commands' packages, so they cost nothing but their few lines
+// here, and the build links once. Its k3s has only the two commands the
+// tests run, `server` and `agent`, exactly as k3s's main makes them; the
+// command-line tools k3s's main bundles beside them (kubectl, crictl, ctr,
+// token, etcd-snapshot, secrets-encrypt, certificate, completion), which
+// no test runs, are left out: about a tenth of the build's Go source.
 package main
 
 import (
 	"context"
-	"fmt"
-	"maps"
+	"errors"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	_ "time/tzdata" // for CronJob Time Zone support, as kube-controller-manager's own main
 
+	"github.com/docker/docker/pkg/reexec"
+	"github.com/k3s-io/k3s/pkg/cli/agent"
+	"github.com/k3s-io/k3s/pkg/cli/cmds"
+	"github.com/k3s-io/k3s/pkg/cli/server"
+	"github.com/k3s-io/k3s/pkg/configfilearg"
+	"github.com/k3s-io/k3s/pkg/containerd"
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	urfave "github.com/urfave/cli/v2"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as each command's own main
@@ -32,9 +44,9 @@ import (
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
-// commands, by the name a link to this binary carries (with any suffix, such
-// as the version hack/tools.sh appends).
-var commands = map[string]func() *cobra.Command{
+// kubeCommands, by the name a link to this binary carries (with any suffix,
+// such as the version hack/tools.sh appends).
+var kubeCommands = map[string]func() *cobra.Command{
 	"kube-apiserver":          apiServer,
 	"kube-controller-manager": controllermanager.NewControllerManagerCommand,
 	// k3s's fork gives the scheduler a stop channel, which k3s closes when
@@ -62,14 +74,39 @@ func apiServer() *cobra.Command {
 	return cmd
 }
 
+// k3s's main (cmd/server/main.go) registers its embedded containerd for
+// re-execution by name; kept, so that the server and agent find what they
+// find in k3s's own binary.
+func init() { reexec.Register("containerd", containerd.Main) }
+
 func main() {
 	name := filepath.Base(os.Args[0])
-	for prefix, command := range commands {
+	for prefix, command := range kubeCommands {
 		if name == prefix || strings.HasPrefix(name, prefix+"-") {
 			os.Exit(cli.Run(command()))
 		}
 	}
-	names := slices.Sorted(maps.Keys(commands))
-	fmt.Fprintf(os.Stderr, "%s: run it by one of its names (%s), as a link\n", name, strings.Join(names, ", "))
-	os.Exit(2)
+	runK3s()
+}
+
+// runK3s is k3s's main (cmd/server/main.go) with its server and agent
+// commands: under any other name, as k3s's own binary, so that whatever k3s
+// re-executes by name finds what it finds there.
+func runK3s() {
+	cmd := os.Args[0]
+	os.Args[0] = filepath.Base(os.Args[0])
+	if reexec.Init() {
+		return
+	}
+	os.Args[0] = cmd
+
+	app := cmds.NewApp()
+	app.DisableSliceFlagSeparator = true
+	app.Commands = []*urfave.Command{
+		cmds.NewServerCommand(server.Run),
+		cmds.NewAgentCommand(agent.Run),
+	}
+	if err := app.Run(configfilearg.MustParse(os.Args)); err != nil && !errors.Is(err, context.Canceled) {
+		logrus.Fatalf("Error: %v", err)
+	}
 }
