@@ -8,6 +8,7 @@ package alerts
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -42,8 +43,26 @@ func Staleness(s settings.Settings) time.Duration { return 3 * s.SamplePeriod }
 const decidingTemplate = `{{ range printf "fleet_role_host_deciding_value{host=%q}" $labels.host | query }} {{ .Labels.signal }}{{ with .Labels.subject }} {{ . }}{{ end }} {{ printf "%.4g" .Value }} {{ .Labels.unit }}{{ end }}` +
 	`{{ range printf "fleet_role_host_deciding_limit{host=%q}" $labels.host | query }}, limit {{ printf "%.4g" .Value }} {{ .Labels.unit }}{{ end }}`
 
-// Rules are fleet-role's alerts at settings s.
+// runbooks is the page with a section for each alert: what it means,
+// where to look and what to do.
+const runbooks = "https://github.com/fleet-role/fleet-role/blob/main/docs/runbooks.md"
+
+// RunbookURL is the address of alert's runbook, its section of
+// docs/runbooks.md: a heading of the alert's name, which GitHub anchors as
+// the name in lower case.
+func RunbookURL(alert string) string { return runbooks + "#" + strings.ToLower(alert) }
+
+// Rules are fleet-role's alerts at settings s, each with the runbook_url
+// annotation of its runbook, as Prometheus alerts carry one by convention.
 func Rules(s settings.Settings) []Rule {
+	rules := rules(s)
+	for _, r := range rules {
+		r.Annotations["runbook_url"] = RunbookURL(r.Alert)
+	}
+	return rules
+}
+
+func rules(s settings.Settings) []Rule {
 	p := s.SamplePeriod
 	steady := time.Duration(decide.SteadyPeriods) * p
 	stale := Staleness(s)

@@ -200,3 +200,32 @@ func keys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestEveryAlertHasItsRunbook holds every alert to a runbook_url whose
+// section docs/runbooks.md has: a heading of the alert's own name.
+func TestEveryAlertHasItsRunbook(t *testing.T) {
+	b, err := os.ReadFile("../../docs/runbooks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	headings := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if h, ok := strings.CutPrefix(l, "## "); ok {
+			headings[h] = true
+		}
+	}
+	rules := Rules(settings.Defaults())
+	for _, r := range rules {
+		want := "https://github.com/fleet-role/fleet-role/blob/main/docs/runbooks.md#" + strings.ToLower(r.Alert)
+		if got := r.Annotations["runbook_url"]; got != want {
+			t.Errorf("%s: runbook_url %q, want %q", r.Alert, got, want)
+		}
+		if !headings[r.Alert] {
+			t.Errorf("%s: docs/runbooks.md has no section \"## %s\"", r.Alert, r.Alert)
+		}
+		delete(headings, r.Alert)
+	}
+	for h := range headings {
+		t.Errorf("docs/runbooks.md has a section %q for no alert of the rules", h)
+	}
+}
