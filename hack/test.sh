@@ -18,9 +18,12 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 # No test reads its binary's debug information (stack traces come from the
 # line tables, which stay), so the compiles of every go command here and in
 # the tests' own builds write none: about a tenth less CPU in each compile
-# (docs/testing.md). A GOFLAGS of the caller's comes first; this -gcflags
-# replaces any -gcflags in it.
-export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false"
+# (docs/testing.md). And go test runs no vet of its own (-vet=off): the go
+# vet step below runs every analyzer go test's vet would, over the same
+# packages and their tests, so go test's would vet every package a second
+# time (about a minute of CPU over the raced and pure packages, measured).
+# A GOFLAGS of the caller's comes first; these replace the same flags in it.
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false -vet=off"
 
 step "tools"
 # test/k3s runs fleet-role on real k3s, built from the k3s source kept
@@ -42,11 +45,11 @@ trap 'kill -- -"$k3s_build" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
 # installs leave a core idle for minutes of a cold run, and vet and the race
 # step's first compile took about 1.7 and 3 minutes after it (docs/testing.md).
 # At the lowest priority, so that it takes only what the tool builds leave.
-# It compiles every package and test package the steps take (`go list
-# -test -export` runs each compile and stores it in the cache, as `go test`
-# would) but links nothing: `go test` links its test binary anew every time
-# (the build cache keeps no test executable), so a link here would be done
-# twice. Its output is thrown away: the steps below compile, vet and run
+# It vets, and compiles every package and test package the steps take (`go
+# list -test -export` runs each compile and stores it in the cache, as `go
+# test` would), but links nothing: `go test` links its test binary anew
+# every time (the build cache keeps no test executable), so a link here
+# would be done twice. Its output is thrown away: the steps below compile, vet and run
 # everything again and report whatever fails. A warm run finds it all
 # cached in seconds.
 prewarm() {
