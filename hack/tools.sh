@@ -167,7 +167,7 @@ k3s() { # k3s|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler
       rm -rf "$tmp"; exit 1
     fi
     # A build of an older main or tarball is never asked for again (about
-    # 200 MB each).
+    # 170 MB each).
     find "$cache/bin" -maxdepth 1 -name "fleet-role-k3s-$k3s_version-*" ! -name "${bin##*/}" -delete
     # Before tools/k3s, k3s and the Kubernetes commands were two binaries.
     find "$cache/bin" -maxdepth 1 -type f \( -name "kube-$k3s_version-*" -o -name "k3s-$k3s_version-*" \) -delete
