@@ -30,11 +30,11 @@ step "tools"
 # test/k3s runs fleet-role on real k3s, built from the k3s source kept
 # beside the checkout (../shared/k3s; hack/tools.sh k3s says what it needs),
 # and the API-server, pods and mesh tests run the Kubernetes commands k3s
-# embeds, built in the same go build (hack/tools.sh says why). The largest
-# build (about 20 CPU minutes and 880 MB of modules cold; 17.5 minutes of
-# wall time on 2 cores beside the other tools), it runs in the
+# embeds, built into the same binary (tools/k3s; hack/tools.sh says why). The largest
+# build (about 880 MB of modules cold; 16.7 minutes of wall time on 2 cores
+# beside the other tools), it runs in the
 # background beside the others, so that its module downloads and its
-# single-threaded links overlap their compiles instead of leaving a core
+# single-threaded link overlap their compiles instead of leaving a core
 # idle; a warm run finds it cached at once. In a session of its own, so that
 # a failure elsewhere stops its go build too.
 k3s_path=$(mktemp)
