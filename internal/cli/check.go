@@ -17,9 +17,9 @@ func newCheckCommand() *cobra.Command {
 		Long: `Each subcommand takes one of the readings the probe takes every period, prints
 it and exits. Nothing is written to any cluster. Exit 0 when the reading was
 taken, 1 when it could not be (the error says what and where), 2 for a usage
-error. link, connect, memory, fsync and wakeup also judge their reading against the limit the
-decision holds that signal to, printing the limit and its basis, and exit 3
-when it is unfit.`,
+error. Each also judges its reading against the limit the decision holds
+that signal to, printing the limit and its basis, and exits 3 when it is
+unfit.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usageErrorf("check needs a reading: link, connect, memory, etcd, fsync, wakeup, or all (see fleet-role check --help)")
