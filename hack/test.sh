@@ -57,6 +57,15 @@ prewarm() {
   go vet ./... || true
   go list -test -export -race $(go list ./... | grep -Ev "$e2e_pattern|$pure_pattern") >/dev/null || true
   go list -test -export $(go list ./... | grep -E "$pure_pattern|$e2e_pattern|$timed_pattern") >/dev/null || true
+  # The release's three platforms, compiled as hack/release.sh and
+  # lab/image build them (CGO_ENABLED=0, -trimpath), and the image tool
+  # the release runs: hack's and lab/image's tests both build them, and
+  # with the race step's packages two a core they could compile them at
+  # the same time (about 75 CPU seconds a platform, cold).
+  CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go list -export -trimpath ./cmd/fleet-role >/dev/null || true
+  CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go list -export -trimpath ./cmd/fleet-role >/dev/null || true
+  CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go list -export -trimpath ./cmd/fleet-role >/dev/null || true
+  go list -export ./lab/image/cmd/fleet-role-image >/dev/null || true
 }
 # The end-to-end scenarios and the fsync comparison judge real latencies, so
 # they run after the raced packages, alone (hack/timed-tests.sh says why).
