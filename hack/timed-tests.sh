@@ -3,10 +3,18 @@
 # race detector: the fsync reading against fio, the slow disk against fio, a
 # CPU quota against a busy loop, the wake-up reading of a starved process,
 # then the four end-to-end scenarios (the demo, the mesh, the pods, k3s).
-# hack/test.sh runs it after the raced packages; bench/busy.sh runs it again
-# beside a busy loop on each core.
+#
+#   hack/timed-tests.sh [host|cluster] [go test flags]
+#
+# host runs those of one host, which need etcd, fio, Prometheus and Chromium
+# (the fsync reading, the slow disk, the quota, the wake-up reading, the
+# demo); cluster those that need the Kubernetes commands and k3s (the mesh,
+# the pods, k3s); neither word runs both. hack/test.sh runs the first group
+# while k3s builds and the second while the race step's compiles fill the CPU
+# they leave (both at the lowest priority: docs/testing.md); bench/busy.sh
+# runs both again beside a busy loop on each core.
 # It expects the tools in the environment as hack/test.sh exports them
-# (FLEET_ROLE_ETCD and the rest); arguments pass to every `go test`.
+# (FLEET_ROLE_ETCD and the rest); the other arguments pass to every `go test`.
 #
 # The end-to-end scenarios judge real latencies against etcd's limits (50 ms
 # for a connect at etcd's own timing), so they run alone and without the race
@@ -36,34 +44,48 @@ gotest() {
   return "$rc"
 }
 
-step "fsync reading against fio"
-gotest -count=1 -p 1 -v -run '^TestMeasureAgreesWithFio$' -timeout 30m "$@" ./internal/fsync
-# The slow disk's delay as fio reads it, and the CPU share a quota leaves a
-# busy loop: both judge real latencies and shares against measured noise.
-step "the slow disk against fio"
-gotest -count=1 -p 1 -v -run '^TestFioSeesTheDelay$' -timeout 10m "$@" ./lab/slowdisk
-step "a CPU quota against a busy loop"
-gotest -count=1 -p 1 -v -run '^TestQuotaStarvesABusyLoop$' -timeout 10m "$@" ./lab/cpulimit
-# The wake-up reading (the wakeup_late signal) of a process starved by a
-# quota, against its own reading unstarved: it judges timing.
-step "a starved process's wake-up lateness"
-gotest -count=1 -p 1 -v -run '^TestStarvedProcessWakesLate$' -timeout 10m "$@" ./internal/wakeup
-step "the demo"
-gotest -count=1 -p 1 -timeout 30m "$@" ./lab/demo
-# The mesh scenario runs verbose, so that the log shows the campaign's round
-# fault by fault and its table (periods from each fault to its swap, the
-# recoveries), not only "ok".
-step "the mesh"
-gotest -count=1 -p 1 -v -timeout 50m "$@" ./test/mesh
-# The pods scenario: the manifests as real pods from the image built from
-# this checkout, on a one-node cluster with a kubelet and containerd (root);
-# verbose, so that the log shows the host's readings in and out of the pod.
-step "the pods"
-gotest -count=1 -p 1 -v -timeout 30m "$@" ./test/pods
-# The k3s scenario: fleet-role installed on real k3s (three servers with
-# embedded etcd and an agent, each host with its own containerd) through
-# k3s's manifests directory and configuration drop-ins; verbose, so that the
-# log shows what k3s wrote on its Nodes and served, and each fault's figures.
-# It takes the host lock itself (test/pods is the other holder).
-step "k3s"
-gotest -count=1 -p 1 -v -timeout 30m "$@" ./test/k3s
+# host_tests: the timing-judging tests of one host (etcd, fio, Prometheus,
+# Chromium; no Kubernetes).
+host_tests() {
+  step "fsync reading against fio"
+  gotest -count=1 -p 1 -v -run '^TestMeasureAgreesWithFio$' -timeout 30m "$@" ./internal/fsync
+  # The slow disk's delay as fio reads it, and the CPU share a quota leaves a
+  # busy loop: both judge real latencies and shares against measured noise.
+  step "the slow disk against fio"
+  gotest -count=1 -p 1 -v -run '^TestFioSeesTheDelay$' -timeout 10m "$@" ./lab/slowdisk
+  step "a CPU quota against a busy loop"
+  gotest -count=1 -p 1 -v -run '^TestQuotaStarvesABusyLoop$' -timeout 10m "$@" ./lab/cpulimit
+  # The wake-up reading (the wakeup_late signal) of a process starved by a
+  # quota, against its own reading unstarved: it judges timing.
+  step "a starved process's wake-up lateness"
+  gotest -count=1 -p 1 -v -run '^TestStarvedProcessWakesLate$' -timeout 10m "$@" ./internal/wakeup
+  step "the demo"
+  gotest -count=1 -p 1 -timeout 30m "$@" ./lab/demo
+}
+
+# cluster_tests: the end-to-end scenarios that run Kubernetes and k3s.
+cluster_tests() {
+  # The mesh scenario runs verbose, so that the log shows the campaign's round
+  # fault by fault and its table (periods from each fault to its swap, the
+  # recoveries), not only "ok".
+  step "the mesh"
+  gotest -count=1 -p 1 -v -timeout 50m "$@" ./test/mesh
+  # The pods scenario: the manifests as real pods from the image built from
+  # this checkout, on a one-node cluster with a kubelet and containerd (root);
+  # verbose, so that the log shows the host's readings in and out of the pod.
+  step "the pods"
+  gotest -count=1 -p 1 -v -timeout 30m "$@" ./test/pods
+  # The k3s scenario: fleet-role installed on real k3s (three servers with
+  # embedded etcd and an agent, each host with its own containerd) through
+  # k3s's manifests directory and configuration drop-ins; verbose, so that the
+  # log shows what k3s wrote on its Nodes and served, and each fault's figures.
+  # It takes the host lock itself (test/pods is the other holder).
+  step "k3s"
+  gotest -count=1 -p 1 -v -timeout 30m "$@" ./test/k3s
+}
+
+case "${1:-}" in
+  host) shift; host_tests "$@" ;;
+  cluster) shift; cluster_tests "$@" ;;
+  *) host_tests "$@"; cluster_tests "$@" ;;
+esac
