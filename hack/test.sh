@@ -30,16 +30,17 @@ export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false -vet=off"
 # take the CPU it leaves (docs/testing.md, "How long it takes"): the
 # timing-judging tests use about a quarter of the CPU and take 23 minutes of
 # wall time, and the tool builds and the race step's compiles about 50 CPU
-# minutes. Three priorities, highest first: the tests (nice 0); the k3s
-# build, which the cluster tests wait for (nice 10); the warm-up of the race
-# step's compiles (nice 19). The timing-judging tests still run one at a
-# time and never beside another test; beside a compile at a lower priority
-# they stay inside their tolerances, as beside a busy loop on each core at
-# their own priority (bench/busy.sh, docs/performance.md).
+# minutes.
 #
-#   the tools (k3s in the background) -> the timing-judging tests of one
-#   host, beside the k3s build -> the cluster scenarios, beside the
-#   warm-up -> go vet, the race step and the pure packages, warm.
+#   the tools, k3s in the background -> the timing-judging tests of one
+#   host, beside the k3s build (nice 10) -> the cluster scenarios, beside
+#   the warm-up of the race step's compiles (nice 19) -> go vet, the race
+#   step and the pure packages, warm.
+#
+# The timing-judging tests still run one at a time and never beside
+# another test; beside a compile at a lower priority they stay inside their
+# tolerances, as they do beside a busy loop on each core at their own
+# priority (bench/busy.sh, docs/performance.md).
 
 # Checks that need no build come first, so that they fail at once.
 step "gofmt"
@@ -72,11 +73,11 @@ k3s_path=$(mktemp)
 setsid nice -n 10 bash -c "$nice_group; exec hack/tools.sh k3s" _ 10 >"$k3s_path" &
 k3s_build=$!
 trap 'kill -- -"$k3s_build" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
-# Go's build cache for the vet and race steps, filled beside the tools and
-# the timing-judging tests: they leave a core idle for most of their 23
-# minutes, and cold, vet and the race step's compiles took about 1.7 and 5
-# minutes (docs/testing.md). At the lowest priority, so that it takes only
-# what the tests and the k3s build leave.
+# Go's build cache for the vet and race steps, filled beside the cluster
+# scenarios: they leave a core idle for most of their 18 minutes, and cold,
+# vet and the race step's compiles took about 1.7 and 5 minutes
+# (docs/testing.md). At the lowest priority, so that it takes only what the
+# tests leave.
 # It vets, and compiles every package and test package the steps take (`go
 # list -test -export` runs each compile and stores it in the cache, as `go
 # test` would), but links nothing: `go test` links its test binary anew
@@ -112,9 +113,6 @@ pure_pattern='/internal/(decide|entry|quantile|settings)$'
 # The packages of the timing-judging tests, which hack/timed-tests.sh runs
 # without the race detector.
 timed_pattern='/internal/(fsync|wakeup)$|/lab/(slowdisk|cpulimit)$'
-setsid nice -n 19 bash -c "$nice_group; $(declare -f prewarm); e2e_pattern='$e2e_pattern' pure_pattern='$pure_pattern' timed_pattern='$timed_pattern' prewarm" _ 19 >/dev/null 2>&1 &
-prewarm_pid=$!
-trap 'kill -- -"$k3s_build" -"$prewarm_pid" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
 FLEET_ROLE_ETCD=$(hack/tools.sh etcd)
 hack/tools.sh fio >/dev/null
 # test/pods runs the manifests as real pods: a kubelet and kube-scheduler
@@ -153,6 +151,15 @@ echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
 echo "kubelet: $FLEET_ROLE_KUBELET"
 echo "kube-scheduler: $FLEET_ROLE_KUBE_SCHEDULER"
 echo "k3s: $FLEET_ROLE_K3S ($("$FLEET_ROLE_K3S" --version | head -n 1))"
+
+# The warm-up starts only now: beside the k3s build, even at the lowest
+# priority, it took CPU the build would have used (the build then waits on
+# nothing else, and the cluster tests wait on it), where the cluster tests
+# leave more idle CPU than it needs (in a cold run it was done 10 of their
+# 18 minutes in).
+setsid nice -n 19 bash -c "$nice_group; $(declare -f prewarm); e2e_pattern='$e2e_pattern' pure_pattern='$pure_pattern' timed_pattern='$timed_pattern' prewarm" _ 19 >/dev/null 2>&1 &
+prewarm_pid=$!
+trap 'kill -- -"$prewarm_pid" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
 
 step "timing-judging tests of clusters, one at a time (beside the warm-up's compiles)"
 hack/timed-tests.sh cluster "$@"

@@ -65,6 +65,10 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 		}
 		t.Logf("no server qualifies (the controller pod %s runs on %s and talks to the API server of %s): deleting it for its Deployment to start another (attempt %d)",
 			ctrl.Name, ctrl.Spec.NodeName, strings.Join(sortedKeys(apis), " and "), attempt)
+		last, err := s.status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := s.fleet.Admin.CoreV1().Pods(namespace).Delete(ctx, ctrl.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -81,10 +85,33 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.waitForBaseline(t)
+		s.redate(t, last, s.waitForBaseline(t))
 	}
 	t.Fatalf("no server but the pinned one is free of the controller after 3 controller pods")
 	return ""
+}
+
+// redate takes the voter set's date as a new leader holds it, from its
+// status st, after a failover from the leader that wrote last. A leader
+// that never saw the one before it renew cannot know that writer's clock,
+// so it counts the status it took over as generated when it read it
+// (internal/controller, previousAt): every time the decision remembers
+// moves later by that status's age when read, which lengthens the
+// cooldown and never shortens it. So the date may move later, by at most
+// the time from last's generation to st's, and never earlier.
+func (s *scenario) redate(t *testing.T, last, st *decide.Status) {
+	t.Helper()
+	got := st.Memory.VotersChangedAt.UTC()
+	moved, most := got.Sub(s.votersChangedAt), st.GeneratedAt.Sub(last.GeneratedAt)
+	if moved < 0 || moved > most {
+		t.Errorf("after the failover the voter set dates from %s, %v after %s; a new leader may date it later by at most %v (the status it took over, of %s, counted as generated when read, by %s)",
+			got.Format(time.RFC3339Nano), moved, s.votersChangedAt.Format(time.RFC3339Nano), most,
+			last.GeneratedAt.Format(time.RFC3339Nano), st.GeneratedAt.Format(time.RFC3339Nano))
+		return
+	}
+	t.Logf("after the failover the voter set dates from %s, %v later than the leader before held it (at most %v)",
+		got.Format(time.RFC3339Nano), moved, most)
+	s.votersChangedAt = got
 }
 
 // controllerAPIServers names the servers whose API server served the
