@@ -2,6 +2,7 @@ package statuspage
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
@@ -120,6 +121,105 @@ func (h *History) Runs(host string) []run {
 		i = j
 	}
 	return out
+}
+
+// Span is the times of the oldest and the newest decision remembered.
+func (h *History) Span() (oldest, newest time.Time) {
+	if h == nil || len(h.times) == 0 {
+		return time.Time{}, time.Time{}
+	}
+	return h.times[0], h.times[len(h.times)-1]
+}
+
+// gapMark stands between two decisions further apart than the page's gap
+// (Page.Gap): the controller decided nothing for a while (it restarted,
+// failed over, or was starved of CPU).
+const gapMark = "┆"
+
+// gaps says, for each decision, whether more than over passed since the
+// one before it; over of zero finds none. A clock that stepped back (a
+// failover to a replica whose clock is behind) is no gap.
+func (h *History) gaps(over time.Duration) []bool {
+	g := make([]bool, len(h.times))
+	if over <= 0 {
+		return g
+	}
+	for i := 1; i < len(h.times); i++ {
+		g[i] = h.times[i].Sub(h.times[i-1]) > over
+	}
+	return g
+}
+
+// cell is a stretch of a host's row on the page: marks of one verdict,
+// with gapMark where a gap falls inside it.
+type cell struct {
+	Class, Text string
+}
+
+// Cells is a host's row as the page writes it, oldest first: runs of one
+// mark, gapMark before each decision that came more than over after the
+// one before it. Every host's row has as many characters as Ruler's, so
+// that the marks of one decision stand in one column.
+func (h *History) Cells(host string, over time.Duration) []cell {
+	m, gap := h.marks[host], h.gaps(over)
+	var out []cell
+	var b strings.Builder
+	for i := 0; i < len(m); {
+		j := i
+		for j < len(m) && m[j] == m[i] {
+			j++
+		}
+		b.Reset()
+		for k := i; k < j; k++ {
+			if gap[k] {
+				b.WriteString(gapMark)
+			}
+			if m[k] == 0 {
+				b.WriteByte(markAbsent)
+			} else {
+				b.WriteByte(m[k])
+			}
+		}
+		out = append(out, cell{Class: classOfMark(m[i]), Text: b.String()})
+		i = j
+	}
+	return out
+}
+
+// rulerLayout is how the ruler writes a time: to the second, in UTC, as
+// the decisions it labels are seconds apart.
+const rulerLayout = "15:04:05"
+
+// Ruler is the row above the hosts' rows: the oldest decision's time at
+// the left and the newest's at the right, each above its column, and
+// gapMark above every gap, the rest dots. Where the row is too short for
+// both times, it holds the oldest alone.
+func (h *History) Ruler(over time.Duration) string {
+	if h == nil || len(h.times) == 0 {
+		return ""
+	}
+	gap := h.gaps(over)
+	cols := make([]string, 0, 2*len(h.times))
+	for i := range h.times {
+		if gap[i] {
+			cols = append(cols, gapMark)
+		}
+		cols = append(cols, "·")
+	}
+	oldest, newest := h.times[0].UTC().Format(rulerLayout), h.times[len(h.times)-1].UTC().Format(rulerLayout)
+	put := func(at int, label string) {
+		for i, r := range label {
+			cols[at+i] = string(r)
+		}
+	}
+	switch {
+	case len(cols) >= len(oldest)+1+len(newest):
+		put(0, oldest)
+		put(len(cols)-len(newest), newest)
+	case len(cols) >= len(oldest):
+		put(0, oldest)
+	}
+	return strings.Join(cols, "")
 }
 
 func classOfMark(b byte) string {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/net/html"
 	corev1 "k8s.io/api/core/v1"
@@ -433,6 +434,89 @@ func TestPageTimingAdvice(t *testing.T) {
 	} {
 		if got := browser.Text(browser.ByID(doc, id)); got != want {
 			t.Errorf("#%s %q, want %q", id, got, want)
+		}
+	}
+}
+
+// The history says when its decisions were made: the ruler above the rows
+// names the oldest and the newest decision's time, each row has as many
+// columns as the ruler, and a decision that came more than the page's gap
+// (a period) after the one before it has a gap mark before it in every
+// row and in the ruler. At, under and over the gap.
+func TestHistoryTimeAxis(t *testing.T) {
+	const period = 10 * time.Second
+	t0 := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
+	var (
+		h    = statuspage.NewHistory(40)
+		want = map[string]string{"a": "", "b": ""}
+	)
+	add := func(after time.Duration, gap bool, a, b decide.Verdict) {
+		t0 = t0.Add(after)
+		h.Add(&decide.Status{GeneratedAt: t0, Hosts: []decide.Host{{Name: "a", Verdict: a}, {Name: "b", Verdict: b}}})
+		for host, v := range map[string]decide.Verdict{"a": a, "b": b} {
+			if gap {
+				want[host] += "┆"
+			}
+			want[host] += map[decide.Verdict]string{decide.Fit: "F", decide.Unfit: "U", decide.Unknown: "?"}[v]
+		}
+	}
+	// Enough decisions on each side of the gaps that the ruler's two
+	// times, which take its first and last columns, cover none.
+	add(0, false, decide.Fit, decide.Fit)
+	for range 10 {
+		add(period/2, false, decide.Fit, decide.Fit)
+	}
+	add(period/2, false, decide.Fit, decide.Unfit)
+	add(period, false, decide.Fit, decide.Unfit)                    // at the gap: none
+	add(period-time.Millisecond, false, decide.Unfit, decide.Unfit) // under
+	add(period+time.Millisecond, true, decide.Unfit, decide.Fit)    // over
+	add(3*period, true, decide.Unknown, decide.Fit)                 // a failover's silence
+	add(period/2, false, decide.Unknown, decide.Fit)
+	add(-period, false, decide.Fit, decide.Fit) // a clock behind the one before: no gap
+	for range 10 {
+		add(period/2, false, decide.Fit, decide.Fit)
+	}
+
+	row := func(host string, over time.Duration) string {
+		var b strings.Builder
+		for _, c := range h.Cells(host, over) {
+			b.WriteString(c.Text)
+		}
+		return b.String()
+	}
+	ruler := h.Ruler(period)
+	for host, w := range want {
+		if got := row(host, period); got != w {
+			t.Errorf("%s's row: %q, want %q", host, got, w)
+		}
+		if utf8.RuneCountInString(row(host, period)) != utf8.RuneCountInString(ruler) {
+			t.Errorf("%s's row %q and the ruler %q differ in width", host, row(host, period), ruler)
+		}
+		if got, w := row(host, 0), strings.ReplaceAll(w, "┆", ""); got != w {
+			t.Errorf("%s's row with no gap set: %q, want %q", host, got, w)
+		}
+	}
+	oldest, newest := h.Span()
+	if !strings.HasPrefix(ruler, oldest.Format("15:04:05")) || !strings.HasSuffix(ruler, newest.Format("15:04:05")) {
+		t.Errorf("the ruler %q does not begin with the oldest decision's time %s and end with the newest's %s", ruler, oldest.Format("15:04:05"), newest.Format("15:04:05"))
+	}
+	if gaps := strings.Count(ruler, "┆"); gaps != 2 {
+		t.Errorf("the ruler %q marks %d gaps, want 2", ruler, gaps)
+	}
+
+	st := fleet(t, 2, false)
+	var b bytes.Buffer
+	if err := statuspage.Render(&b, statuspage.Page{Model: statuspage.ModelOf(st), History: h, Source: "test", Gap: period}); err != nil {
+		t.Fatal(err)
+	}
+	section := browser.Text(browser.ByID(parse(t, b.Bytes()), "history"))
+	for _, w := range []string{
+		"28 remembered, from " + oldest.Format("15:04:05") + " to " + newest.Format("15:04:05") + " UTC",
+		"┆ where more than 10s passed between two decisions",
+		ruler,
+	} {
+		if !strings.Contains(section, w) {
+			t.Errorf("the history section lacks %q:\n%s", w, section)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -25,6 +24,10 @@ type Page struct {
 	// (a meta refresh: no script, which the policy forbids); a page
 	// written to a file, of one decision, has none.
 	Refresh time.Duration
+	// Gap, when set, marks in the history where two decisions came more
+	// than Gap apart. The controller decides twice a period, so it sets a
+	// period: more than one apart means a decision was missed.
+	Gap time.Duration
 }
 
 // ContentSecurityPolicy is what the page may load: nothing but its own
@@ -244,11 +247,18 @@ func write(b *bufio.Writer, p Page) {
 	if p.History == nil {
 		str("<p>This page was written from one decision; the controller's own page (its metrics port, path /status) shows the verdicts of the decisions it remembers.</p>")
 	} else {
-		pr("<p>Oldest on the left, one mark a decision (%d remembered): F fit, U unfit, ? unknown, - not listed.</p>\n<table>", p.History.Len())
+		oldest, newest := p.History.Span()
+		pr("<p>Oldest on the left, one mark a decision (%d remembered, from %s to %s UTC): F fit, U unfit, ? unknown, - not listed.",
+			p.History.Len(), oldest.UTC().Format(rulerLayout), newest.UTC().Format(rulerLayout))
+		if p.Gap > 0 {
+			pr(" %s where more than %v passed between two decisions: the controller decided nothing for a while (it restarted, failed over, or was starved of CPU).", gapMark, p.Gap)
+		}
+		str("</p>\n<table>")
+		pr(`<tr><th scope="row">UTC</th><td class="hist"><small>%s</small></td></tr>`, p.History.Ruler(p.Gap))
 		for _, h := range m.Hosts {
 			pr(`<tr><th scope="row">%s</th><td class="hist">`, esc(h.Name))
-			for _, r := range p.History.Runs(h.Name) {
-				pr(`<span class="%s">%s</span>`, r.Class, strings.Repeat(r.Mark, r.N))
+			for _, c := range p.History.Cells(h.Name, p.Gap) {
+				pr(`<span class="%s">%s</span>`, c.Class, c.Text)
 			}
 			str("</td></tr>")
 		}

@@ -105,7 +105,9 @@ func (s *Server) Page() (Page, bool) {
 		return Page{}, false
 	}
 	// The model is replaced, never changed, by Observe; the history is.
-	return Page{Model: s.model, History: s.history.Clone(), Source: s.source, Refresh: s.refresh}, true
+	// The refresh is a period, and so is the gap: the controller decides
+	// twice a period, so decisions more than a period apart missed one.
+	return Page{Model: s.model, History: s.history.Clone(), Source: s.source, Refresh: s.refresh, Gap: s.refresh}, true
 }
 
 // ServeHTTP answers GET and HEAD with the page.

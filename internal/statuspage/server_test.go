@@ -45,7 +45,7 @@ func TestServer(t *testing.T) {
 		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET: %d %v", resp.StatusCode, resp.Header)
 	}
-	for _, want := range []string{"controller test", "(2 remembered)", `<span class="ok">FF</span>`} {
+	for _, want := range []string{"controller test", "(2 remembered, ", `<span class="ok">FF</span>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
 		}
@@ -90,7 +90,7 @@ func TestServer(t *testing.T) {
 		t.Errorf("after Forget: %d %q, want 503 no decision yet", resp.StatusCode, body)
 	}
 	s.Observe(st)
-	if resp, body := get(http.MethodGet); resp.StatusCode != http.StatusOK || !strings.Contains(body, "(3 remembered)") {
+	if resp, body := get(http.MethodGet); resp.StatusCode != http.StatusOK || !strings.Contains(body, "(3 remembered, ") {
 		t.Errorf("the next term's first decision: %d, want the page with the history kept", resp.StatusCode)
 	}
 }
