@@ -26,36 +26,6 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 # A GOFLAGS of the caller's comes first; these replace the same flags in it.
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-gcflags=all=-dwarf=false -vet=off"
 
-# The run is ordered so that the tests of one host, which wait on the
-# clock, run while the k3s build takes the CPU they leave (docs/testing.md,
-# "How long it takes"):
-#
-#   the tools, k3s in the background (nice 10) and the warm-up of the
-#   compiles vet and the race step take (nice 19) -> the timing-judging
-#   tests of one host, beside them -> go vet, the race step and the pure
-#   packages -> the cluster scenarios, alone.
-#
-# The timing-judging tests run one at a time and never beside another
-# test. The tests of one host stay inside their tolerances beside the
-# builds at a lower priority, as they do beside a busy loop on each core at
-# their own priority (bench/busy.sh, docs/performance.md); the cluster
-# scenarios did not, beside compiles (below).
-
-# Checks that need no build come first, so that they fail at once.
-step "gofmt"
-unformatted=$(gofmt -l .)
-if [ -n "$unformatted" ]; then echo "gofmt -l lists:"; echo "$unformatted"; exit 1; fi
-
-# nice_group N: from inside a new session (setsid), sets its scheduling
-# group's nice to N. With the kernel's autogroups (on by default in Debian's
-# kernel) every session is scheduled as one group whatever its processes'
-# nice: the group's own nice is what keeps it behind the tests (measured: at
-# nice 0 the warm-up took as much CPU as the k3s build). Set from inside,
-# once setsid has made the group: set from here, it could land on this
-# script's group before the child's setsid. Where there are no autogroups,
-# the process's own nice (nice -n) does it.
-nice_group='{ echo "$1" >/proc/self/autogroup; } 2>/dev/null; shift'
-
 step "tools"
 # test/k3s runs fleet-role on real k3s, built from the k3s source kept
 # beside the checkout (../shared/k3s; hack/tools.sh k3s says what it needs),
@@ -63,21 +33,19 @@ step "tools"
 # embeds, built into the same binary (tools/k3s; hack/tools.sh says why). The largest
 # build (about 880 MB of modules cold; 16.7 minutes of wall time on 2 cores
 # beside the other tools), it runs in the
-# background beside the others and the timing-judging tests of one host, so
-# that its module downloads and its single-threaded link overlap their
-# compiles and waits instead of leaving a core idle; a warm run finds it
-# cached at once. In a session of its own, so that a failure elsewhere
-# stops its go build too.
+# background beside the others, so that its module downloads and its
+# single-threaded link overlap their compiles instead of leaving a core
+# idle; a warm run finds it cached at once. In a session of its own, so that
+# a failure elsewhere stops its go build too.
 k3s_path=$(mktemp)
-setsid nice -n 10 bash -c "$nice_group; exec hack/tools.sh k3s" _ 10 >"$k3s_path" &
+setsid hack/tools.sh k3s >"$k3s_path" &
 k3s_build=$!
 trap 'kill -- -"$k3s_build" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
-# Go's build cache for the vet and race steps, filled beside the tools and
-# the tests of one host: the k3s build's module downloads and
-# single-threaded link, the apt-get installs and the tests leave a core
-# idle for minutes of a cold run, and cold, vet and the race step's
-# compiles took about 1.7 and 5 minutes (docs/testing.md). At the lowest
-# priority, so that it takes only what the builds and tests leave.
+# Go's build cache for the vet and race steps, filled beside the tools: the
+# k3s build's module downloads and single-threaded links and the apt-get
+# installs leave a core idle for minutes of a cold run, and vet and the race
+# step's first compile took about 1.7 and 3 minutes after it (docs/testing.md).
+# At the lowest priority, so that it takes only what the tool builds leave.
 # It vets, and compiles every package and test package the steps take (`go
 # list -test -export` runs each compile and stores it in the cache, as `go
 # test` would), but links nothing: `go test` links its test binary anew
@@ -100,7 +68,7 @@ prewarm() {
   go list -export ./lab/image/cmd/fleet-role-image >/dev/null || true
 }
 # The end-to-end scenarios and the fsync comparison judge real latencies, so
-# they run without the race detector, alone (hack/timed-tests.sh says why).
+# they run after the raced packages, alone (hack/timed-tests.sh says why).
 e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$|/test/k3s$'
 # The decision core, the entry format, the quantiles and the settings are
 # pure: no goroutine in their code, none in their tests but a benchmark's
@@ -110,10 +78,16 @@ e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$|/test/k3s$'
 # own tests, among the slowest under it (decide and entry about 70 s each),
 # run without it. A goroutine in their code ends that.
 pure_pattern='/internal/(decide|entry|quantile|settings)$'
-# The packages of the timing-judging tests, which hack/timed-tests.sh runs
-# without the race detector.
+# The packages of the timing-judging tests below, which hack/timed-tests.sh
+# runs again without the race detector.
 timed_pattern='/internal/(fsync|wakeup)$|/lab/(slowdisk|cpulimit)$'
-setsid nice -n 19 bash -c "$nice_group; $(declare -f prewarm); e2e_pattern='$e2e_pattern' pure_pattern='$pure_pattern' timed_pattern='$timed_pattern' prewarm" _ 19 >/dev/null 2>&1 &
+# setsid makes a session, and with the kernel's autogroups (on by default
+# in Debian's kernel) every session is scheduled as one group whatever its
+# processes' nice: the group's own nice is what keeps it behind the tool
+# builds (measured: at nice 0 it took as much CPU as the k3s build). The
+# warm-up sets it from inside, once setsid has made the group: set from
+# here, it could land on this script's group before the child's setsid.
+setsid nice -n 19 bash -c "{ echo 19 >/proc/self/autogroup; } 2>/dev/null; $(declare -f prewarm); e2e_pattern='$e2e_pattern' pure_pattern='$pure_pattern' timed_pattern='$timed_pattern' prewarm" >/dev/null 2>&1 &
 prewarm_pid=$!
 trap 'kill -- -"$k3s_build" -"$prewarm_pid" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
 FLEET_ROLE_ETCD=$(hack/tools.sh etcd)
@@ -130,35 +104,31 @@ hack/tools.sh chromium >/dev/null
 # lab/image runs the image's arm64 and arm/v7 binaries under Debian's
 # qemu-user-static.
 hack/tools.sh qemu
-export FLEET_ROLE_ETCD FLEET_ROLE_PROMTOOL FLEET_ROLE_PROMETHEUS
-echo "etcd: $FLEET_ROLE_ETCD"
-echo "promtool: $FLEET_ROLE_PROMTOOL"
-echo "prometheus: $FLEET_ROLE_PROMETHEUS"
-echo "chromium: $(command -v chromium) ($(chromium --version 2>/dev/null))"
-echo "fio: $(command -v fio) ($(fio --version))"
-
-step "timing-judging tests of one host, one at a time (beside the k3s build)"
-hack/timed-tests.sh host "$@"
-
-step "tools: k3s"
 if ! wait "$k3s_build"; then echo "hack/tools.sh k3s failed (its messages are above)" >&2; exit 1; fi
+# The warm-up's compiles would only compete with the steps' own from here.
+wait "$prewarm_pid" || true
 FLEET_ROLE_K3S=$(cat "$k3s_path")
 FLEET_ROLE_KUBE_APISERVER=$(hack/tools.sh kube-apiserver)
 FLEET_ROLE_KUBE_CONTROLLER_MANAGER=$(hack/tools.sh kube-controller-manager)
 FLEET_ROLE_KUBELET=$(hack/tools.sh kubelet)
 FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
-export FLEET_ROLE_K3S FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER
-export FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
+export FLEET_ROLE_K3S
+export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL FLEET_ROLE_PROMETHEUS
+export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
+echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
 echo "kube-controller-manager: $FLEET_ROLE_KUBE_CONTROLLER_MANAGER"
 echo "kubelet: $FLEET_ROLE_KUBELET"
 echo "kube-scheduler: $FLEET_ROLE_KUBE_SCHEDULER"
+echo "promtool: $FLEET_ROLE_PROMTOOL"
 echo "k3s: $FLEET_ROLE_K3S ($("$FLEET_ROLE_K3S" --version | head -n 1))"
+echo "prometheus: $FLEET_ROLE_PROMETHEUS"
+echo "chromium: $(command -v chromium) ($(chromium --version 2>/dev/null))"
+echo "fio: $(command -v fio) ($(fio --version))"
 
-
-# The warm-up's compiles would only compete with the steps' own from here.
-step "the warm-up's compiles"
-wait "$prewarm_pid" || true
+step "gofmt"
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then echo "gofmt -l lists:"; echo "$unformatted"; exit 1; fi
 
 step "go vet"
 go vet ./...
@@ -176,7 +146,7 @@ fi
 # two thirds of a core (internal/controller: 54 CPU seconds in 104 s alone).
 # At go test's default of one package a core, the step left 37% of the CPU
 # idle (390 s, 480 CPU seconds busy and 284 idle, warm, on 2 cores); at two
-# a core, 9% (313 s). None of these judges timing (those run alone).
+# a core, 9% (313 s). None of these judges timing (those run alone, below).
 race_p=$((2 * $(nproc)))
 
 step "go test -race -p $race_p (every package but the pure ones, the end-to-end scenarios and $timed_tests)"
@@ -185,10 +155,5 @@ go test -race -count=1 -p "$race_p" -timeout 45m -skip "$timed_tests" "$@" $(go 
 step "go test (the pure packages, without the race detector)"
 go test -count=1 -timeout 45m "$@" $(go list ./... | grep -E "$pure_pattern")
 
-# The cluster scenarios last, alone: beside the warm-up's compiles, at the
-# lowest priority, the mesh's campaign failed its score once in two cold
-# runs (a flap at a load of 4 to 7, and the API server answering two dry
-# runs 504), where beside the k3s build the tests of one host passed every
-# time (docs/testing.md).
-step "timing-judging tests of clusters, one at a time"
-hack/timed-tests.sh cluster "$@"
+step "timing-judging tests, one at a time"
+hack/timed-tests.sh "$@"

@@ -9,9 +9,8 @@
 # host runs those of one host, which need etcd, fio, Prometheus and Chromium
 # (the fsync reading, the slow disk, the quota, the wake-up reading, the
 # demo); cluster those that need the Kubernetes commands and k3s (the mesh,
-# the pods, k3s); neither word runs both. hack/test.sh runs the first group
-# while k3s builds, at a lower priority (docs/testing.md), and the second
-# last, alone; bench/busy.sh runs both again beside a busy loop on each
+# the pods, k3s); neither word runs both, as hack/test.sh does after the
+# raced packages; bench/busy.sh runs both again beside a busy loop on each
 # core.
 # It expects the tools in the environment as hack/test.sh exports them
 # (FLEET_ROLE_ETCD and the rest); the other arguments pass to every `go test`.
