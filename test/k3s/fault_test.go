@@ -85,7 +85,16 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.redate(t, last, s.waitForBaseline(t))
+		// The new leader's first status: until it writes, the status is
+		// still the deleted leader's, and holds its date.
+		first := s.waitFor(t, "the new leader's first status", baselineTimeout, func(st *decide.Status) error {
+			if st.Writer == nil || last.Writer != nil && st.Writer.Identity == last.Writer.Identity {
+				return fmt.Errorf("the status is still the deleted leader's")
+			}
+			return nil
+		})
+		s.redate(t, last, first)
+		s.waitForBaseline(t)
 	}
 	t.Fatalf("no server but the pinned one is free of the controller after 3 controller pods")
 	return ""
