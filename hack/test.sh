@@ -44,7 +44,7 @@ trap 'kill -- -"$k3s_build" 2>/dev/null || true; rm -f "$k3s_path"' EXIT
 # Go's build cache for the vet and race steps, filled beside the tools: the
 # k3s build's module downloads and single-threaded links and the apt-get
 # installs leave a core idle for minutes of a cold run, and vet and the race
-# step's first compile took about 1.7 and 3 minutes after it (docs/testing.md).
+# step's first compile took minutes after it (go vet 1 min 43 s; docs/testing.md).
 # At the lowest priority, so that it takes only what the tool builds leave.
 # It vets, and compiles every package and test package the steps take (`go
 # list -test -export` runs each compile and stores it in the cache, as `go

@@ -97,32 +97,6 @@ func (h *History) Clone() *History {
 	return c
 }
 
-// run is a stretch of one mark in a host's history.
-type run struct {
-	Mark  string
-	Class string
-	N     int
-}
-
-// Runs is a host's history as runs of one mark, oldest first.
-func (h *History) Runs(host string) []run {
-	m := h.marks[host]
-	var out []run
-	for i := 0; i < len(m); {
-		j := i
-		for j < len(m) && m[j] == m[i] {
-			j++
-		}
-		mark, class := string(rune(m[i])), classOfMark(m[i])
-		if m[i] == 0 {
-			mark = string(markAbsent)
-		}
-		out = append(out, run{Mark: mark, Class: class, N: j - i})
-		i = j
-	}
-	return out
-}
-
 // Span is the times of the oldest and the newest decision remembered.
 func (h *History) Span() (oldest, newest time.Time) {
 	if h == nil || len(h.times) == 0 {

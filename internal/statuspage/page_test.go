@@ -296,11 +296,28 @@ const PageBytesAt500 = 1 << 20
 func TestPageSizeAt500Hosts(t *testing.T) {
 	for _, hostile := range []bool{false, true} {
 		st := fleet(t, 500, hostile)
+		// Every decision more than the gap after the one before (a
+		// controller starved of CPU), so that every row has a gap mark
+		// between every two of its marks: the history's widest rows.
+		const gap = time.Second
 		h := statuspage.NewHistory(2 * st.Settings.Values.Window)
-		for range 2 * st.Settings.Values.Window {
-			h.Add(st)
+		for i := range 2 * st.Settings.Values.Window {
+			d := *st
+			d.GeneratedAt = st.GeneratedAt.Add(time.Duration(i) * 2 * gap)
+			h.Add(&d)
 		}
-		page := render(t, st, h)
+		var b bytes.Buffer
+		if err := statuspage.Render(&b, statuspage.Page{Model: statuspage.ModelOf(st), History: h, Source: "test", Gap: gap}); err != nil {
+			t.Fatal(err)
+		}
+		page := b.Bytes()
+		var row strings.Builder
+		for _, c := range h.Cells(st.Hosts[0].Name, gap) {
+			row.WriteString(c.Text)
+		}
+		if marks := strings.Count(row.String(), "┆"); marks != h.Len()-1 {
+			t.Fatalf("%s's row marks %d gaps, want one between every two of %d decisions", st.Hosts[0].Name, marks, h.Len())
+		}
 		t.Logf("hostile=%v: %d hosts, page %d bytes (%.0f per host), bound %d", hostile, len(st.Hosts), len(page), float64(len(page))/float64(len(st.Hosts)), PageBytesAt500)
 		if len(page) > PageBytesAt500 {
 			t.Errorf("hostile=%v: the page is %d bytes, over the bound of %d", hostile, len(page), PageBytesAt500)
@@ -326,8 +343,8 @@ func TestHistory(t *testing.T) {
 	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit}, 4))
 	got := func(h *statuspage.History, host string) string {
 		var b strings.Builder
-		for _, r := range h.Runs(host) {
-			b.WriteString(strings.Repeat(r.Mark, r.N))
+		for _, c := range h.Cells(host, 0) {
+			b.WriteString(c.Text)
 		}
 		return b.String()
 	}
