@@ -24,23 +24,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
+# failed lists the steps whose tests failed. A failed step does not stop the
+# ones after it: each judges something of its own, and a CI run that stopped
+# at the first would say nothing of the rest until the next run (the fsync
+# comparison failing first on 2026-12-05 left all eight others unrun).
+failed=()
+current=""
+step() { current="$*"; printf '\n== %s (%s)\n' "$*" "$(date +%H:%M:%S)"; }
 
 # gotest runs go test with its arguments. When it fails, it ends with the
 # test files' own last lines (their errors and the figures logged before
 # them), since a failing scenario's last output is its hosts' logs, and a
 # reader who sees only the tail of a run (a CI summary) would otherwise see
-# no reason at all.
+# no reason at all; and it counts the step as failed.
 gotest() {
   local log rc=0
   log=$(mktemp)
   go test "$@" 2>&1 | tee "$log" || rc=$?
   if [ "$rc" != 0 ]; then
     printf '\n== what failed: the last lines the tests wrote themselves\n'
-    grep -E '^[[:space:]]+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$log" | tail -n 25 | cut -c1-400
+    grep -E '^[[:space:]]+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$log" | tail -n 25 | cut -c1-400 || true
+    failed+=("$current")
   fi
   rm -f "$log"
-  return "$rc"
 }
 
 # host_tests: the timing-judging tests of one host (etcd, fio, Prometheus,
@@ -88,3 +94,8 @@ case "${1:-}" in
   cluster) shift; cluster_tests "$@" ;;
   *) host_tests "$@"; cluster_tests "$@" ;;
 esac
+if [ "${#failed[@]}" != 0 ]; then
+  printf '\n== failed: %d of the timing-judging steps\n' "${#failed[@]}"
+  printf -- '- %s\n' "${failed[@]}"
+  exit 1
+fi

@@ -1,6 +1,7 @@
 package fsync
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -155,12 +156,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// measureInChild takes one native reading in dir in a child process.
-func measureInChild(t *testing.T, dir string) Reading {
-	t.Helper()
+// nativeChild is the command that takes one native reading in dir in a
+// child process, not started.
+func nativeChild(dir string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), nativeChildEnv+"="+dir)
-	out, err := cmd.Output()
+	return cmd
+}
+
+// nativeResult reads the reading a nativeChild printed, given the output and
+// error it ran with.
+func nativeResult(t *testing.T, out []byte, err error) Reading {
+	t.Helper()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -175,11 +182,56 @@ func measureInChild(t *testing.T, dir string) Reading {
 	return r
 }
 
+// startOutput starts cmd with its standard output and error collected, and
+// returns what waits for it and gives them, as cmd.Output would.
+func startOutput(t *testing.T, cmd *exec.Cmd) func() ([]byte, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return func() ([]byte, error) {
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			ee.Stderr = stderr.Bytes()
+		}
+		return stdout.Bytes(), err
+	}
+}
+
+// pairing is how the two readings of a pair share the disk.
+type pairing string
+
+const (
+	// inTurn runs one reading after the other, the order swapped every
+	// pair: each sees the disk to itself, so the comparison holds
+	// everything the native reading does (what it writes, how it lays the
+	// file out, which flush it calls, how it times) against fio's. But a
+	// p99 over three seconds is the disk's weather over those seconds: on
+	// a shared disk two runs of the same tool a few seconds apart have read
+	// 0.55 and 3.0 ms, and a CI run's pairs spread so (robust sd of the log
+	// ratios 0.845) that fifteen could not judge within x2.
+	inTurn pairing = "in turn"
+	// sideBySide runs the two readings at once, in the same directory, each
+	// on its own file: both see the same weather, and the same journal
+	// commits, so their ratio is that of the instruments alone (twelve
+	// pairs here read 0.88 to 1.10 while their p99s went from 0.5 to 3.0
+	// ms). The shared commits are also its blind spot: on ext4 each
+	// fdatasync waits for the commit the other's may have started, so a
+	// native reading that called fsync instead, or left out the fallocate,
+	// read within 0.96 to 1.36 of fio beside it. It holds the timing, the
+	// count and the percentile; the in-turn pairs, where the disk is quiet
+	// enough to judge them, hold the rest. So it is taken only when they
+	// cannot judge.
+	sideBySide pairing = "side by side"
+)
+
 // TestMeasureAgreesWithFio holds the native reading to fio's on the same
-// directory of this machine's disk: pairs of runs, each its own process,
-// interleaved and each pair in turn order swapped so that neither always
-// runs on a disk the other has just loaded or left idle, judged by the
-// median of their p99 ratios.
+// directory of this machine's disk, judged by the median of paired p99
+// ratios: pairs of runs in turn, each its own process; and, when the disk's
+// weather leaves those too noisy to judge, pairs side by side (pairing says
+// what each holds).
 func TestMeasureAgreesWithFio(t *testing.T) {
 	fio := testenv.Fio(t)
 	dir := diskDir(t)
@@ -189,48 +241,78 @@ func TestMeasureAgreesWithFio(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	t.Log(raiseReaders())
-	var ratios []float64
-	var lines []string
-	pair := func() {
-		i := len(ratios)
+	// pair takes one pair and returns its ratio and its line of figures;
+	// the i-th pair of its kind starts the native reading first when i is
+	// even, fio first when it is odd.
+	pair := func(how pairing, i int) (float64, string) {
 		var native Reading
 		var fioR FioReading
-		runNative := func() { native = measureInChild(t, dir) }
-		runFio := func() {
-			r, err := RunFio(context.Background(), fio, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fioR = r
+		first, second := "native", "fio"
+		if i%2 == 1 {
+			first, second = second, first
 		}
-		order := "native, fio"
-		if i%2 == 0 {
-			runNative()
-			runFio()
+		start := func(which string) func() {
+			if which == "native" {
+				wait := startOutput(t, nativeChild(dir))
+				return func() { out, err := wait(); native = nativeResult(t, out, err) }
+			}
+			cmd := fioCommand(context.Background(), fio, dir)
+			wait := startOutput(t, cmd)
+			return func() {
+				out, err := wait()
+				r, err := fioResult(cmd, dir, out, err)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fioR = r
+			}
+		}
+		if how == inTurn {
+			start(first)()
+			start(second)()
 		} else {
-			order = "fio, native"
-			runFio()
-			runNative()
+			waitFirst := start(first)
+			waitSecond := start(second)
+			waitFirst()
+			waitSecond()
 		}
 		assertEmpty(t, dir)
 		if fioR.Syncs != native.Writes {
-			t.Fatalf("pair %d: fio timed %d fdatasyncs, the native reading %d: they did not write the same", i+1, fioR.Syncs, native.Writes)
+			t.Fatalf("pair %d %s: fio timed %d fdatasyncs, the native reading %d: they did not write the same", i+1, how, fioR.Syncs, native.Writes)
 		}
 		ratio := native.P99Seconds / fioR.P99Seconds
-		ratios = append(ratios, ratio)
-		lines = append(lines, fmt.Sprintf("pair %2d (%s): native p99 %.3f ms (p50 %.3f ms, max %.3f ms, %d writes, %.1f s); fio p99 %.3f ms; native/fio %.3f",
-			i+1, order, native.P99Seconds*1e3, native.P50Seconds*1e3, native.MaxSeconds*1e3, native.Writes, native.ElapsedSeconds, fioR.P99Seconds*1e3, ratio))
+		return ratio, fmt.Sprintf("pair %2d (%s, %s first): native p99 %.3f ms (p50 %.3f ms, max %.3f ms, %d writes, %.1f s); fio p99 %.3f ms; native/fio %.3f",
+			i+1, how, first, native.P99Seconds*1e3, native.P50Seconds*1e3, native.MaxSeconds*1e3, native.Writes, native.ElapsedSeconds, fioR.P99Seconds*1e3, ratio)
 	}
-	for range minPairs {
-		pair()
+	// pairs takes minPairs pairs, then two more at a time while the noise
+	// keeps the tolerance past the ceiling, up to maxPairs.
+	pairs := func(how pairing) (agreement, string) {
+		var ratios []float64
+		var lines []string
+		take := func() {
+			r, line := pair(how, len(ratios))
+			ratios = append(ratios, r)
+			lines = append(lines, line)
+		}
+		for range minPairs {
+			take()
+		}
+		a := judgeAgreement(ratios)
+		for !a.Judgeable && len(ratios) < maxPairs {
+			take()
+			take()
+			a = judgeAgreement(ratios)
+		}
+		return a, fmt.Sprintf("%s\n%s", strings.Join(lines, "\n"), a)
 	}
-	a := judgeAgreement(ratios)
-	for !a.Judgeable && len(ratios) < maxPairs {
-		pair()
-		pair()
-		a = judgeAgreement(ratios)
+	a, figures := pairs(inTurn)
+	how := inTurn
+	if !a.Judgeable {
+		t.Logf("in turn, too noisy to judge: the tolerance the noise asks for passes x%.1f after %d pairs on %s:\n%s\nso side by side:", agreeCeiling, a.Pairs, dir, figures)
+		how = sideBySide
+		a, figures = pairs(how)
 	}
-	figures := fmt.Sprintf("on %s:\n%s\n%s", dir, strings.Join(lines, "\n"), a)
+	figures = fmt.Sprintf("%s on %s:\n%s", how, dir, figures)
 	switch {
 	case !a.Judgeable:
 		t.Fatalf("too noisy to judge: the tolerance the noise asks for passes x%.1f after %d pairs %s", agreeCeiling, a.Pairs, figures)

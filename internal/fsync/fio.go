@@ -26,9 +26,20 @@ const fioJob = "fleet-role-fio"
 // JSON output, whose fdatasync percentiles are under jobs[0].sync.lat_ns
 // (nanoseconds). It is the reference the native reading is held to.
 func RunFio(ctx context.Context, fio, dir string) (FioReading, error) {
-	cmd := exec.CommandContext(ctx, fio, "--rw=write", "--ioengine=sync", "--fdatasync=1", "--directory="+dir,
-		"--size=22m", "--bs=2300", "--name="+fioJob, "--output-format=json")
+	cmd := fioCommand(ctx, fio, dir)
 	out, err := cmd.Output()
+	return fioResult(cmd, dir, out, err)
+}
+
+// fioCommand is RunFio's fio command, not started.
+func fioCommand(ctx context.Context, fio, dir string) *exec.Cmd {
+	return exec.CommandContext(ctx, fio, "--rw=write", "--ioengine=sync", "--fdatasync=1", "--directory="+dir,
+		"--size=22m", "--bs=2300", "--name="+fioJob, "--output-format=json")
+}
+
+// fioResult removes the file fio left in dir and reads its output: what
+// RunFio does once cmd has run, with the output and error it ran with.
+func fioResult(cmd *exec.Cmd, dir string, out []byte, err error) (FioReading, error) {
 	if rmErr := os.Remove(filepath.Join(dir, fioJob+".0.0")); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
 		err = rmErr
 	}
