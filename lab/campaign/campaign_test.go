@@ -605,17 +605,18 @@ func TestLossPeriods(t *testing.T) {
 	}
 }
 
-// A delay on etcd's leader holds back every write by four crossings of its
-// path, and the swap's publication waits for three writes one after
-// another: with 300 ms each way and a 2 s period, 3 x 1.2 s = 1.8 periods
-// more than a follower's bound; on a follower, the bound is Publish.
-// A starved voter's bound grows by Need samples each StarvedSample late: at
-// the campaign's 2 s period, 4 s a sample, one period each. A period as long
-// as the starved sample adds nothing, and one longer never subtracts.
+// A starved voter's bound grows by StarvedLate of Need samples: at the
+// campaign's 2 s period a sample takes 4 s, one period late, and one of any
+// two in a row may check the policy and take 6 s, two periods late. A period
+// as long as the starved sample adds nothing, and one longer never
+// subtracts.
 func TestCPUBound(t *testing.T) {
 	r := RangesOf(campaignSettings(t, 3), timeout)
+	if r.Period != 2*time.Second || r.Bounds.Need != 2 {
+		t.Fatalf("the campaign's period %v and need %d, want 2s and 2: the figures below are worked for those", r.Period, r.Bounds.Need)
+	}
 	sp := Spec{Kind: VoterCPU, Severity: Severity{CPU: cpuMin}}
-	if got, want := BoundOf(sp, r, 3), r.Bounds.Publish+float64(r.Bounds.Need)*(4-r.Period.Seconds())/r.Period.Seconds(); math.Abs(got-want) > 1e-9 {
+	if got, want := BoundOf(sp, r, 3), r.Bounds.Publish+3; math.Abs(got-want) > 1e-9 {
 		t.Errorf("starved voter's bound %.2f, want %.2f (period %v)", got, want, r.Period)
 	}
 	for _, c := range []struct {
@@ -630,8 +631,39 @@ func TestCPUBound(t *testing.T) {
 			t.Errorf("StarvedSample(%v) = %v, want %v", c.period, got, c.want)
 		}
 	}
+	// Need samples at 2 s: the first checks, then one of every two.
+	for need, want := range map[int]time.Duration{1: 4 * time.Second, 2: 6 * time.Second, 3: 10 * time.Second, 4: 12 * time.Second} {
+		if got := StarvedLate(need, 2*time.Second); got != want {
+			t.Errorf("StarvedLate(%d, 2s) = %v, want %v", need, got, want)
+		}
+	}
+	// Two checks can be j samples apart once j starved samples (4 s each)
+	// reach entry_unchanged (3 periods): at a 4 s period, 12 s, three
+	// samples; a nanosecond less, still three; a nanosecond more, four.
+	for _, c := range []struct {
+		period time.Duration
+		want   int
+	}{
+		{4*time.Second - 1, 3}, {4 * time.Second, 3}, {4*time.Second + 1, 4},
+		{time.Second, 1}, // 3 s stale: a check every sample
+	} {
+		if got := CheckSpan(c.period); got != c.want {
+			t.Errorf("CheckSpan(%v) = %d, want %d", c.period, got, c.want)
+		}
+	}
+	// At a period no shorter than a checked sample (6 s), nothing is late.
+	if got := StarvedLate(2, 6*time.Second); got != 0 {
+		t.Errorf("StarvedLate(2, 6s) = %v, want 0", got)
+	}
+	if got := StarvedLate(1, 6*time.Second-time.Millisecond); got != time.Millisecond {
+		t.Errorf("StarvedLate(1, 6s-1ms) = %v, want 1ms", got)
+	}
 }
 
+// A delay on etcd's leader holds back every write by four crossings of its
+// path, and the swap's publication waits for three writes one after
+// another: with 300 ms each way and a 2 s period, 3 x 1.2 s = 1.8 periods
+// more than a follower's bound; on a follower, the bound is Publish.
 func TestLeaderBound(t *testing.T) {
 	r := RangesOf(campaignSettings(t, 3), timeout)
 	sp := Spec{Kind: VoterDelay, Leader: true, Severity: Severity{Delay: Duration(300 * time.Millisecond)}}
