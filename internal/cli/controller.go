@@ -20,7 +20,7 @@ import (
 
 // newControllerCommand is what the fleet-role Deployment runs.
 func newControllerCommand() *cobra.Command {
-	var metricsAddr, kubeconfig string
+	var metricsAddr, kubeconfig, settingsConfigMap string
 	var elect bool
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	cmd := &cobra.Command{
@@ -67,6 +67,7 @@ worth).`,
 	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", controller.DefaultRenewDeadline, "how long the leader keeps writing while its renewals fail")
 	f.DurationVar(&retryPeriod, "leader-elect-retry-period", controller.DefaultRetryPeriod, "how often the Lease is renewed, or tried")
 	sf := settings.AddFlags(f)
+	settingsConfigMapFlag(f, &settingsConfigMap)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		// Checked before anything else, so that nothing is read or
@@ -138,7 +139,8 @@ worth).`,
 			}
 			decisions = part{"decision loop", func(ctx context.Context) error { return c.RunElected(ctx, e) }}
 		}
-		return runParts(ctx, append(server,
+		parts := append(server, followSettings(client, s, sf, settingsConfigMap, metrics.Registry, log, c.SetSettings)...)
+		return runParts(ctx, append(parts,
 			part{"records informer", records.Run},
 			part{"nodes informer", nodes.Run},
 			decisions)...)

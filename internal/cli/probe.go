@@ -16,7 +16,7 @@ import (
 // newProbeCommand is what the fleet-role-probe DaemonSet runs on every node.
 func newProbeCommand() *cobra.Command {
 	var (
-		node, hostRoot, fsyncDir, metricsURL, metricsAddr, kubeconfig string
+		node, hostRoot, fsyncDir, metricsURL, metricsAddr, kubeconfig, settingsConfigMap string
 	)
 	cmd := &cobra.Command{
 		Use:   "probe",
@@ -57,6 +57,7 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 	checkAddr := metricsAddressFlag(f, &metricsAddr, probeMetricsEnv, probeMetricsPort, "/metrics and /healthz")
 	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: the in-cluster ServiceAccount)")
 	sf := settings.AddFlags(f)
+	settingsConfigMapFlag(f, &settingsConfigMap)
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		s, err := loadSettings(sf)
@@ -112,7 +113,8 @@ It never exits on a failed reading or write; it exits 2 on a bad setting and
 			wcancel()
 			return p.Run(ctx)
 		}
-		return runParts(ctx, append(server,
+		follow := followSettings(client, s, sf, settingsConfigMap, metrics.Registry, log, func(s settings.Settings, _ settings.Source) { p.SetSettings(s) })
+		return runParts(ctx, append(append(server, follow...),
 			part{"nodes informer", nodes.Run},
 			part{"probe loop", loop})...)
 	}

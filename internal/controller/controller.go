@@ -72,6 +72,14 @@ type Controller struct {
 	lastSuccess time.Time
 	lastErr     error
 	elector     *elector // set by RunElected, read by Ready
+
+	// source is where the settings in force came from, for the status;
+	// nil while no watch follows the settings ConfigMap (live.go).
+	source *settings.Source
+	// pending is a change of the settings handed over by SetSettings,
+	// taken at the next decision (live.go).
+	pendingMu sync.Mutex
+	pending   *pendingSettings
 }
 
 // New checks the configuration and returns a controller ready to Run.
@@ -103,10 +111,11 @@ const DecisionsPerPeriod = 2
 // Run decides DecisionsPerPeriod times a sample period until ctx is
 // cancelled.
 func (c *Controller) Run(ctx context.Context) error {
+	c.takeSettings()
 	interval := c.cfg.Settings.SamplePeriod / DecisionsPerPeriod
 	c.log.Info("controller started", "interval", interval, "dry_run", true)
 	ticker := c.cfg.Clock.NewTicker(interval)
-	defer ticker.Stop()
+	defer func() { ticker.Stop() }()
 	for {
 		if _, err := c.Tick(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("decision loop failed; trying again next interval", "err", err)
@@ -116,6 +125,14 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.log.Info("controller stopped")
 			return nil
 		case <-ticker.C():
+		}
+		// A change of the settings is taken here, between two decisions:
+		// the next decision is the first by the new figures, and a new
+		// period sets the interval from now.
+		if c.takeSettings() {
+			ticker.Stop()
+			interval = c.cfg.Settings.SamplePeriod / DecisionsPerPeriod
+			ticker = c.cfg.Clock.NewTicker(interval)
 		}
 	}
 }
@@ -159,6 +176,10 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		PreviousAt: c.previousAt,
 	})
 	decide.WithActing(&st, kubeNodes, s, now)
+	if c.source != nil {
+		src := *c.source
+		st.Settings.Source = &src
+	}
 	if c.term != nil {
 		st.Writer = c.term.writer
 	}

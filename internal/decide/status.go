@@ -126,6 +126,11 @@ type Records struct {
 type Settings struct {
 	Values settings.Settings `json:"values"`
 	Limits []settings.Limit  `json:"limits"`
+	// Source is where the values came from while the controller follows
+	// the settings ConfigMap: the version in force and, while a later one
+	// is refused, why (internal/livesettings). Decide leaves it nil: the
+	// controller sets it.
+	Source *settings.Source `json:"source,omitempty"`
 }
 
 // Host is one host's verdict and the reasons for it.

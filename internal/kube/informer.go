@@ -109,3 +109,18 @@ func (i *NodeInformer) List(ctx context.Context) ([]corev1.Node, error) {
 }
 
 var _ Nodes = (*NodeInformer)(nil)
+
+// configMapListWatch lists and watches the ConfigMaps of cms that select
+// narrows each request to (by label, by name).
+func configMapListWatch(cms ConfigMapClient, selected func(*metav1.ListOptions)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			selected(&o)
+			return cms.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			selected(&o)
+			return cms.Watch(ctx, o)
+		},
+	}
+}

@@ -11,10 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -127,19 +125,7 @@ type RecordInformer struct {
 // core/v1 client alone, as client-go's generated ConfigMap informer is,
 // without the informer factory, which links every API group's.
 func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
-	cms := configMapClient(c.watch, namespace)
-	selected := func(o metav1.ListOptions) metav1.ListOptions {
-		o.LabelSelector = record.Selector
-		return o
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return cms.List(ctx, selected(o))
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return cms.Watch(ctx, selected(o))
-		},
-	}
+	lw := configMapListWatch(configMapClient(c.watch, namespace), func(o *metav1.ListOptions) { o.LabelSelector = record.Selector })
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})

@@ -120,6 +120,11 @@ type Prober struct {
 
 	polMu sync.Mutex // guards pol against Ready
 	pol   policy     // what the probe knows of the admission policy (policy.go)
+
+	// pending is a change of the settings handed over by SetSettings,
+	// taken at the next period boundary (live.go).
+	pendingMu sync.Mutex
+	pending   *settings.Settings
 }
 
 // New checks the configuration and returns a probe ready to Run.
@@ -148,18 +153,27 @@ func New(cfg Config) (*Prober, error) {
 // Run samples every period until ctx is cancelled, then writes what it holds
 // and returns nil. It returns an error only when it cannot start.
 func (p *Prober) Run(ctx context.Context) error {
+	p.takeSettings(ctx, nil)
 	period := p.cfg.Settings.SamplePeriod
 	p.log.Info("probe started", "period", period, "window", p.cfg.Settings.Window)
 	p.removeStaleFsync()
-	defer p.startBeside(ctx)()
+	stopBeside := p.startBeside(ctx)
+	defer func() { stopBeside() }()
 	ticker := p.cfg.Clock.NewTicker(period)
-	defer ticker.Stop()
+	defer func() { ticker.Stop() }()
 	for done := false; !done; {
 		p.tick(ctx)
 		select {
 		case <-ctx.Done():
 			done = true
 		case <-ticker.C():
+			// A change of the settings is taken here, between two
+			// samples: the next is the first by the new figures, and a
+			// new period starts its ticker from now.
+			if p.takeSettings(ctx, &stopBeside) {
+				ticker.Stop()
+				ticker = p.cfg.Clock.NewTicker(p.cfg.Settings.SamplePeriod)
+			}
 		}
 	}
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.FlushTimeout)
@@ -319,10 +333,12 @@ func (p *Prober) startFsync(ctx context.Context) {
 	p.fsyncDone = done
 	p.lastFsync = p.cfg.Clock.Now()
 	p.mu.Unlock()
+	// A reading that outlives a window is worth nothing; bound it. Read
+	// here, in the loop, which alone changes the settings (live.go).
+	bound := time.Duration(p.cfg.Settings.Window) * p.cfg.Settings.SamplePeriod
 	go func() {
 		defer close(done)
-		// A reading that outlives a window is worth nothing; bound it.
-		rctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.Settings.Window)*p.cfg.Settings.SamplePeriod)
+		rctx, cancel := context.WithTimeout(ctx, bound)
 		defer cancel()
 		r := p.cfg.Sampler.Fsync(rctx)
 		p.mu.Lock()

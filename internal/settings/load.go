@@ -254,6 +254,25 @@ func (fl *Flags) Load(lookupEnv func(string) (string, bool)) (Settings, error) {
 			return s, err
 		}
 	}
+	return fl.over(s, lookupEnv)
+}
+
+// LoadFile is Load with the settings file's content given (the
+// fleet-role-settings ConfigMap's settings.yaml as the API server serves it)
+// in place of the file --settings names: the environment and the flags
+// given still apply over it, as at start, and the result is validated.
+func (fl *Flags) LoadFile(data []byte, lookupEnv func(string) (string, bool)) (Settings, error) {
+	s, err := Parse(data, Defaults())
+	if err != nil {
+		return s, err
+	}
+	return fl.over(s, lookupEnv)
+}
+
+// over applies the environment, then the flags given, over s, and validates
+// the result.
+func (fl *Flags) over(s Settings, lookupEnv func(string) (string, bool)) (Settings, error) {
+	var err error
 	if s, err = FromEnv(s, lookupEnv); err != nil {
 		return s, err
 	}

@@ -76,6 +76,25 @@ func (h *History) Add(st *decide.Status) {
 	}
 }
 
+// Resize remembers the last size decisions from now on: a smaller size
+// forgets the oldest at once (and every host that only they listed), a
+// larger one keeps what it holds and forgets less from then.
+func (h *History) Resize(size int) {
+	size = max(1, size)
+	if drop := len(h.times) - size; drop > 0 {
+		h.times = slices.Clone(h.times[drop:])
+		for name, m := range h.marks {
+			m = slices.Clone(m[drop:])
+			if !slices.ContainsFunc(m, func(b byte) bool { return b != 0 }) {
+				delete(h.marks, name)
+				continue
+			}
+			h.marks[name] = m
+		}
+	}
+	h.size = size
+}
+
 // Len is the number of decisions remembered.
 func (h *History) Len() int {
 	if h == nil {

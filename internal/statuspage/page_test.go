@@ -359,6 +359,28 @@ func TestHistory(t *testing.T) {
 	if got(h, "b") != "" {
 		t.Fatalf("b, in none of the remembered decisions, is still remembered: %q", got(h, "b"))
 	}
+
+	// A new window resizes it: smaller, the oldest go at once, and a host
+	// only they listed with them; larger, it fills up to the new size.
+	h = statuspage.NewHistory(4)
+	h.Add(st(map[string]decide.Verdict{"c": decide.Fit}, 1))
+	h.Add(st(map[string]decide.Verdict{"a": decide.Fit}, 2))
+	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit}, 3))
+	h.Add(st(map[string]decide.Verdict{"a": decide.Unknown}, 4))
+	h.Resize(2)
+	if h.Len() != 2 || got(h, "a") != "U?" || got(h, "c") != "" {
+		t.Fatalf("resized from 4 to 2: len %d, a %q, c %q; want 2, \"U?\" and c forgotten", h.Len(), got(h, "a"), got(h, "c"))
+	}
+	h.Resize(3)
+	for at := 5; at <= 7; at++ {
+		h.Add(st(map[string]decide.Verdict{"a": decide.Fit}, at))
+	}
+	if h.Len() != 3 || got(h, "a") != "FFF" {
+		t.Fatalf("resized to 3 and three more added: len %d, a %q; want 3 and \"FFF\"", h.Len(), got(h, "a"))
+	}
+	if oldest, _ := h.Span(); !oldest.Equal(time.Unix(5, 0)) {
+		t.Fatalf("the oldest remembered is %v, want the fifth decision's", oldest)
+	}
 }
 
 // The page names the fleet-role version of the controller that wrote the

@@ -59,6 +59,18 @@ func (s *Server) Observe(st *decide.Status) {
 	s.history.Add(st)
 }
 
+// SetHistorySize has the page remember the last n decisions from now on
+// (History.Resize): the controller sets it anew when a change of the
+// settings changes the window. A nil Server ignores it.
+func (s *Server) SetHistorySize(n int) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.history.Resize(n)
+}
+
 // SetRefresh has the served page load itself again every d: the
 // controller decides twice a period, so a period keeps an open page as
 // current as the decisions. A nil Server ignores it.

@@ -215,6 +215,9 @@ func (o Options) Validate() error {
 	if o.PhaseTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("phase timeout %s: must be above zero", o.PhaseTimeout))
 	}
+	if o.Hold < 0 {
+		errs = append(errs, fmt.Errorf("--hold %s: must be zero (no hold) or above", o.Hold))
+	}
 	s := o.settings()
 	if err := s.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--election-timeout %s: %w", o.ElectionTimeout, err))

@@ -156,6 +156,7 @@ func TestMainRefusesBadFlags(t *testing.T) {
 	}{
 		{[]string{"--fault", "flood"}, `fleet-role-demo: --fault "flood"`},
 		{[]string{"--period", "0s"}, "--period 0s"},
+		{[]string{"--hold", "-1s"}, "--hold -1s: must be zero (no hold) or above"},
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{[]string{"extra"}, `unknown command "extra"`},
 	} {
