@@ -235,7 +235,7 @@ func (r statusReader) print(w io.Writer, cm *corev1.ConfigMap) (int, error) {
 	}
 	source := fmt.Sprintf("published status (ConfigMap %s/%s)", r.namespace, r.name)
 	if r.output == outputHTML {
-		return code, statuspage.Render(w, statuspage.Page{Model: statuspage.ModelOf(st), Source: source})
+		return code, statuspage.Render(w, statuspage.PageOf(st, source))
 	}
 	if r.output == outputTable {
 		if _, err := fmt.Fprintln(w, age); err != nil {
@@ -501,7 +501,7 @@ func jsonIndent(v any) ([]byte, error) {
 // a file beside it, renamed over path once written.
 func writePage(path string, st *decide.Status, source string) error {
 	var b bytes.Buffer
-	if err := statuspage.Render(&b, statuspage.Page{Model: statuspage.ModelOf(st), Source: source}); err != nil {
+	if err := statuspage.Render(&b, statuspage.PageOf(st, source)); err != nil {
 		return err
 	}
 	tmp := path + ".tmp"

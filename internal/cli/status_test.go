@@ -212,6 +212,27 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		wantCode(t, status("-o", "html", "--watch"), StatusExitError, "html and --watch")
 		wantCode(t, status("-o", "html", "bravo"), StatusExitError, `-o html and HOST "bravo"`)
 	})
+	t.Run("the page shows the history the status carries", func(t *testing.T) {
+		st, err := decide.UnmarshalStatus([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := status("-o", "html"); !strings.Contains(r.stdout, "written from one decision") {
+			t.Fatalf("a status without a history: the page does not say it holds one decision")
+		}
+		st.History = &decide.History{TimesMS: []int64{st.GeneratedAt.UnixMilli() - 1500, 500, 500, 500}, Hosts: []decide.HostHistory{{Name: "bravo", Marks: "F2U2"}}}
+		with, err := st.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, string(with))
+		r := status("-o", "html")
+		wantCode(t, r, StatusExitSwap, "")
+		if !strings.Contains(r.stdout, "4 remembered") || strings.Contains(r.stdout, "written from one decision") {
+			t.Fatalf("the page of a status carrying four decisions of history shows no history:\n%.2000s", r.stdout)
+		}
+		publish(t, doc)
+	})
 
 	t.Run("a stale status exits 3", func(t *testing.T) {
 		publish(t, doc)

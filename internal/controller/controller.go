@@ -208,6 +208,9 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 			return nil, err
 		}
 		if overdue || fingerprint != c.lastWritten {
+			// The page's history, this decision the newest, rides with the
+			// status so that a restart or a failover keeps it.
+			st.History = c.cfg.Page.ExportHistory()
 			doc, err := st.Marshal()
 			if err != nil {
 				return nil, fmt.Errorf("encode status: %w", err)
@@ -290,6 +293,14 @@ func (c *Controller) takePrevious(data map[string]string) *decide.Writer {
 		return nil
 	}
 	c.previous = remembered(prev)
+	// The page's history goes on from the one the status carried: the
+	// verdicts of the decisions before this start or term, with their times
+	// (a status in a reduced form, or of an older version, carries none).
+	if prev.History != nil {
+		if err := c.cfg.Page.RestoreHistory(prev.History); err != nil {
+			c.log.Warn("the previous status's history is unreadable; the page's starts empty", "err", err)
+		}
+	}
 	return prev.Writer
 }
 

@@ -216,3 +216,55 @@ func decisions(t *testing.T, m *controller.Metrics) float64 {
 	}
 	return n
 }
+
+// On the real API server: the page's history rides with the status, so
+// that the replica that takes the Lease over starts its page from the
+// decisions its predecessor published, with their times, and goes on from
+// them.
+func TestHistorySurvivesAFailover(t *testing.T) {
+	c := probetest.Start(t)
+	s := probetest.Settings(t, 200*time.Millisecond)
+	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.16.1"})
+	startProbe(t, c, s, "server-1", &probetest.Sampler{})
+	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
+	a := startReplica(t, c, s, e, "a", true, nil)
+	// A status written by a with a full history (the replicas' pages hold
+	// four decisions).
+	var first time.Time
+	probetest.Eventually(t, time.Minute, func() error {
+		st, err := status(t, c)
+		if err != nil {
+			return err
+		}
+		if st.Writer == nil || st.Writer.Identity != "a" || st.History == nil || len(st.History.TimesMS) < 4 {
+			return fmt.Errorf("no status by a with four decisions of history yet")
+		}
+		first = st.History.DecodeTimes()[0]
+		return nil
+	})
+	a.loop.Stop(t) // gives the Lease up
+	b := startReplica(t, c, s, e, "b", true, nil)
+	probetest.Eventually(t, time.Minute, func() error {
+		pg, ok := b.page.Page()
+		if !ok {
+			return fmt.Errorf("b has decided nothing yet")
+		}
+		oldest, newest := pg.History.Span()
+		if pg.History.Len() < 2 || !oldest.Before(newest) || oldest.Before(first) {
+			return fmt.Errorf("b's page remembers %d decisions from %v to %v", pg.History.Len(), oldest, newest)
+		}
+		if pg.Model == nil {
+			return fmt.Errorf("no model")
+		}
+		st, err := status(t, c)
+		if err != nil || st.Writer == nil || st.Writer.Identity != "b" {
+			return fmt.Errorf("no status by b yet (%v)", err)
+		}
+		// a's decisions come first on b's page: the oldest predates b's.
+		if !oldest.Before(st.Writer.Since) {
+			return fmt.Errorf("b's page's oldest decision %v is b's own (it leads since %v): a's history was not taken", oldest, st.Writer.Since)
+		}
+		return nil
+	})
+}

@@ -26,7 +26,8 @@ func (s *Status) Fingerprint() ([sha256.Size]byte, error) {
 	// Host by host, through one scratch slice of reasons: a copy of every
 	// host's reasons at once would be as large as the reasons.
 	head := *s
-	head.GeneratedAt, head.Hosts = time.Time{}, nil
+	// The history gains a decision every round, as the ages change.
+	head.GeneratedAt, head.Hosts, head.History = time.Time{}, nil, nil
 	head.Decision.Reasons = withoutAges(nil, s.Decision.Reasons)
 	head.Acting = s.Acting.WithoutAges()
 	if err := enc.Encode(head); err != nil {

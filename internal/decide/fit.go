@@ -62,6 +62,10 @@ const (
 	PartLinks            = "links"
 	PartDecisionReasons  = "decision_reasons"
 	PartMemoryVoters     = "memory_voters"
+	// PartHistory counts decisions: every reduced form leaves the history
+	// out, since a document near 1 MiB has no room for what only the page
+	// reads.
+	PartHistory = "history"
 )
 
 // minShared is the shortest text worth a place in the table: a reference
@@ -76,6 +80,15 @@ func (s Status) MarshalWithin(limit int) ([]byte, error) {
 	for _, form := range []string{FormFull, FormFailing, FormDeciding, FormVerdicts} {
 		if b, ok, err := s.reduced(form).fit(limit); err != nil || ok {
 			return b, err
+		}
+		if form == FormFull && s.History != nil {
+			// The whole decision without the history comes before any
+			// of the decision is left out.
+			r := s.reduced(FormFull)
+			r.History, r.Dropped = nil, []Dropped{{PartHistory, len(s.History.TimesMS)}}
+			if b, ok, err := r.fit(limit); err != nil || ok {
+				return b, err
+			}
 		}
 	}
 	for _, form := range []string{FormSomeLinks, FormSomeHosts} {
@@ -109,6 +122,10 @@ func (s Status) reduced(form string) Status {
 	r.Dropped = nil
 	if form == FormFull {
 		return r
+	}
+	if s.History != nil {
+		r.History = nil
+		r.Dropped = append(r.Dropped, Dropped{PartHistory, len(s.History.TimesMS)})
 	}
 	dropped := 0
 	r.Hosts = make([]Host, len(s.Hosts))

@@ -83,6 +83,11 @@ type Status struct {
 	// the Lease; nil where no election chose one (fleet-role decide, the
 	// demo). Decide leaves it nil: the controller sets it.
 	Writer *Writer `json:"writer,omitempty"`
+	// History is the verdicts of the writer's last decisions, this one the
+	// newest, so that its status page's history survives a restart and a
+	// failover (history.go). Decide leaves it nil: the controller sets it.
+	// Only the full form carries it.
+	History *History `json:"history,omitempty"`
 }
 
 // Writer names the controller that wrote a status: the identity it holds

@@ -1,6 +1,7 @@
 package statuspage
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -22,10 +23,10 @@ type History struct {
 // Marks of a verdict in the history; a host a decision did not list has
 // none there.
 const (
-	markFit     = 'F'
-	markUnfit   = 'U'
-	markUnknown = '?'
-	markAbsent  = '-'
+	markFit     = decide.MarkFit
+	markUnfit   = decide.MarkUnfit
+	markUnknown = decide.MarkUnknown
+	markAbsent  = decide.MarkAbsent
 )
 
 func markOf(v decide.Verdict) byte {
@@ -93,6 +94,61 @@ func (h *History) Resize(size int) {
 		}
 	}
 	h.size = size
+}
+
+// Export is the history as the status carries it (decide.History), its
+// hosts by name.
+func (h *History) Export() *decide.History {
+	if h == nil || len(h.times) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(h.marks))
+	for name := range h.marks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := &decide.History{TimesMS: decide.EncodeTimes(h.times), Hosts: make([]decide.HostHistory, 0, len(names))}
+	marks := make([]byte, len(h.times))
+	for _, name := range names {
+		for i, m := range h.marks[name] {
+			if m == 0 {
+				m = decide.MarkAbsent
+			}
+			marks[i] = m
+		}
+		out.Hosts = append(out.Hosts, decide.HostHistory{Name: name, Marks: decide.EncodeMarks(marks)})
+	}
+	return out
+}
+
+// ImportHistory is a history of size decisions holding dh's (the newest of
+// them, when dh holds more): what the status carried, read back at a
+// controller's start or a new term. It refuses a history whose marks do not
+// decode, or that names a host twice.
+func ImportHistory(size int, dh *decide.History) (*History, error) {
+	h := NewHistory(size)
+	if dh == nil {
+		return h, nil
+	}
+	h.times = dh.DecodeTimes()
+	n := len(h.times)
+	for _, x := range dh.Hosts {
+		if _, twice := h.marks[x.Name]; twice {
+			return nil, fmt.Errorf("history: host %q named twice", x.Name)
+		}
+		marks, err := decide.DecodeMarks(x.Marks, n)
+		if err != nil {
+			return nil, fmt.Errorf("history: host %q: %w", x.Name, err)
+		}
+		for i, m := range marks {
+			if m == decide.MarkAbsent {
+				marks[i] = 0
+			}
+		}
+		h.marks[x.Name] = marks
+	}
+	h.Resize(size)
+	return h, nil
 }
 
 // Len is the number of decisions remembered.

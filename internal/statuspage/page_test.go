@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -380,6 +381,66 @@ func TestHistory(t *testing.T) {
 	}
 	if oldest, _ := h.Span(); !oldest.Equal(time.Unix(5, 0)) {
 		t.Fatalf("the oldest remembered is %v, want the fifth decision's", oldest)
+	}
+}
+
+// The history as the status carries it and back: the same rows, the same
+// ruler and gaps, a host absent from some decisions included; read into a
+// smaller size, the newest decisions; a history naming a host twice, or
+// whose marks do not add up, is refused.
+func TestHistoryExportImport(t *testing.T) {
+	st := func(verdicts map[string]decide.Verdict, at time.Duration) *decide.Status {
+		s := &decide.Status{GeneratedAt: time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC).Add(at)}
+		for _, n := range []string{"a", "b"} {
+			if v, ok := verdicts[n]; ok {
+				s.Hosts = append(s.Hosts, decide.Host{Name: n, Verdict: v})
+			}
+		}
+		return s
+	}
+	h := statuspage.NewHistory(10)
+	h.Add(st(map[string]decide.Verdict{"a": decide.Fit}, 0))
+	h.Add(st(map[string]decide.Verdict{"a": decide.Fit, "b": decide.Unknown}, 500*time.Millisecond))
+	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit, "b": decide.Fit}, 5*time.Second)) // a gap
+	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit}, 5500*time.Millisecond))
+	rows := func(h *statuspage.History) string {
+		var b strings.Builder
+		b.WriteString(h.Ruler(time.Second))
+		for _, host := range []string{"a", "b"} {
+			b.WriteString("|")
+			for _, c := range h.Cells(host, time.Second) {
+				b.WriteString(c.Class + ":" + c.Text + " ")
+			}
+		}
+		return b.String()
+	}
+	dh := h.Export()
+	if len(dh.Hosts) != 2 || dh.Hosts[0].Marks != "F2U2" || dh.Hosts[1].Marks != "-?F-" {
+		t.Fatalf("exported %+v, want a F2U2 and b -?F-", dh.Hosts)
+	}
+	back, err := statuspage.ImportHistory(10, dh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows(back) != rows(h) || back.Len() != 4 {
+		t.Fatalf("read back:\n%s\nwant\n%s", rows(back), rows(h))
+	}
+	small, err := statuspage.ImportHistory(2, dh)
+	if err != nil || small.Len() != 2 {
+		t.Fatalf("read into 2: %v, len %d", err, small.Len())
+	}
+	if oldest, _ := small.Span(); !oldest.Equal(h.Export().DecodeTimes()[2]) {
+		t.Errorf("read into 2, the oldest kept is %v, want the third decision's", oldest)
+	}
+	twice := *dh
+	twice.Hosts = append(slices.Clone(dh.Hosts), dh.Hosts[0])
+	if _, err := statuspage.ImportHistory(10, &twice); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a host named twice: %v", err)
+	}
+	short := *dh
+	short.Hosts = []decide.HostHistory{{Name: "a", Marks: "F3"}}
+	if _, err := statuspage.ImportHistory(10, &short); err == nil {
+		t.Error("marks for 3 of 4 decisions read")
 	}
 }
 

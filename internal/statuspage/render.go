@@ -15,8 +15,8 @@ import (
 // before it when the controller remembers them, and where it came from.
 type Page struct {
 	Model *Model
-	// History is nil for a page written from a status document or from
-	// saved inputs: those hold one decision.
+	// History is nil for a page written from saved inputs, which hold one
+	// decision, or from a status document that carries none (PageOf).
 	History *History
 	// Source says where the decision came from, for the page's header.
 	Source string
@@ -28,6 +28,20 @@ type Page struct {
 	// than Gap apart. The controller decides twice a period, so it sets a
 	// period: more than one apart means a decision was missed.
 	Gap time.Duration
+}
+
+// PageOf is the page of a published status document: its decision, and the
+// history it carries (the controller's page's, as it was when it wrote the
+// document), gaps marked at its sample period. A history that does not read
+// is left out, and the page says it was written from one decision.
+func PageOf(st *decide.Status, source string) Page {
+	p := Page{Model: ModelOf(st), Source: source}
+	if st.History != nil {
+		if h, err := ImportHistory(len(st.History.TimesMS), st.History); err == nil {
+			p.History, p.Gap = h, st.Settings.Values.SamplePeriod
+		}
+	}
+	return p
 }
 
 // ContentSecurityPolicy is what the page may load: nothing but its own

@@ -71,6 +71,34 @@ func (s *Server) SetHistorySize(n int) {
 	s.history.Resize(n)
 }
 
+// ExportHistory is the page's history as the status carries it; nil for a
+// nil Server or no decision yet.
+func (s *Server) ExportHistory() *decide.History {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.history.Export()
+}
+
+// RestoreHistory replaces the page's history by dh, the one the status it
+// starts from carried (ImportHistory), keeping its size. A nil Server
+// ignores it.
+func (s *Server) RestoreHistory(dh *decide.History) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, err := ImportHistory(s.history.size, dh)
+	if err != nil {
+		return err
+	}
+	s.history = h
+	return nil
+}
+
 // SetRefresh has the served page load itself again every d: the
 // controller decides twice a period, so a period keeps an open page as
 // current as the decisions. A nil Server ignores it.
