@@ -200,9 +200,10 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	if err := b.follows(t, "following: a holds the lease"); err != nil {
 		t.Error(err)
 	}
-	if err := a.leads(t); err != nil {
-		t.Error(err)
-	}
+	// The leader's gauges hold verdicts once a decision has listed the
+	// hosts: on a busy machine the probes' first records can come after
+	// its first decisions.
+	probetest.Eventually(t, time.Minute, func() error { return a.leads(t) })
 	if n := len(history.versions()); n < 2 {
 		t.Fatalf("the leader wrote %d versions in %v", n, 2*e.LeaseDuration)
 	}
