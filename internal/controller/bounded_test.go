@@ -14,6 +14,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
@@ -46,19 +47,8 @@ func seriesOf(t *testing.T, m *controller.Metrics, seen map[string]bool) {
 func TestMetricsBoundedAgainstRecordTexts(t *testing.T) {
 	s := probetest.Settings(t, 200*time.Millisecond)
 	voters := []string{"server-1", "server-2", "server-3"}
-	nodes := &kubefake.Nodes{}
-	var objs []corev1.Node
-	for i, v := range voters {
-		objs = append(objs, *probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.9.%d", i+1)}.Object())
-	}
-	objs = append(objs, *probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.9.9"}.Object())
-	nodes.Set(objs...)
+	nodes, records, mem := inMemory(t, s, voters, "127.0.9.%d", *probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.9.9"}.Object())
 	ctx := context.Background()
-	records := kubefake.NewRecords(s.Namespace)
-	mem := kubefake.NewConfigMaps()
-	if err := mem.Create(s.StatusConfigMap, nil); err != nil {
-		t.Fatal(err)
-	}
 	metrics := controller.NewMetrics()
 	now := time.Now().UTC().Truncate(time.Second)
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: mem, Records: records, Nodes: nodes, Metrics: metrics,
@@ -142,4 +132,22 @@ func statusHost(st *decide.Status, name string) *decide.Host {
 		}
 	}
 	panic("no host " + name)
+}
+
+// inMemory is a fleet in memory: the voters' Nodes (each at addrFormat of
+// its index from 1) and others, an empty record store, and a store holding
+// an empty status ConfigMap.
+func inMemory(t *testing.T, s settings.Settings, voters []string, addrFormat string, others ...corev1.Node) (*kubefake.Nodes, *kubefake.Records, *kubefake.ConfigMaps) {
+	t.Helper()
+	nodes := &kubefake.Nodes{}
+	var objs []corev1.Node
+	for i, v := range voters {
+		objs = append(objs, *probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf(addrFormat, i+1)}.Object())
+	}
+	nodes.Set(append(objs, others...)...)
+	mem := kubefake.NewConfigMaps()
+	if err := mem.Create(s.StatusConfigMap, nil); err != nil {
+		t.Fatal(err)
+	}
+	return nodes, kubefake.NewRecords(s.Namespace), mem
 }

@@ -80,6 +80,10 @@ type Controller struct {
 	// taken at the next decision (live.go).
 	pendingMu sync.Mutex
 	pending   *pendingSettings
+	// readWindow is the window records are read by until readUntil, after
+	// the settings shrank the window (live.go, readWindowAt).
+	readWindow int
+	readUntil  time.Time
 }
 
 // New checks the configuration and returns a controller ready to Run.
@@ -174,6 +178,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		Unreadable: unreadable,
 		Previous:   c.previous,
 		PreviousAt: c.previousAt,
+		ReadWindow: c.readWindowAt(now),
 	})
 	decide.WithActing(&st, kubeNodes, s, now)
 	if c.source != nil {

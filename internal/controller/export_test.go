@@ -68,3 +68,7 @@ func (x *Elector) ClockOf(holder string) (time.Duration, bool) { return x.el.clo
 
 // PreviousAt is previousAt, for the tests of package controller_test.
 var PreviousAt = previousAt
+
+// TakeSettings takes a change handed over by SetSettings, as Run does
+// between two decisions, for the tests that call Tick themselves.
+func (c *Controller) TakeSettings() bool { return c.takeSettings() }

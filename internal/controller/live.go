@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
@@ -41,6 +43,17 @@ func (c *Controller) takeSettings() (periodChanged bool) {
 		c.log.Info("settings applied", "changed", keys, "configmap", src.ConfigMap, "resource_version", src.ResourceVersion)
 	}
 	periodChanged = p.settings.SamplePeriod != c.cfg.Settings.SamplePeriod
+	if old := c.cfg.Settings.Window; p.settings.Window < old {
+		// The records hold the window before until their probes write at
+		// the new one, each at its next period: read them by the window
+		// before for entry_unchanged, the longest a probe that writes at
+		// all goes without writing.
+		if !c.cfg.Clock.Now().Before(c.readUntil) {
+			c.readWindow = 0
+		}
+		c.readWindow = max(c.readWindow, old)
+		c.readUntil = c.cfg.Clock.Now().Add(p.settings.StaleAfter().Duration())
+	}
 	// Ready reads the sample period from the HTTP server's goroutine.
 	c.mu.Lock()
 	c.cfg.Settings = p.settings
@@ -51,4 +64,14 @@ func (c *Controller) takeSettings() (periodChanged bool) {
 	// The page remembers a window's worth of decisions.
 	c.cfg.Page.SetHistorySize(statuspage.HistoryFor(p.settings, DecisionsPerPeriod))
 	return periodChanged
+}
+
+// readWindowAt is the decision's Input.ReadWindow at now: the window before
+// a shrink, until every probe has had entry_unchanged to write at the new
+// one; else 0.
+func (c *Controller) readWindowAt(now time.Time) int {
+	if now.Before(c.readUntil) {
+		return c.readWindow
+	}
+	return 0
 }

@@ -111,6 +111,7 @@ func assessJudging(in Input, before func(node string)) *assessment {
 	nodes := slices.SortedFunc(slices.Values(in.Nodes), func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
 
 	j := limitsOf(s, now)
+	j.read = entry.LimitsFor(max(s.Window, in.ReadWindow), s.MaxServers)
 	var hosts []*host
 	byName := map[string]*host{}
 	for _, n := range nodes {
@@ -126,7 +127,7 @@ func assessJudging(in Input, before func(node string)) *assessment {
 			if n.Voter {
 				// A labelled node's role depends on its entry (a learner);
 				// every other entry is read only when its host is judged.
-				h.read(s, &j.dec, true)
+				h.read(s, j.read, &j.dec, true)
 			}
 		}
 		h.role = roleOf(n, h.etcd)
@@ -205,9 +206,9 @@ func decodeEntry(dec *entry.Decoder, kept bool, raw, node string, l entry.Limits
 // it), so it is kept, in memory of its own, until the member is judged;
 // every other host reads its entry as it is judged, into the memory of the
 // host judged before it.
-func (h *host) read(s settings.Settings, dec *entry.Decoder, kept bool) {
+func (h *host) read(s settings.Settings, read entry.Limits, dec *entry.Decoder, kept bool) {
 	h.wasRead = true
-	e, connects, err := decodeEntry(dec, kept, h.raw, h.node.Name, entry.LimitsFor(s.Window, s.MaxServers))
+	e, connects, err := decodeEntry(dec, kept, h.raw, h.node.Name, read)
 	if err != nil {
 		h.readErr = err
 		return
@@ -272,7 +273,7 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 		before(h.node.Name)
 	}
 	if h.hasEntry && !h.wasRead {
-		h.read(s, &j.dec, h.isMember())
+		h.read(s, j.read, &j.dec, h.isMember())
 	}
 	if h.decoded && h.entry.Withheld != "" {
 		// The probe writes no samples while the records are not

@@ -106,3 +106,37 @@ func TestHistoryInTheDocument(t *testing.T) {
 		t.Errorf("within the whole decision's own size: form %s, dropped %v, history %d bytes; want full, the history's 10000 decisions dropped", doc.Form, doc.Dropped, len(doc.History))
 	}
 }
+
+// After the settings shrink the window, a record still holds the window it
+// was written at until its probe writes again: read with the limits of the
+// window before (Input.ReadWindow), it is judged over its newest samples at
+// the new window, where with the new limits alone it is refused. A window
+// shrunk to no less than half reads without it (the limits allow twice the
+// window); to less than half, not.
+func TestShrunkWindowReadsOldRecords(t *testing.T) {
+	f := standardFleet(k3s()) // window 100, p99
+	in := f.input(t, settled(f, 10*time.Minute))
+	for _, tc := range []struct {
+		window, readWindow int
+		read               bool
+	}{
+		{50, 0, true},   // half: within the new limits
+		{49, 0, false},  // under half: over them
+		{49, 100, true}, // with the window before
+		{20, 100, true}, // a fifth, with it
+		{20, 50, true},  // a read window of half the one written, as the window's own limits allow
+		{20, 49, false}, // under half
+	} {
+		in.Settings.Window, in.Settings.TailPercentile = tc.window, 0.95
+		in.ReadWindow = tc.readWindow
+		st := decide.Decide(in)
+		for _, h := range st.Hosts {
+			if tc.read && (h.Samples != tc.window || h.Verdict != decide.Fit) {
+				t.Errorf("window %d, read window %d: %s has %d samples, %s; want the newest %d, fit", tc.window, tc.readWindow, h.Name, h.Samples, h.Verdict, tc.window)
+			}
+			if !tc.read && h.Verdict != decide.Unknown {
+				t.Errorf("window %d, read window %d: %s read as %s (%d samples), want unknown: over the limits", tc.window, tc.readWindow, h.Name, h.Verdict, h.Samples)
+			}
+		}
+	}
+}

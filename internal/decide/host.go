@@ -36,6 +36,9 @@ type limits struct {
 	// whose windows are let go once they are judged, each into the memory
 	// of the one before.
 	dec entry.Decoder
+	// read is the limits entries are decoded with: the window's, or those
+	// of Input.ReadWindow while a shrunk window is taken up.
+	read entry.Limits
 }
 
 func limitsOf(s settings.Settings, now time.Time) *limits {

@@ -27,6 +27,12 @@ type Input struct {
 	// its times are read as ages at its generation, re-anchored here
 	// (reanchor.go). Zero when Previous is this clock's own decision.
 	PreviousAt time.Time
+	// ReadWindow, when above Settings.Window, is the largest window a
+	// record may still hold: after the settings shrank the window, the one
+	// before, until every probe has written at the new one. Such a record
+	// is read with the limits of ReadWindow and judged over its last
+	// Settings.Window samples, rather than refused as over the new limits.
+	ReadWindow int
 }
 
 // Node is what the decision needs of one Kubernetes Node.
