@@ -50,6 +50,12 @@ saw it, so a write that lands after another leader's fails. The status names
 its writer. $POD_NAME (the downward API), else the host name, and a random
 suffix make its identity.
 
+With --settings-configmap it follows that ConfigMap while it runs: a valid
+change of the settings applies from its next decision, and the status names
+the version in force (settings.source); one that does not validate, or that
+changes a key applying only at a restart, is refused, logged and named in the
+status, and the settings in force stay.
+
 It carries out no swap in this release: it refuses to start unless
 FLEET_ROLE_DRY_RUN=true (exit 2). With the setting acting: plan the status
 carries the published swap's steps, each with its guards (docs/acting.md). It serves /metrics, /healthz and /readyz (ready while a decision

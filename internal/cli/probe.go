@@ -44,8 +44,13 @@ says why, logs it, serves /readyz as not ready and sets
 fleet_role_probe_policy_enforced to 0, and writes its window again once the
 refusals come back.
 
-It never exits on a failed reading or write; it exits 2 on a bad setting and
-0 on SIGTERM, after writing what it holds. It serves /metrics, /healthz and
+With --settings-configmap it follows that ConfigMap while it runs: a valid
+change of the settings applies from its next sample; one that does not
+validate, or that changes a key applying only at a restart, is refused and
+logged, and the settings in force stay.
+
+It never exits on a failed reading or write; it exits 2 on a bad setting at
+start and 0 on SIGTERM, after writing what it holds. It serves /metrics, /healthz and
 /readyz (ready while it writes its samples).`,
 		Args: cobra.NoArgs,
 	}

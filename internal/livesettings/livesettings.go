@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
@@ -49,7 +50,8 @@ type Follower struct {
 	Apply   func(settings.Settings, settings.Source)
 	Log     *slog.Logger
 	Metrics *Metrics
-	Now     func() time.Time
+	// Clock dates a refusal: the component's clock; nil is the real one.
+	Clock clock.PassiveClock
 
 	current settings.Settings
 	state   settings.Source
@@ -121,10 +123,10 @@ func (f *Follower) Observe(v settings.Version) settings.SourceResult {
 }
 
 func (f *Follower) now() time.Time {
-	if f.Now != nil {
-		return f.Now()
+	if f.Clock != nil {
+		return f.Clock.Now()
 	}
-	return time.Now()
+	return clock.RealClock{}.Now()
 }
 
 // Metrics are a Follower's series, registered with the component's.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
@@ -29,7 +30,7 @@ func follower(t *testing.T, start settings.Settings) (*Follower, *[]applied, *Me
 		Apply:     func(s settings.Settings, src settings.Source) { got = append(got, applied{s, src}) },
 		Log:       slog.New(slog.DiscardHandler),
 		Metrics:   m,
-		Now:       func() time.Time { return time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC) },
+		Clock:     clocktesting.NewFakePassiveClock(time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC)),
 	}
 	f.Start(start)
 	return f, &got, m
