@@ -149,11 +149,21 @@ fi
 # a core, 9% (313 s). None of these judges timing (those run alone, below).
 race_p=$((2 * $(nproc)))
 
+# Every step below runs whatever failed before it, and the failed ones are
+# listed at the end: one run of CI then says all that fails, not the first.
+failed=()
+
 step "go test -race -p $race_p (every package but the pure ones, the end-to-end scenarios and $timed_tests)"
-go test -race -count=1 -p "$race_p" -timeout 45m -skip "$timed_tests" "$@" $(go list ./... | grep -Ev "$e2e_pattern|$pure_pattern")
+go test -race -count=1 -p "$race_p" -timeout 45m -skip "$timed_tests" "$@" $(go list ./... | grep -Ev "$e2e_pattern|$pure_pattern") || failed+=("go test -race")
 
 step "go test (the pure packages, without the race detector)"
-go test -count=1 -timeout 45m "$@" $(go list ./... | grep -E "$pure_pattern")
+go test -count=1 -timeout 45m "$@" $(go list ./... | grep -E "$pure_pattern") || failed+=("go test (the pure packages)")
 
 step "timing-judging tests, one at a time"
-hack/timed-tests.sh "$@"
+hack/timed-tests.sh "$@" || failed+=("the timing-judging tests (their failed steps are listed above)")
+
+if [ ${#failed[@]} -gt 0 ]; then
+  step "failed"
+  printf '  %s\n' "${failed[@]}"
+  exit 1
+fi

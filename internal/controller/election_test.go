@@ -180,6 +180,53 @@ func TestFollowerHonoursAtMostItsOwnDuration(t *testing.T) {
 	}
 }
 
+// lostAnswer lands its next Update and answers as if the call were cut
+// off: a renewal under way when the controller stops.
+type lostAnswer struct {
+	*memLeases
+	lose bool
+}
+
+func (l *lostAnswer) Update(ctx context.Context, name string, r kube.LeaseRecord, rv string) (string, error) {
+	got, err := l.memLeases.Update(ctx, name, r, rv)
+	if l.lose && err == nil {
+		l.lose = false
+		return "", fmt.Errorf("update lease %s: %w", name, context.Canceled)
+	}
+	return got, err
+}
+
+// A release on a stop frees the Lease for the follower's next retry even
+// when the renewal the stop cut off landed unseen (the resourceVersion the
+// leader last saw is then old); it leaves alone a Lease another holds.
+func TestReleaseFreesTheLease(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	l := &lostAnswer{memLeases: &memLeases{}}
+	a := newElector(t, testElection(l, &memStatus{}, "a"), clk, nil)
+	try(t, a, "leads")
+	clk.Step(controller.DefaultRetryPeriod)
+	l.lose = true
+	try(t, a, "failed") // landed, its answer lost
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatalf("release after a renewal that landed unseen: %v", err)
+	}
+	rec, _, _ := l.Get(context.Background(), controller.LeaseName)
+	if rec.Holder != "" || rec.LeaseDuration != time.Second {
+		t.Fatalf("after the release the Lease holds %q for %v, want no holder for 1s", rec.Holder, rec.LeaseDuration)
+	}
+	b := newElector(t, testElection(l, &memStatus{}, "b"), clk, nil)
+	try(t, b, "leads") // at its next retry, not a lease duration on
+
+	// Released again, by a that no longer holds it: b keeps it.
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, _ := l.Get(context.Background(), controller.LeaseName); rec.Holder != "b" {
+		t.Errorf("a's second release left the Lease to %q, want b's", rec.Holder)
+	}
+}
+
 // A read that takes long may return a renewal made while it was under way:
 // the follower counts the lease duration from when the read returned, not
 // from when it was sent, so that it never takes over before the holder's

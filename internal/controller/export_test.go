@@ -37,6 +37,9 @@ func (x *Elector) Try(ctx context.Context) (Attempt, error) {
 // Leading is whether the elector leads now, by its clock.
 func (x *Elector) Leading() bool { return x.el.leading() }
 
+// Release gives the Lease up, as RunElected does on a stop.
+func (x *Elector) Release(ctx context.Context) error { return x.el.release(ctx) }
+
 // StepDown ends its term, as renew does on seeing another holder.
 func (x *Elector) StepDown() { x.el.stepDown() }
 

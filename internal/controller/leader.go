@@ -479,18 +479,34 @@ func (el *elector) renew(ctx context.Context, lost context.CancelFunc) {
 // takes it at its next retry.
 func (el *elector) release(ctx context.Context) error {
 	el.mu.Lock()
-	rec, rv, held := el.observed, el.observedRV, !el.renewedAt.IsZero()
+	held := !el.renewedAt.IsZero()
 	el.mu.Unlock()
-	if !held || rec.Holder != el.e.Identity {
+	if !held {
 		return nil
 	}
 	el.stepDown()
-	now := el.clock.Now()
-	rec.Holder, rec.LeaseDuration, rec.RenewTime = "", time.Second, now
-	if _, err := el.e.Leases.Update(ctx, el.e.Name, rec, rv); err != nil {
-		return err
+	// Read afresh rather than update the record this process last saw: a
+	// renewal cut off by the stop may have landed with its answer lost,
+	// and an update on the resourceVersion before it would be refused,
+	// leaving the follower to wait out a whole lease duration.
+	for {
+		rec, rv, err := el.e.Leases.Get(ctx, el.e.Name)
+		if errors.Is(err, kube.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if rec.Holder != el.e.Identity {
+			return nil // taken over, or given up already
+		}
+		rec.Holder, rec.LeaseDuration, rec.RenewTime = "", time.Second, el.clock.Now()
+		_, err = el.e.Leases.Update(ctx, el.e.Name, rec, rv)
+		if !errors.Is(err, kube.ErrConflict) || ctx.Err() != nil {
+			return err
+		}
+		// Written between the read and the update: read it again.
 	}
-	return nil
 }
 
 // term is one spell of leading: the writer it names and the status's

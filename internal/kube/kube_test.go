@@ -137,6 +137,7 @@ func TestKube(t *testing.T) {
 	t.Run("nodes", func(t *testing.T) { testNodes(t, s, admin) })
 	t.Run("record informer", func(t *testing.T) { testRecordInformer(t, s, admin) })
 	t.Run("node informer", func(t *testing.T) { testNodeInformer(t, s, admin) })
+	t.Run("settings informer", func(t *testing.T) { testSettingsInformer(t, s, admin) })
 }
 
 func ptr(s string) *string { return &s }
@@ -432,6 +433,70 @@ func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Inte
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// The settings informer wakes a reader that waits on Changed alone (as
+// livesettings.Follower does) for every state of its ConfigMap: absent at
+// start (no event at all, only the first list), created, changed, its key
+// removed and the ConfigMap deleted; another ConfigMap beside it is not
+// what Current reads.
+func testSettingsInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const name = "settings-watched"
+	c, err := kube.NewWatchClientForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf := c.NewSettingsInformer(ns, name)
+	go inf.Run(ctx)
+	// seen waits, woken by Changed alone, for Current to pass check.
+	seen := func(what string, check func(settings.Version) bool) {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case <-inf.Changed():
+				if v, ok := inf.Current(); ok && check(v) {
+					return
+				}
+			case <-timeout:
+				v, ok := inf.Current()
+				t.Fatalf("%s: not seen within 30s of waiting on Changed; Current is %+v (ok %v)", what, v, ok)
+			}
+		}
+	}
+	seen("absent at start", func(v settings.Version) bool { return v.Absent })
+
+	cms := admin.CoreV1().ConfigMaps(ns)
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name + "-beside"}, Data: map[string]string{settings.ConfigMapKey: "window: 99\n"}}
+	if _, err := cms.Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{settings.ConfigMapKey: "window: 20\n"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds := func(data, rv string) func(settings.Version) bool {
+		return func(v settings.Version) bool {
+			return !v.Absent && string(v.Data) == data && v.ResourceVersion == rv
+		}
+	}
+	seen("created", holds("window: 20\n", cm.ResourceVersion))
+	cm.Data[settings.ConfigMapKey] = "window: 30\n"
+	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen("changed", holds("window: 30\n", cm.ResourceVersion))
+	delete(cm.Data, settings.ConfigMapKey)
+	if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen("its key removed", func(v settings.Version) bool { return v.Absent && v.ResourceVersion == cm.ResourceVersion })
+	if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen("deleted", func(v settings.Version) bool { return v.Absent && v.ResourceVersion == "" })
 }
 
 // The Node informer's cache holds the view it was made with of each Node (a

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -28,19 +30,38 @@ func (c *Client) NewSettingsInformer(namespace, name string) *SettingsInformer {
 	})
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{})
 	si := &SettingsInformer{informer: informer{inf: inf, what: "settings"}, name: name, changed: make(chan struct{}, 1)}
-	notify := func() {
-		select {
-		case si.changed <- struct{}{}:
-		default: // one pending signal stands for any number: Current reads the latest
-		}
-	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
+		AddFunc:    func(any) { si.notify() },
+		UpdateFunc: func(any, any) { si.notify() },
+		DeleteFunc: func(any) { si.notify() },
 	})
 	utilruntime.Must(err)
 	return si
+}
+
+func (si *SettingsInformer) notify() {
+	select {
+	case si.changed <- struct{}{}:
+	default: // one pending signal stands for any number: Current reads the latest
+	}
+}
+
+// Run runs the informer until ctx is done, and signals Changed once more
+// when its first list has synced. The first list's add is handed out
+// before the informer counts itself synced, so a reader woken by it can
+// find Current not ok yet and nothing more would wake it; and a ConfigMap
+// absent at start makes no event at all.
+func (si *SettingsInformer) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		si.inf.RunWithContext(ctx)
+	}()
+	if cache.WaitForCacheSync(ctx.Done(), si.inf.HasSynced) {
+		si.notify()
+	}
+	<-done
+	return nil
 }
 
 // Changed receives after each change of the ConfigMap the informer sees
