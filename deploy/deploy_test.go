@@ -232,20 +232,38 @@ func TestPodsAreHardened(t *testing.T) {
 	if len(pod.InitContainers) != 0 {
 		t.Errorf("controller: init containers %v, want none", pod.InitContainers)
 	}
-	// No POD_IP: off the host's network the pod's own namespace holds
-	// only lo and eth0, and binding eth0 alone would break port-forward.
-	// POD_NAME: the Lease holder's identity. GOMEMLIMIT: Go's soft memory
+	// POD_NAME: the Lease holder's identity, and with POD_IP what the
+	// leader names in the Service's Endpoints. GOMEMLIMIT: Go's soft memory
 	// limit, three quarters of the container's (deploy/base/controller.yaml
 	// says why).
 	wantEnv := []corev1.EnvVar{{Name: "FLEET_ROLE_DRY_RUN", Value: "true"},
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 		{Name: "GOMEMLIMIT", Value: "192MiB"}}
 	if env := pod.Containers[0].Env; !reflect.DeepEqual(env, wantEnv) {
-		t.Errorf("controller env %+v, want FLEET_ROLE_DRY_RUN=true, POD_NAME from metadata.name, GOMEMLIMIT=192MiB and nothing else", env)
+		t.Errorf("controller env %+v, want FLEET_ROLE_DRY_RUN=true, POD_NAME from metadata.name, POD_IP from status.podIP, GOMEMLIMIT=192MiB and nothing else", env)
 	}
-	mib, err := strconv.ParseInt(strings.TrimSuffix(wantEnv[2].Value, "MiB"), 10, 64)
+	mib, err := strconv.ParseInt(strings.TrimSuffix(wantEnv[3].Value, "MiB"), 10, 64)
 	if hard := pod.Containers[0].Resources.Limits.Memory().Value(); err != nil || mib<<20*4 != hard*3 {
-		t.Errorf("controller GOMEMLIMIT %s (%v) is not three quarters of its memory limit, %d bytes", wantEnv[2].Value, err, hard)
+		t.Errorf("controller GOMEMLIMIT %s (%v) is not three quarters of its memory limit, %d bytes", wantEnv[3].Value, err, hard)
+	}
+	// With POD_IP set the page would be served on eth0's address alone by
+	// default; every interface keeps kubectl port-forward, which connects
+	// to localhost in the pod. The leader names its page in the Service
+	// fleet-role, which has no selector, on the port it serves.
+	args := pod.Containers[0].Args
+	if !slices.Contains(args, "--metrics-address=:9870") || !slices.Contains(args, "--page-service=fleet-role") {
+		t.Errorf("controller args %q, want --metrics-address=:9870 and --page-service=fleet-role", args)
+	}
+	var svc corev1.Service
+	if err := yaml.Unmarshal(docs(t)["Service/fleet-role"], &svc); err != nil {
+		t.Fatal(err)
+	}
+	if len(svc.Spec.Selector) != 0 || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != kube.PagePortName || svc.Spec.Ports[0].Port != 9870 {
+		t.Errorf("Service fleet-role: selector %v, ports %+v; want no selector and one port %q, 9870", svc.Spec.Selector, svc.Spec.Ports, kube.PagePortName)
+	}
+	if _, ok := docs(t)["Endpoints/fleet-role"]; ok {
+		t.Error("the install makes Endpoints fleet-role: applying v1 Endpoints is answered with a deprecation warning; the leader makes them")
 	}
 	// On servers alone: a term per server label k3s sets itself (a kubelet
 	// may not set node-role.kubernetes.io labels), required; the taints k3s
@@ -794,6 +812,17 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 		{verb: "update", resource: "leases.coordination.k8s.io/other", namespace: ns},
 		{verb: "delete", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns},
 		{verb: "update", resource: "leases.coordination.k8s.io/kube-controller-manager", namespace: "kube-system"},
+		{verb: "get", resource: "endpoints/fleet-role", namespace: ns, controller: true},
+		{verb: "patch", resource: "endpoints/fleet-role", namespace: ns, controller: true,
+			note: "the leader names its page in the Service fleet-role's Endpoints by a server-side apply"},
+		{verb: "create", resource: "endpoints/fleet-role", namespace: ns, controller: true,
+			note: "the leader's server-side apply makes them when there are none, authorized as a create of that name"},
+		{verb: "update", resource: "endpoints/fleet-role", namespace: ns},
+		{verb: "create", resource: "endpoints", namespace: ns, note: "a POST create carries no name, and is refused"},
+		{verb: "delete", resource: "endpoints/fleet-role", namespace: ns},
+		{verb: "patch", resource: "endpoints/other", namespace: ns},
+		{verb: "patch", resource: "endpointslices.discovery.k8s.io/fleet-role", namespace: ns},
+		{verb: "patch", resource: "services/fleet-role", namespace: ns},
 		{verb: "get", resource: "configmaps/kube-root-ca.crt", namespace: "kube-system"},
 		{verb: "create", resource: "configmaps", namespace: "default"},
 		{verb: "list", resource: "configmaps", namespace: "default"},

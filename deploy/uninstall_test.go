@@ -153,6 +153,19 @@ func TestUninstallLeavesNothing(t *testing.T) {
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The leader's page in the Service's Endpoints, applied as the
+	// controller applies them.
+	client, err := kube.NewClientForConfig(s.AdminConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, err := client.PageEndpoints(shipped.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eps.Set(ctx, "fleet-role", kube.PageAddress{Namespace: shipped.Namespace, Pod: "fleet-role-0", IP: "10.42.0.7", Port: 9870}, ""); err != nil {
+		t.Fatal(err)
+	}
 	before := fleetRoleObjects(t, run)
 	if len(before) < 25 {
 		t.Fatalf("installed and written, the cluster holds %d objects of fleet-role, want the manifest's and the components' writes:\n%s", len(before), strings.Join(before, "\n"))

@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +23,7 @@ import (
 
 // newControllerCommand is what the fleet-role Deployment runs.
 func newControllerCommand() *cobra.Command {
-	var metricsAddr, kubeconfig, settingsConfigMap string
+	var metricsAddr, kubeconfig, settingsConfigMap, pageService string
 	var elect bool
 	var leaseDuration, renewDeadline, retryPeriod time.Duration
 	cmd := &cobra.Command{
@@ -62,7 +65,8 @@ carries the published swap's steps, each with its guards (docs/acting.md). It se
 succeeded within the last three sample periods; a follower while it reads
 the Lease), and /status: a read-only HTML page of its last decision, the
 link matrix and the verdicts of the decisions it remembers (a window's
-worth).`,
+worth). While it leads it names its page in the Endpoints of the Service
+--page-service (the manifests' fleet-role), which reaches the leader's page.`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
@@ -72,6 +76,7 @@ worth).`,
 	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", controller.DefaultLeaseDuration, "how long a follower waits after the last renewal it saw before it takes the Lease over")
 	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", controller.DefaultRenewDeadline, "how long the leader keeps writing while its renewals fail")
 	f.DurationVar(&retryPeriod, "leader-elect-retry-period", controller.DefaultRetryPeriod, "how often the Lease is renewed, or tried")
+	f.StringVar(&pageService, "page-service", "", "name this controller's page, while it leads, in the Endpoints of this Service of the namespace (the manifests name fleet-role, a Service without a selector): its Pod from $POD_NAME, its address from $POD_IP and --metrics-address's port (docs/operators.md, The status page); empty: none")
 	sf := settings.AddFlags(f)
 	settingsConfigMapFlag(f, &settingsConfigMap)
 
@@ -143,6 +148,17 @@ worth).`,
 				LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 				ReleaseOnCancel: true,
 			}
+			if pageService != "" {
+				self, err := podAddress(s.Namespace, metricsAddr)
+				if err != nil {
+					return usageErrorf("--page-service %s: %w", pageService, err)
+				}
+				eps, err := client.PageEndpoints(s.Namespace)
+				if err != nil {
+					return err
+				}
+				e.Page = &controller.PageAdvert{Endpoints: eps, Name: pageService, Self: self}
+			}
 			decisions = part{"decision loop", func(ctx context.Context) error { return c.RunElected(ctx, e) }}
 		}
 		parts := append(server, followSettings(client, s, sf, settingsConfigMap, metrics.Registry, log, c.SetSettings)...)
@@ -152,6 +168,22 @@ worth).`,
 			decisions)...)
 	}
 	return cmd
+}
+
+// podAddress is where this controller's page is reached in its Pod: the
+// Pod's name (POD_NAME) and IP (POD_IP), from the downward API, and the
+// port of the address it serves on.
+func podAddress(namespace, serving string) (kube.PageAddress, error) {
+	name, ip := os.Getenv("POD_NAME"), os.Getenv("POD_IP")
+	if name == "" || net.ParseIP(ip) == nil {
+		return kube.PageAddress{}, fmt.Errorf("POD_NAME %q and POD_IP %q must name this Pod and its IP address (the downward API's metadata.name and status.podIP)", name, ip)
+	}
+	_, portText, err := net.SplitHostPort(serving)
+	port, perr := strconv.ParseUint(portText, 10, 16)
+	if err != nil || perr != nil || port == 0 {
+		return kube.PageAddress{}, fmt.Errorf("the page is served at %q (--metrics-address), which names no port", serving)
+	}
+	return kube.PageAddress{Namespace: namespace, Pod: name, IP: ip, Port: int32(port)}, nil
 }
 
 // identity is this controller's identity in the Lease: its Pod's name

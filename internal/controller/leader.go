@@ -68,6 +68,9 @@ type Election struct {
 	// ReleaseOnCancel gives the Lease up on a stop, so that the follower
 	// takes it at its next retry rather than after a lease duration.
 	ReleaseOnCancel bool
+	// Page, when set, names this replica's page in the Endpoints of the
+	// Service that reaches the leader's (advertise.go).
+	Page *PageAdvert
 }
 
 // TakeoverBound is the longest a follower takes to lead once the leader has
@@ -603,6 +606,9 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 		if ctx.Err() != nil {
 			if e.ReleaseOnCancel {
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.RenewDeadline)
+				// The page first, while the Lease still keeps the next
+				// leader from naming its own.
+				c.withdraw(rctx, e.Page)
 				if err := el.release(rctx); err != nil {
 					c.log.Warn("give up the lease failed; the follower takes it over after a lease duration", "err", err)
 				} else {
@@ -641,6 +647,7 @@ func (c *Controller) lead(ctx context.Context, t *term) {
 	c.lastWritten, c.lastWriteAt, c.lastOutcome = [32]byte{}, time.Time{}, ""
 	c.term = t
 	defer func() { c.term = nil }()
+	defer c.advertise(ctx, t)()
 	_ = c.Run(ctx)
 }
 

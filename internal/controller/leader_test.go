@@ -186,6 +186,8 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 		}
 		return nil
 	})
+	// The Service reaches the leader's page: its Endpoints name a alone.
+	servedBy(t, c, s.Namespace, "pod-a", 3*s.SamplePeriod)
 	b := start("b", true)
 	// The follower, ready, writes nothing while the leader renews.
 	time.Sleep(2 * e.LeaseDuration)
@@ -231,6 +233,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	// period: on a busy machine the ending decision may wait for a core.
 	probetest.Eventually(t, e.RenewDeadline, func() error { return a.follows(t, "not leading: the lease") })
 	probetest.Eventually(t, 3*s.SamplePeriod, func() error { return b.leads(t) })
+	servedBy(t, c, s.Namespace, "pod-b", e.RenewDeadline)
 	if took.writer.Term <= first.writer.Term {
 		t.Errorf("b's term %d is not after a's %d", took.writer.Term, first.writer.Term)
 	}
@@ -261,8 +264,32 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 			d, time.Duration(2*(1+1.2)*float64(e.RetryPeriod)), again.writer.Since.Sub(stopped), again.at.Sub(again.writer.Since))
 	}
 	t.Logf("b stopped: a wrote again %.2f s later, term %d", again.at.Sub(stopped).Seconds(), again.writer.Term)
+	// b took its page out as it stopped; a names its own again.
+	servedBy(t, c, s.Namespace, "pod-a", e.RenewDeadline)
 	history.oneWriter(t)
 	t.Logf("%d versions of the status, terms %v", len(history.versions()), terms(history.versions()))
+}
+
+// servedBy waits for the Service fleet-role's Endpoints to name pod alone,
+// as the API server's service proxy reads them.
+func servedBy(t *testing.T, c *probetest.Cluster, namespace, pod string, within time.Duration) {
+	t.Helper()
+	start := time.Now()
+	probetest.Eventually(t, within, func() error {
+		ep, err := c.Admin.CoreV1().Endpoints(namespace).Get(context.Background(), "fleet-role", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].TargetRef == nil ||
+			ep.Subsets[0].Addresses[0].TargetRef.Name != pod || len(ep.Subsets[0].Ports) != 1 || ep.Subsets[0].Ports[0].Port != 9870 {
+			return fmt.Errorf("the Service's Endpoints hold %+v, want %s alone on port 9870", ep.Subsets, pod)
+		}
+		if ep.Labels["app.kubernetes.io/part-of"] != "fleet-role" {
+			return fmt.Errorf("the Endpoints lost the install's labels: %v", ep.Labels)
+		}
+		return nil
+	})
+	t.Logf("the Service reaches %s's page (%.2f s)", pod, time.Since(start).Seconds())
 }
 
 // replica is one controller of two running for the Lease.
@@ -341,6 +368,14 @@ func startReplica(t *testing.T, c *probetest.Cluster, s settings.Settings, e con
 	}
 	el := e
 	el.Leases, el.Status, el.Identity, el.ReleaseOnCancel = r.leases, cl.StatusStore(s.Namespace), id, release
+	// Its page, as the install's Service fleet-role reaches it: a Pod
+	// named after the replica, at an address of its own.
+	eps, err := cl.PageEndpoints(s.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el.Page = &controller.PageAdvert{Endpoints: eps, Name: "fleet-role",
+		Self: kube.PageAddress{Namespace: s.Namespace, Pod: "pod-" + id, IP: fmt.Sprintf("10.244.0.%d", 1+int(id[0]-'a')), Port: 9870}}
 	r.loop = probetest.Go(t, "controller "+id, func(ctx context.Context) error { return r.ctrl.RunElected(ctx, el) })
 	return r
 }

@@ -259,6 +259,15 @@ func (f *Fleet) prepare(ctx context.Context, h *Host, index int) error {
 		"via", f.Lab.RouterAddr.String(), "dev", "eth0", "onlink").CombinedOutput(); err != nil {
 		return fmt.Errorf("%s: default route: %w: %s", h.Name, err, out)
 	}
+	// The host's pod range routed to it by the lab's router, as flannel's
+	// host-gw backend would route it: the API server on another host then
+	// reaches a pod here (its service proxy dials a pod's address
+	// directly, k3s's egress selector in its default mode tunnelling only
+	// to kubelets).
+	if out, err := exec.CommandContext(ctx, "ip", "-n", f.Lab.Router, "route", "add", podRange(index),
+		"via", h.Addr.String()).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: the router's route to its pod range: %w: %s", h.Name, err, out)
+	}
 	cg, err := newHostCgroup(f.base, h.Name)
 	if err != nil {
 		return err

@@ -143,9 +143,11 @@ func (h *Host) startContainerd(ctx context.Context, index int, pauseImage string
 	}
 	// The host's pod network: a bridge in its own network namespace, a
 	// /24 of k3s's cluster CIDR of its own, and masquerading, so that a pod
-	// reaches the API servers at the other hosts' addresses (they have no
-	// route back to a pod's range: there is no flannel).
-	subnet := fmt.Sprintf("10.42.%d.0/24", index)
+	// reaches the API servers at the other hosts' addresses (there is no
+	// flannel; the lab's router routes each pod range to its host, so a
+	// connection made to a pod is answered, but a pod's own go out as its
+	// host's).
+	subnet := podRange(index)
 	conflist := cluster.CNIConfig("fleet-role-k3s", "cni0", subnet, filepath.Join(h.dir, "cni", "ipam"), true)
 	if err := os.WriteFile(filepath.Join(cniDir, "10-fleet-role-k3s.conflist"), []byte(conflist), 0o644); err != nil {
 		return fmt.Errorf("%s: %w", h.Name, err)
@@ -215,3 +217,7 @@ func (h *Host) RestartK3s() error {
 	h.k3s.Stop(stopGrace)
 	return h.startK3s()
 }
+
+// podRange is the pod range of the index-th host: a /24 of k3s's cluster
+// CIDR, 10.42.0.0/16.
+func podRange(index int) string { return fmt.Sprintf("10.42.%d.0/24", index) }

@@ -24,8 +24,10 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/auditlog"
 	"github.com/fleet-role/fleet-role/lab/k3sfleet"
 	"github.com/fleet-role/fleet-role/lab/probetest"
@@ -648,9 +650,10 @@ func (s *scenario) readAudit(t *testing.T, fn func(server string, e auditlog.Eve
 // checkAudit reads the servers' audit logs: the scenario's own credential
 // (k3s's admin) wrote no Node, so every label, annotation and condition
 // fleet-role read is k3s's; and every write of fleet-role's components is
-// one of its own ConfigMaps or, the controller's, an Event on a Node or
-// the Lease fleet-role: the controller patches the status (and its replicas
-// create and update the Lease), the probe of node X creates or patches the
+// one of its own ConfigMaps or, the controller's, an Event on a Node, the
+// Lease fleet-role or the Endpoints of its page's Service: the controller
+// patches the status (and its replicas create and update the Lease, and
+// the leader applies the Endpoints), the probe of node X creates or patches the
 // record named X (the admission check's requests with the probe's token and
 // the probe's server-side dry runs aside).
 func (s *scenario) checkAudit(t *testing.T) {
@@ -679,6 +682,14 @@ func (s *scenario) checkAudit(t *testing.T) {
 			if r.Resource == "leases" && r.Namespace == namespace && r.Name == controller.LeaseName && (e.Verb == "create" || e.Verb == "update") {
 				if e.Code() < 400 {
 					writes["controller lease"]++
+				}
+				return
+			}
+			// The leader names its page in the Service's Endpoints
+			// (docs/operators.md, The status page): a server-side apply.
+			if r.Resource == "endpoints" && r.Namespace == namespace && r.Name == "fleet-role" && (e.Verb == "create" || e.Verb == "patch") {
+				if e.Code() < 400 {
+					writes["controller's page Endpoints"]++
 				}
 				return
 			}
@@ -726,4 +737,43 @@ func prefixed(p string, names []string) []string {
 		out = append(out, p+n)
 	}
 	return out
+}
+
+// checkStatusPage holds that on k3s the Service fleet-role reaches the
+// leader's status page through the API server's service proxy (the path
+// docs/operators.md gives for kubectl proxy): its Endpoints name the Pod
+// that holds the Lease, and the page answers 200, which only a leader's
+// does.
+func (s *scenario) checkStatusPage(t *testing.T, ctx context.Context) {
+	t.Helper()
+	start := time.Now()
+	var named string
+	probetest.Eventually(t, time.Minute, func() error { return s.pageThroughService(ctx, &named) })
+	t.Logf("the Service fleet-role reaches the leader %s's status page (%.1f s)", named, time.Since(start).Seconds())
+}
+
+// pageThroughService is nil once the Service's Endpoints name the leader
+// and its page answers through the Service; named is then the leader.
+func (s *scenario) pageThroughService(ctx context.Context, named *string) error {
+	ctrl, err := s.leaderPod(ctx)
+	if err != nil {
+		return err
+	}
+	ep, err := s.fleet.Admin.CoreV1().Endpoints(namespace).Get(ctx, "fleet-role", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].TargetRef == nil ||
+		ep.Subsets[0].Addresses[0].TargetRef.Name != ctrl.Name || ep.Subsets[0].Addresses[0].IP != ctrl.Status.PodIP {
+		return fmt.Errorf("the Service's Endpoints hold %+v, want the leader %s at %s alone", ep.Subsets, ctrl.Name, ctrl.Status.PodIP)
+	}
+	body, err := s.fleet.Admin.CoreV1().Services(namespace).ProxyGet("http", "fleet-role", kube.PagePortName, statuspage.Path, nil).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("GET %s through the Service: %w (%.200s)", statuspage.Path, err, body)
+	}
+	if !strings.Contains(string(body), "<html") {
+		return fmt.Errorf("the page through the Service is no HTML page: %.200s", body)
+	}
+	*named = ctrl.Name
+	return nil
 }

@@ -196,6 +196,7 @@ func TestK3s(t *testing.T) {
 	s.checkBaseline(t, ctx, st, before)
 	s.checkRecords(t, ctx, before)
 	s.checkMetricsPage(t, ctx)
+	s.checkStatusPage(t, ctx)
 	s.readMemory(t)
 	if t.Failed() {
 		t.FailNow()

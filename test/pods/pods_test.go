@@ -157,6 +157,7 @@ func TestPods(t *testing.T) {
 	})
 	t.Run("admission", func(t *testing.T) { s.checkAdmission(t, ctx, probe) })
 	t.Run("reach", func(t *testing.T) { s.checkReach(t, ctx) })
+	t.Run("page", func(t *testing.T) { s.checkPage(t, ctx) })
 	if ok {
 		t.Run("resume", func(t *testing.T) { s.checkResume(t, ctx, probe) })
 	}
