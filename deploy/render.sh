@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders the kustomize base into deploy/fleet-role.yaml, the one file k3s can
-# auto-deploy from its manifests directory. Run it after any change to
-# deploy/base; a test fails while the two differ.
+# auto-deploy from its manifests directory, and the Helm chart deploy/chart
+# from it. Run it after any change to deploy/base; a test fails while they
+# differ.
 set -euo pipefail
 cd "$(dirname "$0")"
 {
@@ -11,3 +12,5 @@ cd "$(dirname "$0")"
   kubectl kustomize base
 } >fleet-role.yaml.tmp
 mv fleet-role.yaml.tmp fleet-role.yaml
+# The chart: the same objects, the image and the settings made values.
+go test ./ -run '^TestChartIsGenerated$' -count=1 -update >/dev/null

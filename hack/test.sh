@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of fleet-role against the real components: it first builds
-# or installs what the tests need (etcd, promtool and the Prometheus server
+# or installs what the tests need (etcd, promtool, the Prometheus server and helm
 # from the Go module proxy, cached; k3s
 # from its source kept beside the checkout, and with it, from k3s's own
 # Kubernetes, kube-apiserver, kube-controller-manager, kube-scheduler and the
@@ -101,6 +101,8 @@ FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
 # promtool's module) and the controller's status page in Debian's Chromium.
 FLEET_ROLE_PROMETHEUS=$(hack/tools.sh prometheus)
 hack/tools.sh chromium >/dev/null
+# helm: deploy's chart tests render and install the chart with it.
+FLEET_ROLE_HELM=$(hack/tools.sh helm)
 # lab/image runs the image's arm64 and arm/v7 binaries under Debian's
 # qemu-user-static.
 hack/tools.sh qemu
@@ -113,7 +115,7 @@ FLEET_ROLE_KUBE_CONTROLLER_MANAGER=$(hack/tools.sh kube-controller-manager)
 FLEET_ROLE_KUBELET=$(hack/tools.sh kubelet)
 FLEET_ROLE_KUBE_SCHEDULER=$(hack/tools.sh kube-scheduler)
 export FLEET_ROLE_K3S
-export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL FLEET_ROLE_PROMETHEUS
+export FLEET_ROLE_KUBELET FLEET_ROLE_KUBE_SCHEDULER FLEET_ROLE_PROMTOOL FLEET_ROLE_PROMETHEUS FLEET_ROLE_HELM
 export FLEET_ROLE_ETCD FLEET_ROLE_KUBE_APISERVER FLEET_ROLE_KUBE_CONTROLLER_MANAGER
 echo "etcd: $FLEET_ROLE_ETCD"
 echo "kube-apiserver: $FLEET_ROLE_KUBE_APISERVER"
@@ -123,6 +125,7 @@ echo "kube-scheduler: $FLEET_ROLE_KUBE_SCHEDULER"
 echo "promtool: $FLEET_ROLE_PROMTOOL"
 echo "k3s: $FLEET_ROLE_K3S ($("$FLEET_ROLE_K3S" --version | head -n 1))"
 echo "prometheus: $FLEET_ROLE_PROMETHEUS"
+echo "helm: $FLEET_ROLE_HELM ($("$FLEET_ROLE_HELM" version --short))"
 echo "chromium: $(command -v chromium) ($(chromium --version 2>/dev/null))"
 echo "fio: $(command -v fio) ($(fio --version))"
 

@@ -18,6 +18,7 @@
 #   hack/tools.sh prometheus      -> path of the Prometheus server v0.316.0 (the live alert test)
 #   hack/tools.sh chromium        -> path of Debian's Chromium, installed with apt-get when absent
 #   hack/tools.sh qemu            -> installs Debian's qemu-user-static when absent (the arm builds run under it)
+#   hack/tools.sh helm            -> path of Helm v4.3.2 (the chart's tests: deploy/chart)
 set -euo pipefail
 # Go and the tool cache need a home; a CI runner may start without $HOME.
 export HOME="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
@@ -28,6 +29,7 @@ mkdir -p "$cache/bin"
 
 etcd_version=v3.6.15
 promtool_version=v0.316.0 # github.com/prometheus/prometheus, Prometheus 3.16
+helm_version=v4.3.2       # helm.sh/helm/v4
 k3s_version=v1.34.2+k3s1
 k3s_commit=8dac81b2
 k3s_tarball=k3s-$k3s_version-$k3s_commit-src.tar.gz
@@ -198,6 +200,11 @@ case "${1:-}" in
     # rules this server evaluates (lab/promserver).
     prom "$1"
     ;;
+  helm)
+    # Built from the tool directive of its own nested module (tools/helm),
+    # as promtool is: the chart is rendered and installed by the real helm.
+    build helm "$helm_version" tools/helm "-s -w" helm.sh/helm/v4/cmd/helm
+    ;;
   fio)
     if ! command -v fio >/dev/null 2>&1; then
       echo "installing fio with apt-get" >&2
@@ -250,7 +257,7 @@ case "${1:-}" in
     command -v chromium
     ;;
   *)
-    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|prometheus|chromium|qemu|k3s" >&2
+    echo "usage: hack/tools.sh etcd|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler|containerd|fio|promtool|prometheus|chromium|qemu|helm|k3s" >&2
     exit 2
     ;;
 esac

@@ -57,6 +57,13 @@ func Promtool(t testing.TB) string {
 	return find(t, "FLEET_ROLE_PROMTOOL", toolcache.PromtoolPath(), "promtool")
 }
 
+// Helm returns the path of helm (deploy's chart tests), built by
+// hack/tools.sh helm.
+func Helm(t testing.TB) string {
+	t.Helper()
+	return find(t, "FLEET_ROLE_HELM", toolcache.HelmPath(), "helm")
+}
+
 // K3s returns the path of the k3s binary (test/k3s), built by
 // hack/tools.sh k3s from the source kept beside the checkout.
 func K3s(t testing.TB, root string) string {

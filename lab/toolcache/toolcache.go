@@ -29,6 +29,8 @@ const (
 	// PromtoolVersion is the github.com/prometheus/prometheus module
 	// promtool is built from.
 	PromtoolVersion = "v0.316.0"
+	// HelmVersion is the helm.sh/helm/v4 module helm is built from.
+	HelmVersion = "v4.3.2"
 	// K3sVersion and K3sCommit name the k3s source hack/tools.sh builds
 	// k3s from: the tarball K3sTarball, kept beside the checkout.
 	K3sVersion = "v1.34.2+k3s1"
@@ -71,6 +73,9 @@ func KubeControllerManagerPath() string {
 
 // PromtoolPath is where hack/tools.sh keeps promtool.
 func PromtoolPath() string { return filepath.Join(Dir(), "bin", "promtool-"+PromtoolVersion) }
+
+// HelmPath is where hack/tools.sh keeps helm.
+func HelmPath() string { return filepath.Join(Dir(), "bin", "helm-"+HelmVersion) }
 
 // PrometheusPath is where hack/tools.sh keeps the Prometheus server, built
 // from the same module as promtool.
