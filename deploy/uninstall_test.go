@@ -21,6 +21,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
+	"github.com/fleet-role/fleet-role/lab/docsteps"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
@@ -29,26 +30,11 @@ import (
 // cluster's (step 2) and a host's (step 3).
 func uninstallSteps(t *testing.T) (cluster, host string) {
 	t.Helper()
-	doc, err := os.ReadFile("../docs/install.md")
+	u, err := docsteps.ReadUninstall("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(doc), "\n## Uninstall\n")
-	if !ok {
-		t.Fatal("docs/install.md has no section ## Uninstall")
-	}
-	block := func(step string) string {
-		_, after, ok := strings.Cut(section, step)
-		if !ok {
-			t.Fatalf("docs/install.md's Uninstall has no step %q", step)
-		}
-		m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(after)
-		if m == nil {
-			t.Fatalf("docs/install.md's Uninstall step %q has no sh block", step)
-		}
-		return m[1]
-	}
-	return block("**2. "), block("**3. ")
+	return u.Cluster, u.Host
 }
 
 // TestUninstallLeavesNothing installs the manifest on a real API server,

@@ -20,8 +20,11 @@
 // within the bound; a paused voter (every process of its host frozen)
 // making the controller say it would not act; the etcd members and the
 // Nodes unchanged; then the standby marked ineligible through its k3s
-// configuration as the README says; and everything it made removed, also
-// on failure.
+// configuration as the README says; the Service fleet-role reaching the
+// leader's status page; docs/install.md's Uninstall run as written, with
+// k3s restarted where its deploy controller runs, which applies its
+// manifests directory again at start, and nothing of fleet-role coming
+// back; and everything it made removed, also on failure.
 //
 // It needs root and the host lock (it takes it; by hand, run it as
 // flock /tmp/fleet-role-host.lock go test -count=1 -v -timeout 30m ./test/k3s).

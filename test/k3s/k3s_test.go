@@ -220,6 +220,9 @@ func TestK3s(t *testing.T) {
 
 	step(t, "8. the standby marked ineligible through its k3s configuration, as the README says")
 	s.relabel(t, ctx)
+
+	step(t, "9. uninstall as docs/install.md says; k3s restarted applies its manifests directory again")
+	s.uninstall(t, ctx)
 	for _, e := range s.fleet.Exited() {
 		t.Errorf("a process of the fleet exited during the scenario: %s", e)
 	}
