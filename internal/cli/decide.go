@@ -186,11 +186,16 @@ func readJSON(flag, path string, v any) error {
 	return nil
 }
 
+// legacySharedConfigMap is the one ConfigMap the installs before records
+// shared, a key a node.
+const legacySharedConfigMap = "fleet-role-probe"
+
 // probeInput reads --probe: a List of records as `kubectl get cm -l
 // fleet-role.io/record=probe -o json` prints it (kind List or
-// ConfigMapList), one record, or the single shared ConfigMap of installs
-// before records, whose keys are node names. It returns the entries and the
-// records that cannot be read as records, as the controller does.
+// ConfigMapList), or one record. It returns the entries and the records
+// that cannot be read as records, as the controller does. The one shared
+// ConfigMap of the installs before records (fleet-role-probe, a key a
+// node) is not read: no release wrote it.
 func probeInput(data []byte) (entries, unreadable map[string]string, err error) {
 	var head struct {
 		Kind string `json:"kind"`
@@ -225,13 +230,14 @@ func probeInput(data []byte) (entries, unreadable map[string]string, err error) 
 		if err := json.Unmarshal(data, &cm); err != nil {
 			return nil, nil, err
 		}
-		if record.IsRecord(&cm) {
-			entries, unreadable = record.ReadAll([]*corev1.ConfigMap{&cm})
-			return entries, unreadable, nil
+		if cm.Name == legacySharedConfigMap && !record.IsRecord(&cm) {
+			return nil, nil, fmt.Errorf("ConfigMap %s is the one shared ConfigMap of installs before records, which no release wrote and fleet-role no longer reads (docs/records.md, Moving an install from the shared ConfigMap)", cm.Name)
 		}
-		// The shared ConfigMap of installs before records: node name to
-		// entry, the same entries.
-		return decide.EntriesFromConfigMap(&cm), nil, nil
+		if !record.IsRecord(&cm) {
+			return nil, nil, nil // no record: the caller says what it wants
+		}
+		entries, unreadable = record.ReadAll([]*corev1.ConfigMap{&cm})
+		return entries, unreadable, nil
 	}
-	return nil, nil, fmt.Errorf("kind %q: want a List of records (kubectl get cm -l %s -o json), a record, or the old shared ConfigMap", head.Kind, record.Selector)
+	return nil, nil, fmt.Errorf("kind %q: want a List of records (kubectl get cm -l %s -o json) or a record", head.Kind, record.Selector)
 }

@@ -49,11 +49,7 @@ func decidedAt(t *testing.T, scenario string) (doc, table, at string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The records, or the one shared ConfigMap of the legacy scenario.
 	records := filepath.Join(dir, "records.json")
-	if _, err := os.Stat(records); err != nil {
-		records = filepath.Join(dir, "probe.json")
-	}
 	args := []string{"decide", "--probe", records, "--nodes", filepath.Join(dir, "nodes.json"), "--now", strings.TrimSpace(string(now))}
 	for flag, file := range map[string]string{"--previous": "previous.json", "--settings": "settings.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, file)); err == nil {

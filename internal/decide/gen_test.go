@@ -291,23 +291,6 @@ func (f *gFleet) records(t testing.TB) corev1.ConfigMapList {
 	return list
 }
 
-// legacyConfigMap is the same entries in the one fleet-role-probe
-// ConfigMap that installs before records shared, a key per node: what the
-// legacy reader (decide.EntriesFromConfigMap) still reads.
-func (f *gFleet) legacyConfigMap(t testing.TB) corev1.ConfigMap {
-	cm := corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-role-probe", Namespace: f.s.Namespace},
-		Data:       map[string]string{},
-	}
-	for _, h := range f.hosts {
-		if !h.noEntry {
-			cm.Data[h.name] = f.rawEntry(t, h)
-		}
-	}
-	return cm
-}
-
 // nodeUID is a host's Node UID, made from its name.
 func nodeUID(name string) types.UID {
 	return types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", seed("uid", name)>>32, seed("uid", name)&0xffffffffffff))

@@ -28,9 +28,7 @@ var update = flag.Bool("update", false, "rewrite the golden scenarios under test
 // generator's model of the fleet.
 //
 // The fleet's entries are written as the controller reads them: a List of
-// records (records.json), one per host. One scenario (legacy) writes them
-// in the one shared ConfigMap of installs before records (probe.json),
-// which must decide the same as the records it copies (sameAs).
+// records (records.json), one per host.
 type scenario struct {
 	name     string
 	fleet    *gFleet
@@ -38,8 +36,6 @@ type scenario struct {
 	// settingsYAML is written as settings.yaml and passed with --settings.
 	settingsYAML string
 	check        func(t *testing.T, st decide.Status)
-	legacy       bool
-	sameAs       string
 }
 
 // The generator's figures (gen_test.go): a connect on the LAN is two
@@ -470,15 +466,6 @@ func scenarios(t testing.TB) []scenario {
 		}
 	}})
 
-	// The same fleet as slow-voter-link in the one shared ConfigMap of
-	// installs before records: the legacy reader decides the same.
-	f = standardFleet(k3s())
-	f.slow[pairOf("alpha", "bravo")] = 0.4
-	add(scenario{name: "legacy-shared-configmap", legacy: true, sameAs: "slow-voter-link", fleet: f,
-		previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st decide.Status) {
-			wantSwap(t, st, "bravo", "delta")
-		}})
-
 	// A record written around the admission policy, owned by another
 	// node's Node: read as unreadable, its host unknown and no candidate.
 	f = standardFleet(k3s())
@@ -558,12 +545,6 @@ func TestGoldenScenarios(t *testing.T) {
 				t.Errorf("fleet-role decide -o table differs from table.txt:\n%s", tableOut)
 			}
 
-			if sc.sameAs != "" {
-				if want := readFile(t, filepath.Join("testdata", sc.sameAs, "status.json")); !bytes.Equal(jsonOut, want) {
-					t.Errorf("%s decides otherwise than %s", sc.name, sc.sameAs)
-				}
-			}
-
 			// The core called directly gives the same bytes as the CLI.
 			st := decide.Decide(sc.input(t))
 			decide.WithActing(&st, sc.fleet.nodes().Items, sc.fleet.s, sc.fleet.now)
@@ -584,23 +565,10 @@ func TestGoldenScenarios(t *testing.T) {
 }
 
 // recordsFile is the file that holds the scenario's entries.
-func (sc scenario) recordsFile() string {
-	if sc.legacy {
-		return "probe.json"
-	}
-	return "records.json"
-}
+func (sc scenario) recordsFile() string { return "records.json" }
 
-// input is the decision's input, read from the records or, for the legacy
-// scenario, from the shared ConfigMap.
-func (sc scenario) input(t testing.TB) decide.Input {
-	in := sc.fleet.input(t, sc.previous)
-	if sc.legacy {
-		cm := sc.fleet.legacyConfigMap(t)
-		in.Entries, in.Unreadable = decide.EntriesFromConfigMap(&cm), nil
-	}
-	return in
-}
+// input is the decision's input, read from the records.
+func (sc scenario) input(t testing.TB) decide.Input { return sc.fleet.input(t, sc.previous) }
 
 func (sc scenario) inputs(t testing.TB) map[string][]byte {
 	f := sc.fleet
@@ -608,11 +576,7 @@ func (sc scenario) inputs(t testing.TB) map[string][]byte {
 		"nodes.json": mustJSON(t, f.nodes()),
 		"now":        []byte(f.now.Format(time.RFC3339) + "\n"),
 	}
-	if sc.legacy {
-		in[sc.recordsFile()] = mustJSON(t, f.legacyConfigMap(t))
-	} else {
-		in[sc.recordsFile()] = mustJSON(t, f.records(t))
-	}
+	in[sc.recordsFile()] = mustJSON(t, f.records(t))
 	if sc.previous != nil {
 		b, err := sc.previous.Marshal()
 		if err != nil {

@@ -140,20 +140,6 @@ func pick(m map[string]string, keys []string) map[string]string {
 	return out
 }
 
-// EntriesFromConfigMap is the probe entries held by the shared
-// fleet-role-probe ConfigMap of installs before records (one key per node):
-// node name to entry text. A nil ConfigMap holds none.
-func EntriesFromConfigMap(cm *corev1.ConfigMap) map[string]string {
-	out := map[string]string{}
-	if cm == nil {
-		return out
-	}
-	for k, v := range cm.Data {
-		out[k] = v
-	}
-	return out
-}
-
 // StatusFromJSON reads a previous status from either a status document
 // (status.json) or the fleet-role-status ConfigMap as `kubectl get -o json`
 // prints it.
