@@ -188,8 +188,15 @@ func TestControllerRefusesWithoutDryRun(t *testing.T) {
 		{"true, --acting=guided", ptr("true"), []string{"--acting=guided"}, "acting = guided with dry_run = true"},
 		{"true, --dry-run=false --acting=guided", ptr("true"), []string{"--dry-run=false", "--acting=guided"}, "this release carries out no swap"},
 		{"true, --acting=sometimes", ptr("true"), []string{"--acting=sometimes"}, `acting = sometimes: must be one of off, plan, guided or auto`},
+		{"true, --page-service without an election", ptr("true"), []string{"--page-service=fleet-role", "--leader-elect=false"},
+			"--page-service fleet-role with --leader-elect=false"},
+		{"true, --page-service outside a Pod", ptr("true"), []string{"--page-service=fleet-role"},
+			`--page-service fleet-role: POD_NAME "" and POD_IP "" must name this Pod`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// Outside a Pod, whatever runs the tests.
+			t.Setenv("POD_NAME", "")
+			t.Setenv("POD_IP", "")
 			if tc.env == nil {
 				t.Setenv("FLEET_ROLE_DRY_RUN", "")
 				os.Unsetenv("FLEET_ROLE_DRY_RUN")

@@ -96,6 +96,9 @@ worth). While it leads it names its page in the Endpoints of the Service
 		if err := checkAddr(); err != nil {
 			return err
 		}
+		if pageService != "" && !elect {
+			return usageErrorf("--page-service %s with --leader-elect=false: the leader names its page while its term lasts, and a controller that runs for no Lease has none", pageService)
+		}
 		log := newLogger(cmd.ErrOrStderr(), "controller")
 		if self := s.SelfSetLabels(); len(self) > 0 {
 			// Said once, at start: the labels work, but a compromised node

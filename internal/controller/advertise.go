@@ -86,10 +86,13 @@ func (c *Controller) withdraw(ctx context.Context, p *PageAdvert) {
 		return
 	}
 	cur, rv, err := p.Endpoints.Get(ctx, p.Name)
+	if errors.Is(err, kube.ErrNotFound) {
+		return // none: nothing names this replica
+	}
 	if err == nil && cur == p.Self {
 		_, err = p.Endpoints.Set(ctx, p.Name, kube.PageAddress{}, rv)
 		if err == nil {
-			c.log.Info("took this controller's page out of the Service's Endpoints", "endpoints", p.Name)
+			c.log.Info("took this controller's page out of the Service's Endpoints", "endpoints", p.Name, "pod", p.Self.Pod)
 		}
 	}
 	if err != nil {
