@@ -280,8 +280,7 @@ func servedBy(t *testing.T, c *probetest.Cluster, namespace, pod string, within 
 		if err != nil {
 			return err
 		}
-		if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].TargetRef == nil ||
-			ep.Subsets[0].Addresses[0].TargetRef.Name != pod || len(ep.Subsets[0].Ports) != 1 || ep.Subsets[0].Ports[0].Port != 9870 {
+		if a := kube.PageAddressOf(ep); a.Pod != pod || a.Namespace != namespace || a.Port != 9870 {
 			return fmt.Errorf("the Service's Endpoints hold %+v, want %s alone on port 9870", ep.Subsets, pod)
 		}
 		if ep.Labels["app.kubernetes.io/part-of"] != "fleet-role" {

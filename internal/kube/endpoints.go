@@ -76,7 +76,7 @@ func (e *clientEndpoints) Get(ctx context.Context, name string) (PageAddress, st
 	if err != nil {
 		return PageAddress{}, "", fmt.Errorf("get endpoints %s/%s: %w", e.ns, name, classify(err))
 	}
-	return addressOf(o), o.ResourceVersion, nil
+	return PageAddressOf(o), o.ResourceVersion, nil
 }
 
 // Set applies the Endpoints server-side: a create of that name when they
@@ -123,10 +123,11 @@ func subsetsOf(a PageAddress) []corev1.EndpointSubset {
 	}}
 }
 
-// addressOf is the address o names when it names one ready address on one
-// port, as the leader writes it; zero for anything else.
-func addressOf(o *corev1.Endpoints) PageAddress {
-	if len(o.Subsets) != 1 || len(o.Subsets[0].Addresses) != 1 || len(o.Subsets[0].Ports) != 1 {
+// PageAddressOf is the address o names when it names one ready address on
+// one port named PagePortName, as the leader writes it; zero for anything
+// else.
+func PageAddressOf(o *corev1.Endpoints) PageAddress {
+	if len(o.Subsets) != 1 || len(o.Subsets[0].Addresses) != 1 || len(o.Subsets[0].Ports) != 1 || o.Subsets[0].Ports[0].Name != PagePortName {
 		return PageAddress{}
 	}
 	addr, port := o.Subsets[0].Addresses[0], o.Subsets[0].Ports[0]

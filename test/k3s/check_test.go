@@ -763,8 +763,7 @@ func (s *scenario) pageThroughService(ctx context.Context, named *string) error 
 	if err != nil {
 		return err
 	}
-	if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].TargetRef == nil ||
-		ep.Subsets[0].Addresses[0].TargetRef.Name != ctrl.Name || ep.Subsets[0].Addresses[0].IP != ctrl.Status.PodIP {
+	if a := kube.PageAddressOf(ep); a.Pod != ctrl.Name || a.IP != ctrl.Status.PodIP {
 		return fmt.Errorf("the Service's Endpoints hold %+v, want the leader %s at %s alone", ep.Subsets, ctrl.Name, ctrl.Status.PodIP)
 	}
 	body, err := s.fleet.Admin.CoreV1().Services(namespace).ProxyGet("http", "fleet-role", kube.PagePortName, statuspage.Path, nil).DoRaw(ctx)

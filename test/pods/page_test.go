@@ -42,10 +42,10 @@ func (s *scenario) pageOf(t *testing.T, ctx context.Context, not string) string 
 		if err != nil {
 			return err
 		}
-		if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].TargetRef == nil {
+		named := kube.PageAddressOf(ep).Pod
+		if named == "" {
 			return fmt.Errorf("the Service's Endpoints name no one Pod: %+v", ep.Subsets)
 		}
-		named := ep.Subsets[0].Addresses[0].TargetRef.Name
 		if named == not {
 			return fmt.Errorf("the Service's Endpoints still name %s", not)
 		}
