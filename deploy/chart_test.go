@@ -46,6 +46,7 @@ var fixedSettings = []string{"namespace", "status_configmap"}
 var (
 	imageLine   = regexp.MustCompile(`^(\s+image: )ghcr\.io/fleet-role/fleet-role:(\S+)$`)
 	settingLine = regexp.MustCompile(`^(    )([a-z_]+): ("[^"]*"|\S+)(\s+#.*)?$`)
+	integer     = regexp.MustCompile(`^[0-9]+$`)
 )
 
 // chartFiles generates the chart from the rendered manifest: its
@@ -95,7 +96,7 @@ settings:
 			switch {
 			case strings.HasPrefix(value, `"`):
 				ref += " | quote"
-			case regexp.MustCompile(`^[0-9]+$`).MatchString(value):
+			case integer.MatchString(value):
 				// Helm reads a number in the values as a float, which
 				// prints a large one in an exponent.
 				ref += " | int64"
