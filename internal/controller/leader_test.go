@@ -187,7 +187,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 		return nil
 	})
 	// The Service reaches the leader's page: its Endpoints name a alone.
-	servedBy(t, c, s.Namespace, "pod-a", 3*s.SamplePeriod)
+	servedBy(t, c, s.Namespace, "pod-a", pageWithin)
 	b := start("b", true)
 	// The follower, ready, writes nothing while the leader renews.
 	time.Sleep(2 * e.LeaseDuration)
@@ -233,7 +233,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	// period: on a busy machine the ending decision may wait for a core.
 	probetest.Eventually(t, e.RenewDeadline, func() error { return a.follows(t, "not leading: the lease") })
 	probetest.Eventually(t, 3*s.SamplePeriod, func() error { return b.leads(t) })
-	servedBy(t, c, s.Namespace, "pod-b", e.RenewDeadline)
+	servedBy(t, c, s.Namespace, "pod-b", pageWithin)
 	if took.writer.Term <= first.writer.Term {
 		t.Errorf("b's term %d is not after a's %d", took.writer.Term, first.writer.Term)
 	}
@@ -265,10 +265,16 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	}
 	t.Logf("b stopped: a wrote again %.2f s later, term %d", again.at.Sub(stopped).Seconds(), again.writer.Term)
 	// b took its page out as it stopped; a names its own again.
-	servedBy(t, c, s.Namespace, "pod-a", e.RenewDeadline)
+	servedBy(t, c, s.Namespace, "pod-a", pageWithin)
 	history.oneWriter(t)
 	t.Logf("%d versions of the status, terms %v", len(history.versions()), terms(history.versions()))
 }
+
+// pageWithin bounds the Endpoints' following the leader: a term names its
+// page with its first API write, but on a busy machine (the race step runs
+// four packages on two cores) a write may wait seconds; what is held is
+// who is named, and the time is logged.
+const pageWithin = 30 * time.Second
 
 // servedBy waits for the Service fleet-role's Endpoints to name pod alone,
 // as the API server's service proxy reads them.
