@@ -102,7 +102,7 @@ func CleanRun(ctx context.Context, etcdBinary string, cfg CleanConfig, log io.Wr
 	if err := store.Create(s.StatusConfigMap, nil); err != nil {
 		return Clean{}, err
 	}
-	records := kubefake.NewRecords(s.Namespace)
+	records := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(FleetNodes(s, voters, standbys, func(i int) string { return hostPort(cluster.Members[i].PeerURL) })...)
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))

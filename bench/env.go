@@ -265,7 +265,7 @@ func (e *Env) NewProber(ctx context.Context) (*Prober, error) {
 	loop, err := probe.New(probe.Config{
 		Node:     e.Node,
 		Settings: e.Settings,
-		Records:  wroteRecords{c.Records(e.Settings.Namespace), p.wrote},
+		Records:  wroteRecords{c.Records(e.Settings.RecordsNamespace()), p.wrote},
 		Nodes:    c.Nodes(),
 		Sampler:  probe.NewHost(e.Settings, "/", e.MetricsURL, ""),
 		Clock:    p.clk,

@@ -183,7 +183,7 @@ func (e *Env) FillRecords(ctx context.Context) (hosts, bytes int, err error) {
 	if err := e.RemoveShellRecord(ctx); err != nil {
 		return 0, 0, err
 	}
-	records := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace), e.Settings.Namespace)
+	records := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace()), e.Settings.RecordsNamespace())
 	raw, err := records.Get(ctx, e.Node)
 	if err != nil {
 		return 0, 0, err
@@ -217,7 +217,7 @@ func (e *Env) FillRecords(ctx context.Context) (hosts, bytes int, err error) {
 	if err := e.createRecords(ctx, created, texts); err != nil {
 		return 0, 0, err
 	}
-	l, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+	l, err := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace()).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list records: %w", err)
 	}
@@ -230,9 +230,9 @@ func (e *Env) FillRecords(ctx context.Context) (hosts, bytes int, err error) {
 // createRecords creates, as the admin, the record of each node holding the
 // entry of the same index, shaped as the probe writes it.
 func (e *Env) createRecords(ctx context.Context, nodes []corev1.Node, texts []string) error {
-	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace)
+	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace())
 	for i, n := range nodes {
-		obj := record.Object(e.Settings.Namespace, record.Owner{Name: n.Name, UID: n.UID}, texts[i])
+		obj := record.Object(e.Settings.RecordsNamespace(), record.Owner{Name: n.Name, UID: n.UID}, texts[i])
 		if _, err := cms.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create record %s: %w", obj.Name, err)
 		}

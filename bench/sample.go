@@ -70,7 +70,7 @@ func ProbeSamples(ctx context.Context, p *Prober, n int) (Cost, error) {
 // sample has every reading: a sample that failed would be cheap for the
 // wrong reason.
 func (e *Env) CheckProbeEntry(ctx context.Context, want int) error {
-	raw, err := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace), e.Settings.Namespace).Get(ctx, e.Node)
+	raw, err := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace()), e.Settings.RecordsNamespace()).Get(ctx, e.Node)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (e *Env) CheckProbeEntry(ctx context.Context, want int) error {
 // in data.entry: a probe's record (named after its node) or the shell
 // route's (ShellRecord).
 func (e *Env) EntryBytes(ctx context.Context, name string) (int, error) {
-	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Get(ctx, name, metav1.GetOptions{})
+	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace()).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -121,7 +121,7 @@ func (e *Env) ShellRecord() string { return "shell-" + e.Node }
 
 // RemoveShellRecord deletes the shell route's ConfigMap.
 func (e *Env) RemoveShellRecord(ctx context.Context) error {
-	err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Delete(ctx, e.ShellRecord(), metav1.DeleteOptions{})
+	err := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace()).Delete(ctx, e.ShellRecord(), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete %s: %w", e.ShellRecord(), err)
 	}
@@ -142,13 +142,13 @@ func (e *Env) ShellSamples(ctx context.Context, n int) (Cost, error) {
 	}
 	// The record exists before the first sample, as a probe's does after
 	// its first write: the route's every sample is a get and a patch.
-	cm := record.Object(e.Settings.Namespace, record.Owner{}, "")
+	cm := record.Object(e.Settings.RecordsNamespace(), record.Owner{}, "")
 	cm.Name, cm.Data = e.ShellRecord(), nil
-	if _, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace()).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return Cost{}, fmt.Errorf("create %s: %w", e.ShellRecord(), err)
 	}
 	env := append(os.Environ(),
-		"KUBECONFIG="+e.AdminKubeconfig, "NS="+e.Settings.Namespace, "CM="+e.ShellRecord(),
+		"KUBECONFIG="+e.AdminKubeconfig, "NS="+e.Settings.RecordsNamespace(), "CM="+e.ShellRecord(),
 		"NODE="+e.Node, "METRICS="+e.MetricsURL,
 		"WINDOW="+strconv.Itoa(e.Settings.Window), "WORK="+work,
 		"PATH="+filepath.Dir(e.Tools.Kubectl)+":"+os.Getenv("PATH"))

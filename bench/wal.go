@@ -135,7 +135,7 @@ func (e *Env) WALPerSample(ctx context.Context, binary string, hosts, periods in
 	// next reading falls due a window later, after the measurement, so the
 	// entries keep a real reading's size throughout.
 	t0 := time.Now().Add(-time.Duration(s.Window) * s.SamplePeriod).UTC()
-	admin := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(s.Namespace), s.Namespace)
+	admin := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(s.RecordsNamespace()), s.RecordsNamespace())
 	names := map[string]bool{}
 	for _, n := range nodes {
 		en := probetest.RealisticEntry(n.Name, voters, -1, s.Window, s.SamplePeriod, t0)
@@ -384,7 +384,7 @@ func (r *recordEvents) since(from int64) []walEvent { return r.between(from, 1<<
 // watch is taken up again from the last revision it delivered whenever the
 // server ends it, as an informer's reflector does.
 func (e *Env) watchRecords(ctx context.Context, names map[string]bool) (*recordEvents, func(), error) {
-	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace)
+	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace())
 	opts := metav1.ListOptions{LabelSelector: record.Selector, AllowWatchBookmarks: true}
 	l, err := cms.List(ctx, opts)
 	if err != nil {
@@ -445,7 +445,7 @@ func (e *Env) watchRecords(ctx context.Context, names map[string]bool) (*recordE
 // per sample small for the wrong reason. It returns the record's size as
 // etcd stores it and its entry's.
 func (e *Env) checkWALRecord(ctx context.Context, node string, window int) (stored, entryBytes int, err error) {
-	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.Namespace).Get(ctx, record.Name(node), metav1.GetOptions{})
+	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace()).Get(ctx, record.Name(node), metav1.GetOptions{})
 	if err != nil {
 		return 0, 0, fmt.Errorf("record of %s: %w", node, err)
 	}

@@ -38,7 +38,7 @@ var hardenedLabels = map[string]string{
 	"pinned_label":   "node-restriction.kubernetes.io/fleet-role-voter-pinned",
 }
 
-// fixedSettings are the settings the chart does not offer: the namespace
+// fixedSettings are the settings the chart does not offer: the namespaces
 // and the status ConfigMap are named throughout the manifest (RBAC, the
 // admission policy, every object's namespace), and apply only at a restart.
 var fixedSettings = []string{"namespace", "status_configmap"}
@@ -62,9 +62,9 @@ image:
   tag: ""
 # The settings both components read: deploy/base/settings.yaml says each,
 # docs/limits.md its basis. The label keys are ones a node cannot set on
-# itself (docs/install.md, Mark the hosts). The namespace (fleet-role) and
-# the status ConfigMap (fleet-role-status) are named throughout the
-# manifest and are not values.
+# itself (docs/install.md, Mark the hosts). The namespaces (fleet-role, and
+# fleet-role-records for the probes' records) and the status ConfigMap
+# (fleet-role-status) are named throughout the manifest and are not values.
 settings:
 `)
 	tmpl.WriteString("# fleet-role, generated from deploy/fleet-role.yaml by `go test ./deploy -run TestChartIsGenerated -update`\n" +

@@ -50,6 +50,7 @@ import (
 
 const (
 	ns       = "fleet-role"
+	rns      = "fleet-role-records" // the records' own namespace
 	rendered = "fleet-role.yaml"
 	image    = probetest.ImageTag
 )
@@ -399,30 +400,42 @@ func TestPodsAreHardened(t *testing.T) {
 	}
 }
 
-// TestNamespaceAndScope: every namespaced object is in fleet-role's own
-// namespace, which enforces the privileged Pod Security level (the probe
-// needs the host's network and paths) and warns and audits at restricted;
-// the cluster-scoped objects are the node reader and the admission policy.
+// TestSettingsNamespaceAndScope: every namespaced object is in fleet-role's
+// own namespace, which enforces the privileged Pod Security level (the
+// probe needs the host's network and paths) and warns and audits at
+// restricted, but the grants over the records, which are in the records'
+// own namespace (restricted: no pod runs there); the cluster-scoped objects
+// are the two namespaces, the node reader, the admission policy and the
+// flow control.
 func TestSettingsNamespaceAndScope(t *testing.T) {
-	var nsObj corev1.Namespace
 	d := docs(t)
-	if err := yaml.Unmarshal(d["Namespace/"+ns], &nsObj); err != nil {
-		t.Fatal(err)
+	// Pod Security: fleet-role's namespace enforces privileged; the
+	// records' runs no pod and is restricted at every level.
+	for name, enforce := range map[string]string{ns: "privileged", rns: "restricted"} {
+		var nsObj corev1.Namespace
+		if err := yaml.Unmarshal(d["Namespace/"+name], &nsObj); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"pod-security.kubernetes.io/enforce": enforce,
+			"pod-security.kubernetes.io/warn":    "restricted",
+			"pod-security.kubernetes.io/audit":   "restricted",
+			"app.kubernetes.io/part-of":          "fleet-role",
+		}
+		if !reflect.DeepEqual(nsObj.Labels, want) {
+			t.Errorf("namespace %s labels %v, want %v", name, nsObj.Labels, want)
+		}
 	}
-	want := map[string]string{
-		"pod-security.kubernetes.io/enforce": "privileged",
-		"pod-security.kubernetes.io/warn":    "restricted",
-		"pod-security.kubernetes.io/audit":   "restricted",
-		"app.kubernetes.io/part-of":          "fleet-role",
+	if s := settings.Defaults(); s.Namespace != ns || s.RecordsNamespace() != rns {
+		t.Errorf("settings namespaces %q and %q, manifests' %q and %q", s.Namespace, s.RecordsNamespace(), ns, rns)
 	}
-	if !reflect.DeepEqual(nsObj.Labels, want) {
-		t.Errorf("namespace %s labels %v, want %v", ns, nsObj.Labels, want)
-	}
-	if s := settings.Defaults(); s.Namespace != ns {
-		t.Errorf("settings namespace %q, manifests' %q", s.Namespace, ns)
-	}
+	// What lives in the records' namespace: the grants to write and read
+	// them, nothing else.
+	inRecords := map[string]bool{"Role/fleet-role-probe-records": true, "RoleBinding/fleet-role-probe-records": true,
+		"Role/fleet-role-records": true, "RoleBinding/fleet-role-records": true}
 	cluster := map[string]bool{
-		"Namespace/" + ns: true, "ClusterRole/fleet-role-node-reader": true, "ClusterRoleBinding/fleet-role-node-reader": true,
+		"Namespace/" + ns: true, "Namespace/" + rns: true, "ClusterRole/fleet-role-node-reader": true,
+		"ClusterRole/fleet-role-policy-reader": true, "ClusterRoleBinding/fleet-role-policy-reader": true, "ClusterRoleBinding/fleet-role-node-reader": true,
 		"ValidatingAdmissionPolicy/fleet-role-probe-records": true, "ValidatingAdmissionPolicyBinding/fleet-role-probe-records": true,
 		"FlowSchema/fleet-role-probe": true, "PriorityLevelConfiguration/fleet-role-probe": true,
 	}
@@ -441,6 +454,13 @@ func TestSettingsNamespaceAndScope(t *testing.T) {
 			delete(inDefault, key)
 			continue
 		}
+		if inRecords[key] {
+			if m.Namespace != rns {
+				t.Errorf("%s: namespace %q, want %s", key, m.Namespace, rns)
+			}
+			delete(inRecords, key)
+			continue
+		}
 		if cluster[key] {
 			if m.Namespace != "" {
 				t.Errorf("%s: cluster-scoped, but namespace %q", key, m.Namespace)
@@ -456,6 +476,9 @@ func TestSettingsNamespaceAndScope(t *testing.T) {
 		}
 	}
 	for key := range cluster {
+		t.Errorf("%s missing from the rendered file", key)
+	}
+	for key := range inRecords {
 		t.Errorf("%s missing from the rendered file", key)
 	}
 	for key := range inDefault {
@@ -594,13 +617,14 @@ func TestOnAPIServer(t *testing.T) {
 		switch {
 		case strings.HasSuffix(line, " created (server dry run)"):
 			passed++
-		case line == `Error from server (NotFound): error when creating "fleet-role.yaml": namespaces "`+ns+`" not found`:
+		case line == `Error from server (NotFound): error when creating "fleet-role.yaml": namespaces "`+ns+`" not found`,
+			line == `Error from server (NotFound): error when creating "fleet-role.yaml": namespaces "`+rns+`" not found`:
 		default:
 			t.Errorf("kubectl apply --dry-run=server before the install: %q is neither a pass nor the missing namespace", line)
 		}
 	}
-	if passed != 9 {
-		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 7 cluster-scoped ones and the 2 in namespace default", passed)
+	if passed != 12 {
+		t.Errorf("kubectl apply --dry-run=server before the install passed %d objects, want the 10 cluster-scoped ones and the 2 in namespace default", passed)
 	}
 	checkWarnings(t, apply())
 	if out, err := run("apply", "--server-side", "--dry-run=server", "-f", rendered); err != nil {
@@ -778,32 +802,40 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 		{verb: "delete", resource: "nodes/" + node1},
 		{verb: "create", resource: "nodes"},
 		{verb: "patch", resource: "nodes/" + node1, subresource: "status"},
-		{verb: "get", resource: "configmaps/" + node1, namespace: ns, probe: true},
-		{verb: "create", resource: "configmaps", namespace: ns, probe: true, note: admitted},
-		{verb: "patch", resource: "configmaps/" + node1, namespace: ns, probe: true, note: admitted},
-		{verb: "delete", resource: "configmaps/" + node1, namespace: ns, probe: true, note: admitted},
-		{verb: "update", resource: "configmaps/" + node1, namespace: ns},
-		{verb: "list", resource: "configmaps", namespace: ns, controller: true},
-		{verb: "watch", resource: "configmaps", namespace: ns, controller: true},
+		// The records' own namespace: the probe's writes, the controller's
+		// list and watch, nothing else.
+		{verb: "get", resource: "configmaps/" + node1, namespace: rns, probe: true},
+		{verb: "create", resource: "configmaps", namespace: rns, probe: true, note: admitted},
+		{verb: "patch", resource: "configmaps/" + node1, namespace: rns, probe: true, note: admitted},
+		{verb: "delete", resource: "configmaps/" + node1, namespace: rns, probe: true, note: admitted},
+		{verb: "update", resource: "configmaps/" + node1, namespace: rns},
+		{verb: "list", resource: "configmaps", namespace: rns, controller: true},
+		{verb: "watch", resource: "configmaps", namespace: rns, controller: true},
+		{verb: "list", resource: "configmaps/" + node1, namespace: rns, controller: true},
+		{verb: "deletecollection", resource: "configmaps", namespace: rns},
+		{verb: "create", resource: "pods", namespace: rns},
+		{verb: "create", resource: "roles", namespace: rns},
+		// fleet-role's own namespace: out of every probe credential's reach
+		// but for following the settings, by name; so with the admission
+		// policy off no probe can touch the status or the settings.
+		{verb: "get", resource: "configmaps/" + node1, namespace: ns},
+		{verb: "create", resource: "configmaps", namespace: ns, note: "no probe record is here: RBAC refuses the probe every write in this namespace"},
+		{verb: "list", resource: "configmaps", namespace: ns},
+		{verb: "watch", resource: "configmaps", namespace: ns},
 		{verb: "deletecollection", resource: "configmaps", namespace: ns},
-		{verb: "get", resource: "configmaps/fleet-role-status", namespace: ns, probe: true, controller: true},
-		{verb: "patch", resource: "configmaps/fleet-role-status", namespace: ns, probe: true, controller: true,
-			note: "the admission policy refuses the probe: not its node's record"},
+		{verb: "get", resource: "configmaps/fleet-role-status", namespace: ns, controller: true},
+		{verb: "patch", resource: "configmaps/fleet-role-status", namespace: ns, controller: true},
 		{verb: "update", resource: "configmaps/fleet-role-status", namespace: ns},
-		{verb: "create", resource: "configmaps/fleet-role-status", namespace: ns, probe: true, controller: true,
-			note: "the controller: a server-side apply that makes a deleted status anew, authorized as a create of that name (a POST create, which carries no name, is refused); the probe: the admission policy refuses it, not its node's record"},
-		{verb: "create", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true,
-			note: "the admission policy refuses the probe: not its node's record"},
-		{verb: "delete", resource: "configmaps/fleet-role-status", namespace: ns, probe: true,
-			note: "the admission policy refuses the probe: not its node's record"},
-		{verb: "get", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true},
+		{verb: "create", resource: "configmaps/fleet-role-status", namespace: ns, controller: true,
+			note: "a server-side apply that makes a deleted status anew, authorized as a create of that name (a POST create, which carries no name, is refused)"},
+		{verb: "create", resource: "configmaps/fleet-role-settings", namespace: ns},
+		{verb: "delete", resource: "configmaps/fleet-role-status", namespace: ns},
+		{verb: "get", resource: "configmaps/fleet-role-settings", namespace: ns},
 		{verb: "list", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true, controller: true,
-			note: "the probe: by name alone, a list selected by metadata.name, to follow the settings (--settings-configmap)"},
+			note: "by name alone, a list selected by metadata.name, to follow the settings (--settings-configmap)"},
 		{verb: "watch", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true, controller: true,
-			note: "the probe: by name alone, a watch selected by metadata.name, to follow the settings (--settings-configmap)"},
-		{verb: "list", resource: "configmaps/" + node1, namespace: ns, controller: true},
-		{verb: "patch", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true,
-			note: "the admission policy refuses the probe: not its node's record"},
+			note: "by name alone, a watch selected by metadata.name, to follow the settings (--settings-configmap)"},
+		{verb: "patch", resource: "configmaps/fleet-role-settings", namespace: ns},
 		{verb: "get", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, controller: true},
 		{verb: "update", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, controller: true},
 		{verb: "create", resource: "leases.coordination.k8s.io", namespace: ns, controller: true,
@@ -833,6 +865,12 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 		{verb: "create", resource: "pods", namespace: ns},
 		{verb: "create", resource: "serviceaccounts/fleet-role", namespace: ns, subresource: "token"},
 		{verb: "patch", resource: "roles/fleet-role-probe", namespace: ns},
+		{verb: "get", resource: "validatingadmissionpolicies.admissionregistration.k8s.io/" + policyName, controller: true,
+			note: "the controller checks for itself that the policy holds every probe write (docs/records.md, Fail closed)"},
+		{verb: "get", resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io/" + policyName, controller: true},
+		{verb: "get", resource: "validatingadmissionpolicies.admissionregistration.k8s.io/other"},
+		{verb: "list", resource: "validatingadmissionpolicies.admissionregistration.k8s.io"},
+		{verb: "update", resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io/" + policyName},
 		{verb: "delete", resource: "validatingadmissionpolicies.admissionregistration.k8s.io/" + policyName},
 		{verb: "delete", resource: "validatingadmissionpolicybindings.admissionregistration.k8s.io/" + policyName},
 		{verb: "delete", resource: "namespaces/" + ns},
@@ -965,7 +1003,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	const e1, e2 = `{"samples":[]}`, `{"samples":[{}]}`
 	// shaped is node's record as the probe creates it, changed by edit.
 	shaped := func(n string, edit func(*corev1.ConfigMap)) *corev1.ConfigMap {
-		cm := record.Object(ns, owner(n), e1)
+		cm := record.Object(rns, owner(n), e1)
 		if edit != nil {
 			edit(cm)
 		}
@@ -973,21 +1011,32 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	}
 	create := func(cl *kube.Client, cm *corev1.ConfigMap) func() error {
 		return func() error {
-			_, err := cl.ConfigMapClient(ns).Create(ctx, cm, metav1.CreateOptions{})
+			_, err := cl.ConfigMapClient(rns).Create(ctx, cm, metav1.CreateOptions{})
 			return err
 		}
 	}
 	patch := func(cl *kube.Client, name, body string) func() error {
 		return func() error {
-			_, err := cl.ConfigMapClient(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+			_, err := cl.ConfigMapClient(rns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 			return err
 		}
 	}
 	del := func(cl *kube.Client, name string) func() error {
+		return func() error { return cl.ConfigMapClient(rns).Delete(ctx, name, metav1.DeleteOptions{}) }
+	}
+	// The status and the settings are in fleet-role's own namespace, where
+	// RBAC gives a probe nothing to write.
+	patchOwn := func(cl *kube.Client, name, body string) func() error {
+		return func() error {
+			_, err := cl.ConfigMapClient(ns).Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+			return err
+		}
+	}
+	delOwn := func(cl *kube.Client, name string) func() error {
 		return func() error { return cl.ConfigMapClient(ns).Delete(ctx, name, metav1.DeleteOptions{}) }
 	}
 	put := func(cl *kube.Client, n, entry string) func() error {
-		return func() error { return cl.Records(ns).Put(ctx, owner(n), entry) }
+		return func() error { return cl.Records(rns).Put(ctx, owner(n), entry) }
 	}
 	refsPatch := func(refs ...metav1.OwnerReference) string {
 		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": refs}})
@@ -1026,11 +1075,11 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	attempts := []attempt{
 		// A token bound to no Pod carries no node: it writes nothing.
 		{U, "creates the record of " + node1 + " (Records.Put)", put(unbound, node1, e1), msgClaim, 0},
-		{U, "deletes fleet-role-status", del(unbound, "fleet-role-status"), msgClaim, 0},
+		{U, "creates the record of " + node2 + " (Records.Put)", put(unbound, node2, e1), msgClaim, 0},
 		// A token bound to the Node rather than to a Pod, and one without
 		// the node's UID: neither writes, even the node's own record.
 		{NB, "creates the record of " + node1 + " (Records.Put)", put(nodeBound, node1, e1), msgPod + " (the authentication.kubernetes.io/pod-name and pod-uid claims); this token, bound to Node " + node1 + ", carries no Pod", 0},
-		{NB, "deletes fleet-role-status", del(nodeBound, "fleet-role-status"), msgPod, 0},
+		{NB, "creates the record of " + node2 + " (Records.Put)", put(nodeBound, node2, e1), msgPod, 0},
 		{A, "registers Node server-9", check("create Node server-9", func() error {
 			_, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "server-9"}}, metav1.CreateOptions{})
 			return err
@@ -1040,7 +1089,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 			if err != nil {
 				t.Fatal(err)
 			}
-			return early.Records(ns).Put(ctx, record.Owner{Name: "server-9", UID: n.UID}, e1)
+			return early.Records(rns).Put(ctx, record.Owner{Name: "server-9", UID: n.UID}, e1)
 		}, msgNodeUID + " (the authentication.kubernetes.io/node-uid claim: the Node server-9 existed when the token was issued); this token carries none", 0},
 
 		// The controller writes no record: RBAC alone refuses it.
@@ -1074,7 +1123,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		// The probe's own path: create, read, patch of data.entry.
 		{P1, "creates its record (Records.Put: record.Object)", put(p1, node1, e1), "", 0},
 		{P1, "reads its record (Records.Get)", check("Records.Get", func() error {
-			if got, err := p1.Records(ns).Get(ctx, node1); err != nil || got != e1 {
+			if got, err := p1.Records(rns).Get(ctx, node1); err != nil || got != e1 {
 				return fmt.Errorf("%q, %v; want %q", got, err, e1)
 			}
 			return nil
@@ -1090,12 +1139,18 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		{P2, "deletes " + node1 + "'s record", del(p2, node1), own(node2, node1), 0},
 		{P2, "patches data.entry of " + node1 + "'s record", patch(p2, node1, entryPatch(e1)), own(node2, node1), 0},
 
-		// Neither touches the status, nor the settings.
-		{P1, "patches status.json of fleet-role-status", patch(p1, "fleet-role-status", `{"data":{"status.json":"{}"}}`), own(node1, "fleet-role-status"), 0},
-		{P2, "patches status.json of fleet-role-status", patch(p2, "fleet-role-status", `{"data":{"status.json":"{}"}}`), own(node2, "fleet-role-status"), 0},
-		{P1, "deletes fleet-role-status", del(p1, "fleet-role-status"), own(node1, "fleet-role-status"), 0},
-		{P2, "deletes fleet-role-status", del(p2, "fleet-role-status"), own(node2, "fleet-role-status"), 0},
-		{P1, "patches fleet-role-settings", patch(p1, "fleet-role-settings", `{"data":{"settings.yaml":""}}`), own(node1, "fleet-role-settings"), 0},
+		// Neither touches the status, nor the settings: they are in another
+		// namespace, where RBAC refuses every probe any write, whatever the
+		// admission policy (docs/security.md).
+		{P1, "patches status.json of fleet-role-status", patchOwn(p1, "fleet-role-status", `{"data":{"status.json":"{}"}}`), msgRBAC + "patch resource \"configmaps\"", 0},
+		{P2, "patches status.json of fleet-role-status", patchOwn(p2, "fleet-role-status", `{"data":{"status.json":"{}"}}`), msgRBAC + "patch resource \"configmaps\"", 0},
+		{P1, "deletes fleet-role-status", delOwn(p1, "fleet-role-status"), msgRBAC + "delete resource \"configmaps\"", 0},
+		{U, "deletes fleet-role-status", delOwn(unbound, "fleet-role-status"), msgRBAC + "delete resource \"configmaps\"", 0},
+		{P1, "patches fleet-role-settings", patchOwn(p1, "fleet-role-settings", `{"data":{"settings.yaml":""}}`), msgRBAC + "patch resource \"configmaps\"", 0},
+		{P1, "creates its record in fleet-role's own namespace", func() error {
+			_, err := p1.ConfigMapClient(ns).Create(ctx, record.Object(ns, owner(node1), e1), metav1.CreateOptions{})
+			return err
+		}, msgRBAC + "create resource \"configmaps\"", 0},
 
 		// Patches of its own record into a shape the policy forbids.
 		{P1, "adds a label to its record", patch(p1, node1, `{"metadata":{"labels":{"x":"y"}}}`), msgLabels, 0},
@@ -1113,11 +1168,11 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		{P1, "adds binaryData to its record", patch(p1, node1, `{"binaryData":{"b":"AQ=="}}`), msgData, 0},
 		{P1, "makes its record immutable", patch(p1, node1, `{"immutable":true}`), msgData, 0},
 		{P1, "replaces its record (update, PUT)", func() error {
-			cm, err := p1.ConfigMapClient(ns).Get(ctx, node1, metav1.GetOptions{})
+			cm, err := p1.ConfigMapClient(rns).Get(ctx, node1, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("probe reads its record: %v", err)
 			}
-			_, err = kubernetes.NewForConfigOrDie(p1.Config()).CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+			_, err = kubernetes.NewForConfigOrDie(p1.Config()).CoreV1().ConfigMaps(rns).Update(ctx, cm, metav1.UpdateOptions{})
 			return err
 		}, msgRBAC + "update resource \"configmaps\"", 0},
 
@@ -1129,11 +1184,11 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		{P1, fmt.Sprintf("writes an entry of %d two-byte characters (%d bytes, cap + 2)", len([]rune(twoByte)), len(twoByte)), put(p1, node1, twoByte),
 			fmt.Sprintf("%s%d bytes", msgCap, len(twoByte)), http.StatusRequestEntityTooLarge},
 		{A, "reads " + node1 + "'s record: the refused writes left the cap-sized entry", check("record after the refusals", func() error {
-			cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, node1, metav1.GetOptions{})
+			cm, err := admin.CoreV1().ConfigMaps(rns).Get(ctx, node1, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
-			want := record.Object(ns, owner(node1), strings.Repeat("x", capBytes))
+			want := record.Object(rns, owner(node1), strings.Repeat("x", capBytes))
 			if len(cm.Data[record.DataKey]) != capBytes || !reflect.DeepEqual(cm.Labels, want.Labels) ||
 				!reflect.DeepEqual(cm.OwnerReferences, want.OwnerReferences) || len(cm.Data) != 1 ||
 				len(cm.Annotations) != 0 || len(cm.Finalizers) != 0 || len(cm.BinaryData) != 0 || cm.Immutable != nil {
@@ -1146,8 +1201,8 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		// A ConfigMap named after a node that is no record: its probe can
 		// neither write, relabel nor delete it.
 		{A, "creates ConfigMap " + node3 + " without the record label", func() error {
-			_, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: node3, Namespace: ns}, Data: map[string]string{"x": "y"}}, metav1.CreateOptions{})
+			_, err := admin.CoreV1().ConfigMaps(rns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: node3, Namespace: rns}, Data: map[string]string{"x": "y"}}, metav1.CreateOptions{})
 			return err
 		}, "", 0},
 		{P3, "writes its record (Records.Put) over ConfigMap " + node3, put(p3, node3, e1), msgNotRecord + "; the ConfigMap " + node3 + " is not one", 0},
@@ -1156,7 +1211,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 
 		// The controller reads the records and writes none of them.
 		{C, "lists the records (" + record.Selector + ")", check("controller lists the records", func() error {
-			l, err := ctrl.ConfigMapClient(ns).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+			l, err := ctrl.ConfigMapClient(rns).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
 			if err != nil {
 				return err
 			}
@@ -1175,11 +1230,11 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 
 		// Each probe deletes its own record.
 		{P1, "writes its record once more (Records.Put)", put(p1, node1, e1), "", 0},
-		{P1, "deletes its record (Records.Delete)", func() error { return p1.Records(ns).Delete(ctx, node1) }, "", 0},
-		{P1, "deletes its record again, absent (Records.Delete)", func() error { return p1.Records(ns).Delete(ctx, node1) }, "", 0},
-		{P2, "deletes its record (Records.Delete)", func() error { return p2.Records(ns).Delete(ctx, node2) }, "", 0},
+		{P1, "deletes its record (Records.Delete)", func() error { return p1.Records(rns).Delete(ctx, node1) }, "", 0},
+		{P1, "deletes its record again, absent (Records.Delete)", func() error { return p1.Records(rns).Delete(ctx, node1) }, "", 0},
+		{P2, "deletes its record (Records.Delete)", func() error { return p2.Records(rns).Delete(ctx, node2) }, "", 0},
 		{A, "reads the records: none left", check("records after the deletes", func() error {
-			l, err := admin.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+			l, err := admin.CoreV1().ConfigMaps(rns).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
 			if err != nil {
 				return err
 			}

@@ -46,9 +46,10 @@ func testFlowControl(t *testing.T, ctx context.Context, c *probetest.Cluster, ad
 			t.Errorf("FlowSchema fleet-role-probe is dangling: %s", cond.Message)
 		}
 	}
-	// What each may read: the probe its settings, the controller the status.
+	// What each may read: the probe its settings (a list selected by
+	// name, all RBAC grants it there), the controller the status.
 	cm := c.Server.URL + "/api/v1/namespaces/" + ns + "/configmaps/"
-	url := cm + "fleet-role-settings"
+	url := c.Server.URL + "/api/v1/namespaces/" + ns + "/configmaps?fieldSelector=metadata.name%3Dfleet-role-settings"
 	classify := func(sa, url string) (schema, level string) {
 		t.Helper()
 		hc, err := rest.HTTPClientFor(c.Server.TokenConfig(c.Token(t, sa)))

@@ -112,11 +112,11 @@ func TestUninstallLeavesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: shipped.Namespace,
+		rec := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: shipped.RecordsNamespace(),
 			Labels:          map[string]string{"fleet-role.io/record": "probe"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: n.UID}}},
 			Data: map[string]string{"entry": "v1"}}
-		if _, err := admin.CoreV1().ConfigMaps(shipped.Namespace).Create(ctx, rec, metav1.CreateOptions{}); err != nil {
+		if _, err := admin.CoreV1().ConfigMaps(shipped.RecordsNamespace()).Create(ctx, rec, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, src := range []string{kube.EventComponent, "someone-else"} {

@@ -31,7 +31,7 @@ func newControllerCommand() *cobra.Command {
 		Short: "Decide twice a period from the probes' samples and publish fleet-role-status (dry-run)",
 		Long: `Runs as the fleet-role Deployment. Twice every sample period it reads the
 probes' records (a shared informer lists and watches the ConfigMaps labelled
-fleet-role.io/record=probe in its namespace) and the Nodes (watched the same
+fleet-role.io/record=probe in the records' namespace) and the Nodes (watched the same
 way, keeping of each one only what the decision reads), decides which hosts
 are fit, unfit or unknown and the swap it would make, and writes the status
 document to status.json of the fleet-role-status ConfigMap: at once when the
@@ -118,7 +118,7 @@ worth). While it leads it names its page in the Endpoints of the Service
 			return err
 		}
 		defer stopEvents()
-		records := client.NewRecordInformer(s.Namespace)
+		records := client.NewRecordInformer(s.RecordsNamespace())
 		nodes := client.NewNodeInformer(decide.NodeView(s))
 		c, err := controller.New(controller.Config{
 			Settings: s,
@@ -129,6 +129,7 @@ worth). While it leads it names its page in the Endpoints of the Service
 			Metrics:  metrics,
 			Page:     page,
 			Events:   nodeevents.New(rec),
+			Policy:   client.PolicyReader(),
 		})
 		if err != nil {
 			return usageError(err)

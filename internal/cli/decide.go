@@ -27,7 +27,7 @@ func newDecideCommand() *cobra.Command {
 		Long: `Makes the controller's decision from saved inputs and prints it, touching no
 cluster:
 
-  kubectl -n fleet-role get configmap -l fleet-role.io/record=probe -o json > records.json
+  kubectl -n fleet-role-records get configmap -l fleet-role.io/record=probe -o json > records.json
   kubectl get nodes -o json > nodes.json
   kubectl -n fleet-role get configmap fleet-role-status -o json > previous.json
   fleet-role decide --probe records.json --nodes nodes.json --previous previous.json -o table
@@ -51,7 +51,7 @@ It prints the status as ` + "`fleet-role status`" + ` prints the published one:
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&probe, "probe", "", "the probe records as JSON (kubectl get configmap -l fleet-role.io/record=probe -o json), or the old fleet-role-probe ConfigMap")
+	f.StringVar(&probe, "probe", "", "the probe records as JSON (kubectl -n fleet-role-records get configmap -l fleet-role.io/record=probe -o json)")
 	f.StringVar(&nodes, "nodes", "", "the Nodes as JSON (kubectl get nodes -o json)")
 	f.StringVar(&previous, "previous", "", "the previous status: status.json or the fleet-role-status ConfigMap as JSON")
 	f.StringVar(&now, "now", "", "the time of the decision, RFC 3339 (default: the current time)")
@@ -147,7 +147,7 @@ It prints the status as ` + "`fleet-role status`" + ` prints the published one:
 
 // The inputs decide takes, each as the command that gets it.
 var inputWants = map[string]string{
-	"--probe":    "the records as `kubectl -n fleet-role get configmap -l " + record.Selector + " -o json` prints them",
+	"--probe":    "the records as `kubectl -n fleet-role-records get configmap -l " + record.Selector + " -o json` prints them",
 	"--nodes":    "the Nodes as `kubectl get nodes -o json` prints them",
 	"--previous": "the status as `kubectl -n fleet-role get configmap fleet-role-status -o json` prints it, or its status.json",
 }

@@ -31,18 +31,17 @@ due once a heartbeat interval woke (the largest lateness since the last
 sample: the timer runs beside the samples all the time), and once a window
 the fdatasync reading (non-voters). It appends the sample to its window and
 writes the window to its node's record: the ConfigMap named after the node in
-fleet-role's namespace, labelled fleet-role.io/record=probe and owned by the
-Node. A node that is neither a voter nor eligible records nothing and deletes
+the records' namespace (records_namespace), labelled fleet-role.io/record=probe
+and owned by the Node. A node that is neither a voter nor eligible records nothing and deletes
 the record it had.
 
 It fails closed: at start and once every entry_unchanged it asks the API
-server, with server-side dry runs that change nothing, to create a record not
-its node's and to patch the status, which the admission policy
-fleet-role-probe-records must refuse. Until it has seen both refused it writes
-no samples; once it sees one admitted it replaces its record by a marker that
-says why, logs it, serves /readyz as not ready and sets
-fleet_role_probe_policy_enforced to 0, and writes its window again once the
-refusals come back.
+server, with a server-side dry run that changes nothing, to create a record not
+its node's, which the admission policy fleet-role-probe-records must refuse.
+Until it has seen it refused it writes no samples; once it sees it admitted it
+replaces its record by a marker that says why, logs it, serves /readyz as not
+ready and sets fleet_role_probe_policy_enforced to 0, and writes its window
+again once the refusal comes back.
 
 With --settings-configmap it follows that ConfigMap while it runs: a valid
 change of the settings applies from its next sample; one that does not
@@ -88,8 +87,8 @@ start and 0 on SIGTERM, after writing what it holds. It serves /metrics, /health
 		p, err := probe.New(probe.Config{
 			Node:     node,
 			Settings: s,
-			Records:  client.Records(s.Namespace),
-			Policy:   client.PolicyCheck(s.Namespace, s.StatusConfigMap),
+			Records:  client.Records(s.RecordsNamespace()),
+			Policy:   client.PolicyCheck(s.RecordsNamespace()),
 			Nodes:    nodes,
 			Sampler:  probe.NewHost(s, hostRoot, metricsURL, fsyncDir),
 			Log:      log,

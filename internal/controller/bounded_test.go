@@ -149,5 +149,5 @@ func inMemory(t *testing.T, s settings.Settings, voters []string, addrFormat str
 	if err := mem.Create(s.StatusConfigMap, nil); err != nil {
 		t.Fatal(err)
 	}
-	return nodes, kubefake.NewRecords(s.Namespace), mem
+	return nodes, kubefake.NewRecords(s.RecordsNamespace()), mem
 }

@@ -62,7 +62,7 @@ func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node st
 	t.Helper()
 	cl := c.ProbeClient(t, node)
 	log := probetest.NewLog()
-	p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.Namespace), Nodes: cl.Nodes(), Sampler: sampler, Log: log.Logger})
+	p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.RecordsNamespace()), Nodes: cl.Nodes(), Sampler: sampler, Log: log.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stopEvents()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics,
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics,
 		Events: nodeevents.New(rec)})
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ func TestWritesOnlyOnChange(t *testing.T) {
 	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
 	clk := clocktesting.NewFakeClock(t0)
 	metrics := controller.NewMetrics()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics, Clock: clk})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	cl := c.Client(t, probetest.ControllerSA)
 	metrics := controller.NewMetrics()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace), Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace), Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

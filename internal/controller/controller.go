@@ -47,6 +47,11 @@ type Config struct {
 	// changes and when the swap is advised or held by another step
 	// (internal/nodeevents).
 	Events *nodeevents.Recorder
+	// Policy, when set, is how the controller reads the admission policy
+	// that holds each probe to its own record, once every entry_unchanged
+	// (protection.go); without it the records' own markers alone say
+	// whether they are protected.
+	Policy kube.PolicyReader
 }
 
 // Controller holds what one decision passes to the next.
@@ -84,6 +89,10 @@ type Controller struct {
 	// the settings shrank the window (live.go, readWindowAt).
 	readWindow int
 	readUntil  time.Time
+
+	// guard is the controller's own knowledge of the records' protection
+	// (protection.go), read and carried by tick alone.
+	guard guard
 }
 
 // New checks the configuration and returns a controller ready to Run.
@@ -100,7 +109,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Controller{cfg: cfg, log: cfg.Log}, nil
+	return &Controller{cfg: cfg, log: cfg.Log, guard: guard{read: cfg.Policy}}, nil
 }
 
 // DecisionsPerPeriod is how often the controller decides per sample period.
@@ -179,6 +188,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		Previous:   c.previous,
 		PreviousAt: c.previousAt,
 		ReadWindow: c.readWindowAt(now),
+		Protection: c.protection(ctx, now),
 	})
 	decide.WithActing(&st, kubeNodes, s, now)
 	if c.source != nil {

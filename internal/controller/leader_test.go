@@ -367,7 +367,7 @@ func startReplica(t *testing.T, c *probetest.Cluster, s settings.Settings, e con
 	}
 	r := &replica{id: id, leases: &cutLeases{Leases: leases}, metrics: controller.NewMetrics(), page: statuspage.NewServer(4, "controller "+id)}
 	r.ctrl, err = controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
-		Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: r.metrics, Page: r.page})
+		Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: r.metrics, Page: r.page})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 	s.DryRun = true
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	voters := []string{"voter-0", "voter-1", "voter-2"}
-	records := kubefake.NewRecords(s.Namespace)
+	records := kubefake.NewRecords(s.RecordsNamespace())
 	var nodes []corev1.Node
 	for i := range len(voters) + standbys {
 		name, self := fmt.Sprintf("standby-%04d.fleet.example.internal", i-len(voters)), -1

@@ -75,7 +75,7 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 
 	cl := c.Client(t, probetest.ControllerSA)
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
-		Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes()})
+		Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	// The same token writes a record claiming server-1's member ID.
 	liar.Stop(t)
 	p3 := c.ProbeClient(t, "server-3")
-	raw, err := p3.Records(s.Namespace).Get(ctx, "server-3")
+	raw, err := p3.Records(s.RecordsNamespace()).Get(ctx, "server-3")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p3.Records(s.Namespace).Put(ctx, record.Owner{Name: "server-3", UID: node.UID}, text); err != nil {
+	if err := p3.Records(s.RecordsNamespace()).Put(ctx, record.Owner{Name: "server-3", UID: node.UID}, text); err != nil {
 		t.Fatalf("the policy refused server-3's own record: %v", err)
 	}
 	st = decideUntil(time.Minute, func(st *decide.Status) error {

@@ -40,7 +40,7 @@ func TestWritesAtMostOncePerPeriod(t *testing.T) {
 	nodes.Set(objs...)
 	ctx := context.Background()
 	t0 := time.Now().UTC().Truncate(time.Second)
-	records := kubefake.NewRecords(s.Namespace)
+	records := kubefake.NewRecords(s.RecordsNamespace())
 	put := func(n string, self int, until time.Time) {
 		t.Helper()
 		text, err := entry.Encode(probetest.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, until))

@@ -41,6 +41,7 @@ func decide(in Input, before func(node string)) Status {
 	a := assessJudging(in, before)
 	s, now := a.j.s, a.j.now
 	mem := remember(in.Previous, a.hosts, now)
+	a.j.protection = protect(in.Previous, in, a.hosts, &mem, now, a.j.stale.Duration())
 	d := planSafely(a.j, a.hosts, a.links, in.Previous, &mem)
 	st := Status{
 		Schema:      Schema,
@@ -112,6 +113,10 @@ func assessJudging(in Input, before func(node string)) *assessment {
 
 	j := limitsOf(s, now)
 	j.read = entry.LimitsFor(max(s.Window, in.ReadWindow), s.MaxServers)
+	j.unprotected = heldUnprotected(in)
+	if in.Previous != nil {
+		j.since = in.Previous.Memory.UnprotectedAt
+	}
 	var hosts []*host
 	byName := map[string]*host{}
 	for _, n := range nodes {
@@ -278,8 +283,19 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 	if h.decoded && h.entry.Withheld != "" {
 		// The probe writes no samples while the records are not
 		// protected: its record says why and holds nothing to judge.
+		h.withheld = true
 		g := unmeasuredAs(kindRecord, vWithheld, "", nil, unknown)
 		g.text = clip(h.entry.Withheld)
+		h.own = append(h.own, g)
+		return
+	}
+	if j.unprotected[h.node.Name] {
+		// Its marker was seen while the records were unprotected: the
+		// samples its record holds now may be another probe's.
+		g := unmeasuredAs(kindRecord, vUnprotected, "", nil, unknown)
+		if !j.since.IsZero() {
+			g.text = " since " + j.since.UTC().Format(time.RFC3339)
+		}
 		h.own = append(h.own, g)
 		return
 	}

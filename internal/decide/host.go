@@ -39,6 +39,13 @@ type limits struct {
 	// read is the limits entries are decoded with: the window's, or those
 	// of Input.ReadWindow while a shrunk window is taken up.
 	read entry.Limits
+	// unprotected names the hosts whose samples are not trusted, their
+	// marker seen while the records were unprotected (protection.go), and
+	// since is when the records were last seen so.
+	unprotected map[string]bool
+	since       time.Time
+	// protection is this decision's latch, for its gate.
+	protection protection
 }
 
 func limitsOf(s settings.Settings, now time.Time) *limits {
@@ -87,7 +94,10 @@ type host struct {
 	wasRead bool
 	readErr error
 	decoded bool
-	obs     *Observation
+	// withheld: the entry is a probe's withheld marker (the records
+	// unprotected, protection.go).
+	withheld bool
+	obs      *Observation
 	// own is what the host's own entry says, judged, in reason order;
 	// all adds the links that hosts at their other ends measured and that
 	// count against this one (links.go). all is own when there are none.

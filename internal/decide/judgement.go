@@ -83,6 +83,7 @@ const (
 	vSomeFailed     // kindEtcd: some scrapes failed, judged from the others
 	vClaimed        // kindRecord: refused, its etcd member ID is another record's
 	vWithheld       // kindRecord: the probe writes no samples, the records unprotected
+	vUnprotected    // kindRecord: its marker was seen while the records were unprotected
 	vTooFew         // a histogram with no more observations than the window forgives
 )
 
@@ -228,7 +229,7 @@ func basisOf(g *judgement) string {
 		switch g.variant {
 		case vClaimed:
 			return claimedBasis
-		case vWithheld:
+		case vWithheld, vUnprotected:
 			return withheldBasis
 		}
 		return recordBasis

@@ -11,7 +11,8 @@ import (
 )
 
 // The plan reads the hosts' judgements and the link matrix, never their
-// reasons, and writes one reason per step, in order: etcd present and
+// reasons, and writes one reason per step, in order: the records'
+// protection while they are unprotected (protection.go), etcd present and
 // eligible hosts (here), the whole-fleet rule (fleetwide.go), the
 // attribution of slow links (attribution.go), the voter to replace
 // (replace.go), the candidates (candidates.go), the gates (gates.go) and
@@ -75,6 +76,12 @@ func decidingStep(d Decision) *int {
 func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {
 	s := j.s
 	d := Decision{Action: ActionNone, Reasons: []Reason{}}
+	// The records unprotected hold the whole plan, first: a fleet-wide
+	// fact, said whatever else holds the swap (protection.go). The plan
+	// goes on, so that the status still shows what it would do.
+	if r, held := protectedGate(j, j.protection); held {
+		d.Reasons = append(d.Reasons, r)
+	}
 	var voters, learners, standbys []*host
 	eligible := 0
 	labelled := 0

@@ -38,6 +38,7 @@ func reanchored(prev *Status, at time.Time) *Status {
 	m := &p.Memory
 	m.VotersChangedAt, m.NamedSince = move(m.VotersChangedAt), move(m.NamedSince)
 	m.ConnectsSlowAt, m.MemberLateAt = move(m.ConnectsSlowAt), move(m.MemberLateAt)
+	m.UnprotectedAt = move(m.UnprotectedAt)
 	p.Hosts = make([]Host, len(prev.Hosts))
 	for i, h := range prev.Hosts {
 		if h.Observation != nil {

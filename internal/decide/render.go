@@ -96,7 +96,7 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 	case kindEntry:
 		switch g.variant {
 		case vMissing:
-			return fmt.Sprintf("no probe record for this host (ConfigMap %s/%s)", s.Namespace, record.Name(node)), ""
+			return fmt.Sprintf("no probe record for this host (ConfigMap %s/%s)", s.RecordsNamespace(), record.Name(node)), ""
 		case vPanic:
 			return "judging this host's entry panicked: " + g.text, ""
 		}
@@ -104,6 +104,10 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 	case kindRecord:
 		if g.variant == vWithheld {
 			return "withheld: the probe writes no samples: " + g.text, ""
+		}
+		if g.variant == vUnprotected {
+			return "withheld: its record was a withheld marker while the records were unprotected" + g.text +
+				": its samples may be another probe's, and are not judged until every probe has written its samples again with the admission policy in force", ""
 		}
 		if g.variant == vClaimed {
 			return "refused by the decision: " + g.text + ": none of its readings is judged", ""

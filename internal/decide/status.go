@@ -319,6 +319,17 @@ type Memory struct {
 	// VerdictChanges counts, over every decision carried forward, a host's
 	// verdict that differs from the one the previous decision gave it.
 	VerdictChanges int `json:"verdict_changes"`
+	// UnprotectedAt is the last decision at which the records were seen
+	// unprotected: a probe's withheld marker in a record (in any version
+	// the controller's watch delivered), or the controller's own read of
+	// the admission policy not in force (UnprotectedWhy). While it is set
+	// no swap is published (gate_protected) and the hosts in Unprotected
+	// are unknown; it is cleared once the policy reads in force, no marker
+	// has come for entry_unchanged, and every recording host has written
+	// its samples after it (protection.go). Zero while protected.
+	UnprotectedAt  time.Time `json:"unprotected_at,omitzero"`
+	UnprotectedWhy string    `json:"unprotected_why,omitempty"`
+	Unprotected    []string  `json:"unprotected,omitempty"`
 }
 
 // Marshal writes the status document: JSON, the same bytes for the same

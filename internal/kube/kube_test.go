@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
@@ -432,6 +433,36 @@ func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Inte
 			t.Fatal("the informer never saw the record's second entry within 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+
+	// A withheld marker overwritten at once by a record of samples (as
+	// another probe's token may with the admission policy off): the cache
+	// ends holding the samples, and Markers counts the marker all the same.
+	// A record of samples, and a marker naming another node, count nothing.
+	marker, err := entry.Encode(entry.Entry{Node: node.Name, Withheld: "the API server admitted, as a dry run, ..."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := entry.Encode(entry.Entry{Node: "someone-else", Withheld: "not this record's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := kube.NewRecordsFor(admin.CoreV1().ConfigMaps(ns), ns)
+	owner := record.Owner{Name: node.Name, UID: node.UID}
+	for _, text := range []string{foreign, marker, "third"} {
+		if err := recs.Put(ctx, owner, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for !check("third") {
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never saw the record's third entry within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := inf.Markers(); got[node.Name] != 1 || len(got) != 1 {
+		t.Fatalf("markers %v after one marker overwritten at once, want %s: 1", got, node.Name)
 	}
 }
 

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleet-role/fleet-role/internal/record"
 )
@@ -23,27 +21,28 @@ type admitted string
 func (a admitted) Error() string        { return string(a) }
 func (a admitted) Is(target error) bool { return target == ErrAdmitted }
 
-// PolicyCheck asks the API server, with server-side dry runs that change
-// nothing, whether it refuses this probe the writes the admission policy
-// exists to refuse: a record not its own node's, and the status.
+// PolicyCheck asks the API server, with a server-side dry run that changes
+// nothing, whether it refuses this probe the write the admission policy
+// exists to refuse: a record not its own node's. The status and the
+// settings are out of its reach by RBAC (they are in another namespace,
+// where the probe may only read the settings by name), so nothing but the
+// policy stands between a probe and another node's record.
 type PolicyCheck interface {
-	// CheckRefused returns nil when the API server refused every one (403
-	// Forbidden: the policy's refusal, or RBAC's), a status that is gone
-	// counting as refused when the create was; an error wrapping
-	// ErrAdmitted that names what it admitted; any other error when it
-	// could not tell (unreachable, a server error, ...).
+	// CheckRefused returns nil when the API server refused it (403
+	// Forbidden: the policy's refusal); an error wrapping ErrAdmitted that
+	// names what it admitted; any other error when it could not tell
+	// (unreachable, a server error, ...).
 	CheckRefused(ctx context.Context, owner record.Owner) error
 }
 
-// PolicyCheck returns the check for the records of namespace, whose status
-// ConfigMap is status.
-func (c *Client) PolicyCheck(namespace, status string) PolicyCheck {
-	return &policyCheck{c: configMapClient(c.rc, namespace), ns: namespace, status: status}
+// PolicyCheck returns the check for the records of namespace.
+func (c *Client) PolicyCheck(namespace string) PolicyCheck {
+	return &policyCheck{c: configMapClient(c.rc, namespace), ns: namespace}
 }
 
 type policyCheck struct {
-	c          ConfigMapClient
-	ns, status string
+	c  ConfigMapClient
+	ns string
 }
 
 // foreignName is a ConfigMap name that is owner's node's record name with a
@@ -57,43 +56,23 @@ func foreignName(node string) string {
 	return node + suffix
 }
 
-// CheckRefused implements PolicyCheck with two dry runs: a create of a
+// CheckRefused implements PolicyCheck with a dry run of a create of a
 // record shaped as the probe's own (its labels, one entry, its own Node as
-// owner) under another name, and a merge patch of the status's data. With
-// the policy in force both are refused (403); without it RBAC admits both.
+// owner) under another name. With the policy in force it is refused (403);
+// without it RBAC admits it.
 func (p *policyCheck) CheckRefused(ctx context.Context, owner record.Owner) error {
 	dry := []string{metav1.DryRunAll}
 	obj := record.Object(p.ns, owner, `{}`)
 	obj.Name = foreignName(owner.Name)
-	var what []string
 	_, err := p.c.Create(ctx, obj, metav1.CreateOptions{DryRun: dry, FieldManager: fieldManager})
 	switch {
 	case apierrors.IsForbidden(err):
+		return nil
 	case err == nil, apierrors.IsAlreadyExists(err):
 		// An existing name is found after admission: admitted.
-		what = append(what, fmt.Sprintf("a create of ConfigMap %s/%s, a record not its own", p.ns, obj.Name))
+		return admitted(fmt.Sprintf("the API server admitted, as a dry run, a create of ConfigMap %s/%s, a record not its own: the admission policy fleet-role-probe-records is not in force (the plugin off, its binding deleted, or never installed), and any probe could rewrite every record",
+			p.ns, obj.Name))
 	default:
 		return fmt.Errorf("dry-run create of ConfigMap %s/%s: %w", p.ns, obj.Name, classify(err))
 	}
-	_, err = p.c.Patch(ctx, p.status, types.MergePatchType, []byte(`{"data":{"status.json":"{}"}}`),
-		metav1.PatchOptions{DryRun: dry, FieldManager: fieldManager})
-	switch {
-	case apierrors.IsForbidden(err):
-	case apierrors.IsNotFound(err):
-		// The status is gone (deleted; its leader makes it anew at its next
-		// write): a patch of it is answered before admission, so it tells
-		// nothing of the policy, and the create's refusal, by the same
-		// policy and binding, stands for both. Failing here would leave a
-		// probe started meanwhile writing nothing until the install is
-		// applied again.
-	case err == nil:
-		what = append(what, fmt.Sprintf("a patch of ConfigMap %s/%s, the status", p.ns, p.status))
-	default:
-		return fmt.Errorf("dry-run patch of ConfigMap %s/%s: %w", p.ns, p.status, classify(err))
-	}
-	if len(what) > 0 {
-		return admitted(fmt.Sprintf("the API server admitted, as dry runs, %s: the admission policy fleet-role-probe-records is not in force (the plugin off, its binding deleted, or never installed), and any probe could rewrite every record",
-			strings.Join(what, " and ")))
-	}
-	return nil
 }

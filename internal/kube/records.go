@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
+	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +19,7 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/record"
 )
 
@@ -119,6 +123,10 @@ func (r *clientRecords) Delete(ctx context.Context, node string) error {
 type RecordInformer struct {
 	informer
 	lister listersv1.ConfigMapNamespaceLister
+	// markers counts, per record, the versions the watch delivered that
+	// were a probe's withheld marker (Markers).
+	mu      sync.Mutex
+	markers map[string]uint64
 }
 
 // NewRecordInformer makes the informer; Run runs it. It is built on the
@@ -131,10 +139,55 @@ func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
 	})
 	// Set before the informer runs, which is the only time it takes one.
 	utilruntime.Must(inf.SetTransform(recordView))
-	return &RecordInformer{
+	ri := &RecordInformer{
 		informer: informer{inf: inf, what: "records"},
 		lister:   listersv1.NewConfigMapLister(inf.GetIndexer()).ConfigMaps(namespace),
+		markers:  map[string]uint64{},
 	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    ri.sawVersion,
+		UpdateFunc: func(_, obj any) { ri.sawVersion(obj) },
+	})
+	utilruntime.Must(err)
+	return ri
+}
+
+// markerBytes bounds the entries read as a possible marker: a marker holds
+// no samples, its node's name (253 bytes at most) and a reason of at most
+// entry.MaxTextBytes, each byte of which JSON writes in 6 at most
+// (\u00XX), in a few dozen bytes of JSON around them. A record of samples
+// that large is not read here.
+const markerBytes = 253 + 6*entry.MaxTextBytes + 256
+
+// sawVersion counts a version of a record that is its probe's withheld
+// marker: with the admission policy off another probe may overwrite a
+// marker within a period, and the controller, which decides from the cache
+// twice a period, would never see it there (docs/records.md, Fail closed).
+func (i *RecordInformer) sawVersion(obj any) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return
+	}
+	text := cm.Data[record.DataKey]
+	if len(text) > markerBytes || !strings.Contains(text, `"withheld"`) {
+		return
+	}
+	e, err := entry.Decode(text)
+	if err != nil || e.Withheld == "" || e.Node != cm.Name {
+		return
+	}
+	i.mu.Lock()
+	i.markers[cm.Name]++
+	i.mu.Unlock()
+}
+
+// Markers returns, per record, how many of its versions the watch has
+// delivered as its probe's withheld marker since the informer started:
+// the controller names the hosts whose count grew since its last decision.
+func (i *RecordInformer) Markers() map[string]uint64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return maps.Clone(i.markers)
 }
 
 // recordView is the part of a record the cache keeps: what record.Read

@@ -20,7 +20,7 @@ import (
 // first word too) add no series after the first period's.
 func TestReadingFailuresBounded(t *testing.T) {
 	s := probetest.Settings(t, 100*time.Millisecond)
-	store := kubefake.NewRecords(s.Namespace)
+	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	var mu sync.Mutex

@@ -57,7 +57,7 @@ func (r *running) Stop(t testing.TB) {
 func startProbe(t *testing.T, clk *clocked, c *probetest.Cluster, s settings.Settings, node string, sampler probe.Sampler) *running {
 	t.Helper()
 	cl := c.ProbeClient(t, node)
-	return startProbeWith(t, clk, s, node, sampler, cl.Records(s.Namespace), cl.Nodes())
+	return startProbeWith(t, clk, s, node, sampler, cl.Records(s.RecordsNamespace()), cl.Nodes())
 }
 
 // startProbeWith runs a probe for node on clk's clock with store and nodes.
@@ -550,7 +550,10 @@ func TestRecordGoesWithItsNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := c.ConfigMap(t, "agent-1")
+	rec, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).Get(ctx, "agent-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rec.OwnerReferences) != 1 || rec.OwnerReferences[0].UID != node.UID || rec.OwnerReferences[0].Kind != "Node" {
 		t.Fatalf("agent-1's record is owned by %+v, want Node agent-1 (uid %s)", rec.OwnerReferences, node.UID)
 	}

@@ -68,7 +68,7 @@ func dirNames(t *testing.T, dir string) []string {
 // non-voter, agent-1, whose entry holds seed when seed is not nil.
 func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kubefake.Records, *kubefake.Nodes) {
 	t.Helper()
-	store := kubefake.NewRecords(s.Namespace)
+	store := kubefake.NewRecords(s.RecordsNamespace())
 	if seed != nil {
 		text, err := entry.Encode(*seed)
 		if err != nil {

@@ -48,7 +48,7 @@ var _ probe.SettingsTaker = (*liveSampler)(nil)
 // clock: the ticker's period is what is tested.
 func TestSettingsTakenBetweenSamples(t *testing.T) {
 	s := probetest.Settings(t, 50*time.Millisecond) // window 20 at p95
-	store := kubefake.NewRecords(s.Namespace)
+	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	ls := &liveSampler{}

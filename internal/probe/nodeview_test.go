@@ -51,7 +51,7 @@ func TestPlanFromTheNodeView(t *testing.T) {
 		for name, nodes := range map[string][]corev1.Node{"whole": whole, "view": viewed} {
 			mem := &kubefake.Nodes{}
 			mem.Set(nodes...)
-			store := kubefake.NewRecords(s.Namespace)
+			store := kubefake.NewRecords(s.RecordsNamespace())
 			sampler := &probetest.Sampler{}
 			firstPeriod(t, probe.Config{Node: self, Settings: s, Records: store, Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
 			plans[name] = sampler.Plans()
@@ -77,7 +77,7 @@ func TestPlanFromTheNodeView(t *testing.T) {
 	mem := &kubefake.Nodes{}
 	mem.Set(viewed...)
 	sampler := &probetest.Sampler{}
-	firstPeriod(t, probe.Config{Node: "server-1", Settings: s, Records: kubefake.NewRecords(s.Namespace), Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
+	firstPeriod(t, probe.Config{Node: "server-1", Settings: s, Records: kubefake.NewRecords(s.RecordsNamespace()), Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
 	if got := sampler.Plans(); len(got) != 1 || !reflect.DeepEqual(got[0].Peers, want) || !got[0].Voter {
 		t.Fatalf("server-1 from the view: plans %+v, want one voter's plan with peers %+v", got, want)
 	}

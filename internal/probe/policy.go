@@ -15,20 +15,21 @@ import (
 // Fail closed (docs/records.md, "Fail closed"). A probe's own record is
 // worth something only while no other probe can write it: the admission
 // policy fleet-role-probe-records holds each probe to its node's record,
-// and RBAC alone would let any probe rewrite or delete every record, the
-// status and the settings. A cluster where the policy is not in force (its
+// and RBAC alone would let any probe rewrite or delete every record (the
+// status and the settings are in another namespace, where RBAC lets a
+// probe write nothing). A cluster where the policy is not in force (its
 // plugin off, its binding deleted, an install that skipped it) looks the
 // same to every probe until something is written, so the probe asks: at
 // start and then once every entry_unchanged (the bound after which the
-// controller calls a record stale), it makes two server-side dry runs the
+// controller calls a record stale), it makes a server-side dry run the
 // policy must refuse (kube.PolicyCheck), every period until one has seen
-// them refused. Until a check has seen them refused it writes no samples; when one sees them admitted it replaces its
-// record, once, by a marker that holds no samples and says why
-// (entry.Entry.Withheld), says so in its log, its readiness and
-// fleet_role_probe_policy_enforced, and keeps sampling into memory, to
-// write its window again once a check sees the refusals come back. The
-// controller's status names the host unknown with that reason, and no swap
-// is judged on it.
+// it refused. Until a check has seen it refused it writes no samples; when
+// one sees it admitted it replaces its record by a marker that
+// holds no samples and says why (entry.Entry.Withheld), says so in its
+// log, its readiness and fleet_role_probe_policy_enforced, and keeps
+// sampling into memory, to write its window again once a check sees the
+// refusal come back. The controller's status names the host unknown with
+// that reason, and no swap is judged on it.
 
 // policy is what the probe knows of the admission policy's hold.
 type policy struct {
@@ -36,7 +37,8 @@ type policy struct {
 	protected bool // the last answer: refused
 	why       error
 	last      time.Time // when the last check ran, by this process's monotonic clock
-	// marked: the marker of this unprotected spell is written.
+	// marked: the marker of this unprotected spell is written (and the
+	// spell logged); it is written again at every check of the spell.
 	marked bool
 }
 
@@ -93,8 +95,12 @@ func (p *Prober) checkPolicy(ctx context.Context) {
 	case errors.Is(err, kube.ErrAdmitted):
 		if !now.marked {
 			p.log.Error("writing no samples: the API server did not refuse a write to a record not this node's", "err", err)
-			p.writeWithheld(ctx, err)
 		}
+		// At every check of the spell (every period), not once: with the
+		// policy off any probe may overwrite this record with samples of
+		// its making, and the controller holds the whole fleet unprotected
+		// for as long as it sees a marker come back.
+		p.writeWithheld(ctx, err)
 	case err != nil:
 		p.log.Warn("could not ask the API server whether it refuses a write to a record not this node's; will ask again next period", "err", err)
 	}
@@ -105,8 +111,8 @@ func (p *Prober) checkPolicy(ctx context.Context) {
 const withheldTextBytes = 512
 
 // writeWithheld replaces the record by a marker that holds no samples and
-// says why, once a spell: the samples it held are not to be trusted while
-// any probe could have written them, and the controller names the reason.
+// says why: the samples it held are not to be trusted while any probe could
+// have written them, and the controller names the reason.
 func (p *Prober) writeWithheld(ctx context.Context, why error) {
 	msg := why.Error()
 	if len(msg) > withheldTextBytes {

@@ -54,7 +54,7 @@ func TestPolicyCheckedOnTheProbesClock(t *testing.T) {
 	c := newClocked(s.SamplePeriod)
 	loop := c.watch(nodes)
 	pol := &countedPolicy{loop: loop}
-	p, err := probe.New(c.config(probe.Config{Node: "agent-1", Settings: s, Records: kubefake.NewRecords(s.Namespace),
+	p, err := probe.New(c.config(probe.Config{Node: "agent-1", Settings: s, Records: kubefake.NewRecords(s.RecordsNamespace()),
 		Policy: pol, Sampler: &probetest.Sampler{}}, loop))
 	if err != nil {
 		t.Fatal(err)

@@ -8,13 +8,19 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -53,8 +59,8 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 	start := func(node string) (*probe.Prober, *probe.Metrics, *probetest.Log, *probetest.Loop) {
 		cl := c.ProbeClient(t, node)
 		m, log := probe.NewMetrics(), probetest.NewLog()
-		p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.Namespace),
-			Policy: cl.PolicyCheck(s.Namespace, s.StatusConfigMap), Nodes: cl.Nodes(),
+		p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.RecordsNamespace()),
+			Policy: cl.PolicyCheck(s.RecordsNamespace()), Nodes: cl.Nodes(),
 			Sampler: &probetest.Sampler{}, Log: log.Logger, Metrics: m})
 		if err != nil {
 			t.Fatal(err)
@@ -100,11 +106,39 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 	})
 	t.Logf("the binding deleted: agent-1's record is the withheld marker %.1f s later (the check runs every %v)", time.Since(removed).Seconds(), s.StaleAfter().Duration())
 	e, _ := c.Entry(t, "agent-1")
-	for _, want := range []string{"the API server admitted, as dry runs, a create of ConfigMap fleet-role/agent-1.fleet-role-policy-check", "and a patch of ConfigMap fleet-role/fleet-role-status", "fleet-role-probe-records is not in force"} {
+	for _, want := range []string{"the API server admitted, as a dry run, a create of ConfigMap " + s.RecordsNamespace() + "/agent-1.fleet-role-policy-check", "fleet-role-probe-records is not in force"} {
 		if !strings.Contains(e.Withheld, want) {
 			t.Errorf("withheld %q lacks %q", e.Withheld, want)
 		}
 	}
+	checkOutOfReach(t, ctx, c, s, "agent-1")
+
+	// The attack the marker must survive: with the policy off, another
+	// node's probe token overwrites agent-1's marker with a record of its
+	// making. The honest probe writes its marker again at its next check
+	// (every period while the policy is off): the old probe wrote it once
+	// a spell, and a forged record then stood until the policy came back.
+	forged, err := entry.Encode(probetest.RealisticEntry("agent-1", []string{"server-1"}, -1, 3, s.SamplePeriod, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent1, err := c.Admin.CoreV1().Nodes().Get(ctx, "agent-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ProbeClient(t, "server-1").Records(s.RecordsNamespace()).Put(ctx, record.Owner{Name: "agent-1", UID: agent1.UID}, forged); err != nil {
+		t.Fatalf("with the policy off, server-1's probe token could not overwrite agent-1's record: %v", err)
+	}
+	forgedAt := time.Now()
+	probetest.Eventually(t, time.Minute, func() error {
+		if e, ok := c.Entry(t, "agent-1"); !ok || e.Withheld == "" || len(e.Samples) != 0 {
+			return fmt.Errorf("agent-1's record: withheld %q, %d samples", e.Withheld, len(e.Samples))
+		}
+		return nil
+	})
+	back := time.Since(forgedAt)
+	t.Logf("a record forged with server-1's token over agent-1's marker: the marker back %.2f s later (period %v)", back.Seconds(), s.SamplePeriod)
+
 	if err := p.Ready(); err == nil || !strings.Contains(err.Error(), "writing no samples") {
 		t.Errorf("Ready: %v, want writing no samples", err)
 	}
@@ -136,11 +170,14 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 		t.Errorf("server-1, started without the policy, wrote %d samples", len(e.Samples))
 	}
 
-	// The controller names both hosts and the reason.
+	// The controller names both hosts and the reason, and, reading the
+	// policy itself with its own token, holds every swap for the whole
+	// fleet.
 	cl := c.Client(t, probetest.ControllerSA)
 	metrics := controller.NewMetrics()
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
-		Records: probetest.RecordSource(t, cl, s.Namespace), Nodes: cl.Nodes(), Metrics: metrics})
+		Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics,
+		Policy: cl.PolicyReader()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +192,9 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 				!strings.HasPrefix(h.Reasons[0].Detail, "withheld: the probe writes no samples: the API server admitted") {
 				return fmt.Errorf("%s: %+v", n, h)
 			}
+		}
+		if err := protectedGate(st, true, "the controller read the admission policy not in force: the ValidatingAdmissionPolicyBinding fleet-role-probe-records is gone"); err != nil {
+			return err
 		}
 		t.Logf("the status names server-1: %s", hostIn(st, "server-1").Reasons[0].Detail)
 		return nil
@@ -179,6 +219,51 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 	if v, _ := gauge(t, m.Registry, "fleet_role_probe_policy_enforced"); v != 1 {
 		t.Errorf("fleet_role_probe_policy_enforced %v with the policy back, want 1", v)
 	}
+	// The controller frees the fleet once it reads the policy in force,
+	// no marker has come for entry_unchanged, and both probes have written
+	// their samples since: not before.
+	restored := time.Now()
+	probetest.Eventually(t, time.Minute, func() error {
+		st, err := ctrl.Tick(ctx)
+		if err != nil {
+			return err
+		}
+		if err := protectedGate(st, false, ""); err != nil {
+			return err
+		}
+		for _, n := range []string{"agent-1", "server-1"} {
+			if h := hostIn(st, n); h == nil || len(h.Reasons) == 0 || strings.HasPrefix(h.Reasons[0].Detail, "withheld") {
+				return fmt.Errorf("%s still held: %+v", n, h)
+			}
+		}
+		return nil
+	})
+	if took := time.Since(restored); took < s.StaleAfter().Duration() {
+		t.Errorf("the fleet freed %v after the binding came back, under entry_unchanged %v", took, s.StaleAfter().Duration())
+	} else {
+		t.Logf("the fleet freed %.2f s after the binding came back (entry_unchanged %v)", took.Seconds(), s.StaleAfter().Duration())
+	}
+}
+
+// protectedGate says whether st's decision holds (held) or does not hold
+// every swap for the records unprotected, its detail carrying want.
+func protectedGate(st *decide.Status, held bool, want string) error {
+	for _, r := range st.Decision.Reasons {
+		if r.Signal != decide.GateProtected {
+			continue
+		}
+		if !held {
+			return fmt.Errorf("the decision still holds every swap: %s", r.Detail)
+		}
+		if r.OK || !strings.Contains(r.Detail, want) {
+			return fmt.Errorf("gate_protected %v: %s; want held, saying %q", r.OK, r.Detail, want)
+		}
+		return nil
+	}
+	if held {
+		return fmt.Errorf("no gate_protected among the decision's reasons: %+v", st.Decision.Reasons)
+	}
+	return nil
 }
 
 func hostIn(st *decide.Status, name string) *decide.Host {
@@ -190,59 +275,43 @@ func hostIn(st *decide.Status, name string) *decide.Host {
 	return nil
 }
 
-// With the status ConfigMap deleted (a person, or an uninstall left half
-// done), a probe that starts still proves the policy in force by the
-// refused create of a record not its own, and writes its samples: it does
-// not wait for the install to be applied again. With the binding also gone
-// it still withholds: a status it cannot patch does not hide an admitted
-// create.
-func TestPolicyCheckWithTheStatusGone(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 100*time.Millisecond)
-	c.AddNodes(t, probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.12.3"},
-		probetest.Node{Name: "agent-2", Eligible: true, Address: "127.0.12.4"})
-	ctx := context.Background()
-	if err := c.Admin.CoreV1().ConfigMaps(s.Namespace).Delete(ctx, s.StatusConfigMap, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+// checkOutOfReach holds, with the admission policy off, what RBAC alone
+// keeps from node's probe credential: the status and the settings, in
+// fleet-role's own namespace, can be neither written nor deleted, and no
+// ConfigMap made there; while the write the policy exists to refuse, a
+// record not its own in the records' namespace, is admitted (so the policy
+// is indeed off). Every write is a server-side dry run.
+func checkOutOfReach(t *testing.T, ctx context.Context, c *probetest.Cluster, s settings.Settings, node string) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(c.ProbeClient(t, node).Config())
+	dry := []string{metav1.DryRunAll}
+	own := cs.CoreV1().ConfigMaps(s.Namespace)
+	other := record.Object(s.RecordsNamespace(), record.Owner{Name: "someone-else"}, "{}")
+	if _, err := cs.CoreV1().ConfigMaps(s.RecordsNamespace()).Create(ctx, other, metav1.CreateOptions{DryRun: dry}); err != nil {
+		t.Errorf("with the policy off, the probe on %s was refused a record not its own (%v): the policy is not off", node, err)
 	}
-	start := func(node string) (*probe.Prober, *probe.Metrics) {
-		cl := c.ProbeClient(t, node)
-		m := probe.NewMetrics()
-		p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.Namespace),
-			Policy: cl.PolicyCheck(s.Namespace, s.StatusConfigMap), Nodes: cl.Nodes(),
-			Sampler: &probetest.Sampler{}, Log: probetest.NewLog().Logger, Metrics: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		probetest.Go(t, "probe "+node, p.Run)
-		return p, m
-	}
-	p, m := start("agent-1")
-	probetest.Eventually(t, time.Minute, func() error {
-		if err := p.Ready(); err != nil {
+	for what, do := range map[string]func() error{
+		"patch " + s.StatusConfigMap: func() error {
+			_, err := own.Patch(ctx, s.StatusConfigMap, types.MergePatchType, []byte(`{"data":{"status.json":"{}"}}`), metav1.PatchOptions{DryRun: dry})
 			return err
+		},
+		"delete " + s.StatusConfigMap: func() error {
+			return own.Delete(ctx, s.StatusConfigMap, metav1.DeleteOptions{DryRun: dry})
+		},
+		"patch fleet-role-settings": func() error {
+			_, err := own.Patch(ctx, "fleet-role-settings", types.MergePatchType, []byte(`{"data":{"settings.yaml":""}}`), metav1.PatchOptions{DryRun: dry})
+			return err
+		},
+		"create a ConfigMap in " + s.Namespace: func() error {
+			_, err := own.Create(ctx, record.Object(s.Namespace, record.Owner{Name: node}, "{}"), metav1.CreateOptions{DryRun: dry})
+			return err
+		},
+	} {
+		err := do()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot ") {
+			t.Errorf("with the policy off, the probe on %s asked to %s: %v, want refused by RBAC", node, what, err)
+		} else {
+			t.Logf("with the policy off, the probe on %s may not %s: %v", node, what, err)
 		}
-		if e, ok := c.Entry(t, "agent-1"); !ok || e.Withheld != "" || len(e.Samples) < 3 {
-			return fmt.Errorf("agent-1's record: withheld %q, %d samples", e.Withheld, len(e.Samples))
-		}
-		return nil
-	})
-	if v, ok := gauge(t, m.Registry, "fleet_role_probe_policy_enforced"); !ok || v != 1 {
-		t.Errorf("fleet_role_probe_policy_enforced %v (exported %v) with the status gone and the policy in force, want 1", v, ok)
 	}
-
-	if err := c.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "fleet-role-probe-records", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	p2, _ := start("agent-2")
-	probetest.Eventually(t, time.Minute, func() error {
-		if err := p2.Ready(); err == nil || !strings.Contains(err.Error(), "writing no samples") {
-			return fmt.Errorf("agent-2 Ready: %v, want writing no samples", err)
-		}
-		e, ok := c.Entry(t, "agent-2")
-		if !ok || len(e.Samples) != 0 || !strings.Contains(e.Withheld, "a create of ConfigMap fleet-role/agent-2.fleet-role-policy-check") {
-			return fmt.Errorf("agent-2's record: %v, %d samples, withheld %q", ok, len(e.Samples), e.Withheld)
-		}
-		return nil
-	})
 }

@@ -113,7 +113,7 @@ func (r *refusing) sizes() []int {
 // that stopped reporting. Once the refusal ends, the whole window is written.
 func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	s := probetest.Settings(t, 50*time.Millisecond)
-	store := &refusing{Records: kubefake.NewRecords(s.Namespace), max: 600}
+	store := &refusing{Records: kubefake.NewRecords(s.RecordsNamespace()), max: 600}
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	clk := newClocked(s.SamplePeriod)

@@ -40,7 +40,7 @@ func (b *blockingSampler) Sample(ctx context.Context, plan probe.Plan) entry.Sam
 // API, is under test.)
 func TestStopFinishesTheSampleInFlight(t *testing.T) {
 	s := probetest.Settings(t, 100*time.Millisecond)
-	store := kubefake.NewRecords(s.Namespace)
+	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &blockingSampler{started: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan bool, 1)}

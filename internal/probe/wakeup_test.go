@@ -86,7 +86,7 @@ func (b *besideSampler) Events() []string {
 // stops it when it returns: it lives as long as the loop.
 func TestRunStartsAndStopsTheReadingBeside(t *testing.T) {
 	s := probetest.Settings(t, 50*time.Millisecond)
-	store := kubefake.NewRecords(s.Namespace)
+	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &besideSampler{}

@@ -10,7 +10,7 @@ import (
 // restart, and why: each is bound into what the component built at start,
 // or is a power an edit of a ConfigMap alone must not grant.
 var restartOnly = map[string]string{
-	"namespace":         "the records, the status, the Lease and the watches live in it",
+	"namespace":         "the records, the status, the Lease and the watches live in it (the records in NAMESPACE-records)",
 	"status_configmap":  "the election and every status write are bound to its name",
 	"eligible_label":    "the Node watches keep of each Node only the labels named at start",
 	"pinned_label":      "the Node watches keep of each Node only the labels named at start",

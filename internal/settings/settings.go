@@ -116,8 +116,8 @@ var fields = []field{
 	{"pinned_label", "node label key whose value true pins a voter (never swapped out)",
 		"fleet-role's own label, written true or false because a kubelet never removes a label",
 		func(s *Settings) any { return &s.PinnedLabel }, false},
-	{"namespace", "namespace of fleet-role's ConfigMaps: the probes' records and the status",
-		"fleet-role's own namespace, which holds only fleet-role: the controller lists every record in it",
+	{"namespace", "namespace of fleet-role's ConfigMaps: the status and the settings; the probes' records are in NAMESPACE-records",
+		"fleet-role's own namespace, which holds only fleet-role; its records' namespace holds only the records",
 		func(s *Settings) any { return &s.Namespace }, false},
 	{"status_configmap", "ConfigMap the controller publishes status.json in",
 		"fleet-role's own ConfigMap name",
@@ -154,6 +154,18 @@ func Defaults() Settings {
 		Acting:            ActingOff,
 	}
 }
+
+// RecordsSuffix names the records' namespace after fleet-role's own.
+const RecordsSuffix = "-records"
+
+// RecordsNamespace is the namespace of the probes' records, and of nothing
+// else: namespace with RecordsSuffix. The probes may write any ConfigMap
+// there (RBAC cannot narrow a create by name; the admission policy narrows
+// them to their own record) and only read, by name, in Namespace, so that
+// no probe credential can touch the status or the settings even with the
+// admission policy off (docs/security.md). Derived rather than a setting of
+// its own, so that the two can never be the same namespace.
+func (s Settings) RecordsNamespace() string { return s.Namespace + RecordsSuffix }
 
 // Keys returns every setting's key in order.
 func Keys() []string {

@@ -358,7 +358,10 @@ func TestBounds(t *testing.T) {
 		{"label name over 63", func(s *S) { s.EligibleLabel = label(10, 64) }, "eligible_label = " + strconv.Quote(label(10, 64)[:64]) + "... (75 bytes): must be a valid Kubernetes label key: name part must be no more than 63 bytes"},
 		{"label prefix at 253", func(s *S) { s.PinnedLabel = label(253, 1) }, ""},
 		{"label prefix over 253", func(s *S) { s.PinnedLabel = label(254, 1) }, "pinned_label = " + strconv.Quote(long(64)) + "... (256 bytes): must be a valid Kubernetes label key: prefix part must be no more than 253 bytes"},
-		{"namespace at 63", func(s *S) { s.Namespace = long(63) }, ""},
+		// The records' namespace, NAMESPACE-records, is a label too: 63
+		// characters at most leaves 55 for the namespace.
+		{"namespace at 55", func(s *S) { s.Namespace = long(55) }, ""},
+		{"namespace at 56", func(s *S) { s.Namespace = long(56) }, "namespace = " + long(56) + ": must leave room for the records' namespace " + long(56) + "-records (64 characters): must be no more than 63 characters"},
 		{"namespace over 63", func(s *S) { s.Namespace = long(64) }, "namespace = " + long(64) + ": must be a valid namespace name: must be no more than 63 characters"},
 		{"configmap at 253", func(s *S) { s.StatusConfigMap = long(253) }, ""},
 		{"configmap over 253", func(s *S) { s.StatusConfigMap = long(254) }, "status_configmap = " + strconv.Quote(long(64)) + "... (254 bytes): must be a valid ConfigMap name: must be no more than 253 characters"},

@@ -153,6 +153,8 @@ func (s Settings) Validate() error {
 	}
 	if msgs := validation.IsDNS1123Label(s.Namespace); len(msgs) > 0 {
 		bad("namespace", "must be a valid namespace name: "+strings.Join(msgs, "; "))
+	} else if msgs := validation.IsDNS1123Label(s.RecordsNamespace()); len(msgs) > 0 {
+		bad("namespace", fmt.Sprintf("must leave room for the records' namespace %s (%d characters): %s", s.RecordsNamespace(), len(s.RecordsNamespace()), strings.Join(msgs, "; ")))
 	}
 	if msgs := validation.IsDNS1123Subdomain(s.StatusConfigMap); len(msgs) > 0 {
 		bad("status_configmap", "must be a valid ConfigMap name: "+strings.Join(msgs, "; "))

@@ -189,7 +189,7 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	defer func() { stopObserving(); <-observed }()
 
 	watched := watchEtcd(octx, fl.Lab, fl.Voters)
-	writes := watchRecords(octx, fl.Admin, s.Namespace, fl.Voters, time.Duration(s.StaleAfter().Value*float64(time.Second)))
+	writes := watchRecords(octx, fl.Admin, s.RecordsNamespace(), fl.Voters, time.Duration(s.StaleAfter().Value*float64(time.Second)))
 
 	r.logf("waiting for every host fit with a full window (%d samples of %v) and the cooldown passed", s.Window, s.SamplePeriod)
 	if _, err := r.waitFor(ctx, "every host fit and the cooldown passed", cfg.RecoverTimeout+2*time.Minute, time.Time{}, baseline); err != nil {

@@ -55,7 +55,7 @@ Ctrl-C stops every process it started and removes its data unless --keep.`,
 	f.BoolVar(&opt.Keep, "keep", false, "keep the data directory (etcd data, the demo's log)")
 	f.BoolVar(&asJSON, "json", false, "print the last status document as JSON on standard output (progress goes to standard error)")
 	f.StringVar(&opt.Kubeconfig, "kubeconfig", "", "keep the ConfigMaps on this API server instead of in process (the demo's hosts stay its own)")
-	f.StringVar(&opt.Namespace, "namespace", opt.Namespace, "with --kubeconfig, the namespace of the demo's ConfigMaps")
+	f.StringVar(&opt.Namespace, "namespace", opt.Namespace, "with --kubeconfig, the namespace of the demo's status (its records go in NAMESPACE-records)")
 	f.DurationVar(&opt.Hold, "hold", 0, "once the fault has shown, keep the fleet deciding with the fault in place for this long before the demo ends: time to look at the status page, /status")
 	f.StringVar(&opt.Listen, "listen", opt.Listen, "where the controller serves its /metrics and its status page, /status, as the deployed controller does (default: a free loopback port, printed; empty: nowhere)")
 

@@ -603,7 +603,7 @@ func (f *fleet) startStore(ctx context.Context) error {
 			return err
 		}
 		f.store = mem
-		records := kubefake.NewRecords(f.set.Namespace)
+		records := kubefake.NewRecords(f.set.RecordsNamespace())
 		f.records, f.recordSource = records, records
 		return nil
 	}
@@ -615,8 +615,8 @@ func (f *fleet) startStore(ctx context.Context) error {
 		return err
 	}
 	f.store = client.ConfigMaps(f.set.Namespace)
-	f.records = client.Records(f.set.Namespace)
-	inf := client.NewRecordInformer(f.set.Namespace)
+	f.records = client.Records(f.set.RecordsNamespace())
+	inf := client.NewRecordInformer(f.set.RecordsNamespace())
 	go inf.Run(ctx) // it stops with ctx, the run's
 	if err := inf.WaitForSync(ctx); err != nil {
 		return err

@@ -49,10 +49,11 @@ func PodToken(t testing.TB, kubeletRoot string, pod *corev1.Pod) string {
 // CheckProbePodToken holds that the admission policy of the records holds
 // for the token a kubelet issued to the probe pod on node (cfg holds it):
 // the token is the probe's ServiceAccount bound to the pod and its node; it
-// may patch its own record, and may neither create the record of other (a
-// Node, by name and UID) nor patch or delete the status. Each write is a
-// server-side dry run, so nothing is stored.
-func CheckProbePodToken(t testing.TB, ctx context.Context, cfg *rest.Config, namespace string, pod *corev1.Pod, other record.Owner) {
+// may patch its own record in the records' namespace, and may neither
+// create the record of other (a Node, by name and UID: the admission
+// policy) nor patch or delete the status in namespace (RBAC). Each write
+// is a server-side dry run, so nothing is stored.
+func CheckProbePodToken(t testing.TB, ctx context.Context, cfg *rest.Config, namespace, recordsNamespace string, pod *corev1.Pod, other record.Owner) {
 	t.Helper()
 	node := pod.Spec.NodeName
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -70,9 +71,9 @@ func CheckProbePodToken(t testing.TB, ctx context.Context, cfg *rest.Config, nam
 	} else {
 		t.Logf("the kubelet issued the probe pod on %s a token for %s carrying %s=%s", node, u.Username, record.NodeNameClaim, node)
 	}
-	cms := cs.CoreV1().ConfigMaps(namespace)
+	cms, own := cs.CoreV1().ConfigMaps(recordsNamespace), cs.CoreV1().ConfigMaps(namespace)
 	dry := []string{metav1.DryRunAll}
-	otherRecord := record.Object(namespace, other, "admission check")
+	otherRecord := record.Object(recordsNamespace, other, "admission check")
 	ownPatch := fmt.Sprintf(`{"data":{%q:%q}}`, record.DataKey, "admission check")
 	attempts := []struct {
 		what    string
@@ -88,11 +89,11 @@ func CheckProbePodToken(t testing.TB, ctx context.Context, cfg *rest.Config, nam
 			return err
 		}},
 		{"patch fleet-role-status", false, func() error {
-			_, err := cms.Patch(ctx, "fleet-role-status", types.MergePatchType, []byte(`{"data":{"status.json":"{}"}}`), metav1.PatchOptions{DryRun: dry})
+			_, err := own.Patch(ctx, "fleet-role-status", types.MergePatchType, []byte(`{"data":{"status.json":"{}"}}`), metav1.PatchOptions{DryRun: dry})
 			return err
 		}},
 		{"delete fleet-role-status", false, func() error {
-			return cms.Delete(ctx, "fleet-role-status", metav1.DeleteOptions{DryRun: dry})
+			return own.Delete(ctx, "fleet-role-status", metav1.DeleteOptions{DryRun: dry})
 		}},
 	}
 	for _, a := range attempts {
@@ -103,9 +104,9 @@ func CheckProbePodToken(t testing.TB, ctx context.Context, cfg *rest.Config, nam
 		case a.allowed:
 			t.Logf("the probe pod's token may %s (dry run)", a.what)
 		case err == nil:
-			t.Errorf("the admission policy let the probe pod's token %s", a.what)
+			t.Errorf("the API server let the probe pod's token %s", a.what)
 		case !apierrors.IsForbidden(err):
-			t.Errorf("the probe pod's token asked to %s: %v, want Forbidden by the admission policy", a.what, err)
+			t.Errorf("the probe pod's token asked to %s: %v, want Forbidden (the admission policy for a record, RBAC for the status)", a.what, err)
 		default:
 			t.Logf("the probe pod's token may not %s: %v", a.what, err)
 		}

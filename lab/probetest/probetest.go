@@ -76,6 +76,8 @@ type Cluster struct {
 	Server    *apiserver.Server
 	Admin     kubernetes.Interface
 	Namespace string
+	// RecordsNamespace holds the probes' records (settings.RecordsNamespace).
+	RecordsNamespace string
 }
 
 // Start runs etcd and kube-apiserver and applies deploy/fleet-role.yaml with
@@ -87,7 +89,8 @@ func Start(t testing.TB) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Server: s, Admin: admin, Namespace: settings.Defaults().Namespace}
+	d := settings.Defaults()
+	c := &Cluster{Server: s, Admin: admin, Namespace: d.Namespace, RecordsNamespace: d.RecordsNamespace()}
 	kc := c.Kubeconfig(t, "")
 	out, err := exec.Command(testenv.Kubectl(t), "--kubeconfig", kc, "apply", "--server-side", "-f", Manifest(t)).CombinedOutput()
 	if err != nil {
@@ -340,7 +343,7 @@ func (c *Cluster) PatchData(ctx context.Context, name, key string, value *string
 // WriteRecord writes node's record as the admin (kubectl apply of a
 // hand-made record): a record's labels and the entry text, no owner.
 func (c *Cluster) WriteRecord(ctx context.Context, node, text string) error {
-	return kube.NewRecordsFor(c.Admin.CoreV1().ConfigMaps(c.Namespace), c.Namespace).Put(ctx, record.Owner{Name: node}, text)
+	return kube.NewRecordsFor(c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace), c.RecordsNamespace).Put(ctx, record.Owner{Name: node}, text)
 }
 
 // RecordSource starts an informer over the records with cl's credentials,
@@ -535,7 +538,7 @@ func (c *Cluster) WatchRecords(ctx context.Context, t testing.TB) *History {
 	t.Helper()
 	h := &History{versions: map[string][]string{}, owners: map[string][]metav1.OwnerReference{}, done: make(chan struct{})}
 	opts := metav1.ListOptions{LabelSelector: record.Selector}
-	l, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).List(ctx, opts)
+	l, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +546,7 @@ func (c *Cluster) WatchRecords(ctx context.Context, t testing.TB) *History {
 		h.record(&l.Items[i])
 	}
 	opts.ResourceVersion = l.ResourceVersion
-	w, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).Watch(ctx, opts)
+	w, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).Watch(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,7 +749,7 @@ func (c *Cluster) Entry(t testing.TB, node string) (entry.Entry, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).Get(ctx, record.Name(node), metav1.GetOptions{})
+	raw, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).Get(ctx, record.Name(node), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return entry.Entry{}, false
 	}
@@ -769,7 +772,7 @@ func (c *Cluster) Records(t testing.TB) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := c.Admin.CoreV1().ConfigMaps(c.Namespace).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+	l, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
 	if err != nil {
 		t.Fatal(err)
 	}

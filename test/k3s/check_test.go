@@ -1,6 +1,7 @@
 package k3s
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -272,28 +273,32 @@ func (s *scenario) checkEtcdStart(t *testing.T) {
 // checkRBAC asks `kubectl auth can-i` as each ServiceAccount, on k3s, what
 // deploy/base/rbac.yaml lets it do and what it must not: the Nodes read
 // through informers and never changed; no Secret; the probe writes
-// ConfigMaps of its namespace (the admission policy narrows that to its
-// own record) and lists none; the controller lists them and writes only
-// the status. test/mesh asks the full design on a plain API server.
+// ConfigMaps of the records' namespace (the admission policy narrows that
+// to its own record), lists none, and writes nothing in fleet-role's own;
+// the controller lists the records and writes only the status. test/mesh
+// asks the full design on a plain API server.
 func (s *scenario) checkRBAC(t *testing.T, ctx context.Context) {
 	t.Helper()
 	qs := []struct {
 		sa, verb, resource string
 		want               bool
+		ns                 string // fleet-role's namespace when empty
 	}{
-		{probeSA, "list", "nodes", true}, {probeSA, "watch", "nodes", true}, {probeSA, "patch", "nodes", false},
-		{probeSA, "get", "secrets", false}, {probeSA, "create", "configmaps", true}, {probeSA, "patch", "configmaps/server-1", true},
-		{probeSA, "list", "configmaps", false},
-		{ctrlSA, "list", "nodes", true}, {ctrlSA, "update", "nodes", false}, {ctrlSA, "get", "secrets", false},
-		{ctrlSA, "list", "configmaps", true}, {ctrlSA, "patch", "configmaps/fleet-role-status", true},
-		{ctrlSA, "patch", "configmaps/server-1", false}, {ctrlSA, "create", "configmaps", false},
+		{probeSA, "list", "nodes", true, ""}, {probeSA, "watch", "nodes", true, ""}, {probeSA, "patch", "nodes", false, ""},
+		{probeSA, "get", "secrets", false, ""}, {probeSA, "create", "configmaps", true, recordsNS}, {probeSA, "patch", "configmaps/server-1", true, recordsNS},
+		{probeSA, "list", "configmaps", false, recordsNS},
+		{probeSA, "create", "configmaps", false, ""}, {probeSA, "patch", "configmaps/fleet-role-status", false, ""},
+		{probeSA, "patch", "configmaps/fleet-role-settings", false, ""},
+		{ctrlSA, "list", "nodes", true, ""}, {ctrlSA, "update", "nodes", false, ""}, {ctrlSA, "get", "secrets", false, ""},
+		{ctrlSA, "list", "configmaps", true, recordsNS}, {ctrlSA, "patch", "configmaps/fleet-role-status", true, ""},
+		{ctrlSA, "patch", "configmaps/server-1", false, recordsNS}, {ctrlSA, "create", "configmaps", false, recordsNS},
 	}
 	for _, q := range qs {
 		as := "system:serviceaccount:" + namespace + ":" + q.sa
 		// The answer on standard output; kubectl warns on standard error
 		// that Nodes are not namespaced.
 		cmd := exec.CommandContext(ctx, testenv.Kubectl(t), "--kubeconfig", s.fleet.AdminKC,
-			"auth", "can-i", q.verb, q.resource, "-n", namespace, "--as", as)
+			"auth", "can-i", q.verb, q.resource, "-n", cmp.Or(q.ns, namespace), "--as", as)
 		out, err := cmd.Output()
 		answer := strings.TrimSpace(string(out))
 		var exit *exec.ExitError
@@ -332,7 +337,7 @@ func (s *scenario) checkAdmission(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probetest.CheckProbePodToken(t, ctx, s.tokenConfig(tok), namespace, pod, record.Owner{Name: other.Name, UID: other.UID})
+	probetest.CheckProbePodToken(t, ctx, s.tokenConfig(tok), namespace, recordsNS, pod, record.Owner{Name: other.Name, UID: other.UID})
 }
 
 // admissionCheckAgent marks the requests checkAdmission makes with the
@@ -419,7 +424,7 @@ func (s *scenario) checkRecords(t *testing.T, ctx context.Context, snap snapshot
 	t.Helper()
 	leaders := 0
 	for _, name := range hosts {
-		cm, err := s.fleet.Admin.CoreV1().ConfigMaps(namespace).Get(ctx, record.Name(name), metav1.GetOptions{})
+		cm, err := s.fleet.Admin.CoreV1().ConfigMaps(recordsNS).Get(ctx, record.Name(name), metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("record %s: %v", name, err)
 			continue
@@ -675,6 +680,7 @@ func (s *scenario) checkAudit(t *testing.T) {
 			}
 		}
 		var who, cm string
+		ns := namespace
 		verbs := []string{"create", "patch"}
 		switch e.User.Username {
 		case prefix + ctrlSA:
@@ -707,12 +713,12 @@ func (s *scenario) checkAudit(t *testing.T) {
 				t.Errorf("a probe with node claim %q wrote: %s", nodes, what)
 				return
 			}
-			who, cm = "probe on "+nodes[0], record.Name(nodes[0])
+			who, cm, ns = "probe on "+nodes[0], record.Name(nodes[0]), recordsNS
 		default:
 			return
 		}
-		if r.Resource != "configmaps" || r.Namespace != namespace || r.Name != cm || r.Subresource != "" || !slices.Contains(verbs, e.Verb) {
-			t.Errorf("%s wrote something other than a %s of ConfigMap %s/%s on %s: %s", who, strings.Join(verbs, " or "), namespace, cm, server, what)
+		if r.Resource != "configmaps" || r.Namespace != ns || r.Name != cm || r.Subresource != "" || !slices.Contains(verbs, e.Verb) {
+			t.Errorf("%s wrote something other than a %s of ConfigMap %s/%s on %s: %s", who, strings.Join(verbs, " or "), ns, cm, server, what)
 			return
 		}
 		if e.Code() < 400 {

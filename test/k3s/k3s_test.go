@@ -40,6 +40,8 @@ const (
 	pinnedHost = "server-1"
 	pauseTag   = "fleet-role.test/pause:v1"
 	namespace  = "fleet-role"
+	// recordsNS holds the probes' records (settings records_namespace).
+	recordsNS  = "fleet-role-records"
 	probeSA    = probetest.ProbeSA
 	ctrlSA     = probetest.ControllerSA
 	probeLabel = "app.kubernetes.io/name=fleet-role-probe"

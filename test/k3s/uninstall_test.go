@@ -136,8 +136,10 @@ func (s *scenario) uninstall(t *testing.T, ctx context.Context) {
 	if _, err := dyn.Resource(addons).Namespace("kube-system").Get(ctx, "fleet-role", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		left = append(left, fmt.Sprintf("k3s's Addon fleet-role (%v)", err))
 	}
-	if _, err := s.fleet.Admin.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		left = append(left, fmt.Sprintf("namespace %s (%v)", namespace, err))
+	for _, ns := range []string{namespace, recordsNS} {
+		if _, err := s.fleet.Admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("namespace %s (%v)", ns, err))
+		}
 	}
 	out, err := exec.CommandContext(ctx, testenv.Kubectl(t), "--kubeconfig", s.fleet.AdminKC, "get",
 		"clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding,flowschema,prioritylevelconfiguration,role,rolebinding",

@@ -38,11 +38,13 @@ type canI struct {
 // what it must not: both list and watch the Nodes (their informers) and may
 // neither get nor change one; neither reads a Secret or reaches another namespace's
 // ConfigMaps. The probe gets, creates, patches and deletes ConfigMaps of
-// fleet-role's namespace (RBAC cannot restrict create by name nor bind a
+// the records' namespace (RBAC cannot restrict create by name nor bind a
 // name to the writer's node: the admission policy does, checkAdmission and
-// checkAudit below) and lists none. The controller lists and watches them
-// (its informer, by label) and gets and patches fleet-role-status alone,
-// by name: no other ConfigMap, not even a record, by name.
+// checkAudit below) and lists none; in fleet-role's own namespace it may
+// write nothing, so that the status and the settings are out of its reach
+// by RBAC alone. The controller lists and watches the records (its
+// informer, by label) and writes none, and gets and patches
+// fleet-role-status alone, by name.
 func rbacDesign() []canI {
 	var qs []canI
 	for _, sa := range []string{probeSA, controllerSA} {
@@ -57,6 +59,8 @@ func rbacDesign() []canI {
 			canI{sa: sa, verb: "list", resource: "secrets"},
 			canI{sa: sa, verb: "update", resource: "configmaps"},
 			canI{sa: sa, verb: "deletecollection", resource: "configmaps"},
+			canI{sa: sa, verb: "update", resource: "configmaps", ns: recordsNS},
+			canI{sa: sa, verb: "deletecollection", resource: "configmaps", ns: recordsNS},
 			canI{sa: sa, verb: "get", resource: "configmaps", ns: "kube-system"},
 			canI{sa: sa, verb: "list", resource: "configmaps", ns: "kube-system"},
 			canI{sa: sa, verb: "create", resource: "configmaps", ns: "default"},
@@ -64,14 +68,22 @@ func rbacDesign() []canI {
 		)
 	}
 	return append(qs,
-		canI{sa: probeSA, verb: "get", resource: "configmaps/voter-1", want: true},
-		canI{sa: probeSA, verb: "create", resource: "configmaps", want: true},
-		canI{sa: probeSA, verb: "patch", resource: "configmaps/voter-1", want: true},
-		canI{sa: probeSA, verb: "delete", resource: "configmaps/voter-1", want: true},
-		canI{sa: probeSA, verb: "list", resource: "configmaps"},
-		canI{sa: probeSA, verb: "watch", resource: "configmaps"},
-		canI{sa: controllerSA, verb: "list", resource: "configmaps", want: true},
-		canI{sa: controllerSA, verb: "watch", resource: "configmaps", want: true},
+		canI{sa: probeSA, verb: "get", resource: "configmaps/voter-1", want: true, ns: recordsNS},
+		canI{sa: probeSA, verb: "create", resource: "configmaps", want: true, ns: recordsNS},
+		canI{sa: probeSA, verb: "patch", resource: "configmaps/voter-1", want: true, ns: recordsNS},
+		canI{sa: probeSA, verb: "delete", resource: "configmaps/voter-1", want: true, ns: recordsNS},
+		canI{sa: probeSA, verb: "list", resource: "configmaps", ns: recordsNS},
+		canI{sa: probeSA, verb: "watch", resource: "configmaps", ns: recordsNS},
+		canI{sa: probeSA, verb: "create", resource: "configmaps"},
+		canI{sa: probeSA, verb: "patch", resource: "configmaps/fleet-role-status"},
+		canI{sa: probeSA, verb: "delete", resource: "configmaps/fleet-role-status"},
+		canI{sa: probeSA, verb: "patch", resource: "configmaps/fleet-role-settings"},
+		canI{sa: probeSA, verb: "get", resource: "configmaps/voter-1"},
+		canI{sa: controllerSA, verb: "list", resource: "configmaps", want: true, ns: recordsNS},
+		canI{sa: controllerSA, verb: "watch", resource: "configmaps", want: true, ns: recordsNS},
+		canI{sa: controllerSA, verb: "list", resource: "configmaps"},
+		canI{sa: controllerSA, verb: "patch", resource: "configmaps/voter-1", ns: recordsNS},
+		canI{sa: controllerSA, verb: "create", resource: "configmaps", ns: recordsNS},
 		canI{sa: controllerSA, verb: "get", resource: "configmaps/fleet-role-status", want: true},
 		canI{sa: controllerSA, verb: "patch", resource: "configmaps/fleet-role-status", want: true},
 		canI{sa: controllerSA, verb: "update", resource: "configmaps/fleet-role-status"},
@@ -116,7 +128,7 @@ func (m *mesh) checkRecords(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := m.admin.CoreV1().ConfigMaps(m.settings.Namespace).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+	l, err := m.admin.CoreV1().ConfigMaps(m.settings.RecordsNamespace()).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
 	if err != nil {
 		fatal(t, err)
 	}
@@ -171,15 +183,15 @@ func (m *mesh) checkAdmission(t *testing.T) {
 	if err != nil {
 		fatal(t, err)
 	}
-	ns, status := m.settings.Namespace, m.settings.StatusConfigMap
-	cms := cs.CoreV1().ConfigMaps(ns)
+	ns, rns, status := m.settings.Namespace, m.settings.RecordsNamespace(), m.settings.StatusConfigMap
+	cms, own := cs.CoreV1().ConfigMaps(rns), cs.CoreV1().ConfigMaps(ns)
 	dry := []string{metav1.DryRunAll}
 	recordOf := func(name string) *corev1.ConfigMap {
 		n, err := m.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			fatal(t, err)
 		}
-		return record.Object(ns, record.Owner{Name: n.Name, UID: n.UID}, "mesh admission check")
+		return record.Object(rns, record.Owner{Name: n.Name, UID: n.UID}, "mesh admission check")
 	}
 	statusPatch := fmt.Sprintf(`{"data":{%q:"{}"}}`, decide.StatusKey)
 	attempts := []struct {
@@ -200,7 +212,7 @@ func (m *mesh) checkAdmission(t *testing.T) {
 			return err
 		}},
 		{"delete " + status, false, func() error {
-			return cms.Delete(ctx, status, metav1.DeleteOptions{DryRun: dry})
+			return own.Delete(ctx, status, metav1.DeleteOptions{DryRun: dry})
 		}},
 	}
 	for _, a := range attempts {
@@ -211,9 +223,9 @@ func (m *mesh) checkAdmission(t *testing.T) {
 		case a.allowed:
 			t.Logf("the probe on %s may %s (dry run)", node, a.what)
 		case err == nil:
-			errorf(t, "the admission policy let the probe on %s %s", node, a.what)
+			errorf(t, "the API server let the probe on %s %s", node, a.what)
 		case !apierrors.IsForbidden(err):
-			errorf(t, "the probe on %s asked to %s: %v, want Forbidden by the admission policy", node, a.what, err)
+			errorf(t, "the probe on %s asked to %s: %v, want Forbidden (the admission policy for a record, RBAC for the status)", node, a.what, err)
 		default:
 			t.Logf("the probe on %s may not %s: %v", node, a.what, err)
 		}
@@ -311,8 +323,9 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	for _, h := range m.hosts {
 		names = append(names, record.Name(h))
 	}
-	for _, cm := range names {
-		ours["/registry/configmaps/"+m.settings.Namespace+"/"+cm] = false
+	ours["/registry/configmaps/"+m.settings.Namespace+"/"+m.settings.StatusConfigMap] = false
+	for _, cm := range names[1:] {
+		ours["/registry/configmaps/"+m.settings.RecordsNamespace()+"/"+cm] = false
 	}
 	// The Lease the controller holds while it decides (docs/status.md, One
 	// writer), renewed every retry period.
@@ -370,6 +383,7 @@ func isKey(m map[string]bool, k string) bool {
 // ConfigMap it may write, with the verbs it writes it by.
 type writer struct {
 	who   string
+	ns    string // the namespace of its ConfigMap
 	cm    string
 	verbs []string
 }
@@ -381,14 +395,14 @@ func (m *mesh) writerOf(e auditlog.Event) (w writer, ok bool) {
 	prefix := "system:serviceaccount:" + m.settings.Namespace + ":"
 	switch e.User.Username {
 	case prefix + controllerSA:
-		return writer{"controller", m.settings.StatusConfigMap, []string{"patch"}}, true
+		return writer{"controller", m.settings.Namespace, m.settings.StatusConfigMap, []string{"patch"}}, true
 	case prefix + probeSA:
 		nodes := e.User.Extra[record.NodeNameClaim]
 		if len(nodes) != 1 {
 			return writer{who: fmt.Sprintf("probe with node claim %q", nodes)}, true
 		}
 		// The probe creates its record when a merge patch finds none.
-		return writer{"probe on " + nodes[0], record.Name(nodes[0]), []string{"create", "patch"}}, true
+		return writer{"probe on " + nodes[0], m.settings.RecordsNamespace(), record.Name(nodes[0]), []string{"create", "patch"}}, true
 	}
 	return writer{}, false
 }
@@ -425,7 +439,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 		requests[w.who]++
 		what := e.What()
 		r := e.ObjectRef
-		own := r != nil && r.Resource == "configmaps" && r.Namespace == ns && r.Name == w.cm && r.Subresource == ""
+		own := r != nil && r.Resource == "configmaps" && r.Namespace == w.ns && r.Name == w.cm && r.Subresource == ""
 		// The controller's Events on the Nodes, created and then counted up
 		// by patches (client-go's recorder), in namespace default.
 		if w.who == "controller" && e.EventOnNode(m.hosts) && e.Code() < 400 {
@@ -498,7 +512,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 			return
 		}
 		if !own || !slices.Contains(w.verbs, e.Verb) {
-			errorf(t, "%s wrote something other than a %s of ConfigMap %s/%s: %s", w.who, strings.Join(w.verbs, " or "), ns, w.cm, what)
+			errorf(t, "%s wrote something other than a %s of ConfigMap %s/%s: %s", w.who, strings.Join(w.verbs, " or "), w.ns, w.cm, what)
 			return
 		}
 		if code < 400 {
@@ -514,9 +528,9 @@ func (m *mesh) checkAudit(t *testing.T) {
 	}
 	want := map[string]writer{}
 	for _, h := range m.hosts {
-		want["probe on "+h] = writer{"probe on " + h, record.Name(h), []string{"create", "patch"}}
+		want["probe on "+h] = writer{"probe on " + h, m.settings.RecordsNamespace(), record.Name(h), []string{"create", "patch"}}
 	}
-	want["controller"] = writer{"controller", m.settings.StatusConfigMap, []string{"patch"}}
+	want["controller"] = writer{"controller", ns, m.settings.StatusConfigMap, []string{"patch"}}
 	for who := range requests {
 		if _, ok := want[who]; !ok {
 			errorf(t, "%s, not a host of the scenario, made %d requests", who, requests[who])
@@ -524,7 +538,7 @@ func (m *mesh) checkAudit(t *testing.T) {
 	}
 	for _, w := range slices.Sorted(maps.Keys(want)) {
 		if writes[w] == 0 {
-			errorf(t, "%s never wrote ConfigMap %s/%s", w, ns, want[w].cm)
+			errorf(t, "%s never wrote ConfigMap %s/%s", w, want[w].ns, want[w].cm)
 		}
 		if strings.HasPrefix(w, "probe ") && policyChecks[w] == 0 {
 			errorf(t, "%s never checked that the admission policy is in force (no dry run refused)", w)
@@ -536,6 +550,6 @@ func (m *mesh) checkAudit(t *testing.T) {
 			errorf(t, "%s: %d dry runs unanswered (504 or 429) against %d refused", w, unanswered[w], policyChecks[w])
 		}
 		t.Logf("%s: %d requests (%d failed in the API server, %d found no record yet, %d dry runs refused, %d unanswered, %d conditional writes refused 409), %d writes, every one a %s of ConfigMap %s/%s",
-			w, requests[w], serverErrors[w], notFound[w], policyChecks[w], unanswered[w], conflicts[w], writes[w], strings.Join(want[w].verbs, " or "), ns, want[w].cm)
+			w, requests[w], serverErrors[w], notFound[w], policyChecks[w], unanswered[w], conflicts[w], writes[w], strings.Join(want[w].verbs, " or "), want[w].ns, want[w].cm)
 	}
 }

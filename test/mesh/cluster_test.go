@@ -113,3 +113,7 @@ const (
 	probeSA      = fleet.ProbeSA
 	controllerSA = fleet.ControllerSA
 )
+
+// recordsNS is the records' namespace of deploy/fleet-role.yaml (settings
+// records_namespace).
+var recordsNS = settings.Defaults().RecordsNamespace()

@@ -37,9 +37,11 @@ const (
 	node = "server-1"
 	// imageTag is the image deploy/fleet-role.yaml names; the scenario
 	// imports the image built from the checkout under it.
-	imageTag   = probetest.ImageTag
-	pauseTag   = "fleet-role.test/pause:v1"
-	namespace  = "fleet-role"
+	imageTag  = probetest.ImageTag
+	pauseTag  = "fleet-role.test/pause:v1"
+	namespace = "fleet-role"
+	// recordsNS holds the probes' records (settings records_namespace).
+	recordsNS  = "fleet-role-records"
 	probeSA    = "fleet-role-probe"
 	probeLabel = "app.kubernetes.io/name=fleet-role-probe"
 	ctrlLabel  = "app.kubernetes.io/name=fleet-role"
@@ -394,7 +396,7 @@ func (s *scenario) events(t *testing.T, ctx context.Context) {
 
 // readRecord reads the node's record as the admin.
 func (s *scenario) readRecord(ctx context.Context) (entry.Entry, *corev1.ConfigMap, error) {
-	cm, err := s.c.Admin.CoreV1().ConfigMaps(namespace).Get(ctx, record.Name(node), metav1.GetOptions{})
+	cm, err := s.c.Admin.CoreV1().ConfigMaps(recordsNS).Get(ctx, record.Name(node), metav1.GetOptions{})
 	if err != nil {
 		return entry.Entry{}, nil, err
 	}
@@ -541,7 +543,7 @@ func (s *scenario) exec(ctx context.Context, pod *corev1.Pod, container string, 
 func (s *scenario) checkAdmission(t *testing.T, ctx context.Context, pod *corev1.Pod) {
 	tok := probetest.PodToken(t, s.c.KubeletRoot, pod)
 	other := record.Owner{Name: "server-2", UID: "00000000-0000-0000-0000-000000000002"}
-	probetest.CheckProbePodToken(t, ctx, s.c.API.TokenConfig(tok), namespace, pod, other)
+	probetest.CheckProbePodToken(t, ctx, s.c.API.TokenConfig(tok), namespace, recordsNS, pod, other)
 }
 
 // checkResume: deleting the probe pod leaves its record, and the pod the
