@@ -227,6 +227,44 @@ func (e *Env) FillRecords(ctx context.Context) (hosts, bytes int, err error) {
 	return len(l.Items), bytes, nil
 }
 
+// FloodNodes and FloodBytes size the flood FloodRecords adds: the issue's
+// figure (1,000 Nodes, 200 KB records), a node holding the join token
+// registering Nodes that no vote could go to, a probe on each writing a
+// record near the cap (213,026 bytes at the shipped settings).
+const (
+	FloodNodes = 1000
+	FloodBytes = 200_000
+)
+
+// FloodRecords adds n Nodes that are neither voters nor eligible, each
+// with a record of size bytes (created as the admin, shaped as the probe
+// writes it; the policy admits it from that node's probe too, being under
+// the cap), so that the controller is measured against records it must
+// count and never hold. It returns the records' total bytes.
+func (e *Env) FloodRecords(ctx context.Context, n, size int) (int, error) {
+	nodes := make([]corev1.Node, n)
+	for i := range nodes {
+		name := fmt.Sprintf("flood-%04d.fleet.example.internal", i)
+		nodes[i] = FleetNodes(e.Settings, 0, 1, nil)[0]
+		nodes[i].Name = name
+		nodes[i].Labels["kubernetes.io/hostname"] = name
+		nodes[i].Labels[e.Settings.EligibleLabel] = "false"
+	}
+	created, err := e.createNodes(ctx, nodes)
+	if err != nil {
+		return 0, err
+	}
+	text := strings.Repeat("x", size)
+	texts := make([]string, len(created))
+	for i := range texts {
+		texts[i] = text
+	}
+	if err := e.createRecords(ctx, created, texts); err != nil {
+		return 0, err
+	}
+	return n * size, nil
+}
+
 // createRecords creates, as the admin, the record of each node holding the
 // entry of the same index, shaped as the probe writes it.
 func (e *Env) createRecords(ctx context.Context, nodes []corev1.Node, texts []string) error {

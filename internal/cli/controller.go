@@ -118,8 +118,16 @@ worth). While it leads it names its page in the Endpoints of the Service
 			return err
 		}
 		defer stopEvents()
-		records := client.NewRecordInformer(s.RecordsNamespace())
 		nodes := client.NewNodeInformer(decide.NodeView(s))
+		// The records of nodes no vote could go to are counted, not held
+		// (docs/performance.md, Bounded cost).
+		records := client.NewRecordInformerHolding(s.RecordsNamespace(), func(node string) (bool, bool) {
+			n, ok := nodes.Get(node)
+			if !ok {
+				return false, false
+			}
+			return decide.CanVote(n, s), true
+		})
 		c, err := controller.New(controller.Config{
 			Settings: s,
 			Store:    client.ConfigMaps(s.Namespace),

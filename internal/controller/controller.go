@@ -189,6 +189,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		PreviousAt: c.previousAt,
 		ReadWindow: c.readWindowAt(now),
 		Protection: c.protection(ctx, now),
+		Unheld:     unheldOf(c.cfg.Records),
 	})
 	decide.WithActing(&st, kubeNodes, s, now)
 	if c.source != nil {

@@ -15,6 +15,22 @@ type markerSource interface {
 	Markers() map[string]uint64
 }
 
+// unheldSource is a record source that counts records it does not hold,
+// their nodes unable to vote (kube.RecordInformer built with
+// NewRecordInformerHolding).
+type unheldSource interface {
+	Unheld() map[string]int
+}
+
+// unheldOf is what src counts and does not hold, nil for a source that
+// holds every record.
+func unheldOf(src kube.RecordSource) map[string]int {
+	if u, ok := src.(unheldSource); ok {
+		return u.Unheld()
+	}
+	return nil
+}
+
 // guard is what the controller knows itself of the guard that holds each
 // probe to its own record, for decide.Input.Protection (docs/records.md,
 // Fail closed): its own read of the admission policy, once every

@@ -70,13 +70,21 @@ func decide(in Input, before func(node string)) Status {
 	st.Timing = timingOf(s, a.hosts, st.Links, d.Implicated)
 	st.FailureTolerance = toleranceOf(st.Hosts)
 	// Every record counts, a host's the decision leaves out (neither voter
-	// nor eligible any more) too: they are what fleet-role stores.
-	for _, name := range sortedKeys(in.Entries) {
-		b := len(in.Entries[name])
+	// nor eligible, or no Node) too: they are what fleet-role stores.
+	sizes := make(map[string]int, len(in.Entries)+len(in.Unheld))
+	for name, text := range in.Entries {
+		sizes[name] = len(text)
+	}
+	maps.Copy(sizes, in.Unheld)
+	for _, name := range sortedKeys(sizes) {
+		b := sizes[name]
 		st.Records.Count++
 		st.Records.TotalBytes += b
 		if b > st.Records.LargestBytes {
 			st.Records.LargestBytes, st.Records.Largest = b, name
+		}
+		if _, ok := a.byName[name]; !ok {
+			st.Records.Ignored++
 		}
 	}
 	return st
@@ -124,6 +132,12 @@ func assessJudging(in Input, before func(node string)) *assessment {
 			continue // a Node name is unique; a repeat adds nothing
 		}
 		h := &host{node: n}
+		if !n.Voter && !n.Eligible {
+			// Its host could not take a vote: its record, if any, is
+			// counted with the records, never read (a node with the join
+			// token could register many, each with a record at the cap).
+			continue
+		}
 		if why, ok := in.Unreadable[n.Name]; ok {
 			h.hasEntry, h.wasRead, h.readErr = true, true, errors.New(why)
 		} else if raw, ok := in.Entries[n.Name]; ok {

@@ -33,6 +33,10 @@ type Input struct {
 	// is read with the limits of ReadWindow and judged over its last
 	// Settings.Window samples, rather than refused as over the new limits.
 	ReadWindow int
+	// Unheld names the records the record source counted and did not
+	// hold, their nodes being neither voters nor eligible, with each
+	// entry's size in bytes: counted in Status.Records, never read.
+	Unheld map[string]int
 	// Protection is what the controller knows itself of the guard that
 	// holds each probe to its own record; the zero value knows nothing
 	// and leaves the records alone to speak.

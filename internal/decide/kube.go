@@ -63,6 +63,14 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
 	return out
 }
 
+// CanVote says whether k's host could take a vote at these settings: a
+// voter (or learner), or a host marked eligible. The record of any other is
+// counted and never read (Input.Unheld), so the controller's record cache
+// need not hold it.
+func CanVote(k *corev1.Node, s settings.Settings) bool {
+	return k.Labels[EtcdRoleLabel] == "true" || k.Labels[s.EligibleLabel] == "true"
+}
+
 // PeerAddressOf is the address k's etcd member is reached at: the
 // annotation etcd.k3s.cattle.io/node-address, else the InternalIP.
 func PeerAddressOf(k *corev1.Node) string {

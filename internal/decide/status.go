@@ -124,6 +124,10 @@ type Records struct {
 	LargestBytes int    `json:"largest_bytes"`
 	Largest      string `json:"largest,omitempty"`
 	CapBytes     int    `json:"cap_bytes"`
+	// Ignored counts the records, among Count, of nodes that are neither
+	// voters nor eligible (or no Node at all): counted, never read, since
+	// their hosts could not take a vote (docs/records.md, Bounded cost).
+	Ignored int `json:"ignored,omitempty"`
 }
 
 // Settings is the settings the decision used and every limit derived from

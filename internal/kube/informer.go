@@ -89,6 +89,12 @@ func (c *Client) NewNodeInformer(view func(*corev1.Node) *corev1.Node) *NodeInfo
 	return &NodeInformer{informer: informer{inf: inf, what: "nodes"}, lister: listersv1.NewNodeLister(inf.GetIndexer())}
 }
 
+// Get is node's cached view, and whether the cache holds it: read only.
+func (i *NodeInformer) Get(node string) (*corev1.Node, bool) {
+	n, err := i.lister.Get(node)
+	return n, err == nil
+}
+
 // List implements Nodes: the cached views, sorted by name as the API server
 // lists them. They share their labels, annotations and lists with the
 // cache: read only. Until the first list has arrived it returns an error.

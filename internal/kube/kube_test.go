@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -463,6 +464,53 @@ func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Inte
 	}
 	if got := inf.Markers(); got[node.Name] != 1 || len(got) != 1 {
 		t.Fatalf("markers %v after one marker overwritten at once, want %s: 1", got, node.Name)
+	}
+
+	// Holding only the records of nodes that could vote: a known node that
+	// could not is counted with its entry's size and not held, one not
+	// known (yet) is held.
+	big := strings.Repeat("x", 150_000)
+	for _, name := range []string{"cannot-vote", "not-known"} {
+		n, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := recs.Put(ctx, record.Owner{Name: n.Name, UID: n.UID}, big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holding := c.NewRecordInformerHolding(ns, func(node string) (bool, bool) {
+		switch node {
+		case "cannot-vote":
+			return false, true
+		case "not-known":
+			return false, false
+		}
+		return true, true
+	})
+	go holding.Run(ctx)
+	if err := holding.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := holding.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, cm := range l {
+		listed = append(listed, cm.Name)
+	}
+	if !slices.Equal(listed, []string{"not-known", node.Name}) {
+		t.Errorf("the holding informer lists %v, want [not-known %s]", listed, node.Name)
+	}
+	if got := holding.Unheld(); len(got) != 1 || got["cannot-vote"] != len(big) {
+		t.Errorf("unheld %v, want cannot-vote: %d", got, len(big))
+	}
+	if n := kube.CachedEntryBytes(holding, "cannot-vote"); n != 0 {
+		t.Errorf("the cache holds %d bytes of cannot-vote's record, want none", n)
+	}
+	if n := kube.CachedEntryBytes(holding, "not-known"); n != len(big) {
+		t.Errorf("the cache holds %d bytes of not-known's record, want %d", n, len(big))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -133,12 +134,37 @@ type RecordInformer struct {
 // core/v1 client alone, as client-go's generated ConfigMap informer is,
 // without the informer factory, which links every API group's.
 func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
+	return c.NewRecordInformerHolding(namespace, nil)
+}
+
+// CanVote says whether a node's host could take a vote (a voter, or a host
+// marked eligible), and whether the caller knows the node at all.
+type CanVote func(node string) (canVote, known bool)
+
+// NewRecordInformerHolding is NewRecordInformer that holds the entry of a
+// record only while canVote does not say its node is known and could not
+// vote: the others are counted with their size (Unheld) and their entries
+// dropped as they arrive, so that a fleet of Nodes no vote could go to,
+// each with a record at the cap, costs the cache a few hundred bytes each
+// (docs/performance.md, Bounded cost). A node not yet known (the Node
+// informer not synced, a record before its Node) is held: a record dropped
+// wrongly would read as missing for a period. Nil canVote holds every
+// record.
+func (c *Client) NewRecordInformerHolding(namespace string, canVote CanVote) *RecordInformer {
 	lw := configMapListWatch(configMapClient(c.watch, namespace), func(o *metav1.ListOptions) { o.LabelSelector = record.Selector })
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
 	// Set before the informer runs, which is the only time it takes one.
-	utilruntime.Must(inf.SetTransform(recordView))
+	utilruntime.Must(inf.SetTransform(func(obj any) (any, error) {
+		view, err := recordView(obj)
+		if cm, ok := view.(*corev1.ConfigMap); ok && err == nil && canVote != nil {
+			if can, known := canVote(cm.Name); known && !can {
+				unheld(cm)
+			}
+		}
+		return view, err
+	}))
 	ri := &RecordInformer{
 		informer: informer{inf: inf, what: "records"},
 		lister:   listersv1.NewConfigMapLister(inf.GetIndexer()).ConfigMaps(namespace),
@@ -150,6 +176,40 @@ func (c *Client) NewRecordInformer(namespace string) *RecordInformer {
 	})
 	utilruntime.Must(err)
 	return ri
+}
+
+// unheldAnnotation marks, in the cache alone, a record whose entry was
+// dropped (its node could not vote), with the entry's size in bytes.
+const unheldAnnotation = "fleet-role.io/unheld-bytes"
+
+// unheld drops cm's entry and notes its size: cm is the cache's own view.
+func unheld(cm *corev1.ConfigMap) {
+	n := 0
+	for _, v := range cm.Data {
+		n += len(v)
+	}
+	for _, v := range cm.BinaryData {
+		n += len(v)
+	}
+	cm.Data, cm.BinaryData = nil, nil
+	cm.Annotations = map[string]string{unheldAnnotation: strconv.Itoa(n)}
+}
+
+// Unheld returns the records the cache counts and does not hold, by node,
+// with their entries' sizes in bytes (decide.Input.Unheld).
+func (i *RecordInformer) Unheld() map[string]int {
+	out := map[string]int{}
+	for _, obj := range i.inf.GetStore().List() {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok {
+			continue
+		}
+		if v, ok := cm.Annotations[unheldAnnotation]; ok {
+			n, _ := strconv.Atoi(v)
+			out[cm.Name] = n
+		}
+	}
+	return out
 }
 
 // markerBytes bounds the entries read as a possible marker: a marker holds
@@ -218,16 +278,23 @@ func recordView(obj any) (any, error) {
 	}, nil
 }
 
-// List implements RecordSource. Until the informer's first list has
-// arrived it returns an error rather than an empty fleet, so that a
-// controller that has just started never reports every host as absent.
+// List implements RecordSource: the records it holds (not those Unheld
+// counts). Until the informer's first list has arrived it returns an error
+// rather than an empty fleet, so that a controller that has just started
+// never reports every host as absent.
 func (i *RecordInformer) List(ctx context.Context) ([]*corev1.ConfigMap, error) {
 	if err := i.synced(ctx); err != nil {
 		return nil, err
 	}
-	l, err := i.lister.List(labels.Everything())
+	all, err := i.lister.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list records: %w", err)
+	}
+	l := all[:0:0]
+	for _, cm := range all {
+		if _, dropped := cm.Annotations[unheldAnnotation]; !dropped {
+			l = append(l, cm)
+		}
 	}
 	sort.Slice(l, func(a, b int) bool { return l[a].Name < l[b].Name })
 	return l, nil

@@ -208,7 +208,7 @@ func (m *mesh) checkAdmission(t *testing.T) {
 			return err
 		}},
 		{"patch " + status, false, func() error {
-			_, err := cms.Patch(ctx, status, types.MergePatchType, []byte(statusPatch), metav1.PatchOptions{DryRun: dry})
+			_, err := own.Patch(ctx, status, types.MergePatchType, []byte(statusPatch), metav1.PatchOptions{DryRun: dry})
 			return err
 		}},
 		{"delete " + status, false, func() error {
