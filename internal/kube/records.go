@@ -157,6 +157,13 @@ func (c *Client) NewRecordInformerHolding(namespace string, canVote CanVote) *Re
 	})
 	// Set before the informer runs, which is the only time it takes one.
 	utilruntime.Must(inf.SetTransform(func(obj any) (any, error) {
+		// client-go may hand an object already transformed back to the
+		// transform: what it dropped stays dropped, its size kept.
+		if cm, ok := obj.(*corev1.ConfigMap); ok {
+			if _, dropped := cm.Annotations[unheldAnnotation]; dropped {
+				return cm, nil
+			}
+		}
 		view, err := recordView(obj)
 		if cm, ok := view.(*corev1.ConfigMap); ok && err == nil && canVote != nil {
 			if can, known := canVote(cm.Name); known && !can {
