@@ -195,15 +195,7 @@ func (e *Env) FillRecords(ctx context.Context) (hosts, bytes int, err error) {
 	for i := range own.Samples {
 		own.Samples[i].Etcd = nil
 	}
-	nodes := make([]corev1.Node, FillerHosts)
-	for i := range nodes {
-		name := fmt.Sprintf("filler-%04d.fleet.example.internal", i)
-		nodes[i] = FleetNodes(e.Settings, 0, 1, nil)[0]
-		nodes[i].Name = name
-		nodes[i].Labels["kubernetes.io/hostname"] = name
-		nodes[i].Labels[e.Settings.PinnedLabel] = "false"
-	}
-	created, err := e.createNodes(ctx, nodes)
+	created, err := e.createNodes(ctx, e.namedStandbys("filler", FillerHosts, e.Settings.PinnedLabel, "false"))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -242,15 +234,7 @@ const (
 // the cap), so that the controller is measured against records it must
 // count and never hold. It returns the records' total bytes.
 func (e *Env) FloodRecords(ctx context.Context, n, size int) (int, error) {
-	nodes := make([]corev1.Node, n)
-	for i := range nodes {
-		name := fmt.Sprintf("flood-%04d.fleet.example.internal", i)
-		nodes[i] = FleetNodes(e.Settings, 0, 1, nil)[0]
-		nodes[i].Name = name
-		nodes[i].Labels["kubernetes.io/hostname"] = name
-		nodes[i].Labels[e.Settings.EligibleLabel] = "false"
-	}
-	created, err := e.createNodes(ctx, nodes)
+	created, err := e.createNodes(ctx, e.namedStandbys("flood", n, e.Settings.EligibleLabel, "false"))
 	if err != nil {
 		return 0, err
 	}
@@ -263,6 +247,20 @@ func (e *Env) FloodRecords(ctx context.Context, n, size int) (int, error) {
 		return 0, err
 	}
 	return n * size, nil
+}
+
+// namedStandbys is n standby Nodes as FleetNodes makes them, named
+// prefix-NNNN.fleet.example.internal, each with label set to value.
+func (e *Env) namedStandbys(prefix string, n int, label, value string) []corev1.Node {
+	nodes := make([]corev1.Node, n)
+	for i := range nodes {
+		name := fmt.Sprintf("%s-%04d.fleet.example.internal", prefix, i)
+		nodes[i] = FleetNodes(e.Settings, 0, 1, nil)[0]
+		nodes[i].Name = name
+		nodes[i].Labels["kubernetes.io/hostname"] = name
+		nodes[i].Labels[label] = value
+	}
+	return nodes
 }
 
 // createRecords creates, as the admin, the record of each node holding the
