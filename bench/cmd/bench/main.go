@@ -655,13 +655,19 @@ func controllerRows(ctx context.Context, env *bench.Env, binary string, o option
 	if err != nil {
 		return nil, err
 	}
-	step("fleet-role controller (%s) for %d decisions beside the flood", binary, o.controllerLoops)
-	cc, err := env.RunController(ctx, binary, o.controllerLoops)
-	if err != nil {
-		return nil, err
+	for i, b := range binaries {
+		step("fleet-role controller (%s) for %d decisions beside the flood", b, o.controllerLoops)
+		cc, err := env.RunController(ctx, b, o.controllerLoops)
+		if err != nil {
+			return nil, err
+		}
+		what := "`fleet-role controller`"
+		if i > 0 {
+			what = "`" + b + " controller`"
+		}
+		rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over %d records and %d records of Nodes neither voters nor eligible (%d bytes; %s, own process)", cc.Loops, hosts, bench.FloodNodes, flooded, what),
+			Figure: memFigure(cc.Memory), Goal: "< 256 MiB (the container's limit)", Met: bench.Verdict(cc.Memory.HWM < 256<<20)})
 	}
-	rows = append(rows, bench.Row{Measure: fmt.Sprintf("controller resident memory after %d decisions over %d records and %d records of Nodes neither voters nor eligible (%d bytes; `fleet-role controller`, own process)", cc.Loops, hosts, bench.FloodNodes, flooded),
-		Figure: memFigure(cc.Memory), Goal: "< 256 MiB (the container's limit)", Met: bench.Verdict(cc.Memory.HWM < 256<<20)})
 	return rows, nil
 }
 
