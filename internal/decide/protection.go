@@ -70,8 +70,14 @@ func heldUnprotected(in Input) map[string]bool {
 // sign. It returns the latch for the gate.
 func protect(prev *Status, in Input, hosts []*host, mem *Memory, now time.Time, stale time.Duration) protection {
 	var p protection
-	if prev != nil && !prev.Memory.UnprotectedAt.IsZero() && !prev.Memory.UnprotectedAt.After(now) {
+	if prev != nil && !prev.Memory.UnprotectedAt.IsZero() {
+		// A sign dated after now (this clock stepped back) is taken as
+		// now: the latch fails closed, where the other memories' times in
+		// the future are dropped.
 		p.at, p.why = prev.Memory.UnprotectedAt.UTC(), prev.Memory.UnprotectedWhy
+		if p.at.After(now) {
+			p.at = now
+		}
 		p.held = slices.Clone(prev.Memory.Unprotected)
 	}
 	seen := slices.Clone(in.Protection.Markers)

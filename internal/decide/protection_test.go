@@ -161,6 +161,15 @@ func TestUnprotectedLatchAcrossWriters(t *testing.T) {
 	if got := decide.Decide(next); hasSignal(got, decide.GateProtected) {
 		t.Fatalf("entry_unchanged and a period after the sign by the new clock, every record written: still held")
 	}
+
+	// This clock stepped back an hour (no other writer): the sign reads in
+	// the future, and the latch holds, from now, rather than drop.
+	back := f.input(t, everyRecordChanged(st))
+	back.Now = st.GeneratedAt.Add(-time.Hour)
+	got = decide.Decide(back)
+	if !hasSignal(got, decide.GateProtected) || !got.Memory.UnprotectedAt.Equal(back.Now) {
+		t.Fatalf("a sign in the future dropped the latch: gate %v, memory %v", hasSignal(got, decide.GateProtected), got.Memory.UnprotectedAt)
+	}
 }
 
 func hasSignal(st decide.Status, signal string) bool {
