@@ -51,12 +51,9 @@ func (c *Controller) protection(ctx context.Context, now time.Time) decide.Prote
 	g := &c.guard
 	if g.read != nil && (g.readAt.IsZero() || now.Sub(g.readAt) >= c.cfg.Settings.StaleAfter().Duration()) {
 		g.readAt = now
-		// Bounded by half a period, the decisions' own cadence: an API
-		// server slow to answer delays this decision by that at most, and
-		// the read is tried again entry_unchanged later.
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.Settings.SamplePeriod/DecisionsPerPeriod)
-		st, err := g.read.Read(rctx)
-		cancel()
+		// Bounded as the status write of the same decision is, by the
+		// client's request timeout, and tried once every entry_unchanged.
+		st, err := g.read.Read(ctx)
 		switch {
 		case err != nil:
 			// An install without the grant, or an API server that did not
