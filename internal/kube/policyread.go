@@ -108,7 +108,12 @@ func isSet(raw json.RawMessage) bool {
 
 // get reads one object by name into v; gone is true when it is not there.
 func (r *policyReader) get(ctx context.Context, resource string, v any) (gone bool, err error) {
-	raw, err := r.rc.Get().AbsPath(policyPath + resource + "/" + PolicyName).DoRaw(ctx)
+	// resourceVersion 0: served from the API server's watch cache, not a
+	// quorum read of etcd. The check runs beside every decision, and a
+	// quorum read waits on etcd's leader, which may be the very voter
+	// fleet-role is there to find slow; the cache lags etcd by a watch
+	// event, well under entry_unchanged.
+	raw, err := r.rc.Get().AbsPath(policyPath+resource+"/"+PolicyName).Param("resourceVersion", "0").DoRaw(ctx)
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, nil

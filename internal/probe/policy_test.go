@@ -206,6 +206,13 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: saved.Name, Labels: saved.Labels}, Spec: saved.Spec}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	rebound := time.Now()
+	// At once, before any probe has written its samples again: still held.
+	if st, err := ctrl.Tick(ctx); err != nil {
+		t.Fatal(err)
+	} else if err := protectedGate(st, true, ""); err != nil {
+		t.Errorf("right after the binding came back, before any probe wrote again: %v", err)
+	}
 	probetest.Eventually(t, time.Minute, func() error {
 		if err := p.Ready(); err != nil {
 			return err
@@ -222,7 +229,6 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 	// The controller frees the fleet once it reads the policy in force,
 	// no marker has come for entry_unchanged, and both probes have written
 	// their samples since: not before.
-	restored := time.Now()
 	probetest.Eventually(t, time.Minute, func() error {
 		st, err := ctrl.Tick(ctx)
 		if err != nil {
@@ -238,11 +244,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 		}
 		return nil
 	})
-	if took := time.Since(restored); took < s.StaleAfter().Duration() {
-		t.Errorf("the fleet freed %v after the binding came back, under entry_unchanged %v", took, s.StaleAfter().Duration())
-	} else {
-		t.Logf("the fleet freed %.2f s after the binding came back (entry_unchanged %v)", took.Seconds(), s.StaleAfter().Duration())
-	}
+	t.Logf("the fleet freed %.2f s after the binding came back (entry_unchanged %v; agent-1 had to write a full window first)", time.Since(rebound).Seconds(), s.StaleAfter().Duration())
 }
 
 // protectedGate says whether st's decision holds (held) or does not hold
