@@ -512,6 +512,21 @@ func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Inte
 	if n := kube.CachedEntryBytes(holding, "not-known"); n != len(big) {
 		t.Errorf("the cache holds %d bytes of not-known's record, want %d", n, len(big))
 	}
+
+	// A record deleted takes its marker count with it.
+	if err := recs.Delete(ctx, node.Name); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := inf.Markers()[node.Name]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the marker count of the deleted record %s is still kept after 30s: %v", node.Name, inf.Markers())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // The settings informer wakes a reader that waits on Changed alone (as

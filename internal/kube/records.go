@@ -180,6 +180,9 @@ func (c *Client) NewRecordInformerHolding(namespace string, canVote CanVote) *Re
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    ri.sawVersion,
 		UpdateFunc: func(_, obj any) { ri.sawVersion(obj) },
+		// A record gone takes its count with it, so that the counts are
+		// bounded by the records there are, not every name ever seen.
+		DeleteFunc: ri.forget,
 	})
 	utilruntime.Must(err)
 	return ri
@@ -246,6 +249,19 @@ func (i *RecordInformer) sawVersion(obj any) {
 	i.mu.Lock()
 	i.markers[cm.Name]++
 	i.mu.Unlock()
+}
+
+// forget drops the marker count of a deleted record (or of the cache's
+// tombstone of one).
+func (i *RecordInformer) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		i.mu.Lock()
+		delete(i.markers, cm.Name)
+		i.mu.Unlock()
+	}
 }
 
 // Markers returns, per record, how many of its versions the watch has

@@ -607,16 +607,16 @@ func TestLossPeriods(t *testing.T) {
 
 // A starved voter's bound grows by StarvedLate of Need samples: at the
 // campaign's 2 s period a sample takes 4 s, one period late, and one of any
-// two in a row may check the policy and take 6 s, two periods late. A period
-// as long as the starved sample adds nothing, and one longer never
-// subtracts.
+// two in a row may check the policy and take 5 s, one and a half periods
+// late. A period as long as the starved sample adds nothing, and one longer
+// never subtracts.
 func TestCPUBound(t *testing.T) {
 	r := RangesOf(campaignSettings(t, 3), timeout)
 	if r.Period != 2*time.Second || r.Bounds.Need != 2 {
 		t.Fatalf("the campaign's period %v and need %d, want 2s and 2: the figures below are worked for those", r.Period, r.Bounds.Need)
 	}
 	sp := Spec{Kind: VoterCPU, Severity: Severity{CPU: cpuMin}}
-	if got, want := BoundOf(sp, r, 3), r.Bounds.Publish+3; math.Abs(got-want) > 1e-9 {
+	if got, want := BoundOf(sp, r, 3), r.Bounds.Publish+2.5; math.Abs(got-want) > 1e-9 {
 		t.Errorf("starved voter's bound %.2f, want %.2f (period %v)", got, want, r.Period)
 	}
 	for _, c := range []struct {
@@ -632,7 +632,7 @@ func TestCPUBound(t *testing.T) {
 		}
 	}
 	// Need samples at 2 s: the first checks, then one of every two.
-	for need, want := range map[int]time.Duration{1: 4 * time.Second, 2: 6 * time.Second, 3: 10 * time.Second, 4: 12 * time.Second} {
+	for need, want := range map[int]time.Duration{1: 3 * time.Second, 2: 5 * time.Second, 3: 8 * time.Second, 4: 10 * time.Second} {
 		if got := StarvedLate(need, 2*time.Second); got != want {
 			t.Errorf("StarvedLate(%d, 2s) = %v, want %v", need, got, want)
 		}
@@ -651,12 +651,12 @@ func TestCPUBound(t *testing.T) {
 			t.Errorf("CheckSpan(%v) = %d, want %d", c.period, got, c.want)
 		}
 	}
-	// At a period no shorter than a checked sample (6 s), nothing is late.
-	if got := StarvedLate(2, 6*time.Second); got != 0 {
-		t.Errorf("StarvedLate(2, 6s) = %v, want 0", got)
+	// At a period no shorter than a checked sample (5 s), nothing is late.
+	if got := StarvedLate(2, 5*time.Second); got != 0 {
+		t.Errorf("StarvedLate(2, 5s) = %v, want 0", got)
 	}
-	if got := StarvedLate(1, 6*time.Second-time.Millisecond); got != time.Millisecond {
-		t.Errorf("StarvedLate(1, 6s-1ms) = %v, want 1ms", got)
+	if got := StarvedLate(1, 5*time.Second-time.Millisecond); got != time.Millisecond {
+		t.Errorf("StarvedLate(1, 5s-1ms) = %v, want 1ms", got)
 	}
 }
 

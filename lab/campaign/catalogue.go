@@ -138,9 +138,10 @@ const (
 const starvedWaits = 4
 
 // policyWaits are the waits a starved probe's sample adds when its check of
-// the admission policy is due: two server-side dry runs, one after the
-// other (kube.PolicyCheck), each a reply the probe must run to read.
-const policyWaits = 2
+// the admission policy is due: one server-side dry run (kube.PolicyCheck),
+// a reply the probe must run to read. (Two until the status moved out of
+// the probes' reach: the check patched it too.)
+const policyWaits = 1
 
 // StarvedSample is how much later than an unstarved one a starved probe's
 // sample can reach its record when its policy check is not due: each of its
