@@ -1,6 +1,7 @@
 // Package record defines a probe's record: the ConfigMap, one per recording
 // host, that holds that host's window of samples (an entry in the wire format
-// of docs/entry.md) in fleet-role's namespace.
+// of docs/entry.md) in the records' namespace (settings.RecordsNamespace:
+// fleet-role-records), which holds nothing else.
 //
 // One object per host, rather than one key per host in a shared ConfigMap,
 // because Kubernetes stores a ConfigMap as one etcd value: every write of a
