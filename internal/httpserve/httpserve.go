@@ -40,8 +40,12 @@ type Limits struct {
 	// MaxHeaderBytes caps a request's header block (net/http reads 4096
 	// bytes of slack beyond it).
 	MaxHeaderBytes int
-	// MaxConns caps the connections held at once; MaxConnsPerHost those
-	// from one client address. Connections over either are closed at once.
+	// MaxConns caps the connections held at once from other hosts;
+	// MaxConnsPerHost those from one client address, the host's own
+	// included. Connections over either are closed at once. The host's own
+	// connections (the kubelet's checks of a host-network pod among them)
+	// count only against their address's share, so that no number of
+	// other hosts can take their places.
 	MaxConns, MaxConnsPerHost int
 	// MaxMetricsInFlight caps the /metrics gathers at once; more are
 	// answered 503 at once.
@@ -72,10 +76,11 @@ var DefaultLimits = Limits{
 	// its old connection closes (2), or the kubelet's liveness and
 	// readiness probes, which come from the node's address (2).
 	MaxConnsPerHost: 4,
-	// Sixteen client addresses at their full share. At the worst measured
-	// cost of a held connection (about 30 KiB, a full header block being
-	// read) that is under 2 MiB, against the probe's headroom of about
-	// 56 MiB (128 MiB limit, 49.2 MiB peak, 22 MiB of the fsync file's page
+	// Sixteen other client addresses at their full share, and the host's
+	// own share beside them: 68 connections. At the worst measured cost of
+	// a held connection (about 30 KiB, a full header block being read)
+	// that is about 2 MiB, against the probe's headroom of about 56 MiB
+	// (128 MiB limit, 49.2 MiB peak, 22 MiB of the fsync file's page
 	// cache).
 	MaxConns: 64,
 	// The two replicas of an HA Prometheus pair, an operator, and one spare.

@@ -123,7 +123,8 @@ func TestDefaultLimitsDerivation(t *testing.T) {
 	}
 }
 
-// The connection caps at, just under and just over: in all and per host.
+// The connection caps at, just under and just over: in all, per host, and
+// the host's own share beside them.
 func TestConnectionCaps(t *testing.T) {
 	lim := DefaultLimits
 	lim.MaxConns, lim.MaxConnsPerHost = 6, 3
@@ -164,12 +165,33 @@ func TestConnectionCaps(t *testing.T) {
 	if c := s.Conns(); c.Open != lim.MaxConns || c.Refused != 2 {
 		t.Errorf("open %d refused %d, want %d and 2", c.Open, c.Refused, lim.MaxConns)
 	}
+	// The host's own connections (the server listens on 127.0.0.1, and
+	// these come from it, as the kubelet's checks of a host-network pod
+	// come from the node's address to itself) are served while other hosts
+	// hold the whole cap, up to their own address's share and not past it.
+	for i := 1; i <= lim.MaxConnsPerHost; i++ {
+		c := dialFrom(t, "127.0.0.1", s.Addr)
+		if _, err := roundTrip(c, getHealthz, 5*time.Second); err != nil {
+			t.Fatalf("the host's own connection %d of %d, with other hosts at the cap: %v", i, lim.MaxConnsPerHost, err)
+		}
+		defer c.Close()
+	}
+	if resp, err := askFrom(t, "127.0.0.1", s.Addr); err == nil {
+		t.Fatalf("the host's own connection %d (its share %d) answered %s", lim.MaxConnsPerHost+1, lim.MaxConnsPerHost, resp.Status)
+	}
+	// Nor do the host's own places give other hosts any more.
+	if resp, err := askFrom(t, "127.0.0.6", s.Addr); err == nil {
+		t.Fatalf("connection %d from other hosts (cap %d), beside the host's own, answered %s", lim.MaxConns+1, lim.MaxConns, resp.Status)
+	}
+	if c := s.Conns(); c.Open != lim.MaxConns+lim.MaxConnsPerHost || c.Refused != 4 {
+		t.Errorf("open %d refused %d, want %d and 4", c.Open, c.Refused, lim.MaxConns+lim.MaxConnsPerHost)
+	}
 	// A place freed is a place given: close one of 127.0.0.2's and it
 	// connects again.
 	held[0].Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if s.Conns().Open < lim.MaxConns {
+		if s.Conns().Open < lim.MaxConns+lim.MaxConnsPerHost {
 			break
 		}
 		if time.Now().After(deadline) {

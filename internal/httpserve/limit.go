@@ -12,12 +12,23 @@ import (
 // kernel's accept queue keeps draining, so a client under its share is not
 // left waiting behind a flood the way it would be if over-cap connections
 // were left in the queue.
+//
+// A connection from the host itself (its client address is the address it
+// reached: the kernel gives a connection to one of the host's own
+// addresses that address as its source) counts only against its own
+// address's share, never against the total. The kubelet checks a
+// host-network pod that way, at the pod's address, which is the node's: so
+// however many other hosts hold the total, the kubelet's liveness and
+// readiness checks are served.
 type limitListener struct {
 	net.Listener
 	max, perHost int
 
-	mu       sync.Mutex
-	open     int
+	mu   sync.Mutex
+	open int
+	// others counts the connections from other hosts: the ones the total
+	// cap bounds.
+	others   int
 	byHost   map[string]int
 	accepted atomic.Uint64
 	refused  atomic.Uint64
@@ -36,9 +47,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		host := hostOf(c.RemoteAddr())
-		if l.take(host) {
+		own := host == hostOf(c.LocalAddr())
+		if l.take(host, own) {
 			l.accepted.Add(1)
-			return &limitConn{Conn: c, release: func() { l.give(host) }}, nil
+			return &limitConn{Conn: c, release: func() { l.give(host, own) }}, nil
 		}
 		l.refused.Add(1)
 		if tc, ok := c.(*net.TCPConn); ok {
@@ -48,21 +60,29 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *limitListener) take(host string) bool {
+// take holds a place for a connection from host (own: from this host
+// itself), or reports that its share or the total is full.
+func (l *limitListener) take(host string, own bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if (l.max > 0 && l.open >= l.max) || (l.perHost > 0 && l.byHost[host] >= l.perHost) {
+	if (!own && l.max > 0 && l.others >= l.max) || (l.perHost > 0 && l.byHost[host] >= l.perHost) {
 		return false
 	}
 	l.open++
+	if !own {
+		l.others++
+	}
 	l.byHost[host]++
 	return true
 }
 
-func (l *limitListener) give(host string) {
+func (l *limitListener) give(host string, own bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
+	if !own {
+		l.others--
+	}
 	if l.byHost[host]--; l.byHost[host] <= 0 {
 		delete(l.byHost, host)
 	}

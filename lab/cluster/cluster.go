@@ -185,6 +185,23 @@ func (c *Cluster) network(t testing.TB) {
 	run(t, "ip", "link", "set", nodeLink, "up")
 }
 
+// ClientAddresses adds n more addresses to the interface holding the
+// node's address and returns them: clients of the node's servers that are,
+// to those servers, other hosts (their address is not the one they reach).
+// Loopback addresses cannot stand in: the kubelet's KUBE-FIREWALL chain
+// drops a packet to 127.0.0.0/8 from any other source, so a reply from the
+// node's address to one is lost. They go with the interface at cleanup.
+func (c *Cluster) ClientAddresses(t testing.TB, n int) []net.IP {
+	t.Helper()
+	var out []net.IP
+	for i := range n {
+		ip := net.IPv4(100, 77, 3, byte(i+1))
+		run(t, "ip", "addr", "add", ip.String()+"/32", "dev", nodeLink)
+		out = append(out, ip)
+	}
+	return out
+}
+
 // routeService sends the kubernetes Service's address and port to the API
 // server, for pods (PREROUTING) and the host's own network (OUTPUT), as
 // kube-proxy would; it needs the API server's port.

@@ -158,6 +158,7 @@ func TestPods(t *testing.T) {
 		s.checkProcess(t, ctrl, "controller")
 	})
 	t.Run("admission", func(t *testing.T) { s.checkAdmission(t, ctx, probe) })
+	t.Run("kubelet checks under a flood", func(t *testing.T) { s.checkChecksUnderFlood(t, ctx, probe) })
 	t.Run("reach", func(t *testing.T) { s.checkReach(t, ctx) })
 	t.Run("page", func(t *testing.T) { s.checkPage(t, ctx) })
 	if ok {
