@@ -519,6 +519,7 @@ const (
 	msgOwner     = "a probe record has exactly one ownerReference, to its own Node "
 	msgData      = "a probe record holds one data key, entry, and no binaryData, and is not immutable"
 	msgCap       = "bytes (the record cap at the shipped settings); this entry is "
+	msgManaged   = "a probe record's managedFields hold at most 10 entries, each of apiVersion v1 and no subresource, naming only"
 	// The API server's own words for a refusal by RBAC.
 	msgRBAC = "cannot "
 )
@@ -571,7 +572,7 @@ func TestOnAPIServer(t *testing.T) {
 	for _, v := range policy(t).Spec.Validations {
 		text.WriteString(v.Message + "\n" + v.MessageExpression + "\n")
 	}
-	for _, m := range []string{msgClaim, msgPod, msgNodeUID, msgOwnRecord, msgNotRecord, msgLabels, msgMeta, msgOwner, msgData, msgCap} {
+	for _, m := range []string{msgClaim, msgPod, msgNodeUID, msgOwnRecord, msgNotRecord, msgLabels, msgMeta, msgOwner, msgData, msgCap, msgManaged} {
 		if !strings.Contains(text.String(), m) {
 			t.Fatalf("the policy in %s no longer says %q: update the test's words with it", rendered, m)
 		}
@@ -668,6 +669,7 @@ func TestOnAPIServer(t *testing.T) {
 	t.Run("CanI", func(t *testing.T) { canITable = testCanI(t, ctx, c, kubectl, kc) })
 	t.Run("Admission", func(t *testing.T) { admissionTable = testAdmission(t, ctx, c, nodes, capBytes) })
 	t.Run("FlowControl", func(t *testing.T) { testFlowControl(t, ctx, c, admin) })
+	t.Run("FloodingProbe", func(t *testing.T) { testFloodingProbe(t, ctx, c, admin, nodes, capBytes) })
 
 	// Applying again (k3s re-applies its manifests on every start) leaves
 	// what the controller wrote to its status: the installer never owned it.
@@ -1131,6 +1133,54 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 		{P1, "writes its record again (Records.Put: a merge patch of data.entry)", put(p1, node1, e2), "", 0},
 		{P2, "creates its record (Records.Put)", put(p2, node2, e1), "", 0},
 
+		// managedFields, which a writer may set in a patch: only field sets
+		// of the record's own fields, at most 10 entries of them.
+		{P1, "sets its record's managedFields to an entry naming a data key it lacks", patch(p1, node1, managedPatch(managedEntry("x", "Update", map[string]any{
+			"f:data": map[string]any{"f:extra": map[string]any{}}}))), msgManaged, 0},
+		{P1, fmt.Sprintf("sets its record's managedFields to an entry naming %d labels (%d bytes)", len(manyKeys), len(managedPatch(managedEntry("x", "Update", map[string]any{
+			"f:metadata": map[string]any{"f:labels": manyKeys}})))), patch(p1, node1, managedPatch(managedEntry("x", "Update", map[string]any{
+			"f:metadata": map[string]any{"f:labels": manyKeys}}))), msgManaged, 0},
+		// An entry of an apiVersion the API server does not serve it drops
+		// itself: what is stored is bounded either way.
+		{P1, "sets its record's managedFields to an entry of apiVersion 1,000 bytes long", patch(p1, node1, managedPatch(func() map[string]any {
+			m := managedEntry("x", "Update", recordFields(string(nodes[node1].UID)))
+			m["apiVersion"] = strings.Repeat("v", 1000)
+			return m
+		}())), "", 0},
+		{A, "reads " + node1 + "'s record: the API server dropped that entry", check("managedFields after the patch", func() error {
+			cm, err := admin.CoreV1().ConfigMaps(rns).Get(ctx, node1, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, m := range cm.ManagedFields {
+				if m.APIVersion != "v1" {
+					return fmt.Errorf("an entry of apiVersion %.20s... (%d bytes) is stored", m.APIVersion, len(m.APIVersion))
+				}
+			}
+			return nil
+		}), "", 0},
+		{P1, "sets its record's managedFields to an entry naming an ownerReference of another UID", patch(p1, node1, managedPatch(managedEntry("x", "Update",
+			recordFields("00000000-0000-4000-8000-000000000001")))), msgManaged, 0},
+		{P1, "sets its record's managedFields to 11 entries of its own fields (applied by 11 managers)", patch(p1, node1, managedPatch(appliedBy(11, string(nodes[node1].UID))...)),
+			msgManaged, 0},
+		{P1, "sets its record's managedFields to 10 entries of its own fields (applied by 10 managers)", patch(p1, node1, managedPatch(appliedBy(10, string(nodes[node1].UID))...)), "", 0},
+		{A, "reads " + node1 + "'s record: 10 managedFields entries", check("managedFields after the patch", func() error {
+			cm, err := admin.CoreV1().ConfigMaps(rns).Get(ctx, node1, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(cm.ManagedFields) != 10 {
+				return fmt.Errorf("%d entries, want the 10 patched", len(cm.ManagedFields))
+			}
+			return nil
+		}), "", 0},
+		{P1, "writes its record (Records.Put): its own update would be an 11th entry", put(p1, node1, e1), msgManaged, 0},
+		{A, "resets " + node1 + "'s managedFields (a list of one empty entry)", check("reset managedFields", func() error {
+			_, err := admin.CoreV1().ConfigMaps(rns).Patch(ctx, node1, types.MergePatchType, []byte(`{"metadata":{"managedFields":[{}]}}`), metav1.PatchOptions{})
+			return err
+		}), "", 0},
+		{P1, "writes its record (Records.Put) after the reset", put(p1, node1, e1), "", 0},
+
 		// The other's record: refused by name.
 		{P1, "patches data.entry of " + node2 + "'s record", patch(p1, node2, entryPatch(e2)), own(node1, node2), 0},
 		{P1, "writes " + node2 + "'s record (Records.Put with " + node2 + "'s owner)", put(p1, node2, e2), own(node1, node2), 0},
@@ -1284,6 +1334,57 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	t.Logf("what each part tried on the real API server (%d requests, %d refused as they must be):\n%s", len(attempts), refused, log.String())
 	return md.String()
 }
+
+// managedEntry is a managedFields entry of a ConfigMap, as a patch sets it.
+func managedEntry(manager, op string, fields map[string]any) map[string]any {
+	return map[string]any{"manager": manager, "operation": op, "apiVersion": "v1",
+		"time": "2026-12-06T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields}
+}
+
+// recordFields is the field set of every field a probe writes in its
+// record, its one ownerReference keyed by uid.
+func recordFields(uid string) map[string]any {
+	leaf := map[string]any{}
+	return map[string]any{
+		"f:data": map[string]any{".": leaf, "f:" + record.DataKey: leaf},
+		"f:metadata": map[string]any{
+			"f:labels": map[string]any{".": leaf, "f:" + record.Label: leaf, "f:" + record.PartOfLabel: leaf},
+			"f:ownerReferences": map[string]any{".": leaf, `k:{"uid":"` + uid + `"}`: map[string]any{
+				".": leaf, "f:apiVersion": leaf, "f:kind": leaf, "f:name": leaf, "f:uid": leaf}},
+		},
+	}
+}
+
+// appliedBy is n entries of the record's own fields, each applied by a
+// manager of its own: the API server caps the entries of updates at 10 by
+// merging the oldest, not those of applies.
+func appliedBy(n int, uid string) []map[string]any {
+	var es []map[string]any
+	for i := range n {
+		es = append(es, managedEntry(fmt.Sprintf("applier-%02d", i+1), "Apply", recordFields(uid)))
+	}
+	return es
+}
+
+// managedPatch is a merge patch setting metadata.managedFields.
+func managedPatch(entries ...map[string]any) string {
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"managedFields": entries}})
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// manyKeys is a field set of 20,000 labels, each a leaf: about 380 KB, the
+// size an attacker could add to its record at every write were
+// managedFields not bounded.
+var manyKeys = func() map[string]any {
+	m := map[string]any{}
+	for i := range 20000 {
+		m[fmt.Sprintf("f:label-%05d", i)] = map[string]any{}
+	}
+	return m
+}()
 
 // generated matches a name the API server generated from generateName
 // (five random characters), so that the table is the same every run.

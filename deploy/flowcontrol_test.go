@@ -5,17 +5,24 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -158,4 +165,158 @@ func countCodes(codes []int) string {
 		parts = append(parts, fmt.Sprintf("%d x%d", c, k))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// floodWriters is how many of a flooding probe's writes are in flight at
+// once: more than its priority level's seats and queue together (12 and
+// 50), so that the level is full throughout and its queue overflows.
+const floodWriters = 96
+
+// testFloodingProbe measures what one flooding probe does to the others:
+// every probe is one user (the ServiceAccount), so API Priority and
+// Fairness cannot tell one node's probe from another's (a FlowSchema
+// distinguishes by user or by namespace alone), and one probe's flood of
+// writes to its own record shares the one queue with every honest probe's
+// write. What it asserts holds on any machine: the flood fills the level
+// (the API server answers it 429), the controller, in another level, is
+// served throughout, and the honest probe writes again once the flood
+// ends. What the honest probe's writes met during the flood is measured
+// and logged, not judged (this test runs beside others): docs/security.md
+// says it.
+func testFloodingProbe(t *testing.T, ctx context.Context, c *probetest.Cluster, admin kubernetes.Interface, nodes map[string]*corev1.Node, capBytes int) {
+	owner := func(n string) record.Owner { return record.Owner{Name: n, UID: nodes[n].UID} }
+	// The flooder ignores the client's rate limit, as an attacker would,
+	// and sends each writer's requests on a connection of its own: on one
+	// HTTP/2 connection its flow control, not the API server, would bound
+	// the requests in flight. A Dial of its own keeps client-go from
+	// sharing one cached transport among the writers.
+	flooders := make([]*kube.Client, floodWriters)
+	for i := range flooders {
+		cfg := c.ProbeClient(t, node1).Config()
+		cfg.QPS, cfg.Burst = -1, 0
+		cfg.Dial = (&net.Dialer{}).DialContext
+		cl, err := kube.NewClientForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flooders[i] = cl
+	}
+	honest := c.ProbeClient(t, node2)
+	ctrl := c.Client(t, probetest.ControllerSA)
+	big := strings.Repeat("x", capBytes)
+	small := `{"samples":[]}`
+	if err := honest.Records(rns).Put(ctx, owner(node2), small); err != nil {
+		t.Fatalf("the honest probe's first write: %v", err)
+	}
+
+	const flood = 6 * time.Second
+	fctx, stop := context.WithTimeout(ctx, flood)
+	defer stop()
+	var (
+		mu                      sync.Mutex
+		floodOK, flood429, fErr int
+		other                   []error
+	)
+	var wg sync.WaitGroup
+	for _, flooder := range flooders {
+		wg.Go(func() {
+			for fctx.Err() == nil {
+				err := flooder.Records(rns).Put(fctx, owner(node1), big)
+				mu.Lock()
+				switch {
+				case err == nil:
+					floodOK++
+				case apierrors.IsTooManyRequests(err):
+					flood429++
+				case fctx.Err() == nil:
+					fErr++
+					if len(other) < 3 {
+						other = append(other, err)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	// The honest probe and the controller, every quarter second.
+	var honestLat []time.Duration
+	honest429, honestErr, ctrlErr, ctrlReads := 0, 0, 0, 0
+	var ctrlFirst error
+	maxExecuting, maxQueued := 0.0, 0.0
+	tick := time.NewTicker(250 * time.Millisecond)
+	for fctx.Err() == nil {
+		<-tick.C
+		t0 := time.Now()
+		err := honest.Records(rns).Put(ctx, owner(node2), small)
+		switch {
+		case err == nil:
+			honestLat = append(honestLat, time.Since(t0))
+		case apierrors.IsTooManyRequests(err):
+			honest429++
+		default:
+			honestErr++
+		}
+		if _, err := ctrl.ConfigMaps(ns).Get(ctx, "fleet-role-status"); err != nil {
+			ctrlErr++
+			if ctrlFirst == nil {
+				ctrlFirst = err
+			}
+		}
+		ctrlReads++
+		// The probes' level: the seats its requests hold, and those
+		// waiting in its queue.
+		executing, queued := 0.0, 0.0
+		for series, v := range apiserverMetrics(t, ctx, admin) {
+			if !strings.Contains(series, `priority_level="fleet-role-probe"`) {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(series, "apiserver_flowcontrol_current_executing_seats{"):
+				executing += v
+			case strings.HasPrefix(series, "apiserver_flowcontrol_current_inqueue_requests{"):
+				queued += v
+			}
+		}
+		maxExecuting, maxQueued = max(maxExecuting, executing), max(maxQueued, queued)
+	}
+	tick.Stop()
+	wg.Wait()
+	// The flood filled the level: requests waited in its queue, or were
+	// refused past it; and it never held more seats than the level has.
+	if flood429 == 0 && maxQueued == 0 {
+		t.Errorf("%d writers flooding for %v (%d written) were never queued nor answered 429: the flood never filled the probes' level", floodWriters, flood, floodOK)
+	}
+	if seats := float64(nominalProbeSeats(t, ctx, admin)); maxExecuting > seats {
+		t.Errorf("the probes' level held %v seats during the flood, past its %v", maxExecuting, seats)
+	}
+	if ctrlErr > 0 {
+		t.Errorf("the controller, in another priority level, failed %d of %d reads during the flood: %v", ctrlErr, ctrlReads, ctrlFirst)
+	}
+	if err := honest.Records(rns).Put(ctx, owner(node2), small); err != nil {
+		t.Errorf("the honest probe's write after the flood: %v", err)
+	}
+	slices.Sort(honestLat)
+	pct := func(q float64) time.Duration {
+		if len(honestLat) == 0 {
+			return 0
+		}
+		return honestLat[int(q*float64(len(honestLat)-1))]
+	}
+	t.Logf("one probe flooding its own record (%d writers of %d bytes, %v): %d written, %d answered 429, %d other errors %v; "+
+		"the probes' level held at most %v seats with %v requests queued; "+
+		"the honest probe's writes, one at a time every 250 ms: %d written (latency median %v, max %v), %d answered 429, %d other errors; the controller's reads: %d of %d served",
+		floodWriters, capBytes, flood, floodOK, flood429, fErr, other, maxExecuting, maxQueued,
+		len(honestLat), pct(0.5).Round(time.Millisecond), pct(1).Round(time.Millisecond), honest429, honestErr, ctrlReads-ctrlErr, ctrlReads)
+	for _, n := range []string{node1, node2} {
+		if err := c.ProbeClient(t, n).Records(rns).Delete(ctx, n); err != nil {
+			t.Errorf("delete the record of %s: %v", n, err)
+		}
+	}
+}
+
+// nominalProbeSeats is the probes' priority level's seats as the API server
+// reports them.
+func nominalProbeSeats(t *testing.T, ctx context.Context, admin kubernetes.Interface) int {
+	t.Helper()
+	return int(apiserverMetrics(t, ctx, admin)[`apiserver_flowcontrol_nominal_limit_seats{priority_level="fleet-role-probe"}`])
 }
