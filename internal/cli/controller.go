@@ -118,13 +118,16 @@ worth). While it leads it names its page in the Endpoints of the Service
 			return err
 		}
 		defer stopEvents()
-		nodes := client.NewNodeInformer(decide.NodeView(s))
+		nodes := client.NewNodeInformer(decide.NodeView(s), decide.NodeSelectors(s)...)
 		// The records of nodes no vote could go to are counted, not held
 		// (docs/performance.md, Bounded cost).
 		records := client.NewRecordInformerHolding(s.RecordsNamespace(), func(node string) (bool, bool) {
 			n, ok := nodes.Get(node)
 			if !ok {
-				return false, false
+				// The informer holds every Node that could vote
+				// (decide.NodeSelectors): once it has its first lists,
+				// a Node it lacks could not, or does not exist.
+				return false, nodes.HasSynced()
 			}
 			return decide.CanVote(n, s), true
 		})

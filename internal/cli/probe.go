@@ -83,7 +83,7 @@ start and 0 on SIGTERM, after writing what it holds. It serves /metrics, /health
 			return usageErrorf("kubernetes client: %w", err)
 		}
 		metrics := probe.NewMetrics()
-		nodes := client.NewNodeInformer(decide.NodeView(s, probe.PeerAddressAnnotation))
+		nodes := client.NewNodeInformer(decide.NodeView(s, probe.PeerAddressAnnotation), decide.NodeSelectors(s)...)
 		p, err := probe.New(probe.Config{
 			Node:     node,
 			Settings: s,

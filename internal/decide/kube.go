@@ -71,6 +71,21 @@ func CanVote(k *corev1.Node, s settings.Settings) bool {
 	return k.Labels[EtcdRoleLabel] == "true" || k.Labels[s.EligibleLabel] == "true"
 }
 
+// NodeSelectors are the label selectors of the Nodes a probe or the
+// controller needs: those CanVote holds (a voter or learner, which k3s
+// labels, or a host marked eligible) and, when fleet-role acts, k3s's
+// servers (what acting reads of a Node). A Node none selects (an agent's)
+// never reaches either: its kubelet's credentials may churn its labels at
+// will, and each change would cost a decode of the whole Node
+// (kube.NodeInformer).
+func NodeSelectors(s settings.Settings) []string {
+	sel := []string{EtcdRoleLabel + "=true", s.EligibleLabel + "=true"}
+	if s.Acting != settings.ActingOff {
+		sel = append(sel, ControlPlaneLabel+"=true")
+	}
+	return sel
+}
+
 // PeerAddressOf is the address k's etcd member is reached at: the
 // annotation etcd.k3s.cattle.io/node-address, else the InternalIP.
 func PeerAddressOf(k *corev1.Node) string {

@@ -139,6 +139,7 @@ func TestKube(t *testing.T) {
 	t.Run("nodes", func(t *testing.T) { testNodes(t, s, admin) })
 	t.Run("record informer", func(t *testing.T) { testRecordInformer(t, s, admin) })
 	t.Run("node informer", func(t *testing.T) { testNodeInformer(t, s, admin) })
+	t.Run("node informer selectors", func(t *testing.T) { testNodeSelectors(t, s, admin) })
 	t.Run("settings informer", func(t *testing.T) { testSettingsInformer(t, s, admin) })
 }
 
@@ -720,6 +721,150 @@ func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interf
 	if n != 1 {
 		t.Errorf("the informer opened %d watches of the Nodes in more than 2 s with a 1 s client timeout, want 1: the timeout cuts its watch", n)
 	}
+}
+
+// testNodeSelectors: the informer made with decide.NodeSelectors holds the
+// Nodes that could vote, each once, and never receives a change of a Node
+// none selects: an agent's labels churned 200 times reach no view, where
+// the same churn of an eligible Node reaches it at every change. Its
+// lists and watches arrive in protobuf.
+func testNodeSelectors(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := settings.Defaults()
+	const server, eligible, agent = "sel-server", "sel-eligible", "sel-agent"
+	for name, labels := range map[string]map[string]string{
+		server:   {decide.EtcdRoleLabel: "true", st.EligibleLabel: "true"},
+		eligible: {st.EligibleLabel: "true"},
+		agent:    {"kubernetes.io/os": "linux"},
+	} {
+		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := s.AdminConfig()
+	var mu sync.Mutex
+	media := map[string]int{} // response media types of the Nodes' lists and watches
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && strings.HasSuffix(r.URL.Path, "/nodes") {
+				mu.Lock()
+				media[strings.SplitN(resp.Header.Get("Content-Type"), ";", 2)[0]]++
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	}
+	c, err := kube.NewClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewed := map[string]int{} // the views made, by Node
+	view := decide.NodeView(st)
+	inf := c.NewNodeInformer(func(n *corev1.Node) *corev1.Node {
+		mu.Lock()
+		viewed[n.Name]++
+		mu.Unlock()
+		return view(n)
+	}, decide.NodeSelectors(st)...)
+	if inf.HasSynced() {
+		t.Fatal("the informer says it has synced before it ran")
+	}
+	go inf.Run(ctx)
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		t.Helper()
+		l, err := inf.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range l {
+			if strings.HasPrefix(n.Name, "sel-") {
+				out = append(out, n.Name)
+			}
+		}
+		return out
+	}
+	if got := names(); !reflect.DeepEqual(got, []string{eligible, server}) {
+		t.Fatalf("the informer lists %v, want [%s %s]: each Node that could vote, once", got, eligible, server)
+	}
+	if _, ok := inf.Get(agent); ok {
+		t.Fatalf("the informer holds %s, which no selector selects", agent)
+	}
+	// The churn unthrottled by the client's default 5 requests a second.
+	ccfg := s.AdminConfig()
+	ccfg.QPS, ccfg.Burst = -1, 0
+	churner, err := kubernetes.NewForConfig(ccfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	churn := func(name string, n int) {
+		t.Helper()
+		for i := range n {
+			body := fmt.Sprintf(`{"metadata":{"labels":{"churn.example.com/count":"%d"}}}`, i)
+			if _, err := churner.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const changes = 200
+	churn(agent, changes)
+	churn(eligible, changes)
+	// The eligible Node's last change arrives; by then the agent's, made
+	// before it, would have too.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if n, ok := inf.Get(eligible); ok && n.ResourceVersion != "" {
+			if cur, err := admin.CoreV1().Nodes().Get(ctx, eligible, metav1.GetOptions{}); err == nil && cur.ResourceVersion == n.ResourceVersion {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("within 30 s the informer did not see the eligible Node's last change")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	seenAgent, seenEligible := viewed[agent], viewed[eligible]
+	mu.Unlock()
+	if seenAgent != 0 {
+		t.Errorf("%d changes of %s, which no selector selects, reached the process", seenAgent, agent)
+	}
+	if seenEligible < changes {
+		t.Errorf("%d of %d changes of %s reached the view", seenEligible, changes, eligible)
+	}
+	// A Node labelled eligible comes in; unlabelled, it goes.
+	body := []byte(`{"metadata":{"labels":{"` + st.EligibleLabel + `":"true"}}}`)
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, agent, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(want []string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for got := names(); !reflect.DeepEqual(got, want); got = names() {
+			if time.Now().After(deadline) {
+				t.Fatalf("within 30 s the informer lists %v, want %v", got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor([]string{agent, eligible, server})
+	body = []byte(`{"metadata":{"labels":{"` + st.EligibleLabel + `":null}}}`)
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, agent, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor([]string{eligible, server})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(media) != 1 || media["application/vnd.kubernetes.protobuf"] == 0 {
+		t.Errorf("the Nodes' lists and watches arrived as %v, want protobuf alone", media)
+	}
+	t.Logf("%d changes of an agent's labels reached no view; %d of an eligible Node's reached %d views; responses by media type %v",
+		changes, changes, seenEligible, media)
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -147,9 +147,8 @@ type CanVote func(node string) (canVote, known bool)
 // dropped as they arrive, so that a fleet of Nodes no vote could go to,
 // each with a record at the cap, costs the cache a few hundred bytes each
 // (docs/performance.md, Bounded cost). A node not yet known (the Node
-// informer not synced, a record before its Node) is held: a record dropped
-// wrongly would read as missing for a period. Nil canVote holds every
-// record.
+// informer not synced) is held: a record dropped wrongly would read as
+// missing until its next write. Nil canVote holds every record.
 func (c *Client) NewRecordInformerHolding(namespace string, canVote CanVote) *RecordInformer {
 	lw := configMapListWatch(configMapClient(c.watch, namespace), func(o *metav1.ListOptions) { o.LabelSelector = record.Selector })
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
