@@ -156,8 +156,10 @@ func Etcd(ctx context.Context, progress io.Writer) (string, error) {
 		return out, nil
 	}
 	fmt.Fprintf(progress, "building etcd %s from the Go module proxy, once (a few minutes; cached in %s)\n", EtcdVersion, out)
-	// hack/tools.sh's flags: stripped, so no debug information is written.
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w", "-o", out+".tmp", ".")
+	// hack/tools.sh's flags: stripped, so no debug information is written,
+	// and no -trimpath, so that its compiles are the ones go vet and go
+	// test reuse (hack/tools.sh says why).
+	cmd := exec.CommandContext(ctx, "go", "build", "-gcflags=all=-dwarf=false", "-ldflags", "-s -w", "-o", out+".tmp", ".")
 	cmd.Dir = filepath.Join(root, "tools", "etcd")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
