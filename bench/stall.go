@@ -67,7 +67,7 @@ type gatedSampler struct {
 	g *gate
 }
 
-func (s gatedSampler) Sample(ctx context.Context, plan probe.Plan) entry.Sample {
+func (s gatedSampler) Sample(ctx context.Context, plan probe.Plan) (entry.Sample, []probe.Failure) {
 	_ = s.g.wait(ctx) // on ctx done the sampler's own readings fail at once
 	return s.Sampler.Sample(ctx, plan)
 }

@@ -2,37 +2,32 @@ package probe_test
 
 import (
 	"fmt"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
-// The reading-failures metric's label is one of the readings, never an
-// error's text: samples whose errors carry a new text every period (a new
-// first word too) add no series after the first period's.
+// The reading-failures metric's label is the failed reading's name, one of
+// a fixed few, never an error's text: failures whose errors carry a new
+// text every period add no series after the first period's. The texts go
+// to the sample's Errors, as "reading: error".
 func TestReadingFailuresBounded(t *testing.T) {
 	s := probetest.Settings(t, 100*time.Millisecond)
 	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	var mu sync.Mutex
-	seq := 0 // the sample's period, each with texts of its own
-	sampler := &probetest.Sampler{Make: func(plan probe.Plan, n int, at time.Time) entry.Sample {
-		mu.Lock()
-		k := seq
-		seq++
-		mu.Unlock()
-		x := probetest.Fit(plan, n, at)
-		x.Errors = []string{fmt.Sprintf("etcd: scrape %d failed", k), fmt.Sprintf("reading%d: %d", k, k), fmt.Sprintf("no-colon-%d", k)}
-		return x
+	sampler := &probetest.Sampler{Fail: func(seq int) []probe.Failure {
+		return []probe.Failure{
+			{Reading: probe.ReadingEtcd, Err: fmt.Errorf("scrape %d failed", seq)},
+			{Reading: probe.ReadingLink, Err: fmt.Errorf("reading%d: %d", seq, seq)},
+		}
 	}}
 	c := newClocked(s.SamplePeriod)
 	loop := c.watch(nodes)
@@ -67,11 +62,36 @@ func TestReadingFailuresBounded(t *testing.T) {
 		}
 		if period == 0 {
 			first = len(seen)
-			if !seen["reading=etcd"] || !seen["reading=other"] {
-				t.Fatalf("the first period's series: %v, want reading=etcd and reading=other", seen)
+			if len(seen) != 2 || !seen["reading=etcd"] || !seen["reading=link"] {
+				t.Fatalf("the first period's series: %v, want reading=etcd and reading=link alone", seen)
 			}
 		} else if len(seen) != first {
 			t.Fatalf("period %d: label values %v, %d after the first period", period, seen, first)
 		}
 	}
+	// The record holds each failure as its text.
+	probetest.Eventually(t, time.Minute, func() error {
+		e, err := recorded(store, "agent-1")
+		if err != nil {
+			return err
+		}
+		if len(e.Samples) < 10 {
+			return fmt.Errorf("%d samples written", len(e.Samples))
+		}
+		taken := sampler.Taken()
+		for i, x := range e.Samples {
+			var seq int
+			if len(x.Errors) == 0 {
+				return fmt.Errorf("sample %d has no errors", i)
+			}
+			if _, err := fmt.Sscanf(x.Errors[0], "etcd: scrape %d failed", &seq); err != nil || seq >= len(taken) {
+				return fmt.Errorf("sample %d errors %q: not the first failure's text", i, x.Errors)
+			}
+			want := []string{fmt.Sprintf("etcd: scrape %d failed", seq), fmt.Sprintf("link: reading%d: %d", seq, seq)}
+			if !slices.Equal(x.Errors, want) || !slices.Equal(taken[seq].Errors, want) {
+				return fmt.Errorf("sample %d errors %q (the sampler's record of it %q), want %q", i, x.Errors, taken[seq].Errors, want)
+			}
+		}
+		return nil
+	})
 }

@@ -52,10 +52,11 @@ func (h *Host) now() time.Time {
 	return time.Now()
 }
 
-// Sample takes one sample. Failed readings are listed in its Errors; the
-// sample is always returned.
-func (h *Host) Sample(ctx context.Context, plan Plan) entry.Sample {
+// Sample takes one sample, and the readings that failed in it; the sample
+// is always returned.
+func (h *Host) Sample(ctx context.Context, plan Plan) (entry.Sample, []Failure) {
 	s := entry.Sample{At: h.now().UTC()}
+	var failed []Failure
 	var (
 		wg       sync.WaitGroup
 		connects map[string]entry.Connect
@@ -76,21 +77,21 @@ func (h *Host) Sample(ctx context.Context, plan Plan) entry.Sample {
 			etcd, etcdErr = h.etcd(ctx)
 		}()
 	}
-	h.link(&s)
-	h.memory(&s)
+	failed = h.link(&s, failed)
+	failed = h.memory(&s, failed)
 	h.wakeup(&s)
 	wg.Wait()
 	s.Connect = connects
 	if plan.Voter {
 		s.Etcd = etcd
 		if etcdErr != nil {
-			s.Errors = append(s.Errors, "etcd: "+etcdErr.Error())
+			failed = append(failed, Failure{Reading: ReadingEtcd, Err: etcdErr})
 		}
 	}
-	return s
+	return s, failed
 }
 
-func (h *Host) link(s *entry.Sample) {
+func (h *Host) link(s *entry.Sample, failed []Failure) []Failure {
 	r, err := link.Read(h.HostRoot)
 	switch {
 	case errors.Is(err, link.ErrNoDefaultRoute):
@@ -99,24 +100,24 @@ func (h *Host) link(s *entry.Sample) {
 		s.Link = entry.Link{Class: entry.ClassUnknown}
 	case err != nil:
 		s.Link = entry.Link{Class: entry.ClassUnknown}
-		s.Errors = append(s.Errors, "link: "+err.Error())
+		failed = append(failed, Failure{Reading: ReadingLink, Err: err})
 	default:
 		s.Link = entry.Link{Interface: r.Interface, Class: string(r.Class)}
 	}
+	return failed
 }
 
-func (h *Host) memory(s *entry.Sample) {
+func (h *Host) memory(s *entry.Sample, failed []Failure) []Failure {
 	r, err := memory.Read(h.HostRoot)
 	if err != nil {
-		s.Errors = append(s.Errors, "memory: "+err.Error())
 		h.prevFullUs = nil
-		return
+		return append(failed, Failure{Reading: ReadingMemory, Err: err})
 	}
 	s.MemTotalBytes = r.MemTotalBytes
 	s.MemAvailableBytes = r.MemAvailableBytes
 	if r.PSI == nil {
 		h.prevFullUs = nil
-		return
+		return failed
 	}
 	cur := r.PSI.Full.TotalUs
 	if h.prevFullUs != nil {
@@ -128,6 +129,7 @@ func (h *Host) memory(s *entry.Sample) {
 		s.MemFullStallSeconds = &sec
 	}
 	h.prevFullUs = &cur
+	return failed
 }
 
 // wakeup records the largest lateness of the wake-up timer since the

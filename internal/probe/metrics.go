@@ -79,11 +79,11 @@ func (m *Metrics) sampled() {
 	m.samples.Inc()
 }
 
-func (m *Metrics) readingFailed(reading string) {
+func (m *Metrics) readingFailed(reading Reading) {
 	if m == nil {
 		return
 	}
-	m.readingFails.WithLabelValues(reading).Inc()
+	m.readingFails.WithLabelValues(string(reading)).Inc()
 }
 
 func (m *Metrics) written(bytes, limit, shrunk int) {

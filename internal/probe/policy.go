@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
 )
 
@@ -31,15 +30,13 @@ import (
 // refusal come back. The controller's status names the host unknown with
 // that reason, and no swap is judged on it.
 
-// policy is what the probe knows of the admission policy's hold.
+// policy is what the probe knows of the admission policy's hold. The loop
+// alone writes it, under Prober.mu, which Ready reads it under.
 type policy struct {
 	checked   bool // a check has had its answer: refused or admitted
 	protected bool // the last answer: refused
 	why       error
 	last      time.Time // when the last check ran, by this process's monotonic clock
-	// marked: the marker of this unprotected spell is written (and the
-	// spell logged); it is written again at every check of the spell.
-	marked bool
 }
 
 // policyDue says whether a check is due: every period until a check has
@@ -64,36 +61,37 @@ func (p *Prober) policyAllows(ctx context.Context) bool {
 	if p.policyDue() {
 		p.checkPolicy(ctx)
 	}
-	p.polMu.Lock()
-	defer p.polMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.pol.checked && p.pol.protected
 }
 
 func (p *Prober) checkPolicy(ctx context.Context) {
 	err := p.cfg.Policy.CheckRefused(ctx, p.owner)
-	p.polMu.Lock()
-	was := p.pol
+	p.mu.Lock()
+	was, marked := p.pol, p.rec.holds == holdsWithheld
 	p.pol.last, p.pol.why = p.cfg.Clock.Now(), err
 	switch {
 	case err == nil:
-		p.pol.checked, p.pol.protected, p.pol.marked = true, true, false
+		p.pol.checked, p.pol.protected = true, true
 	case errors.Is(err, kube.ErrAdmitted):
 		p.pol.checked, p.pol.protected = true, false
+		// While the policy is not in force any probe may rewrite this
+		// record: what it holds is no longer known to be this probe's,
+		// and the window is written again once the refusal comes back.
+		if p.rec.holds != holdsUnread {
+			p.rec = recordState{holds: holdsForeign}
+		}
 	}
-	now := p.pol
-	p.polMu.Unlock()
+	p.mu.Unlock()
 	p.cfg.Metrics.policyChecked(err)
 	switch {
 	case err == nil && was.checked && !was.protected:
 		p.log.Info("the API server refuses a write to a record not this node's again: writing samples again")
-		// The record holds the marker: the window is written again.
-		p.mu.Lock()
-		p.changes++
-		p.mu.Unlock()
 	case err == nil && !was.checked:
 		p.log.Info("the API server refuses this probe a write to a record not its node's, as the admission policy must: writing samples")
 	case errors.Is(err, kube.ErrAdmitted):
-		if !now.marked {
+		if !marked {
 			p.log.Error("writing no samples: the API server did not refuse a write to a record not this node's", "err", err)
 		}
 		// At every check of the spell (every period), not once: with the
@@ -106,31 +104,6 @@ func (p *Prober) checkPolicy(ctx context.Context) {
 	}
 }
 
-// withheldTextBytes bounds the reason a withheld marker carries, as a
-// refusal's (entry.MaxTextBytes bounds every text).
-const withheldTextBytes = 512
-
-// writeWithheld replaces the record by a marker that holds no samples and
-// says why: the samples it held are not to be trusted while any probe could
-// have written them, and the controller names the reason.
-func (p *Prober) writeWithheld(ctx context.Context, why error) {
-	msg := why.Error()
-	if len(msg) > withheldTextBytes {
-		msg = msg[:withheldTextBytes]
-	}
-	text, err := entry.Encode(entry.Entry{Node: p.cfg.Node, Withheld: msg})
-	if err == nil {
-		err = p.cfg.Records.Put(ctx, p.owner, text)
-	}
-	if err != nil {
-		p.log.Warn("write the withheld marker failed; will try again at the next check", "err", err)
-		return
-	}
-	p.polMu.Lock()
-	p.pol.marked = true
-	p.polMu.Unlock()
-}
-
 // Ready reports whether the probe writes its samples: an error while the
 // API server has not been seen refusing it a write to a record not its own
 // (not yet asked, or admitted), for the pod's readiness.
@@ -138,8 +111,8 @@ func (p *Prober) Ready() error {
 	if p.cfg.Policy == nil {
 		return nil
 	}
-	p.polMu.Lock()
-	defer p.polMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case !p.pol.checked && p.pol.why != nil:
 		return fmt.Errorf("not writing: the API server has not yet been asked whether it refuses a write to a record not this node's: %w", p.pol.why)

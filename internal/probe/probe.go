@@ -3,13 +3,10 @@ package probe
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +36,10 @@ type Plan struct {
 // Sampler takes one sample of this host. Host implements it on the real host;
 // tests may use their own.
 type Sampler interface {
-	Sample(ctx context.Context, plan Plan) entry.Sample
+	// Sample takes one sample, and says which of its readings failed; the
+	// sample is always returned. The loop writes each failure into the
+	// sample's Errors (Failure.Text) and counts it by its Reading.
+	Sample(ctx context.Context, plan Plan) (entry.Sample, []Failure)
 	// Fsync takes the disk reading, which lasts seconds, so the loop runs
 	// it beside the periodic samples. It must return soon after ctx is
 	// done, having removed what it wrote: Run waits for it on stop.
@@ -88,24 +88,24 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// Prober holds the state of one probe: its window and whether it is written.
+// Prober holds the state of one probe: its window, what its record holds,
+// and what it knows of the admission policy.
 type Prober struct {
 	cfg Config
 	log *slog.Logger
 
-	mu      sync.Mutex // guards entry against the fsync goroutine
+	// mu guards what the loop shares with the disk reading's goroutine
+	// (the entry, the reading's own state) and with Ready (the policy).
+	mu      sync.Mutex
 	entry   entry.Entry
-	resumed bool // the entry written before this start has been read
 	restart bool // the next sample is the first since this start
-	// changes counts changes to entry; written is the count the record
-	// holds. A count rather than a flag, so that a disk reading that lands
-	// while a write is in flight is not marked written with it.
-	changes, written uint64
-	recording        bool         // this node records: it is a voter or marked eligible
-	owner            record.Owner // this node, the owner of its record
-	// refusal is the API server's refusal of the last full write, kept
-	// until a full write succeeds so that a marker is written only once.
-	refusal string
+	// changes counts changes to entry; the record's window holds the count
+	// it was written at (rec). A count rather than a flag, so that a disk
+	// reading that lands while a write is in flight is not marked written
+	// with it.
+	changes uint64
+	rec     recordState // what the node's record holds (record.go)
+	pol     policy      // what the probe knows of the admission policy (policy.go)
 
 	fsyncRunning bool
 	fsyncDone    chan struct{} // closed when the last reading started has returned
@@ -116,10 +116,10 @@ type Prober struct {
 	// ConfigMap) set.
 	lastFsync, started time.Time
 
+	// The loop's alone.
+	recording bool          // this node records (a voter or marked eligible), or had a record at start
+	owner     record.Owner  // this node, the owner of its record
 	lastNodes []corev1.Node // the last list that succeeded
-
-	polMu sync.Mutex // guards pol against Ready
-	pol   policy     // what the probe knows of the admission policy (policy.go)
 
 	// pending is a change of the settings handed over by SetSettings,
 	// taken at the next period boundary (live.go).
@@ -181,9 +181,9 @@ func (p *Prober) Run(ctx context.Context) error {
 	p.waitFsync(flushCtx)
 	cancel()
 	p.mu.Lock()
-	held, unwritten := len(p.entry.Samples), p.changes != p.written
+	held, unwritten, holds := len(p.entry.Samples), p.windowDue(), p.rec.holds
 	p.mu.Unlock()
-	p.log.Info("probe stopped", "samples", held, "unwritten", unwritten)
+	p.log.Info("probe stopped", "samples", held, "unwritten", unwritten, "record", holds.String())
 	return nil
 }
 
@@ -207,7 +207,7 @@ func (p *Prober) tick(ctx context.Context) {
 		// Without the Nodes the probe cannot tell whom to measure; it
 		// still tries to deliver the samples it holds.
 		p.log.Warn("list nodes failed; no sample this period", "err", err)
-		p.cfg.Metrics.readingFailed("nodes")
+		p.cfg.Metrics.readingFailed(ReadingNodes)
 		p.write(ctx)
 		return
 	default:
@@ -215,7 +215,7 @@ func (p *Prober) tick(ctx context.Context) {
 		// when their readings matter most. Sample as the Nodes were
 		// last read: they change far more rarely than the API fails.
 		p.log.Warn("list nodes failed; sampling with the Nodes last read", "err", err)
-		p.cfg.Metrics.readingFailed("nodes")
+		p.cfg.Metrics.readingFailed(ReadingNodes)
 		nodes = p.lastNodes
 	}
 	plan, records := p.plan(nodes)
@@ -229,18 +229,19 @@ func (p *Prober) tick(ctx context.Context) {
 	// reason alone and count against the peers. Its readings bound it
 	// (ReadingTimeout, half a period at most); a period bounds it here too.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Settings.SamplePeriod)
-	s := p.cfg.Sampler.Sample(sctx, plan)
+	s, failed := p.cfg.Sampler.Sample(sctx, plan)
 	cancel()
+	for _, f := range failed {
+		s.Errors = append(s.Errors, f.Text())
+		p.log.Warn("reading failed", "reading", string(f.Reading), "err", f.Err)
+		p.cfg.Metrics.readingFailed(f.Reading)
+	}
 	p.mu.Lock()
 	s.Restart = p.restart
 	p.restart = false
 	entry.Append(&p.entry, s, p.cfg.Settings.Window)
 	p.changes++
 	p.mu.Unlock()
-	for _, e := range s.Errors {
-		p.log.Warn("reading failed", "reading", e)
-		p.cfg.Metrics.readingFailed(readingName(e))
-	}
 	p.cfg.Metrics.sampled()
 	p.cfg.Metrics.wokeLate(s.WakeupLateSeconds)
 	if plan.Fsync {
@@ -351,7 +352,7 @@ func (p *Prober) startFsync(ctx context.Context) {
 		}
 		if r.Err != "" {
 			p.log.Warn("disk reading failed", "dir", r.Dir, "err", r.Err)
-			p.cfg.Metrics.readingFailed("fsync")
+			p.cfg.Metrics.readingFailed(ReadingFsync)
 		}
 		p.entry.Fsync = &r
 		p.changes++
@@ -397,31 +398,45 @@ func (p *Prober) removeStaleFsync() {
 // restarted probe keeps its window. Until that read succeeds the probe does
 // not write, lest a short new window replace a full old one.
 func (p *Prober) resume(ctx context.Context) {
-	if p.resumed {
+	p.mu.Lock()
+	unread := p.rec.holds == holdsUnread
+	p.mu.Unlock()
+	if !unread {
 		return
 	}
 	raw, err := p.cfg.Records.Get(ctx, p.cfg.Node)
 	if errors.Is(err, kube.ErrNotFound) {
-		p.resumed = true
+		p.mu.Lock()
+		p.rec = recordState{holds: holdsNothing}
+		p.mu.Unlock()
 		return
 	}
 	if err != nil {
 		p.log.Warn("read own record failed; will try again next period", "err", err)
-		p.cfg.Metrics.readingFailed("own-record")
+		p.cfg.Metrics.readingFailed(ReadingOwnRecord)
 		return
 	}
-	p.resumed = true
+	p.recording = true
 	old, err := entry.DecodeLimited(raw, entry.LimitsFor(p.cfg.Settings.Window, p.cfg.Settings.MaxServers))
 	if err != nil {
 		// A malformed record is replaced by a fresh window; the controller
 		// reports the host unknown meanwhile.
 		p.log.Warn("own record unreadable; starting a new window", "err", err)
-		p.recording = true
+		p.mu.Lock()
+		p.rec = recordState{holds: holdsForeign}
+		p.mu.Unlock()
 		return
 	}
-	p.recording = true
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	switch {
+	case old.Refused != "":
+		p.rec = recordState{holds: holdsRefused}
+	case old.Withheld != "":
+		p.rec = recordState{holds: holdsWithheld}
+	default:
+		p.rec = recordState{holds: holdsWindow, changes: p.changes}
+	}
 	fresh := p.entry.Samples
 	p.entry = old
 	p.entry.Node = p.cfg.Node
@@ -429,162 +444,37 @@ func (p *Prober) resume(ctx context.Context) {
 	for _, s := range fresh {
 		entry.Append(&p.entry, s, p.cfg.Settings.Window)
 	}
+	if len(fresh) > 0 {
+		// The record holds the old window without them.
+		p.changes++
+	}
 	p.log.Info("resumed window", "samples", len(p.entry.Samples))
 }
 
-// write sends the whole window when it holds anything the record does not.
-// A window whose encoding passes the record's cap is shrunk (the oldest
-// samples first) rather than refused; a write the API server refuses is
-// replaced, once, by a marker that says so, so that the status can tell a
-// refused host from one that stopped reporting.
-func (p *Prober) write(ctx context.Context) {
-	if !p.policyAllows(ctx) {
-		return
-	}
-	p.mu.Lock()
-	if p.changes == p.written || !p.resumed || p.owner.Name == "" {
-		p.mu.Unlock()
-		return
-	}
-	limit := record.CapBytes(p.cfg.Settings.Window, p.cfg.Settings.MaxServers)
-	text, shrunk, err := Fit(p.entry, limit)
-	n, changes := len(p.entry.Samples)-shrunk, p.changes
-	p.mu.Unlock()
-	if err != nil {
-		p.log.Error("encode entry", "err", err)
-		p.cfg.Metrics.writeFailed("error")
-		return
-	}
-	if shrunk > 0 {
-		p.log.Warn("record full: the oldest samples are left out so that it fits its cap",
-			"dropped", shrunk, "samples", n, "cap_bytes", limit)
-	}
-	if err := p.cfg.Records.Put(ctx, p.owner, text); err != nil {
-		if kube.IsRefused(err) {
-			p.refused(ctx, err)
-			return
-		}
-		p.log.Warn("write record failed; the window is kept and sent again next period", "samples", n, "err", err)
-		p.cfg.Metrics.writeFailed("error")
-		return
-	}
-	p.mu.Lock()
-	p.written = changes
-	p.refusal = ""
-	p.mu.Unlock()
-	p.cfg.Metrics.written(len(text), limit, shrunk)
+// Reading names a reading of the probe's, as the reading-failures metric's
+// label: one of a fixed few, never an error's text, so that the metric's
+// series stay as many as the readings.
+type Reading string
+
+// The readings a sample takes, and those the loop takes itself.
+const (
+	ReadingLink      Reading = "link"
+	ReadingMemory    Reading = "memory"
+	ReadingEtcd      Reading = "etcd"
+	ReadingFsync     Reading = "fsync"
+	ReadingNodes     Reading = "nodes"
+	ReadingOwnRecord Reading = "own-record"
+)
+
+// Failure is a reading a sample could not take, and why.
+type Failure struct {
+	Reading Reading
+	Err     error
 }
 
-// refusalTextBytes bounds the refusal a marker carries: the admission
-// policy's and the API server's messages are a few hundred bytes; more is
-// not needed to say why, and the decoder caps texts anyway.
-const refusalTextBytes = 512
-
-// refused handles a write the API server refused: it writes, once until a
-// full write is taken again, a record holding no samples and the refusal's text, which is
-// small and plain enough to pass where the window did not (a window past
-// the policy's size cap, say). The window is kept and offered again each
-// period.
-func (p *Prober) refused(ctx context.Context, err error) {
-	p.cfg.Metrics.writeFailed("refused")
-	msg := err.Error()
-	if len(msg) > refusalTextBytes {
-		msg = msg[:refusalTextBytes]
-	}
-	// One marker a refusal episode: the refusal's text changes with the
-	// window's size, which grows every period.
-	p.mu.Lock()
-	again := p.refusal != ""
-	p.refusal = msg
-	p.mu.Unlock()
-	if again {
-		return
-	}
-	p.log.Warn("write record refused by the API server; writing a marker that says so, and trying the window again next period", "err", err)
-	text, encErr := entry.Encode(entry.Entry{Node: p.cfg.Node, Refused: msg})
-	if encErr != nil {
-		return
-	}
-	if err := p.cfg.Records.Put(ctx, p.owner, text); err != nil {
-		p.log.Warn("write refusal marker failed", "err", err)
-	}
-}
-
-// Fit encodes e within limit bytes: whole when it fits, else without as
-// few of its oldest samples as make it fit (found by halving, since the
-// size grows with the samples kept), with Shrunk saying how many were left
-// out. It fails only when even no samples would not fit.
-func Fit(e entry.Entry, limit int) (text string, shrunk int, err error) {
-	text, err = entry.Encode(e)
-	if err != nil || len(text) <= limit {
-		return text, 0, err
-	}
-	all := e.Samples
-	encode := func(drop int) (string, error) {
-		e.Samples, e.Shrunk = all[drop:], drop
-		return entry.Encode(e)
-	}
-	// lo drops too few to fit; hi drops enough.
-	lo, hi := 0, len(all)
-	best, err := encode(hi)
-	if err != nil {
-		return "", 0, err
-	}
-	if len(best) > limit {
-		return "", 0, fmt.Errorf("entry of %s is %d bytes with no samples, over the record cap of %d", e.Node, len(best), limit)
-	}
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		t, err := encode(mid)
-		if err != nil {
-			return "", 0, err
-		}
-		if len(t) <= limit {
-			hi, best = mid, t
-		} else {
-			lo = mid
-		}
-	}
-	return best, hi, nil
-}
-
-// stopRecording removes the record of a node that no longer records.
-func (p *Prober) stopRecording(ctx context.Context) {
-	if !p.recording || !p.resumed {
-		return
-	}
-	if err := p.cfg.Records.Delete(ctx, p.cfg.Node); err != nil {
-		p.log.Warn("remove record failed; will try again next period", "err", err)
-		p.cfg.Metrics.writeFailed("error")
-		return
-	}
-	p.log.Info("node is neither a voter nor eligible; record removed")
-	p.mu.Lock()
-	p.entry = entry.Entry{Node: p.cfg.Node}
-	p.recording = false
-	p.written = p.changes
-	p.mu.Unlock()
-}
-
-func (p *Prober) flush(ctx context.Context) {
-	if p.recording {
-		p.write(ctx)
-	}
-}
-
-// readings are the values the reading-failures metric's label takes: the
-// readings a sample error names, those the loop counts itself, and other.
-var readings = []string{"link", "memory", "etcd", "connect", "fsync", "nodes", "own-record", "policy", "other"}
-
-// readingName is the reading a sample error names ("etcd: ..." is etcd's),
-// for the reading-failures metric: one of readings, never the error's own
-// text, so that the metric's series stay as many as the readings.
-func readingName(e string) string {
-	if name, _, ok := strings.Cut(e, ":"); ok && slices.Contains(readings, name) {
-		return name
-	}
-	return "other"
-}
+// Text is the failure as the sample's Errors carry it on the wire
+// ("etcd: ..."; docs/entry.md).
+func (f Failure) Text() string { return string(f.Reading) + ": " + f.Err.Error() }
 
 // Window returns a copy of the samples held, for tests and the demo.
 func (p *Prober) Window() entry.Entry {

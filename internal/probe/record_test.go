@@ -77,6 +77,15 @@ func TestFitShrinksToTheCap(t *testing.T) {
 	}
 }
 
+// recorded reads node's record from store and decodes it.
+func recorded(store kube.Records, node string) (entry.Entry, error) {
+	raw, err := store.Get(context.Background(), node)
+	if err != nil {
+		return entry.Entry{}, err
+	}
+	return entry.Decode(raw)
+}
+
 // refusing is a record store whose API server refuses any entry over max
 // bytes, as the admission policy's size cap does.
 type refusing struct {
@@ -85,6 +94,9 @@ type refusing struct {
 	mu      sync.Mutex
 	puts    []int
 	markers int
+	// failMarkers is how many markers fail before one is taken, as a
+	// write lost to an API server away would.
+	failMarkers int
 }
 
 func (r *refusing) Put(ctx context.Context, owner record.Owner, text string) error {
@@ -92,6 +104,11 @@ func (r *refusing) Put(ctx context.Context, owner record.Owner, text string) err
 	r.puts = append(r.puts, len(text))
 	if e, err := entry.Decode(text); err == nil && e.Refused != "" {
 		r.markers++
+		if r.failMarkers > 0 {
+			r.failMarkers--
+			r.mu.Unlock()
+			return fmt.Errorf("put record %s: the API server is away", owner.Name)
+		}
 	}
 	r.mu.Unlock()
 	if len(text) > r.max {
@@ -121,11 +138,8 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 
 	var e entry.Entry
 	clk.await(t, time.Minute, func() error {
-		raw, err := store.Get(context.Background(), "agent-1")
-		if err != nil {
-			return err
-		}
-		if e, err = entry.Decode(raw); err != nil {
+		var err error
+		if e, err = recorded(store, "agent-1"); err != nil {
 			return err
 		}
 		if e.Refused == "" {
@@ -185,6 +199,37 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A marker the API server did not take is written at the next refusal: the
+// probe knows what its record holds only from writes that were taken, so the
+// record, which still holds the last window, is not read as marked.
+func TestRefusalMarkerLostIsWrittenAgain(t *testing.T) {
+	s := probetest.Settings(t, 50*time.Millisecond)
+	store := &refusing{Records: kubefake.NewRecords(s.RecordsNamespace()), max: 600, failMarkers: 1}
+	nodes := &kubefake.Nodes{}
+	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
+	clk := newClocked(s.SamplePeriod)
+	r := startProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
+	clk.await(t, time.Minute, func() error {
+		e, err := recorded(store, "agent-1")
+		if err != nil {
+			return err
+		}
+		if e.Refused == "" {
+			return errors.New("no refusal marker yet")
+		}
+		return nil
+	})
+	store.mu.Lock()
+	markers := store.markers
+	store.mu.Unlock()
+	if markers != 2 {
+		t.Errorf("%d markers tried, want 2: the lost one and the one taken at the next refusal (puts %v)", markers, store.sizes())
+	}
+	if recs := r.log.Records("write refusal marker failed; will try again at the next refusal"); len(recs) != 1 {
+		t.Errorf("the lost marker logged %d times, want once", len(recs))
+	}
 }
 
 // A record the probe had to shrink reads as full: the host is unknown for

@@ -23,14 +23,14 @@ type blockingSampler struct {
 	cancelled        chan bool
 }
 
-func (b *blockingSampler) Sample(ctx context.Context, plan probe.Plan) entry.Sample {
-	x := b.Sampler.Sample(ctx, plan)
+func (b *blockingSampler) Sample(ctx context.Context, plan probe.Plan) (entry.Sample, []probe.Failure) {
+	x, failed := b.Sampler.Sample(ctx, plan)
 	if len(b.Taken()) == 2 {
 		close(b.started)
 		<-b.release
 		b.cancelled <- ctx.Err() != nil
 	}
-	return x
+	return x, failed
 }
 
 // A sample in flight when the probe is told to stop (SIGTERM) is finished

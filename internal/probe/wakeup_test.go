@@ -25,7 +25,7 @@ func TestHostRecordsTheWakeUpLateness(t *testing.T) {
 	// A timer of a minute has not fallen due at a sample taken at once.
 	slow := &probe.Host{HostRoot: "/", Wakeup: wakeup.New(time.Minute)}
 	stop := slow.StartBeside(ctx)
-	s := slow.Sample(ctx, probe.Plan{})
+	s, _ := slow.Sample(ctx, probe.Plan{})
 	stop()
 	if s.WakeupLateSeconds != nil {
 		t.Fatalf("the first sample after a start has a wake-up reading: %v", *s.WakeupLateSeconds)
@@ -35,7 +35,7 @@ func TestHostRecordsTheWakeUpLateness(t *testing.T) {
 	stop = h.StartBeside(ctx)
 	defer stop()
 	probetest.Eventually(t, 30*time.Second, func() error {
-		s = h.Sample(ctx, probe.Plan{})
+		s, _ = h.Sample(ctx, probe.Plan{})
 		if s.WakeupLateSeconds == nil {
 			return errNoReading
 		}
@@ -49,7 +49,7 @@ func TestHostRecordsTheWakeUpLateness(t *testing.T) {
 	// start.
 	none := &probe.Host{HostRoot: "/"}
 	none.StartBeside(ctx)()
-	if s := none.Sample(ctx, probe.Plan{}); s.WakeupLateSeconds != nil {
+	if s, _ := none.Sample(ctx, probe.Plan{}); s.WakeupLateSeconds != nil {
 		t.Fatalf("no timer, a reading: %v", *s.WakeupLateSeconds)
 	}
 }

@@ -392,6 +392,9 @@ func Eventually(t testing.TB, within time.Duration, cond func() error) {
 type Sampler struct {
 	// Make builds sample seq (0-based) taken at at for plan; nil makes Fit.
 	Make func(plan probe.Plan, seq int, at time.Time) entry.Sample
+	// Fail gives the readings that failed in sample seq, which the probe
+	// writes into the sample's Errors; nil fails none.
+	Fail func(seq int) []probe.Failure
 	// FsyncReading is what Fsync returns; nil returns a fit reading.
 	FsyncReading func(ctx context.Context) entry.FsyncReading
 	// Clock stamps the samples and readings; nil is the real clock. A test
@@ -405,8 +408,9 @@ type Sampler struct {
 	fsyncs int
 }
 
-// Sample implements probe.Sampler.
-func (s *Sampler) Sample(_ context.Context, plan probe.Plan) entry.Sample {
+// Sample implements probe.Sampler. Taken holds each sample as the probe
+// writes it: with the failures' texts in its Errors.
+func (s *Sampler) Sample(_ context.Context, plan probe.Plan) (entry.Sample, []probe.Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := s.now().UTC()
@@ -414,10 +418,19 @@ func (s *Sampler) Sample(_ context.Context, plan probe.Plan) entry.Sample {
 	if mk == nil {
 		mk = Fit
 	}
-	x := mk(plan, len(s.taken), at)
-	s.taken = append(s.taken, x)
+	seq := len(s.taken)
+	x := mk(plan, seq, at)
+	var failed []probe.Failure
+	if s.Fail != nil {
+		failed = s.Fail(seq)
+	}
+	written := x
+	for _, f := range failed {
+		written.Errors = append(written.Errors[:len(written.Errors):len(written.Errors)], f.Text())
+	}
+	s.taken = append(s.taken, written)
 	s.plans = append(s.plans, plan)
-	return x
+	return x, failed
 }
 
 // Fsync implements probe.Sampler.
