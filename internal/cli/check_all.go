@@ -151,7 +151,7 @@ func checkAll(ctx context.Context, s settings.Settings, hostRoot, dir string, pe
 	m.Start(ctx)
 	select {
 	case <-ctx.Done():
-	case <-time.After(wakeFor):
+	case <-wall.After(wakeFor):
 	}
 	m.Stop()
 	got, _ := m.Take()

@@ -193,12 +193,12 @@ func readEtcd(ctx context.Context, metricsURL string, interval, timeout time.Dur
 	if err != nil {
 		return etcdmetrics.Reading{}, err
 	}
-	t := time.NewTimer(interval)
+	t := wall.NewTimer(interval)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return etcdmetrics.Reading{}, ctx.Err()
-	case <-t.C:
+	case <-t.C():
 	}
 	cur, err := scrape()
 	if err != nil {

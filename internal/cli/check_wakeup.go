@@ -68,7 +68,7 @@ interrupted, 2 for a usage error.`,
 			m.Start(ctx)
 			select {
 			case <-ctx.Done():
-			case <-time.After(span):
+			case <-wall.After(span):
 			}
 			m.Stop()
 			if err := ctx.Err(); err != nil {

@@ -65,7 +65,7 @@ It prints the status as ` + "`fleet-role status`" + ` prints the published one:
 		if err := checkOutput(output); err != nil {
 			return err
 		}
-		at := time.Now()
+		at := wall.Now()
 		if now != "" {
 			t, err := time.Parse(time.RFC3339Nano, now)
 			if err != nil {

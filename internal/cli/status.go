@@ -120,7 +120,7 @@ failed).`,
 		if err != nil {
 			return statusError(err)
 		}
-		now := time.Now
+		now := wall.Now
 		if nowFlag != "" {
 			at, err := time.Parse(time.RFC3339, nowFlag)
 			if err != nil {

@@ -121,9 +121,9 @@ func measureOne(ctx context.Context, dial DialFunc, peer string, timeout time.Du
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	start := time.Now()
+	start := wall.Now()
 	conn, err := dial(ctx, "tcp", peer)
-	elapsed := time.Since(start)
+	elapsed := wall.Since(start)
 	if err != nil {
 		msg := err.Error()
 		if timedOut(ctx, err) {

@@ -122,7 +122,7 @@ func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, er
 	if len(page) > MaxPageBytes {
 		return nil, fmt.Errorf("scrape %s: page larger than %d bytes (MaxPageBytes): not an etcd page", url, MaxPageBytes)
 	}
-	now := time.Now()
+	now := wall.Now()
 	s, err := parse(ctx, page)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)

@@ -152,7 +152,7 @@ func Measure(ctx context.Context, opts Options) (_ Reading, err error) {
 		return Reading{}, err
 	}
 
-	start := time.Now()
+	start := wall.Now()
 	f, err := createLocked(dir)
 	if err != nil {
 		return Reading{}, err
@@ -189,7 +189,7 @@ func Measure(ctx context.Context, opts Options) (_ Reading, err error) {
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			if i >= MinWrites {
-				r := summary(dir, fs, opts, latencies, time.Since(start))
+				r := summary(dir, fs, opts, latencies, wall.Since(start))
 				r.Cut = fmt.Sprintf("stopped after %d of %d writes: %v", i, n, err)
 				return r, nil
 			}
@@ -198,16 +198,16 @@ func Measure(ctx context.Context, opts Options) (_ Reading, err error) {
 		if _, err := f.Write(block); err != nil {
 			return Reading{}, fmt.Errorf("write %s: %w", f.Name(), err)
 		}
-		t0 := time.Now()
+		t0 := wall.Now()
 		if err := unix.Fdatasync(fd); err != nil {
 			return Reading{}, fmt.Errorf("fdatasync %s: %w", f.Name(), err)
 		}
-		latencies = append(latencies, time.Since(t0).Seconds())
+		latencies = append(latencies, wall.Since(t0).Seconds())
 		if opts.afterWrite != nil {
 			opts.afterWrite(i + 1)
 		}
 	}
-	return summary(dir, fs, opts, latencies, time.Since(start)), nil
+	return summary(dir, fs, opts, latencies, wall.Since(start)), nil
 }
 
 // summary is the reading of the writes made.

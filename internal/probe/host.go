@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/fleet-role/fleet-role/internal/connect"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/etcdmetrics"
@@ -49,7 +51,7 @@ func (h *Host) now() time.Time {
 	if h.Now != nil {
 		return h.Now()
 	}
-	return time.Now()
+	return clock.RealClock{}.Now()
 }
 
 // Sample takes one sample, and the readings that failed in it; the sample

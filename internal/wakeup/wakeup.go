@@ -118,7 +118,7 @@ type Meter struct {
 // New returns a Meter whose timer is due once an interval; it does
 // nothing until Start.
 func New(interval time.Duration) *Meter {
-	return &Meter{interval: interval, now: time.Now}
+	return &Meter{interval: interval, now: wall.Now}
 }
 
 // Interval is the schedule's interval.
@@ -173,7 +173,7 @@ func (m *Meter) run(ctx context.Context) {
 	if sleep == nil {
 		// One timer, reset each time: the loop allocates nothing as it
 		// runs. (Since Go 1.23 a Reset timer never delivers a stale fire.)
-		timer := time.NewTimer(time.Hour)
+		timer := wall.NewTimer(time.Hour)
 		timer.Stop()
 		defer timer.Stop()
 		sleep = func(ctx context.Context, d time.Duration) bool {
@@ -181,7 +181,7 @@ func (m *Meter) run(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return false
-			case <-timer.C:
+			case <-timer.C():
 				return true
 			}
 		}
