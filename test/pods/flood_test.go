@@ -228,8 +228,12 @@ func (s *scenario) checkChecksUnderFlood(t *testing.T, ctx context.Context, prob
 	}); err != nil {
 		t.Errorf("the kubelet's checks during the flood: %v (counts %v before, %v now)", err, before, during)
 	}
-	if err := witness(); err != nil {
-		t.Errorf("at the end of the flood: %v", err)
+	// The server closes each of the flood's connections once its read
+	// timeout passes (the slow-header defence) and the flood dials again:
+	// in that gap another host may be served. The flood still holds every
+	// place when, within two read timeouts, a witness is refused again.
+	if err := poll(ctx, 2*lim.ReadTimeout+5*time.Second, witness); err != nil {
+		t.Errorf("at the end of the flood, for two read timeouts (%v): %v", 2*lim.ReadTimeout, err)
 	}
 	held, refused := f.held.Load(), f.refused.Load()
 	f.Stop()
