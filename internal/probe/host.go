@@ -58,8 +58,8 @@ func (h *Host) now() time.Time {
 // is always returned.
 func (h *Host) Sample(ctx context.Context, plan Plan) (entry.Sample, []Failure) {
 	s := entry.Sample{At: h.now().UTC()}
-	var failed []Failure
 	var (
+		failed   []Failure
 		wg       sync.WaitGroup
 		connects map[string]entry.Connect
 		etcd     *entry.EtcdSample
@@ -79,8 +79,12 @@ func (h *Host) Sample(ctx context.Context, plan Plan) (entry.Sample, []Failure) 
 			etcd, etcdErr = h.etcd(ctx)
 		}()
 	}
-	failed = h.link(&s, failed)
-	failed = h.memory(&s, failed)
+	if err := h.link(&s); err != nil {
+		failed = append(failed, Failure{Reading: ReadingLink, Err: err})
+	}
+	if err := h.memory(&s); err != nil {
+		failed = append(failed, Failure{Reading: ReadingMemory, Err: err})
+	}
 	h.wakeup(&s)
 	wg.Wait()
 	s.Connect = connects
@@ -93,7 +97,9 @@ func (h *Host) Sample(ctx context.Context, plan Plan) (entry.Sample, []Failure) 
 	return s, failed
 }
 
-func (h *Host) link(s *entry.Sample, failed []Failure) []Failure {
+// link reads the default route's link into s; an error is the reading's
+// failure.
+func (h *Host) link(s *entry.Sample) error {
 	r, err := link.Read(h.HostRoot)
 	switch {
 	case errors.Is(err, link.ErrNoDefaultRoute):
@@ -102,24 +108,26 @@ func (h *Host) link(s *entry.Sample, failed []Failure) []Failure {
 		s.Link = entry.Link{Class: entry.ClassUnknown}
 	case err != nil:
 		s.Link = entry.Link{Class: entry.ClassUnknown}
-		failed = append(failed, Failure{Reading: ReadingLink, Err: err})
+		return err
 	default:
 		s.Link = entry.Link{Interface: r.Interface, Class: string(r.Class)}
 	}
-	return failed
+	return nil
 }
 
-func (h *Host) memory(s *entry.Sample, failed []Failure) []Failure {
+// memory reads the memory figures into s; an error is the reading's
+// failure.
+func (h *Host) memory(s *entry.Sample) error {
 	r, err := memory.Read(h.HostRoot)
 	if err != nil {
 		h.prevFullUs = nil
-		return append(failed, Failure{Reading: ReadingMemory, Err: err})
+		return err
 	}
 	s.MemTotalBytes = r.MemTotalBytes
 	s.MemAvailableBytes = r.MemAvailableBytes
 	if r.PSI == nil {
 		h.prevFullUs = nil
-		return failed
+		return nil
 	}
 	cur := r.PSI.Full.TotalUs
 	if h.prevFullUs != nil {
@@ -131,7 +139,7 @@ func (h *Host) memory(s *entry.Sample, failed []Failure) []Failure {
 		s.MemFullStallSeconds = &sec
 	}
 	h.prevFullUs = &cur
-	return failed
+	return nil
 }
 
 // wakeup records the largest lateness of the wake-up timer since the

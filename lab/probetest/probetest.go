@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -425,8 +426,9 @@ func (s *Sampler) Sample(_ context.Context, plan probe.Plan) (entry.Sample, []pr
 		failed = s.Fail(seq)
 	}
 	written := x
+	written.Errors = slices.Clip(written.Errors) // its own array: the probe appends to x's
 	for _, f := range failed {
-		written.Errors = append(written.Errors[:len(written.Errors):len(written.Errors)], f.Text())
+		written.Errors = append(written.Errors, f.Text())
 	}
 	s.taken = append(s.taken, written)
 	s.plans = append(s.plans, plan)
