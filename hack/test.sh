@@ -80,7 +80,7 @@ e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$|/test/k3s$'
 pure_pattern='/internal/(decide|entry|quantile|settings)$'
 # The packages of the timing-judging tests below, which hack/timed-tests.sh
 # runs again without the race detector.
-timed_pattern='/internal/(fsync|wakeup)$|/lab/(slowdisk|cpulimit)$'
+timed_pattern='/test/integration/(fsync|wakeup)$|/lab/(slowdisk|cpulimit)$'
 # setsid makes a session, and with the kernel's autogroups (on by default
 # in Debian's kernel) every session is scheduled as one group whatever its
 # processes' nice: the group's own nice is what keeps it behind the tool
@@ -95,7 +95,7 @@ hack/tools.sh fio >/dev/null
 # test/pods runs the manifests as real pods: a kubelet and kube-scheduler
 # (built with k3s), and containerd, runc and the CNI plugins (from Debian).
 hack/tools.sh containerd
-# promtool: internal/alerts runs `promtool check rules` and `promtool test rules`.
+# promtool: test/integration/alerts runs `promtool check rules` and `promtool test rules`.
 FLEET_ROLE_PROMTOOL=$(hack/tools.sh promtool)
 # The demo's run checks the shipped alerts in a real Prometheus (built from
 # promtool's module) and the controller's status page in Debian's Chromium.
@@ -146,7 +146,8 @@ fi
 
 # The raced packages' tests wait more than they compute: each mostly waits
 # on a real etcd, API server or process it started, using about a third to
-# two thirds of a core (internal/controller: 54 CPU seconds in 104 s alone).
+# two thirds of a core (the controller's tests, now test/integration/controller:
+# 54 CPU seconds in 104 s alone).
 # At go test's default of one package a core, the step left 37% of the CPU
 # idle (390 s, 480 CPU seconds busy and 284 idle, warm, on 2 cores); at two
 # a core, 9% (313 s). None of these judges timing (those run alone, below).
@@ -161,7 +162,7 @@ failed=()
 # had ended, with cores idle. By their times in the race step at 9bd1424
 # (controller 221 s, deploy 198, cli 183, probe 133, image 110, hack 85,
 # campaign 73, kube 65; the next, bench, 44).
-slowest='internal/controller deploy internal/cli internal/probe lab/image hack lab/campaign internal/kube'
+slowest='test/integration/controller deploy internal/cli internal/probe lab/image hack lab/campaign test/integration/kube'
 module=$(go list -m)
 raced=$(go list ./... | grep -Ev "$e2e_pattern|$pure_pattern")
 first=""

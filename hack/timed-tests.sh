@@ -53,7 +53,7 @@ gotest() {
 # Chromium; no Kubernetes).
 host_tests() {
   step "fsync reading against fio"
-  gotest -count=1 -p 1 -v -run '^TestMeasureAgreesWithFio$' -timeout 30m "$@" ./internal/fsync
+  gotest -count=1 -p 1 -v -run '^TestMeasureAgreesWithFio$' -timeout 30m "$@" ./test/integration/fsync
   # The slow disk's delay as fio reads it, and the CPU share a quota leaves a
   # busy loop: both judge real latencies and shares against measured noise.
   step "the slow disk against fio"
@@ -63,7 +63,7 @@ host_tests() {
   # The wake-up reading (the wakeup_late signal) of a process starved by a
   # quota, against its own reading unstarved: it judges timing.
   step "a starved process's wake-up lateness"
-  gotest -count=1 -p 1 -v -run '^TestStarvedProcessWakesLate$' -timeout 10m "$@" ./internal/wakeup
+  gotest -count=1 -p 1 -v -run '^TestStarvedProcessWakesLate$' -timeout 10m "$@" ./test/integration/wakeup
   step "the demo"
   gotest -count=1 -p 1 -timeout 30m "$@" ./lab/demo
 }

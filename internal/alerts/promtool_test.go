@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -23,7 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // testdata holds the recordings (lab/recordseries) and the promtool unit
@@ -598,34 +596,4 @@ func TestPromtoolFiles(t *testing.T) {
 		}
 	}
 	checkFiles(t, testdata, files, "TestPromtoolFiles")
-}
-
-// TestPromtool runs the real promtool: check rules on the shipped file and
-// the generated ones, and test rules on the tests from the recordings.
-func TestPromtool(t *testing.T) {
-	bin := testenv.Promtool(t)
-	run := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = testdata
-		out, err := cmd.CombinedOutput()
-		t.Logf("promtool %s:\n%s", strings.Join(args, " "), out)
-		if err != nil {
-			t.Errorf("promtool %s: %v", strings.Join(args, " "), err)
-		}
-	}
-	run("check", "rules", "../fleet-role.rules.yaml")
-	rules, _ := filepath.Glob(filepath.Join(testdata, "rules-*.yaml"))
-	tests, _ := filepath.Glob(filepath.Join(testdata, "*.test.yaml"))
-	if len(rules) == 0 || len(tests) == 0 {
-		t.Fatalf("no generated rules (%d) or tests (%d) in %s", len(rules), len(tests), testdata)
-	}
-	for _, f := range rules {
-		run("check", "rules", filepath.Base(f))
-	}
-	args := []string{"test", "rules"}
-	for _, f := range tests {
-		args = append(args, filepath.Base(f))
-	}
-	run(args...)
 }

@@ -50,21 +50,6 @@ func (x *Elector) Term() int32 {
 	return x.el.observed.Transitions
 }
 
-// Spells are the controller's spells of leading, [from, to] by its clock.
-func Spells(c *Controller) [][2]time.Time {
-	c.mu.Lock()
-	el := c.elector
-	c.mu.Unlock()
-	if el == nil {
-		return nil
-	}
-	var out [][2]time.Time
-	for _, s := range el.leadingSpells() {
-		out = append(out, [2]time.Time{s.from, s.to})
-	}
-	return out
-}
-
 // ClockOf is how far holder's clock reads ahead of the elector's, as its
 // renewals told it.
 func (x *Elector) ClockOf(holder string) (time.Duration, bool) { return x.el.clockOf(holder) }

@@ -139,8 +139,8 @@ type elector struct {
 	// the status a leader wrote: a term it starts is above it, so terms
 	// never go back, even across a Lease deleted and made anew.
 	floor int32
-	// terms are this process's spells of leading, for the tests that hold
-	// two replicas' spells apart (see leadingSpells).
+	// terms are this process's spells of leading, for a check that holds
+	// two replicas' spells apart (LeadingSpells).
 	terms []spell
 	// holderClock is how far another holder's clock reads ahead of this
 	// one's, as its renewals tell it (clockOf).
@@ -740,4 +740,25 @@ func (el *elector) leadingSpells() []spell {
 	el.mu.Lock()
 	defer el.mu.Unlock()
 	return append([]spell(nil), el.terms...)
+}
+
+// LeadingSpells are the spells this controller has led through RunElected
+// (the latest maxSpells), each [from, to] by its own monotonic clock; nil
+// when it never ran for the Lease. Exported for the check, against a real
+// API server, that two replicas' spells never overlap: the one guarantee of
+// the election that no status or metric shows directly, since a replica
+// that believed it led a moment too long writes nothing to show it
+// (test/integration/controller).
+func (c *Controller) LeadingSpells() [][2]time.Time {
+	c.mu.Lock()
+	el := c.elector
+	c.mu.Unlock()
+	if el == nil {
+		return nil
+	}
+	var out [][2]time.Time
+	for _, s := range el.leadingSpells() {
+		out = append(out, [2]time.Time{s.from, s.to})
+	}
+	return out
 }

@@ -86,7 +86,7 @@ func TestWritesAtMostOncePerPeriod(t *testing.T) {
 			wrote = append(wrote, i)
 		}
 		if i == 5 {
-			if v := verdicts(st)["agent-1"]; v != "unknown" {
+			if v := statusHost(st, "agent-1").Verdict; v != "unknown" {
 				t.Fatalf("tick 5: agent-1 %s, want unknown", v)
 			}
 		}

@@ -26,9 +26,32 @@ const fioJob = "fleet-role-fio"
 // JSON output, whose fdatasync percentiles are under jobs[0].sync.lat_ns
 // (nanoseconds). It is the reference the native reading is held to.
 func RunFio(ctx context.Context, fio, dir string) (FioReading, error) {
+	wait, err := StartFio(ctx, fio, dir)
+	if err != nil {
+		return FioReading{}, err
+	}
+	return wait()
+}
+
+// StartFio starts RunFio's fio and returns what waits for it and reads its
+// reading. For a caller that runs the recipe beside another reading of the
+// same disk, started from the same goroutine one after the other (the
+// comparison of the native reading with fio takes pairs side by side, each
+// reader started from a thread it has raised).
+func StartFio(ctx context.Context, fio, dir string) (wait func() (FioReading, error), err error) {
 	cmd := fioCommand(ctx, fio, dir)
-	out, err := cmd.Output()
-	return fioResult(cmd, dir, out, err)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return func() (FioReading, error) {
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			ee.Stderr = stderr.Bytes()
+		}
+		return fioResult(cmd, dir, stdout.Bytes(), err)
+	}, nil
 }
 
 // fioCommand is RunFio's fio command, not started.

@@ -1,9 +1,7 @@
 package fsync
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 func TestFilesystemOf(t *testing.T) {
@@ -91,22 +87,6 @@ func diskDir(t *testing.T) string {
 	return dir
 }
 
-// tmpfsDir mounts a tmpfs of its own for one test.
-func tmpfsDir(t *testing.T) string {
-	t.Helper()
-	testenv.RequireRoot(t)
-	dir := t.TempDir()
-	if err := unix.Mount("fleet-role-test", dir, "tmpfs", 0, "size=64m"); err != nil {
-		t.Fatalf("mount tmpfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
 func assertEmpty(t *testing.T, dir string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -158,25 +138,6 @@ func TestMeasureSizes(t *testing.T) {
 		if !r.MeasuredDisk || r.Note != "" || r.Dir != dir {
 			t.Errorf("reading on disk: %+v, want measured_disk, no note, dir %s", r, dir)
 		}
-	}
-	assertEmpty(t, dir)
-}
-
-func TestMeasureTmpfsSaysNoDisk(t *testing.T) {
-	dir := tmpfsDir(t)
-	r, err := Measure(context.Background(), Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Filesystem != "tmpfs" || r.MeasuredDisk || !strings.Contains(r.Note, "no disk") {
-		t.Errorf("reading on tmpfs: %+v, want filesystem tmpfs, measured_disk false and a note", r)
-	}
-	if r.Writes != int(DefaultSizeBytes/DefaultBlockBytes) {
-		t.Errorf("writes %d, want %d", r.Writes, DefaultSizeBytes/DefaultBlockBytes)
-	}
-	b, _ := json.Marshal(r)
-	if !bytes.Contains(b, []byte(`"measured_disk":false`)) {
-		t.Errorf("json %s lacks measured_disk false", b)
 	}
 	assertEmpty(t, dir)
 }

@@ -221,6 +221,24 @@ func (i *RecordInformer) Unheld() map[string]int {
 	return out
 }
 
+// CachedBytes is how many bytes of the record of node the cache holds in
+// its data: none for a record it counts and does not hold (Unheld), the
+// entry's size for one it holds. Exported for the check, against a real API
+// server, that a record the informer does not hold costs this process none
+// of its bytes: what holding only the records of nodes that could vote is
+// for (test/integration/kube).
+func (i *RecordInformer) CachedBytes(node string) int {
+	n := 0
+	for _, obj := range i.inf.GetStore().List() {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == node {
+			for _, v := range cm.Data {
+				n += len(v)
+			}
+		}
+	}
+	return n
+}
+
 // markerBytes bounds the entries read as a possible marker: a marker holds
 // no samples, its node's name (253 bytes at most) and a reason of at most
 // entry.MaxTextBytes, each byte of which JSON writes in 6 at most

@@ -105,8 +105,8 @@ type Meter struct {
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) bool
 	// origin, when set, is the schedule's phase: the timer is due at
-	// origin plus whole intervals. Zero: one interval after the start. A
-	// test sets it to place the schedule against a CFS period.
+	// origin plus whole intervals. Zero: one interval after the start
+	// (NewFrom).
 	origin time.Time
 	t      tracker
 
@@ -119,6 +119,20 @@ type Meter struct {
 // nothing until Start.
 func New(interval time.Duration) *Meter {
 	return &Meter{interval: interval, now: wall.Now}
+}
+
+// NewFrom is New with the schedule's phase placed: the timer is due at
+// origin plus whole intervals rather than one interval after Start. For a
+// caller that reads lateness against something with a phase of its own: a
+// CFS quota throttles a process for the rest of each period once its slice
+// is spent, so a timer due at the same point of every period reads the same
+// lateness each time, and where that point falls decides what is read
+// (test/integration/wakeup places it half a heartbeat into a period). A
+// zero origin is New's schedule.
+func NewFrom(interval time.Duration, origin time.Time) *Meter {
+	m := New(interval)
+	m.origin = origin
+	return m
 }
 
 // Interval is the schedule's interval.

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/fleet-role/fleet-role/internal/fsync"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
@@ -143,7 +144,7 @@ const nativeChildEnv = "FLEET_ROLE_FSYNC_NATIVE_CHILD_DIR"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(nativeChildEnv); dir != "" {
-		r, err := Measure(context.Background(), Options{Dir: dir})
+		r, err := fsync.Measure(context.Background(), fsync.Options{Dir: dir})
 		if err == nil {
 			err = json.NewEncoder(os.Stdout).Encode(r)
 		}
@@ -166,7 +167,7 @@ func nativeChild(dir string) *exec.Cmd {
 
 // nativeResult reads the reading a nativeChild printed, given the output and
 // error it ran with.
-func nativeResult(t *testing.T, out []byte, err error) Reading {
+func nativeResult(t *testing.T, out []byte, err error) fsync.Reading {
 	t.Helper()
 	if err != nil {
 		var stderr []byte
@@ -175,7 +176,7 @@ func nativeResult(t *testing.T, out []byte, err error) Reading {
 		}
 		t.Fatalf("native reading in a child process: %v\n%s", err, stderr)
 	}
-	var r Reading
+	var r fsync.Reading
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("native reading in a child process: %v: %q", err, out)
 	}
@@ -245,8 +246,8 @@ func TestMeasureAgreesWithFio(t *testing.T) {
 	// the i-th pair of its kind starts the native reading first when i is
 	// even, fio first when it is odd.
 	pair := func(how pairing, i int) (float64, string) {
-		var native Reading
-		var fioR FioReading
+		var native fsync.Reading
+		var fioR fsync.FioReading
 		first, second := "native", "fio"
 		if i%2 == 1 {
 			first, second = second, first
@@ -256,11 +257,12 @@ func TestMeasureAgreesWithFio(t *testing.T) {
 				wait := startOutput(t, nativeChild(dir))
 				return func() { out, err := wait(); native = nativeResult(t, out, err) }
 			}
-			cmd := fioCommand(context.Background(), fio, dir)
-			wait := startOutput(t, cmd)
+			wait, err := fsync.StartFio(context.Background(), fio, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
 			return func() {
-				out, err := wait()
-				r, err := fioResult(cmd, dir, out, err)
+				r, err := wait()
 				if err != nil {
 					t.Fatal(err)
 				}

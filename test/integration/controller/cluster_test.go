@@ -1,4 +1,4 @@
-package controller_test
+package controller
 
 // These tests run the controller, and the probes that feed it, on a real
 // kube-apiserver (on a real etcd) with deploy/fleet-role.yaml applied

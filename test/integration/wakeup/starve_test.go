@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/wakeup"
 	"github.com/fleet-role/fleet-role/lab/cpulimit"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
@@ -108,8 +109,8 @@ func child(mode, group string) error {
 		}
 		origin = origin.Add(heartbeat / 2)
 	}
-	m := New(heartbeat)
-	m.origin = origin
+	// The free child's origin is zero: New's schedule.
+	m := wakeup.NewFrom(heartbeat, origin)
 	m.Start(context.Background())
 	enc := json.NewEncoder(os.Stdout)
 	if err := enc.Encode(childLine{Started: true, GapUs: gap.Microseconds()}); err != nil {

@@ -1,4 +1,4 @@
-package nodeevents_test
+package nodeevents
 
 import (
 	"context"

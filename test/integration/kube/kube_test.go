@@ -1,4 +1,4 @@
-package kube_test
+package kube
 
 import (
 	"context"
@@ -507,10 +507,10 @@ func testRecordInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Inte
 	if got := holding.Unheld(); len(got) != 1 || got["cannot-vote"] != len(big) {
 		t.Errorf("unheld %v, want cannot-vote: %d", got, len(big))
 	}
-	if n := kube.CachedEntryBytes(holding, "cannot-vote"); n != 0 {
+	if n := holding.CachedBytes("cannot-vote"); n != 0 {
 		t.Errorf("the cache holds %d bytes of cannot-vote's record, want none", n)
 	}
-	if n := kube.CachedEntryBytes(holding, "not-known"); n != len(big) {
+	if n := holding.CachedBytes("not-known"); n != len(big) {
 		t.Errorf("the cache holds %d bytes of not-known's record, want %d", n, len(big))
 	}
 

@@ -1,4 +1,4 @@
-package controller_test
+package controller
 
 import (
 	"context"
@@ -548,7 +548,7 @@ func TestElectionOnAPIServer(t *testing.T) {
 	a.loop.Stop(t)
 	b.loop.Stop(t)
 	history.oneWriter(t)
-	sa, sb := controller.Spells(a.ctrl), controller.Spells(b.ctrl)
+	sa, sb := a.ctrl.LeadingSpells(), b.ctrl.LeadingSpells()
 	t.Logf("a led %d spells, b %d; status terms %v", len(sa), len(sb), terms(history.versions()))
 	if len(sa) == 0 || len(sb) == 0 {
 		t.Fatalf("a led %d spells and b %d: each should have led", len(sa), len(sb))

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fleet-role/fleet-role/internal/link"
+	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
 // ipRoute is what `ip -j route show default` says of one route.
@@ -23,7 +26,7 @@ type ipRoute struct {
 // "route" (e.g. -n NS).
 func ipDefault(t *testing.T, args ...string) (dev, family string) {
 	t.Helper()
-	for _, fam := range []struct{ flag, name string }{{"-4", IPv4}, {"-6", IPv6}} {
+	for _, fam := range []struct{ flag, name string }{{"-4", link.IPv4}, {"-6", link.IPv6}} {
 		out := run(t, "ip", append(append([]string{"-j", fam.flag}, args...), "route", "show", "default")...)
 		var routes []ipRoute
 		if err := json.Unmarshal([]byte(out), &routes); err != nil {
@@ -58,7 +61,7 @@ func run(t *testing.T, name string, args ...string) string {
 // names, and the class what sysfs and the kernel's own link details show.
 func TestReadThisHost(t *testing.T) {
 	dev, family := ipDefault(t)
-	r, err := Read("/")
+	r, err := link.Read("/")
 	if dev == "" {
 		if err == nil {
 			t.Fatalf("ip names no default route, Read says %+v", r)
@@ -90,25 +93,25 @@ func TestReadThisHost(t *testing.T) {
 	wireless := exists(sys+"/phy80211") || exists(sys+"/wireless")
 	switch {
 	case wireless:
-		if r.Class != WiFi {
+		if r.Class != link.WiFi {
 			t.Errorf("%s has phy80211 or wireless/ in sysfs, class %s", dev, r.Class)
 		}
 	case links[0].ParentDev != "":
 		// A physical device; its wireless parts would show at its ieee80211/.
-		want := Wired
+		want := link.Wired
 		if exists(sys + "/device/ieee80211") {
-			want = WiFi
+			want = link.WiFi
 		}
 		if r.Class != want || !strings.Contains(r.Reason, links[0].ParentDev) {
 			t.Errorf("%s sits on device %s (ip link), reading %s: %s", dev, links[0].ParentDev, r.Class, r.Reason)
 		}
 	case slices.Contains([]string{"veth", "tun", "wireguard"}, links[0].LinkInfo.Kind):
-		if r.Class != Unknown {
+		if r.Class != link.Unknown {
 			t.Errorf("%s is a %s, class %s", dev, links[0].LinkInfo.Kind, r.Class)
 		}
 	default:
 		// A stack (bridge, bond, VLAN, ...): walked below the interface.
-		if len(r.Via) < 2 && r.Class != Unknown {
+		if len(r.Via) < 2 && r.Class != link.Unknown {
 			t.Errorf("%s is a %q with no device, yet class %s without walking below it", dev, links[0].LinkInfo.Kind, r.Class)
 		}
 	}
@@ -123,6 +126,7 @@ func exists(p string) bool {
 // makes: veth, a bridge over a veth, a macvlan over a veth, a TUN device, a
 // VXLAN bound to a veth, and an IPv6-only default, each read the way the probe reads a host root.
 func TestReadNetns(t *testing.T) {
+	testenv.RequireRoot(t)
 	ns := fmt.Sprintf("fr-link-%d", os.Getpid())
 	run(t, "ip", "netns", "add", ns)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
@@ -173,15 +177,15 @@ func TestReadNetns(t *testing.T) {
 		t.Run(c.dev, func(t *testing.T) {
 			ipn("route", "replace", "default", "dev", c.dev)
 			dev, family := ipDefault(t, "-n", ns)
-			r, err := Read(root)
+			r, err := link.Read(root)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%+v", r)
-			if r.Interface != dev || dev != c.dev || r.Family != family || family != IPv4 {
+			if r.Interface != dev || dev != c.dev || r.Family != family || family != link.IPv4 {
 				t.Fatalf("Read says %s (%s), ip says %s (%s), want %s", r.Interface, r.Family, dev, family, c.dev)
 			}
-			if r.Class != Unknown || !slices.Equal(r.Via, c.via) || !strings.Contains(r.Reason, c.reason) {
+			if r.Class != link.Unknown || !slices.Equal(r.Via, c.via) || !strings.Contains(r.Reason, c.reason) {
 				t.Errorf("got %s via %v: %s; want unknown via %v: %q", r.Class, r.Via, r.Reason, c.via, c.reason)
 			}
 		})
@@ -191,17 +195,17 @@ func TestReadNetns(t *testing.T) {
 		ipn("-6", "route", "add", "default", "dev", "br0", "metric", "300")
 		ipn("-6", "route", "add", "default", "dev", "vC", "metric", "200")
 		dev, family := ipDefault(t, "-n", ns)
-		r, err := Read(root)
+		r, err := link.Read(root)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Interface != dev || dev != "vC" || r.Family != family || family != IPv6 {
+		if r.Interface != dev || dev != "vC" || r.Family != family || family != link.IPv6 {
 			t.Fatalf("Read says %s (%s), ip says %s (%s), want vC (ipv6, the lower metric)", r.Interface, r.Family, dev, family)
 		}
 	})
 	t.Run("no default", func(t *testing.T) {
 		ipn("-6", "route", "flush", "default")
-		if _, err := Read(root); err == nil || !strings.Contains(err.Error(), ErrNoDefaultRoute.Error()) {
+		if _, err := link.Read(root); err == nil || !strings.Contains(err.Error(), link.ErrNoDefaultRoute.Error()) {
 			t.Fatalf("err %v, want no default route", err)
 		}
 	})
