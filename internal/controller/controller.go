@@ -330,7 +330,7 @@ func (c *Controller) logChange(st *decide.Status) {
 	if c.previous != nil {
 		p := c.previous.Decision
 		if p.Action == d.Action && p.Out == d.Out && p.In == d.In &&
-			slices.EqualFunc(keyReasons(p), why, func(a, b decide.Reason) bool { return a.Signal == b.Signal && a.Subject == b.Subject }) {
+			slices.EqualFunc(keyReasons(p), why, func(a, b decide.Reason) bool { return a.Code == b.Code && a.Subject == b.Subject }) {
 			return
 		}
 	}
@@ -351,7 +351,7 @@ func keyReasons(d decide.Decision) []decide.Reason {
 	for _, r := range d.Reasons {
 		var key bool
 		if d.Action == decide.ActionSwap {
-			key = r.Signal == decide.StepReplace || r.Signal == decide.StepCandidate && r.Subject == d.In
+			key = r.Code.Leaving() || r.Code == decide.CodeCandidateChosen
 		} else {
 			key = !r.OK
 		}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"errors"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -240,18 +239,18 @@ func recordIssue(h decide.Host) string {
 		if r.OK {
 			continue
 		}
-		switch {
-		case r.Signal == decide.SignalEntry && strings.HasPrefix(r.Detail, "no probe record"):
+		switch r.Code {
+		case decide.CodeRecordMissing:
 			return "missing"
-		case r.Signal == decide.SignalEntry:
+		case decide.CodeRecordUnreadable, decide.CodeJudgingPanicked:
 			return "unreadable"
-		case r.Signal == decide.SignalRecord && strings.HasPrefix(r.Detail, "refused"):
+		case decide.CodeWriteRefused, decide.CodeMemberClaimed:
 			return "refused"
-		case r.Signal == decide.SignalRecord && strings.HasPrefix(r.Detail, "withheld"):
+		case decide.CodeRecordWithheld, decide.CodeWithheldUnprotected:
 			return "unprotected"
-		case r.Signal == decide.SignalRecord:
+		case decide.CodeRecordFull:
 			return "full"
-		case r.Signal == decide.SignalFreshness:
+		case decide.CodeEntryStale:
 			return "stale"
 		}
 	}

@@ -25,7 +25,7 @@ func TestMetricsForAlerts(t *testing.T) {
 				{Signal: decide.SignalWALFsync, Value: ptr(0.001), Limit: ptr(0.01), Unit: "seconds", OK: true},
 			}},
 			{Name: "bravo", Role: decide.RoleVoter, Verdict: decide.Unknown, Reasons: []decide.Reason{
-				{Signal: decide.SignalFreshness, Value: ptr(60), Limit: ptr(45), Unit: "seconds"},
+				{Signal: decide.SignalFreshness, Code: decide.CodeEntryStale, Value: ptr(60), Limit: ptr(45), Unit: "seconds"},
 			}},
 			{Name: "delta", Role: decide.RoleStandby, Verdict: decide.Unfit, Reasons: []decide.Reason{
 				{Signal: decide.SignalLink, Subject: "wlan0", Detail: "wifi"},
@@ -117,5 +117,33 @@ fleet_role_failure_tolerance{lost="unknown"} 2
 `
 	if got := series(t, m, "fleet_role_failure_tolerance"); got != want {
 		t.Errorf("failure tolerance:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestRecordIssueByCode: each code of a record's trouble names its issue;
+// the words of the reason play no part.
+func TestRecordIssueByCode(t *testing.T) {
+	for _, c := range []struct {
+		signal string
+		code   decide.Code
+		ok     bool
+		want   string
+	}{
+		{decide.SignalEntry, decide.CodeRecordMissing, false, "missing"},
+		{decide.SignalEntry, decide.CodeRecordUnreadable, false, "unreadable"},
+		{decide.SignalEntry, decide.CodeJudgingPanicked, false, "unreadable"},
+		{decide.SignalRecord, decide.CodeWriteRefused, false, "refused"},
+		{decide.SignalRecord, decide.CodeMemberClaimed, false, "refused"},
+		{decide.SignalRecord, decide.CodeRecordWithheld, false, "unprotected"},
+		{decide.SignalRecord, decide.CodeWithheldUnprotected, false, "unprotected"},
+		{decide.SignalRecord, decide.CodeRecordFull, false, "full"},
+		{decide.SignalFreshness, decide.CodeEntryStale, false, "stale"},
+		{decide.SignalFreshness, decide.CodeEntryFresh, true, ""},
+		{decide.SignalConnect, decide.CodeOverLimit, false, ""},
+	} {
+		h := decide.Host{Name: "alpha", Reasons: []decide.Reason{{Signal: c.signal, Code: c.code, OK: c.ok, Detail: "words that say otherwise: no probe record, refused, withheld"}}}
+		if got := recordIssue(h); got != c.want {
+			t.Errorf("%s %s: issue %q, want %q", c.signal, c.code, got, c.want)
+		}
 	}
 }

@@ -23,7 +23,7 @@ func actingWorld(st *Status, nodes []corev1.Node, s settings.Settings, now time.
 		w.Out, w.In = st.Decision.Out, st.Decision.In
 	}
 	for _, r := range st.Decision.Reasons {
-		if r.Signal == StepFleetWide && !r.OK {
+		if r.Code == CodeFleetWideFault {
 			w.FleetWide = true
 		}
 	}

@@ -40,7 +40,7 @@ func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r Reason
 		set, by = slowVoterLinks(voters, links, kindPeerRTT), SignalPeerRTT
 	}
 	if len(set) == 0 {
-		return step(StepAttribution, "", attributionBasis, true, "no link between voters is slow: a voter is unfit by its own readings only"), nil, false
+		return step(CodeNoSlowVoterLinks, "", attributionBasis, true, "no link between voters is slow: a voter is unfit by its own readings only"), nil, false
 	}
 	slowLinks := slices.SortedFunc(maps.Keys(set), func(a, b link) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	n := len(vnames)
@@ -50,12 +50,12 @@ func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r Reason
 		listed = "by peer_rtt (no connect between voters is slow): " + joinLinks(slowLinks)
 	}
 	if n > maxMembers {
-		r := step(StepAttribution, "", attributionBasis, false,
+		r := step(CodeTooManyVoters, "", attributionBasis, false,
 			fmt.Sprintf("slow links between voters %s; %d voters, more than etcd's %d members: not attributed, nothing is swapped", listed, n, maxMembers))
 		return r, nil, true
 	}
 	size, covers := minCovers(vnames, slowLinks)
-	r = step(StepAttribution, "", attributionBasis, false, "")
+	r = step(CodeNoMinorityCover, "", attributionBasis, false, "")
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(size)), num(float64(minority)), "hosts", settings.AtMost
 	if size > minority {
 		r.Detail = fmt.Sprintf("slow links between voters %s; the smallest set of voters that touches every one has %d of the %d voters (%s), not a minority: no host explains them, the fault is the network's or the whole machine's: nothing is swapped",
@@ -77,6 +77,7 @@ func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r Reason
 		}
 	}
 	if len(explain) == 0 {
+		r.Code = CodeNetworkUnsound
 		r.Detail = fmt.Sprintf("slow links between voters %s; the smallest sets of voters that touch every one (%s, %d of the %d voters) are a minority, but outside each no link between voters is measured fit from both ends together, so nothing shows the network itself is sound: no host explains them: nothing is swapped",
 			listed, strings.Join(unsound, "; "), size, n)
 		return r, nil, true
@@ -86,7 +87,7 @@ func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r Reason
 			suspects = append(suspects, v)
 		}
 	}
-	r.OK = true
+	r.OK, r.Code = true, CodeSlowLinksExplained
 	r.Detail = fmt.Sprintf("slow links between voters %s; the smallest sets of voters that touch every one have %d of the %d voters, a minority: %s",
 		listed, size, n, strings.Join(explain, "; "))
 	if len(unsound) > 0 {

@@ -47,6 +47,9 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 			best, bestMargin, bestSlow = len(cands)-1, margin, slowTo
 		}
 	}
+	if best >= 0 {
+		cands[best].Code = CodeCandidateChosen
+	}
 	if best >= 0 && len(bestSlow) > 0 {
 		// No standby is clean: say what the new voter set keeps slow.
 		r := &cands[best]
@@ -62,11 +65,11 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 		}
 	}
 	if best < 0 {
-		why := "no standby to replace " + out + " with"
+		code, why := CodeNoStandby, "no standby to replace "+out+" with"
 		if len(standbys) > 0 {
-			why = fmt.Sprintf("no standby is fit against the voters that would remain (%s): nothing is swapped", strings.Join(remaining, ", "))
+			code, why = CodeNoFitStandby, fmt.Sprintf("no standby is fit against the voters that would remain (%s): nothing is swapped", strings.Join(remaining, ", "))
 		}
-		cands = append(cands, step(StepCandidate, "", candBasis, false, why))
+		cands = append(cands, step(code, "", candBasis, false, why))
 	}
 	d.Reasons = append(d.Reasons, cands...)
 	if best < 0 {
@@ -100,7 +103,7 @@ func keptSlow(in string, slowTo, remaining []string, links *linkMatrix) []string
 // that explains the slow links between voters).
 func candidate(j *limits, c *host, out string, explained map[string]bool, remaining []string, links *linkMatrix) (Reason, float64, []string) {
 	name := c.node.Name
-	r := step(StepCandidate, name, candBasis, false, "")
+	r := step(CodeCandidateUnfit, name, candBasis, false, "")
 	var bad []string
 	margin, slowToOut := math.Inf(1), false
 	slowToOthers := map[string]bool{}
@@ -121,6 +124,7 @@ func candidate(j *limits, c *host, out string, explained map[string]bool, remain
 		}
 		switch g.out {
 		case unknown:
+			r.Code = CodeCandidateUnknown
 			return quoting(r, name+" is unknown: ", g.reason(j, name)), math.Inf(-1), nil
 		case fail:
 			bad = append(bad, Summary(g.reason(j, name)))
@@ -137,11 +141,12 @@ func candidate(j *limits, c *host, out string, explained map[string]bool, remain
 		// A tail of failed connects is no latency, but to a voter that
 		// explains the slow links it is a slow link like any other.
 		if e := links.at(name, v); e == nil || e.connect == nil || !e.connect.measured && !(explained[v] && e.connect.out == fail) {
+			r.Code = CodeCandidateUnmeasured
 			r.Detail = fmt.Sprintf("%s has no connect measured to %s, a voter that would remain", name, v)
 			return r, math.Inf(-1), nil
 		}
 	}
-	r.OK = true
+	r.OK, r.Code = true, CodeCandidateFit
 	r.Detail = name + " is fit against " + strings.Join(remaining, ", ") + ", tightest headroom " + formatMargin(margin)
 	if slowToOut {
 		r.Detail += " (its slow link to " + out + ", the voter leaving, does not count)"

@@ -328,7 +328,7 @@ func planSafely(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	defer func() {
 		if p := recover(); p != nil {
 			first := 0
-			d = Decision{Action: ActionNone, Reasons: []Reason{step(StepPlan, "", panicBasis, false,
+			d = Decision{Action: ActionNone, Reasons: []Reason{step(CodePlanPanicked, "", panicBasis, false,
 				"planning panicked: "+clip(fmt.Sprint(p)))}, Deciding: &first}
 		}
 	}()

@@ -46,17 +46,19 @@ func (s *Status) Fingerprint() ([sha256.Size]byte, error) {
 	return out, nil
 }
 
-// withoutAges appends rs to buf, each reason that states an age as it reads
-// without it: the age cut out of its detail, by where it was written, and
-// its value left out.
+// withoutAges appends rs to buf, each reason that states an age (its Since
+// set) as typed state alone: its code, subject, outcome, limit and the
+// time the age counts from, without the value and words that state the
+// age. Its words are written from those and from what the status holds
+// elsewhere (the memory, the hosts' observations), which the fingerprint
+// compares there.
 func withoutAges(buf, rs []Reason) []Reason {
 	buf = append(buf, rs...)
 	for i := range buf {
-		r := &buf[i]
-		// A detail moved to a table of shared texts no longer holds the
-		// age where it was written.
-		if a := r.age; a.to > 0 && int(a.to) <= len(r.Detail) {
-			r.Detail, r.Value, r.age = r.Detail[:a.from]+r.Detail[a.to:], nil, span{}
+		if r := &buf[i]; !r.Since.IsZero() {
+			// Since is not in the document: the fingerprint holds it in
+			// the words' place.
+			r.Detail, r.Value = r.Since.UTC().Format(time.RFC3339Nano), nil
 		}
 	}
 	return buf

@@ -161,7 +161,7 @@ func (s Status) reduced(form string) Status {
 		d.Reasons, d.Deciding = []Reason{}, nil
 		n := 0
 		for i, x := range s.Decision.Reasons {
-			if x.Signal == StepCandidate && x.Subject != "" && x.Subject != d.In {
+			if x.Code.Candidacy() && x.Code != CodeCandidateChosen {
 				n++
 				continue
 			}

@@ -57,7 +57,7 @@ func fleetWide(hosts []*host) (rs []Reason, shared bool) {
 			most, mostName = len(breach), c.name
 		}
 		if float64(len(breach)) > half {
-			r := step(StepFleetWide, c.name, fleetWideBasis, false,
+			r := step(CodeFleetWideFault, c.name, fleetWideBasis, false,
 				fmt.Sprintf("%s is over its limit on %d of the %d recording hosts (%s), more than half: a fault the fleet shares, not a host's; the verdicts stand as measured: nothing is swapped",
 					c.name, len(breach), n, strings.Join(breach, ", ")))
 			r.Value, r.Limit, r.Unit, r.Rule = num(float64(len(breach))), num(half), "hosts", settings.AtMost
@@ -67,7 +67,7 @@ func fleetWide(hosts []*host) (rs []Reason, shared bool) {
 	if len(rs) > 0 {
 		return rs, true
 	}
-	r := step(StepFleetWide, mostName, fleetWideBasis, true,
+	r := step(CodeNoFleetWideFault, mostName, fleetWideBasis, true,
 		fmt.Sprintf("no host-local limit is over on more than half of the %d recording hosts (%s)", n, strings.Join(counts, ", ")))
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(most)), num(half), "hosts", settings.AtMost
 	return []Reason{r}, false

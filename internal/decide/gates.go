@@ -35,12 +35,12 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory, l
 			continue
 		}
 		if v.node.Name == leaving {
-			r := quoting(step(GateReported, v.node.Name, reportedBasis, true, ""), v.node.Name+
+			r := quoting(step(CodeLeavingVoterUnreported, v.node.Name, reportedBasis, true, ""), v.node.Name+
 				" is the voter the swap published at the previous decision removes: not held for, though it is unknown, its probe has not reported a full, fresh, readable window: ", firstUnknown(j, v))
 			kept = &r
 			continue
 		}
-		r := step(GateReported, v.node.Name, reportedBasis, false, "")
+		r := step(CodeVoterUnreported, v.node.Name, reportedBasis, false, "")
 		out = append(out, quoting(r, v.node.Name+" is unknown, its probe has not reported a full, fresh, readable window: ", firstUnknown(j, v)))
 	}
 	switch {
@@ -48,7 +48,7 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory, l
 	case kept != nil:
 		out = append(out, *kept)
 	default:
-		out = append(out, step(GateReported, "", reportedBasis, true, "every voter's probe has reported a full, fresh window"))
+		out = append(out, step(CodeAllReported, "", reportedBasis, true, "every voter's probe has reported a full, fresh window"))
 	}
 
 	const leaderBasis = "etcd without a leader cannot take a membership change, and a window with samples taken while a voter had none measured an election or a partition, not the paths: it is not judged for a swap until they roll out"
@@ -58,25 +58,25 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory, l
 		switch {
 		case x == nil:
 		case !x.hasLeader:
-			out = append(out, step(GateLeader, v.node.Name, leaderBasis, false, fmt.Sprintf("%s's etcd reports no leader", v.node.Name)))
+			out = append(out, step(CodeNoLeader, v.node.Name, leaderBasis, false, fmt.Sprintf("%s's etcd reports no leader", v.node.Name)))
 		case x.leaderless > 0:
-			r := step(GateLeader, v.node.Name, leaderBasis, false, fmt.Sprintf("%s's etcd reported no leader in %d of its window's %d samples, the latest taken at %s: held until they roll out of the window",
+			r := step(CodeLeaderlessInWindow, v.node.Name, leaderBasis, false, fmt.Sprintf("%s's etcd reported no leader in %d of its window's %d samples, the latest taken at %s: held until they roll out of the window",
 				v.node.Name, x.leaderless, x.windowSize, x.leaderlessAt.UTC().Format(time.RFC3339)))
 			r.Value, r.Limit, r.Unit, r.Rule = num(float64(x.leaderless)), num(0), "samples", settings.AtMost
 			out = append(out, r)
 		}
 	}
 	if len(out) == n {
-		out = append(out, step(GateLeader, "", leaderBasis, true, "every voter's etcd that reported has had a leader at every sample of its window"))
+		out = append(out, step(CodeLeaderThroughout, "", leaderBasis, true, "every voter's etcd that reported has had a leader at every sample of its window"))
 	}
 
 	const learnerBasis = "one membership change at a time: a learner is still being promoted or removed by k3s (learnerMaxStallTime)"
 	if len(learners) > 0 {
 		for _, l := range learners {
-			out = append(out, step(GateLearner, l.node.Name, learnerBasis, false, fmt.Sprintf("%s is an etcd learner", l.node.Name)))
+			out = append(out, step(CodeLearnerPresent, l.node.Name, learnerBasis, false, fmt.Sprintf("%s is an etcd learner", l.node.Name)))
 		}
 	} else {
-		out = append(out, step(GateLearner, "", learnerBasis, true, "no learner"))
+		out = append(out, step(CodeNoLearner, "", learnerBasis, true, "no learner"))
 	}
 
 	const connBasis = "a voter not connected to every other voter: removing another could cost the quorum; and a window with samples taken while a voter was cut off measured a partition, not the paths: it is not judged for a swap until they roll out"
@@ -84,7 +84,7 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory, l
 	n = len(out)
 	for _, v := range voters {
 		if r, cut := cutOff(v, voters, links, j.forgiven+1); cut && v.node.Name != leaving {
-			out = append(out, step(GateConnected, v.node.Name, connBasis, false, r))
+			out = append(out, step(CodeVoterCutOff, v.node.Name, connBasis, false, r))
 			continue
 		}
 		x := v.etcd
@@ -94,11 +94,11 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory, l
 		var r Reason
 		switch {
 		case x.connectedPeers < peers:
-			r = step(GateConnected, v.node.Name, connBasis, false,
+			r = step(CodePeersDisconnected, v.node.Name, connBasis, false,
 				fmt.Sprintf("%s's etcd is connected to %d of the %d other voters", v.node.Name, x.connectedPeers, peers))
 			r.Value = num(float64(x.connectedPeers))
 		case x.fewestPeers < peers:
-			r = step(GateConnected, v.node.Name, connBasis, false,
+			r = step(CodePeersDisconnectedInWindow, v.node.Name, connBasis, false,
 				fmt.Sprintf("%s's etcd was connected to %d of the %d other voters at %s, in its window: held until that sample rolls out of the window",
 					v.node.Name, x.fewestPeers, peers, x.fewestAt.UTC().Format(time.RFC3339)))
 			r.Value = num(float64(x.fewestPeers))
@@ -109,7 +109,7 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory, l
 		out = append(out, r)
 	}
 	if len(out) == n {
-		out = append(out, step(GateConnected, "", connBasis, true, fmt.Sprintf("every voter that reported has been connected to the %d others at every sample of its window", peers)))
+		out = append(out, step(CodeAllConnected, "", connBasis, true, fmt.Sprintf("every voter that reported has been connected to the %d others at every sample of its window", peers)))
 	}
 
 	const membersBasis = "a swap adds one member and then removes one, so it starts from target_voters members"
@@ -120,8 +120,11 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory, l
 			views = append(views, fmt.Sprintf("%s's etcd knows %d members", v.node.Name, x.knownPeers+1))
 		}
 	}
-	r := step(GateMembers, "", membersBasis, count == s.TargetVoters && len(views) == 0,
+	r := step(CodeMembersAtTarget, "", membersBasis, count == s.TargetVoters && len(views) == 0,
 		fmt.Sprintf("%d etcd members (voters %d, learners %d), target_voters %d", count, len(voters), len(learners), s.TargetVoters))
+	if !r.OK {
+		r.Code = CodeMembersOffTarget
+	}
 	if len(views) > 0 {
 		r.Detail += "; " + strings.Join(views, "; ")
 	}
@@ -130,12 +133,15 @@ func gates(j *limits, voters, learners []*host, links *linkMatrix, mem Memory, l
 
 	l := s.Cooldown()
 	since := now.Sub(mem.VotersChangedAt)
+	c := against(l, GateCooldown, "", since.Seconds(), "the voter set ("+strings.Join(mem.Voters, ", ")+") last changed "+
+		since.Round(time.Millisecond).String()+" ago, at "+mem.VotersChangedAt.Format(time.RFC3339)+"; cooldown "+l.Duration().String())
+	c.Code = CodeCooldownRunning
+	if c.OK {
+		c.Code = CodeCooldownOver
+	}
 	// Its value and detail state an age: the fingerprint compares when the
 	// set changed (in the memory) and whether the cooldown has run.
-	head := "the voter set (" + strings.Join(mem.Voters, ", ") + ") last changed "
-	age := since.Round(time.Millisecond).String() + " ago, "
-	c := against(l, GateCooldown, "", since.Seconds(), head+age+"at "+mem.VotersChangedAt.Format(time.RFC3339)+"; cooldown "+l.Duration().String())
-	c.age = spanOf(len(head), age)
+	c.Since = mem.VotersChangedAt
 	out = append(out, c)
 	return out
 }

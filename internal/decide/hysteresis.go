@@ -49,7 +49,10 @@ func steady(prev *Status, now time.Time, voters []*host, out, in string, mem *Me
 			waiting = append(waiting, v.node.Name)
 		}
 	}
-	r := step(StepSteady, out, steadyBasis, len(waiting) == 0, "")
+	r := step(CodeSwapWaiting, out, steadyBasis, len(waiting) == 0, "")
+	if r.OK {
+		r.Code = CodeSwapSteady
+	}
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(written)), num(float64(len(voters))), "voters", settings.AtLeast
 	times := "decisions"
 	if mem.NamedDecisions == 1 {

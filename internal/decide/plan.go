@@ -38,8 +38,9 @@ const (
 	etcdRoleRemark  = etcdRoleLabel + "=true"
 )
 
-func step(signal, subject, basis string, ok bool, detail string) Reason {
-	return Reason{Signal: signal, Subject: subject, Basis: basis, OK: ok, Detail: detail}
+// step is a reason of the plan: its signal follows from its code.
+func step(code Code, subject, basis string, ok bool, detail string) Reason {
+	return Reason{Signal: codeSignal[code], Code: code, Subject: subject, Basis: basis, OK: ok, Detail: detail}
 }
 
 // plan decides the swap. Each reason's ok says whether that step lets the
@@ -60,13 +61,7 @@ func plan(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory
 // a subject, none fit, does. Nil when no step holds (there is always one).
 func decidingStep(d Decision) *int {
 	for i, r := range d.Reasons {
-		var deciding bool
-		if d.Action == ActionSwap {
-			deciding = r.Signal == StepReplace && r.Subject == d.Out
-		} else {
-			deciding = !r.OK && (r.Signal != StepCandidate || r.Subject == "")
-		}
-		if deciding {
+		if d.Action == ActionSwap && r.Code.Leaving() || d.Action != ActionSwap && !r.OK && !r.Code.Candidacy() {
 			return &i
 		}
 	}
@@ -103,11 +98,11 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	}
 
 	if len(voters)+len(learners) == 0 {
-		d.Reasons = append(d.Reasons, step(StepEtcd, "", "fleet-role judges etcd voters; k3s labels every etcd server "+etcdRoleRemark, false,
+		d.Reasons = append(d.Reasons, step(CodeNoEtcd, "", "fleet-role judges etcd voters; k3s labels every etcd server "+etcdRoleRemark, false,
 			"refused: no node carries "+etcdRoleRemark+", so this cluster has no embedded etcd to judge"))
 		return d
 	}
-	d.Reasons = append(d.Reasons, step(StepEtcd, "", "k3s labels every etcd server "+etcdRoleRemark, true,
+	d.Reasons = append(d.Reasons, step(CodeEtcdPresent, "", "k3s labels every etcd server "+etcdRoleRemark, true,
 		fmt.Sprintf("%d nodes carry %s", len(voters)+len(learners), etcdRoleRemark)))
 
 	eligibleBasis := fmt.Sprintf("hosts are marked eligible with the label %s=true; with none marked fleet-role only reports verdicts, and once any is marked at least target_voters %d must be", s.EligibleLabel, s.TargetVoters)
@@ -117,16 +112,16 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 		if labelled > 0 {
 			why = fmt.Sprintf("%d nodes carry the label %s but none reads true", labelled, s.EligibleLabel)
 		}
-		d.Reasons = append(d.Reasons, step(StepEligible, "", eligibleBasis, false, why+": verdicts only, never a swap"))
+		d.Reasons = append(d.Reasons, step(CodeNoneEligible, "", eligibleBasis, false, why+": verdicts only, never a swap"))
 		return d
 	case eligible < s.TargetVoters:
-		r := step(StepEligible, "", eligibleBasis, false,
+		r := step(CodeTooFewEligible, "", eligibleBasis, false,
 			fmt.Sprintf("refused: %d hosts are marked eligible, fewer than target_voters %d", eligible, s.TargetVoters))
 		r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 		d.Reasons = append(d.Reasons, r)
 		return d
 	}
-	r := step(StepEligible, "", eligibleBasis, true, fmt.Sprintf("%d hosts are marked eligible, target_voters %d", eligible, s.TargetVoters))
+	r := step(CodeEnoughEligible, "", eligibleBasis, true, fmt.Sprintf("%d hosts are marked eligible, target_voters %d", eligible, s.TargetVoters))
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 	d.Reasons = append(d.Reasons, r)
 
@@ -138,7 +133,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	for _, r := range d.Reasons {
 		// A candidate's ok says whether it is fit; the choice is made. A
 		// pinned voter passed over is ok too.
-		if !r.OK && r.Signal != StepCandidate {
+		if !r.OK && !r.Code.Candidacy() {
 			return d
 		}
 	}

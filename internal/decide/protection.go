@@ -138,7 +138,7 @@ func protectedGate(j *limits, p protection) (Reason, bool) {
 	if len(p.waiting) > 0 {
 		waiting = "waiting on " + strings.Join(p.waiting, ", ")
 	}
-	r := step(GateProtected, "", protectedBasis, false, fmt.Sprintf(
+	r := step(CodeRecordsUnprotected, "", protectedBasis, false, fmt.Sprintf(
 		"the records were seen unprotected at %s (%s): no swap until the policy reads in force, no marker comes for entry_unchanged %s, and every recording host has written its samples after it: %d of %d have (%s)",
 		p.at.Format(time.RFC3339), sign, j.stale.Duration(), p.reported, p.recording, waiting))
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(p.reported)), num(float64(p.recording)), "hosts", settings.AtLeast

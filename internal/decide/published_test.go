@@ -89,6 +89,21 @@ func wantTypedAsWords(t *testing.T, st decide.Status) {
 		t.Errorf("links has %d cells, the hosts' own link reasons name %d links", cells, len(links))
 	}
 
+	// Every reason carries its code: a plan's of its own step, a host's
+	// none of the plan's.
+	for _, h := range st.Hosts {
+		for _, r := range h.Reasons {
+			if r.Code == "" || decide.SignalOfCode(r.Code) != "" {
+				t.Errorf("%s: reason %s %s has code %q, want a host's", h.Name, r.Signal, r.Subject, r.Code)
+			}
+		}
+	}
+	for _, r := range st.Decision.Reasons {
+		if decide.SignalOfCode(r.Code) != r.Signal {
+			t.Errorf("decision reason %s %s has code %q, of step %q", r.Signal, r.Subject, r.Code, decide.SignalOfCode(r.Code))
+		}
+	}
+
 	for _, h := range st.Hosts {
 		got, ok := decide.DecidingReason(h)
 		if h.Verdict == decide.Unknown {

@@ -37,7 +37,7 @@ func (g *judgement) render(j *limits, node string) (r Reason, brief string) {
 	if g.from != nil {
 		return g.fromOtherEnd(j), ""
 	}
-	r = Reason{Signal: signalOf[g.kind], Subject: g.subject, OK: g.out == pass}
+	r = Reason{Signal: signalOf[g.kind], Code: g.code(), Subject: g.subject, OK: g.out == pass}
 	switch {
 	case g.limit != nil && !g.bare:
 		r.Limit, r.Unit, r.Rule, r.Basis = num(g.limit.Value), g.limit.Unit, g.limit.Rule, g.limit.Basis
@@ -54,7 +54,7 @@ func (g *judgement) render(j *limits, node string) (r Reason, brief string) {
 		r.Value = num(g.value)
 	}
 	if g.kind == kindFreshness {
-		r.Detail, r.age = g.freshness(j)
+		r.Detail, r.Since = g.freshness(j), g.at
 	} else {
 		r.Detail, brief = g.detail(j, node)
 	}
@@ -77,8 +77,10 @@ func (g *judgement) fromOtherEnd(j *limits) Reason {
 		detail += " (the latest error is in " + by + "'s reasons)"
 	}
 	r.Detail = "measured by " + by + ": " + detail
+	// Its code says whose measurement it is; OK says how it came out.
+	r.Code = CodeMeasuredByOther
 	if g.held {
-		r.Value, r.Limit, r.OK = nil, nil, true
+		r.Value, r.Limit, r.OK, r.Code = nil, nil, true, CodeHeldAgainstBy
 		r.Detail += "; held against " + by + ", which does not vote, not against this voter, whose paths to the other voters decide"
 	}
 	return r
@@ -257,25 +259,20 @@ func ordinal(n int) string {
 	return strconv.Itoa(n) + suffix
 }
 
-// freshness is the freshness judgement's detail, and where it states the
-// age: the fingerprint compares the time it counts from, which the
+// freshness is the freshness judgement's detail. It states an age: the
+// fingerprint compares the time it counts from (Reason.Since), which the
 // observation holds, and the outcome.
-func (g *judgement) freshness(j *limits) (string, span) {
-	const head = "entry last seen changing "
-	age := j.now.Sub(g.at).Round(time.Millisecond).String() + " ago, "
-	d := head + age + "at " + g.at.Format(time.RFC3339)
+func (g *judgement) freshness(j *limits) string {
+	d := "entry last seen changing " + j.now.Sub(g.at).Round(time.Millisecond).String() + " ago, at " + g.at.Format(time.RFC3339)
 	if g.out != pass {
 		d += ": the probe has stopped reporting"
 	}
-	return d, spanOf(len(head), age)
+	return d
 }
 
 // quoting sets r's detail to prefix and q's detail, as a decision's reason
-// quotes a host's, and the age q's detail states, where r's states it.
+// quotes a host's, and with it the age q's detail states, if any.
 func quoting(r Reason, prefix string, q Reason) Reason {
-	r.Detail = prefix + q.Detail
-	if q.age.to > 0 {
-		r.age = span{q.age.from + int32(len(prefix)), q.age.to + int32(len(prefix))}
-	}
+	r.Detail, r.Since = prefix+q.Detail, q.Since
 	return r
 }

@@ -77,7 +77,7 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 	}
 	named, cleared := clearedOf(suspects, links, byName)
 	if len(named) == 0 {
-		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
+		d.Reasons = append(d.Reasons, step(CodeNoneImplicated, "", replaceBasis, false,
 			fmt.Sprintf("no voter that explains the slow links (%s) is implicated by more than one other host's record or by its own%s: nothing is swapped",
 				names(suspects), clearedText(cleared))))
 		return nil
@@ -98,7 +98,7 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 				tied = append(tied, r.h)
 			}
 		}
-		r := step(StepReplace, "", replaceBasis, false,
+		r := step(CodeVotersTied, "", replaceBasis, false,
 			fmt.Sprintf("%s are tied: as many slow links (%d), as many they alone measured slow (%d), pinned alike, alike unfit by readings of their own or not, none named by the last decision, the same worst margin (%s), etcd's leader alike, Nodes of the same creation time and UID (unknown): nothing tells them apart but their names, which decide nothing: nothing is swapped%s",
 				names(tied), len(leaving.links), leaving.alone, formatMargin(leaving.worst), clearedText(cleared)))
 		d.Reasons = append(d.Reasons, r)
@@ -124,12 +124,12 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 			why += fmt.Sprintf(", and of those on as many, exactly tied with %s, its Node created at the same time and of the lower UID", rs[1].h.node.Name)
 		}
 	}
-	r := step(StepReplace, leaving.h.node.Name, replaceBasis, true,
+	r := step(CodeMostSlowLinks, leaving.h.node.Name, replaceBasis, true,
 		fmt.Sprintf("%s; its worst reason: %s; unfit voters: %s%s", why, worstOf(j, leaving.h), names(unfitOf(voters)), clearedText(cleared)))
 	r.Value, r.Unit = num(float64(len(leaving.links))), "links"
 	d.Reasons = append(d.Reasons, r)
 	if leaving.h.node.Pinned {
-		d.Reasons = append(d.Reasons, step(StepPinned, leaving.h.node.Name, pinnedBasis(j.s), false,
+		d.Reasons = append(d.Reasons, step(CodePinnedOnSlowLinks, leaving.h.node.Name, pinnedBasis(j.s), false,
 			fmt.Sprintf("%s is pinned and on the most slow links: nothing is swapped (no other voter is swapped in its place: it is not the one on the poor paths)", leaving.h.node.Name)))
 		return nil
 	}
@@ -151,7 +151,7 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 		// Unfit by links alone that another's record alone accuses (a round
 		// trip to a member no record claims): say why none is named.
 		if _, cleared := clearedOf(unfitOf(voters), links, byName); len(cleared) > 0 {
-			d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
+			d.Reasons = append(d.Reasons, step(CodeNoneOwnImplicated, "", replaceBasis, false,
 				"no unfit voter is implicated by its own record or by more than one other host's"+clearedText(cleared)+": nothing is swapped"))
 			return nil
 		}
@@ -161,16 +161,16 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 				unknown = append(unknown, v.node.Name)
 			}
 		}
-		why := "every voter is fit: nothing to replace"
+		code, why := CodeAllVotersFit, "every voter is fit: nothing to replace"
 		switch byLinks := unfitOf(voters); {
 		case len(byLinks) > 0:
 			// Unfit by links the attribution held against no voter
 			// (etcd's lagging round trips): not fit, and not named.
-			why = fmt.Sprintf("no voter is unfit by a reading of its own (%s unfit by slow links alone, held against no voter): nothing to replace", names(byLinks))
+			code, why = CodeUnfitByLinksAlone, fmt.Sprintf("no voter is unfit by a reading of its own (%s unfit by slow links alone, held against no voter): nothing to replace", names(byLinks))
 		case len(unknown) > 0:
-			why = fmt.Sprintf("no voter is unfit (unknown: %s): nothing to replace", strings.Join(unknown, ", "))
+			code, why = CodeVotersUnknown, fmt.Sprintf("no voter is unfit (unknown: %s): nothing to replace", strings.Join(unknown, ", "))
 		}
-		d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false, why))
+		d.Reasons = append(d.Reasons, step(code, "", replaceBasis, false, why))
 		return nil
 	}
 	worst := func(h *host) float64 { return minHeadroom(h.all, (*judgement).failedOwnMeasure) }
@@ -181,7 +181,7 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 	for _, v := range unfit {
 		if v.node.Pinned {
 			passed = append(passed, v.node.Name)
-			d.Reasons = append(d.Reasons, step(StepPinned, v.node.Name, pinnedBasis(j.s), true,
+			d.Reasons = append(d.Reasons, step(CodePinnedPassedOver, v.node.Name, pinnedBasis(j.s), true,
 				fmt.Sprintf("%s is pinned and unfit by its own readings only (%s): passed over for the next unfit unpinned voter", v.node.Name, worstOf(j, v))))
 			continue
 		}
@@ -191,12 +191,12 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 			why = fmt.Sprintf("%s is the next unfit unpinned voter after %s; its worst reason: %s; unfit voters: %s",
 				v.node.Name, strings.Join(passed, ", "), worstOf(j, v), names(unfit))
 		}
-		r := step(StepReplace, v.node.Name, replaceBasis, true, why)
+		r := step(CodeFurthestOverLimits, v.node.Name, replaceBasis, true, why)
 		r.Value, r.Unit = num(0), "links"
 		d.Reasons = append(d.Reasons, r)
 		return v
 	}
-	d.Reasons = append(d.Reasons, step(StepReplace, "", replaceBasis, false,
+	d.Reasons = append(d.Reasons, step(CodeAllUnfitPinned, "", replaceBasis, false,
 		fmt.Sprintf("every unfit voter is pinned (%s): nothing is swapped", strings.Join(passed, ", "))))
 	return nil
 }

@@ -64,14 +64,12 @@ func rttLagging(now time.Time, mem Memory, rttLinks map[link]bool) (Reason, bool
 		return Reason{}, false
 	}
 	ago := now.Sub(at)
-	head := "slow links between voters by peer_rtt only: " + joinLinks(sortedLinks(rttLinks)) + "; but " + what
-	age := ago.Round(time.Millisecond).String() + " ago, "
-	r := step(StepAttribution, "", attributionBasis, true, head+age+fmt.Sprintf(
+	r := step(CodeRoundTripsLagging, "", attributionBasis, true, "slow links between voters by peer_rtt only: "+joinLinks(sortedLinks(rttLinks))+"; but "+what+ago.Round(time.Millisecond).String()+" ago, "+fmt.Sprintf(
 		"at %s, under %v: etcd's round trip is a smoothed average of probes every %v (weight %g on the newest), observed every %v, and may carry a delay no reading shows any more for %v after: until then the round trips are held against no voter, and a voter is unfit by its own readings only",
 		at.UTC().Format(time.RFC3339), rttLag, probeInterval, srttWeight, rttObserveInterval, rttLag))
 	// Its detail states an age: the fingerprint compares when the cause
 	// was last seen (in the memory).
-	r.age = spanOf(len(head), age)
+	r.Since = at
 	return r, true
 }
 

@@ -196,7 +196,10 @@ type Observation struct {
 // there is no number (a failed connect, a link class); Detail then says what
 // there is.
 type Reason struct {
-	Signal  string        `json:"signal"`
+	Signal string `json:"signal"`
+	// Code is why the reason came out as it did, stable across releases
+	// (codes.go); Detail says it in words.
+	Code    Code          `json:"code,omitempty"`
 	Subject string        `json:"subject,omitempty"`
 	Value   *float64      `json:"value"`
 	Limit   *float64      `json:"limit"`
@@ -210,18 +213,14 @@ type Reason struct {
 	BasisRef  *int `json:"basis_ref,omitempty"`
 	DetailRef *int `json:"detail_ref,omitempty"`
 
-	// age is where Detail states an age (the decision's time less a time
-	// the status holds elsewhere), which grows with every decision; the
-	// Value of a reason with one is that age. The fingerprint leaves both
-	// out (fingerprint.go).
-	age span
+	// Since is set on a reason that states an age (the decision's time
+	// less Since), which grows with every decision: its Value, where it has
+	// one, is that age, and its Detail says it. The fingerprint compares
+	// Since in their place (fingerprint.go). It is not in the document:
+	// the time itself is there already, in the memory or the host's
+	// observation, and a reason read back has none.
+	Since time.Time `json:"-"`
 }
-
-// span is the bytes [from, to) of a text; the zero span is none.
-type span struct{ from, to int32 }
-
-// spanOf is the span of part, written at offset at of a text.
-func spanOf(at int, part string) span { return span{int32(at), int32(at + len(part))} }
 
 // Decision is the swap that would be made, or none and why.
 type Decision struct {

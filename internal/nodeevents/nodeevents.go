@@ -121,7 +121,7 @@ func Changes(prev, cur *decide.Status) []Event {
 	default:
 		held, ok := d.DecidingStep()
 		// A swap before holds nothing, so any step that holds now is new.
-		if before, was := pd.DecidingStep(); !ok || was && pd.Action != decide.ActionSwap && before.Signal == held.Signal {
+		if before, was := pd.DecidingStep(); !ok || was && pd.Action != decide.ActionSwap && before.Code == held.Code {
 			break
 		}
 		for _, h := range cur.Hosts {

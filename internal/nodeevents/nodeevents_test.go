@@ -33,17 +33,17 @@ func status(d decide.Decision, hosts ...decide.Host) *decide.Status {
 func at(i int) *int { return &i }
 
 var none = decide.Decision{Action: decide.ActionNone, Deciding: at(0), Reasons: []decide.Reason{
-	{Signal: decide.StepReplace, OK: false, Detail: "every voter is fit: nothing to replace"}}}
+	{Signal: decide.StepReplace, Code: decide.CodeAllVotersFit, OK: false, Detail: "every voter is fit: nothing to replace"}}}
 
-func held(step, detail string) decide.Decision {
+func held(code decide.Code, detail string) decide.Decision {
 	return decide.Decision{Action: decide.ActionNone, Deciding: at(2), Reasons: []decide.Reason{
-		{Signal: decide.StepReplace, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links"},
-		{Signal: decide.StepCandidate, Subject: "standby-2", OK: false, Detail: "standby-2 is unfit"},
-		{Signal: step, OK: false, Detail: detail}}}
+		{Signal: decide.StepReplace, Code: decide.CodeMostSlowLinks, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links"},
+		{Signal: decide.StepCandidate, Code: decide.CodeCandidateUnfit, Subject: "standby-2", OK: false, Detail: "standby-2 is unfit"},
+		{Signal: decide.SignalOfCode(code), Code: code, OK: false, Detail: detail}}}
 }
 
 var swap = decide.Decision{Action: decide.ActionSwap, Out: "voter-2", In: "standby-1", Deciding: at(0), Reasons: []decide.Reason{
-	{Signal: decide.StepReplace, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links (2: voter-1, voter-3)"}}}
+	{Signal: decide.StepReplace, Code: decide.CodeMostSlowLinks, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links (2: voter-1, voter-3)"}}}
 
 func TestChanges(t *testing.T) {
 	fit3 := []decide.Host{host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Fit), host("standby-1", decide.RoleStandby, decide.Fit)}
@@ -55,15 +55,15 @@ func TestChanges(t *testing.T) {
 	}{
 		{"nothing changed", status(none, fit3...), status(none, fit3...), nil},
 		{"a voter turns unfit, the swap held by the cooldown",
-			status(none, fit3...), status(held(decide.GateCooldown, "the voter set changed 5m ago"), slow...),
+			status(none, fit3...), status(held(decide.CodeCooldownRunning, "the voter set changed 5m ago"), slow...),
 			[]string{"voter-2 SwapHeld Warning step gate_cooldown holds it back: the voter set changed 5m ago; fleet-role judges this voter unfit (was fit): peer_rtt voter-1: 401.4ms, must be at most 100ms"}},
 		{"the same step holds again: the verdict alone said it",
-			status(held(decide.GateCooldown, "4m ago"), slow...), status(held(decide.GateCooldown, "3m ago"), slow...), nil},
+			status(held(decide.CodeCooldownRunning, "4m ago"), slow...), status(held(decide.CodeCooldownRunning, "3m ago"), slow...), nil},
 		{"another step holds",
-			status(held(decide.GateCooldown, "1m ago"), slow...), status(held(decide.GateReported, "voter-1 is stale"), slow...),
+			status(held(decide.CodeCooldownRunning, "1m ago"), slow...), status(held(decide.CodeVoterUnreported, "voter-1 is stale"), slow...),
 			[]string{"voter-2 SwapHeld Warning step gate_reported holds it back: voter-1 is stale"}},
 		{"the swap is advised",
-			status(held(decide.GateCooldown, "1m ago"), slow...), status(swap, slow...),
+			status(held(decide.CodeCooldownRunning, "1m ago"), slow...), status(swap, slow...),
 			[]string{"voter-2 SwapAdvised Warning would swap this voter out for standby-1 (dry run: nothing is changed): voter-2 is the voter on the most slow links"}},
 		{"the same swap again says nothing", status(swap, slow...), status(swap, slow...), nil},
 		{"the voter recovers: fit, and no swap held (nothing to hold)",
@@ -138,7 +138,7 @@ func TestChangesOfGoldenDecisions(t *testing.T) {
 
 // A message is cut to what the API server takes, at a character boundary.
 func TestMessageBound(t *testing.T) {
-	long := held(decide.GateReported, strings.Repeat("é", nodeevents.MaxMessageBytes))
+	long := held(decide.CodeVoterUnreported, strings.Repeat("é", nodeevents.MaxMessageBytes))
 	slow := host("voter-2", decide.RoleVoter, decide.Unfit)
 	for _, extra := range []int{0, 1} {
 		d := long

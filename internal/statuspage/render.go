@@ -248,7 +248,7 @@ func write(b *bufio.Writer, p Page) {
 		case d.Deciding != nil && *d.Deciding == i:
 			class, mark = "bad", "✗ holds, first"
 		case r.OK:
-		case r.Signal == decide.StepCandidate && r.Subject != "":
+		case r.Code.Candidacy():
 			class, mark = "bad", "✗ not fit"
 		default:
 			class, mark = "bad", "✗ holds"
