@@ -101,7 +101,7 @@ var codeSignal = map[Code]string{
 	CodeNoLeader: GateLeader, CodeLeaderlessInWindow: GateLeader, CodeLeaderThroughout: GateLeader,
 	CodeLearnerPresent: GateLearner, CodeNoLearner: GateLearner,
 	CodeVoterCutOff: GateConnected, CodePeersDisconnected: GateConnected, CodePeersDisconnectedInWindow: GateConnected,
-	CodeAllConnected: GateConnected,
+	CodeAllConnected:    GateConnected,
 	CodeMembersAtTarget: GateMembers, CodeMembersOffTarget: GateMembers,
 	CodeCooldownRunning: GateCooldown, CodeCooldownOver: GateCooldown,
 	CodeSwapSteady: StepSteady, CodeSwapWaiting: StepSteady,
