@@ -14,12 +14,7 @@ import (
 
 // expand turns [value, count] runs into a column of n values.
 func expand(field string, runs []pair, n int) ([]uint64, error) {
-	return expandInto(field, runs, n, nil)
-}
-
-// expandInto is expand with its column cut from a (nil: afresh).
-func expandInto(field string, runs []pair, n int, a *arena) ([]uint64, error) {
-	out := take(a, uint64s, n)[:0]
+	out := make([]uint64, 0, n)
 	for i, r := range runs {
 		if r[1] == 0 {
 			return nil, fmt.Errorf("%s: run %d has count 0", field, i)
@@ -335,31 +330,8 @@ func fromWireInto(w wire, l Limits, byVoter bool, a, hs *arena) (e Entry, cols m
 			put(v, cols[v], int(p[0]), Connect{Err: w.Strings[p[1]]})
 		}
 	}
-	total, err := expandInto("mem_total_kib", w.MemTotalKiB, n, a)
-	if err != nil {
+	if err := decodeColumns(entryColumns[:], w.cols[:], e.Samples, nil, a); err != nil {
 		return Entry{}, nil, err
-	}
-	if err := checkLen("mem_available_kib", len(w.MemAvailKiB), n); err != nil {
-		return Entry{}, nil, err
-	}
-	for i := range e.Samples {
-		s := &e.Samples[i]
-		if total[i] > math.MaxUint64/1024 || w.MemAvailKiB[i] > math.MaxUint64/1024 {
-			return Entry{}, nil, fmt.Errorf("mem_total_kib/mem_available_kib: sample %d too large", i)
-		}
-		s.MemTotalBytes, s.MemAvailableBytes = total[i]*1024, w.MemAvailKiB[i]*1024
-	}
-	for _, c := range []struct {
-		field string
-		col   []*int64
-		into  func(*Sample) **float64
-	}{
-		{"mem_full_stall_us", w.MemStallUs, func(s *Sample) **float64 { return &s.MemFullStallSeconds }},
-		{"wakeup_late_us", w.WakeLateUs, func(s *Sample) **float64 { return &s.WakeupLateSeconds }},
-	} {
-		if err := optSeconds(c.field, c.col, e.Samples, a, c.into); err != nil {
-			return Entry{}, nil, err
-		}
 	}
 	if err := refs("errors", w.Errors, n, w.Strings, false); err != nil {
 		return Entry{}, nil, err
@@ -392,33 +364,6 @@ func fromWireInto(w wire, l Limits, byVoter bool, a, hs *arena) (e Entry, cols m
 	return e, cols, nil
 }
 
-// optSeconds reads an optional column of microseconds (nil: no column,
-// a nil element: no figure that sample) into the field of each sample that
-// into points to, in seconds.
-func optSeconds(field string, col []*int64, samples []Sample, a *arena, into func(*Sample) **float64) error {
-	if col == nil {
-		return nil
-	}
-	if err := checkLen(field, len(col), len(samples)); err != nil {
-		return err
-	}
-	var vals []float64
-	for i, us := range col {
-		if us == nil {
-			continue
-		}
-		if err := nonNegative(field, i, *us); err != nil {
-			return err
-		}
-		if vals == nil {
-			vals = take(a, floats, len(samples)) // one backing array, not one a sample
-		}
-		vals[i] = seconds(*us)
-		*into(&samples[i]) = &vals[i]
-	}
-	return nil
-}
-
 func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits, hs *arena) error {
 	present, err := expandBool("present", w.Present, len(samples))
 	if err != nil {
@@ -443,34 +388,19 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits, hs *ar
 	if len(ids) != m {
 		return fmt.Errorf("member_id: runs cover %d samples, want %d", len(ids), m)
 	}
-	var leader, learner, hasLeader []bool
-	for _, c := range []struct {
-		field string
-		runs  []pair
-		out   *[]bool
-	}{{"is_leader", w.IsLeader, &leader}, {"is_learner", w.IsLearner, &learner}, {"has_leader", w.HasLeader, &hasLeader}} {
-		if *c.out, err = expandBool(c.field, c.runs, m); err != nil {
-			return err
-		}
-	}
-	var connected, known, changes, quota []uint64
-	for _, c := range []struct {
-		field string
-		runs  []pair
-		out   *[]uint64
-	}{{"connected_peers", w.ConnectedPeers, &connected}, {"known_peers", w.KnownPeers, &known},
-		{"leader_changes", w.LeaderChanges, &changes}, {"quota_bytes", w.QuotaBytes, &quota}} {
-		if *c.out, err = expand(c.field, c.runs, m); err != nil {
-			return err
-		}
-	}
 	for _, c := range []struct {
 		field string
 		n     int
-	}{{"wal_fsync", len(w.WALFsync)}, {"backend_commit", len(w.BackendCommit)}, {"db_size_kib", len(w.DBSizeKiB)}} {
+	}{{"wal_fsync", len(w.WALFsync)}, {"backend_commit", len(w.BackendCommit)}} {
 		if err := checkLen(c.field, c.n, m); err != nil {
 			return err
 		}
+	}
+	// One backing array, not one a sample; afresh, not from an arena, as
+	// are their columns' figures: a kept entry owns its etcd samples.
+	xs := make([]EtcdSample, m)
+	if err := decodeColumns(etcdColumns[:], w.cols[:], xs, idx, nil); err != nil {
+		return err
 	}
 	for _, b := range []struct {
 		field string
@@ -514,23 +444,9 @@ func etcdFromWire(w *wireEtcd, samples []Sample, strs []string, l Limits, hs *ar
 	for p, id := range peers {
 		rtt[p] = histKind{column: "peer_rtt", peer: id, bounds: w.Bounds.PeerRTT, pool: pool(w.PeerRTT[id], w.Bounds.PeerRTT)}
 	}
-	var changesTotal uint64
-	xs := make([]EtcdSample, m) // one backing array, not one a sample
 	for j, i := range idx {
-		if connected[j] > math.MaxInt32 || known[j] > math.MaxInt32 {
-			return fmt.Errorf("connected_peers/known_peers: sample %d out of range", i)
-		}
-		if w.DBSizeKiB[j] > math.MaxUint64/1024 {
-			return fmt.Errorf("db_size_kib: sample %d too large", i)
-		}
-		var carry uint64
-		if changesTotal, carry = bits.Add64(changesTotal, changes[j], 0); carry != 0 {
-			return fmt.Errorf("leader_changes: sample %d: the window's changes add up past 2^64-1", i)
-		}
 		x := &xs[j]
-		*x = EtcdSample{MemberID: ids[j], IsLeader: leader[j], IsLearner: learner[j], HasLeader: hasLeader[j],
-			ConnectedPeers: int(connected[j]), KnownPeers: int(known[j]), LeaderChanges: changes[j],
-			DBSizeBytes: w.DBSizeKiB[j] * 1024, QuotaBytes: quota[j]}
+		x.MemberID = ids[j]
 		if x.WALFsync, err = wal.histogram(j, w.WALFsync[j]); err != nil {
 			return err
 		}

@@ -59,7 +59,9 @@ type Connect struct {
 	Err string
 }
 
-// Sample is what a host recorded in one period.
+// Sample is what a host recorded in one period. Its readings of one number
+// a sample are the format's columns, each described once, in entryColumns
+// (columns.go).
 type Sample struct {
 	At time.Time
 	// Restart marks the first sample after a probe (re)start: gained values
@@ -118,6 +120,7 @@ func FillConnects(samples []Sample, byVoter map[string]*Connects) {
 }
 
 // EtcdSample is what a voter's etcd metrics gained or read in one period.
+// Its readings of one number a sample are columns, in etcdColumns.
 type EtcdSample struct {
 	MemberID                       string
 	IsLeader, IsLearner, HasLeader bool

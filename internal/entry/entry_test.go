@@ -308,6 +308,7 @@ func TestAppendKeepsTheWindow(t *testing.T) {
 
 func TestEncodeRefuses(t *testing.T) {
 	nan, minus := math.NaN(), -0.5
+	overInt32 := int64(math.MaxInt32) + 1 // not a constant: it would not compile for 32-bit hosts
 	for name, e := range map[string]entry.Entry{
 		"no node":          {},
 		"negative connect": {Node: "n", Samples: []entry.Sample{{Link: entry.Link{Class: "wired"}, Connect: map[string]entry.Connect{"v": {Seconds: -1}}}}},
@@ -318,6 +319,9 @@ func TestEncodeRefuses(t *testing.T) {
 			{Link: entry.Link{Class: "wired"}, Etcd: &entry.EtcdSample{WALFsync: quantile.Histogram{Bounds: []float64{1}, Counts: []uint64{1, 0}}}},
 			{Link: entry.Link{Class: "wired"}, Etcd: &entry.EtcdSample{WALFsync: quantile.Histogram{Bounds: []float64{2}, Counts: []uint64{1, 0}}}}}},
 		"negative fsync": {Node: "n", Fsync: &entry.FsyncReading{P99Seconds: -0.1}},
+		"negative peers": {Node: "n", Samples: []entry.Sample{{Link: entry.Link{Class: "wired"}, Etcd: &entry.EtcdSample{ConnectedPeers: -1}}}},
+		// What no 32-bit host reads back (max_servers is at most 7).
+		"peers past an int32": {Node: "n", Samples: []entry.Sample{{Link: entry.Link{Class: "wired"}, Etcd: &entry.EtcdSample{KnownPeers: int(overInt32)}}}},
 	} {
 		if _, err := entry.Encode(e); err == nil {
 			t.Errorf("%s: encoded", name)
@@ -365,7 +369,7 @@ func TestDecodeIsStrict(t *testing.T) {
 		{"error index", func(m map[string]any) { m["errors"] = []any{[]any{9, 0}} }, "errors: sample index 9 out of range"},
 		{"string index", func(m map[string]any) { m["errors"] = []any{[]any{0, 99}} }, "errors: string index 99 out of range"},
 		{"etcd present runs", func(m map[string]any) { m["etcd"].(map[string]any)["present"] = []any{[]any{1, 3}} }, "etcd.present: runs cover 3 samples, want 4"},
-		{"etcd bool", func(m map[string]any) { m["etcd"].(map[string]any)["is_leader"] = []any{[]any{2, 4}} }, "etcd.is_leader: value 2 is not 0 or 1"},
+		{"etcd bool", func(m map[string]any) { m["etcd"].(map[string]any)["is_leader"] = []any{[]any{2, 4}} }, "etcd.is_leader: sample 0: 2 is not from 0 to 1 (a flag is 0 or 1)"},
 		{"wal length", func(m map[string]any) { m["etcd"].(map[string]any)["wal_fsync"] = []any{nil} }, "etcd.wal_fsync: 1 values for 4 samples"},
 		{"wal odd", func(m map[string]any) { m["etcd"].(map[string]any)["wal_fsync"].([]any)[0] = []any{1} }, "etcd.wal_fsync[0]: 1 numbers, want [bucket, count] pairs"},
 		{"wal bucket range", func(m map[string]any) { m["etcd"].(map[string]any)["wal_fsync"].([]any)[0] = []any{15, 1} }, "etcd.wal_fsync[0]: bucket 15 out of range"},

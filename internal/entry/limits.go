@@ -47,11 +47,16 @@ const (
 	// maxDepth is the deepest nesting of the format:
 	// entry > etcd > peer_rtt > column > sparse histogram.
 	maxDepth = 5
-	// maxStructKeys is the most fields one object of the format has (the
-	// entry itself: v, node, n, t0, dt_ms, restart, link, connect_us,
-	// connect_fail, mem_total_kib, mem_available_kib, mem_full_stall_us,
-	// wakeup_late_us, errors, strings, etcd, fsync, shrunk, refused, withheld).
-	maxStructKeys = 20
+	// maxStructKeys is the most fields one object of the format has: its
+	// own and its columns.
+	maxStructKeys = max(entryOwnFields+len(entryColumns), etcdOwnFields+len(etcdColumns))
+	// entryOwnFields are the entry object's fields besides its columns: v,
+	// node, n, t0, dt_ms, restart, link, connect_us, connect_fail, errors,
+	// strings, etcd, fsync, shrunk, refused, withheld.
+	entryOwnFields = 16
+	// etcdOwnFields are the etcd object's: present, member_id, wal_fsync,
+	// backend_commit, peer_rtt, err, bounds.
+	etcdOwnFields = 7
 	// errorsPerSample bounds the errors references of one sample: the
 	// readings a sample takes besides the connects (whose failures are
 	// connect_fail) are etcd, link and memory (internal/probe
@@ -266,10 +271,13 @@ func (in *wire) checkSizes(l Limits) error {
 	for _, c := range []struct {
 		field string
 		got   int
-	}{{"restart", len(in.Restart)}, {"link", len(in.Link)}, {"mem_total_kib", len(in.MemTotalKiB)}} {
+	}{{"restart", len(in.Restart)}, {"link", len(in.Link)}} {
 		if err := perSample(c.field, c.got, n); err != nil {
 			return err
 		}
+	}
+	if err := columnSizes(entryColumns[:], in.cols[:], n); err != nil {
+		return err
 	}
 	for i, r := range in.Link {
 		if len(r.If) > l.MaxInterfaceBytes {
@@ -329,15 +337,13 @@ func (x *wireEtcd) checkSizes(l Limits, n int) error {
 	for _, c := range []struct {
 		field string
 		got   int
-	}{
-		{"present", len(x.Present)}, {"member_id", len(x.MemberID)}, {"is_leader", len(x.IsLeader)},
-		{"is_learner", len(x.IsLearner)}, {"has_leader", len(x.HasLeader)}, {"connected_peers", len(x.ConnectedPeers)},
-		{"known_peers", len(x.KnownPeers)}, {"leader_changes", len(x.LeaderChanges)}, {"quota_bytes", len(x.QuotaBytes)},
-		{"err", len(x.Err)},
-	} {
+	}{{"present", len(x.Present)}, {"member_id", len(x.MemberID)}, {"err", len(x.Err)}} {
 		if err := perSample(c.field, c.got, n); err != nil {
 			return err
 		}
+	}
+	if err := columnSizes(etcdColumns[:], x.cols[:], n); err != nil {
+		return err
 	}
 	for i, r := range x.MemberID {
 		if len(r.ID) > l.MaxMemberIDBytes {

@@ -193,7 +193,7 @@ func hostileShapes(t testing.TB) []hostile {
 		{"run count past 64 bits", top(func(m map[string]any) { m["mem_total_kib"] = []any{[]any{1, json.Number("18446744073709551616")}} }), "want a whole number"},
 		{"leader changes overflow when summed", etcd(func(x map[string]any) {
 			x["leader_changes"] = []any{[]any{json.Number("9223372036854775808"), 4}}
-		}), "etcd.leader_changes: sample 1: the window's changes add up past 2^64-1"},
+		}), "etcd.leader_changes: sample 1: the window's values add up past 2^64-1"},
 		{"histogram counts overflow when summed", etcd(func(x map[string]any) {
 			big := json.Number("9223372036854775808")
 			x["wal_fsync"] = []any{[]any{0, big}, []any{0, big}, []any{0, 1}, []any{0, 1}}
@@ -444,7 +444,7 @@ func TestSumsAtSixtyFourBits(t *testing.T) {
 		}, "etcd.wal_fsync[1]: bucket 0: the counts of the window add up past 2^64-1"},
 		{"leader_changes", func(x map[string]any, last uint64) {
 			x["leader_changes"] = []any{[]any{json.Number(fmt.Sprint(max - 5)), 1}, []any{json.Number(fmt.Sprint(last)), 1}}
-		}, "etcd.leader_changes: sample 1: the window's changes add up past 2^64-1"},
+		}, "etcd.leader_changes: sample 1: the window's values add up past 2^64-1"},
 	} {
 		for _, last := range []uint64{4, 5, 6} {
 			text := edit(t, voter, func(m map[string]any) { c.set(m["etcd"].(map[string]any), last) })

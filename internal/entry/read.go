@@ -704,14 +704,6 @@ func (r *reader) entry(w *wire) error {
 			w.ConnectUs, err = r.connectUs(key)
 		case "connect_fail":
 			w.ConnectFail, err = r.connectFail(key)
-		case "mem_total_kib":
-			w.MemTotalKiB, err = r.runs(key)
-		case "mem_available_kib":
-			w.MemAvailKiB, err = r.uints(key)
-		case "mem_full_stall_us":
-			w.MemStallUs, err = r.optInts(key)
-		case "wakeup_late_us":
-			w.WakeLateUs, err = r.optInts(key)
 		case "errors":
 			w.Errors, err = r.pairs(key, r.l.MaxSamples*errorsPerSample, "references", func() string {
 				return fmt.Sprintf("%d a sample: etcd, link, memory; %s", errorsPerSample, r.l.samplesBasis())
@@ -731,10 +723,27 @@ func (r *reader) entry(w *wire) error {
 		case "withheld":
 			w.Withheld, err = r.text(key)
 		default:
-			return unknown(field, key)
+			k := columnNamed(entryColumns[:], key)
+			if k < 0 {
+				return unknown(field, key)
+			}
+			err = r.column(key, entryColumns[k].form, &w.cols[k])
 		}
 		return err
 	})
+}
+
+// column reads the column that is next into d, in its form.
+func (r *reader) column(field string, f form, d *colData) (err error) {
+	switch f {
+	case formRuns:
+		d.runs, err = r.runs(field)
+	case formEach:
+		d.vals, err = r.uints(field)
+	case formMicros:
+		d.opt, err = r.optInts(field)
+	}
+	return err
 }
 
 func (r *reader) restart(field string) ([]int, error) {
@@ -877,18 +886,6 @@ func (r *reader) etcd(field string) (*wireEtcd, error) {
 			x.Present, err = r.runs(name)
 		case "member_id":
 			x.MemberID, err = r.memberIDs(name)
-		case "is_leader":
-			x.IsLeader, err = r.runs(name)
-		case "is_learner":
-			x.IsLearner, err = r.runs(name)
-		case "has_leader":
-			x.HasLeader, err = r.runs(name)
-		case "connected_peers":
-			x.ConnectedPeers, err = r.runs(name)
-		case "known_peers":
-			x.KnownPeers, err = r.runs(name)
-		case "leader_changes":
-			x.LeaderChanges, err = r.runs(name)
 		case "wal_fsync":
 			x.WALFsync, err = r.hists(name)
 		case "backend_commit":
@@ -903,16 +900,16 @@ func (r *reader) etcd(field string) (*wireEtcd, error) {
 				x.PeerRTT[id] = col
 				return err
 			})
-		case "db_size_kib":
-			x.DBSizeKiB, err = r.uints(name)
-		case "quota_bytes":
-			x.QuotaBytes, err = r.runs(name)
 		case "err":
 			x.Err, err = r.runs(name)
 		case "bounds":
 			err = r.bounds(name, &x.Bounds)
 		default:
-			return unknown(field, key)
+			k := columnNamed(etcdColumns[:], key)
+			if k < 0 {
+				return unknown(field, key)
+			}
+			err = r.column(name, etcdColumns[k].form, &x.cols[k])
 		}
 		return err
 	})

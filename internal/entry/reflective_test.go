@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strings"
 )
 
@@ -26,13 +27,14 @@ func decodeReflective(raw string, l Limits) (Entry, error) {
 	dec := json.NewDecoder(strings.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var in wireIn
-	if err := dec.Decode(&in); err != nil {
+	cols, err := withColumns(dec, &in, entryColumns[:])
+	if err != nil {
 		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Entry{}, errors.New("decode entry: data after the entry object")
 	}
-	w, err := in.toWire(l)
+	w, err := in.toWire(l, cols)
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
@@ -92,7 +94,9 @@ func (p *pair) UnmarshalJSON(b []byte) error {
 // takes them as raw JSON and reads them here by hand, with the field's name in
 // every error; everything else, and all of encoding, stays encoding/json's.
 
-// wireIn is wire as Decode reads it: the numeric columns raw.
+// wireIn is wire as Decode reads it, but for its columns (withColumns): the
+// numeric columns raw, and the etcd object raw, read as wireEtcdIn with its
+// columns in turn.
 type wireIn struct {
 	V           int                        `json:"v"`
 	Node        string                     `json:"node"`
@@ -103,13 +107,9 @@ type wireIn struct {
 	Link        []linkRun                  `json:"link"`
 	ConnectUs   map[string]json.RawMessage `json:"connect_us,omitempty"`
 	ConnectFail map[string][]pair          `json:"connect_fail,omitempty"`
-	MemTotalKiB []pair                     `json:"mem_total_kib"`
-	MemAvailKiB json.RawMessage            `json:"mem_available_kib"`
-	MemStallUs  json.RawMessage            `json:"mem_full_stall_us,omitempty"`
-	WakeLateUs  json.RawMessage            `json:"wakeup_late_us,omitempty"`
 	Errors      []pair                     `json:"errors,omitempty"`
 	Strings     []string                   `json:"strings,omitempty"`
-	Etcd        *wireEtcdIn                `json:"etcd,omitempty"`
+	Etcd        json.RawMessage            `json:"etcd,omitempty"`
 	Fsync       *wireFsync                 `json:"fsync,omitempty"`
 	Shrunk      int                        `json:"shrunk,omitempty"`
 	Refused     string                     `json:"refused,omitempty"`
@@ -117,32 +117,78 @@ type wireIn struct {
 }
 
 type wireEtcdIn struct {
-	Present        []pair                     `json:"present"`
-	MemberID       []idRun                    `json:"member_id"`
-	IsLeader       []pair                     `json:"is_leader"`
-	IsLearner      []pair                     `json:"is_learner"`
-	HasLeader      []pair                     `json:"has_leader"`
-	ConnectedPeers []pair                     `json:"connected_peers"`
-	KnownPeers     []pair                     `json:"known_peers"`
-	LeaderChanges  []pair                     `json:"leader_changes"`
-	WALFsync       json.RawMessage            `json:"wal_fsync"`
-	BackendCommit  json.RawMessage            `json:"backend_commit"`
-	PeerRTT        map[string]json.RawMessage `json:"peer_rtt,omitempty"`
-	DBSizeKiB      json.RawMessage            `json:"db_size_kib"`
-	QuotaBytes     []pair                     `json:"quota_bytes"`
-	Err            []pair                     `json:"err,omitempty"`
-	Bounds         wireBounds                 `json:"bounds"`
+	Present       []pair                     `json:"present"`
+	MemberID      []idRun                    `json:"member_id"`
+	WALFsync      json.RawMessage            `json:"wal_fsync"`
+	BackendCommit json.RawMessage            `json:"backend_commit"`
+	PeerRTT       map[string]json.RawMessage `json:"peer_rtt,omitempty"`
+	Err           []pair                     `json:"err,omitempty"`
+	Bounds        wireBounds                 `json:"bounds"`
 }
 
-// toWire reads the raw columns into wire, refusing a column longer than
-// l.MaxSamples and a sparse histogram longer than its buckets allow before
-// they grow past them.
-func (in *wireIn) toWire(l Limits) (wire, error) {
+// withColumns decodes the object that is next in dec as encoding/json
+// decodes into a struct: into own, a pointer to a struct of the object's
+// own fields, and a json.RawMessage field for each of cols, whose values
+// it returns. The struct is made here, from own's fields and the columns'
+// names, so that the oracle reads every column the table has.
+func withColumns[S any](dec *json.Decoder, own any, cols []column[S]) ([]json.RawMessage, error) {
+	ownType := reflect.TypeOf(own).Elem()
+	fields := make([]reflect.StructField, 0, ownType.NumField()+len(cols))
+	for i := range ownType.NumField() {
+		fields = append(fields, ownType.Field(i))
+	}
+	for k := range cols {
+		fields = append(fields, reflect.StructField{Name: fmt.Sprintf("Column%d", k), Type: reflect.TypeFor[json.RawMessage](),
+			Tag: reflect.StructTag(fmt.Sprintf("json:%q", cols[k].name))})
+	}
+	v := reflect.New(reflect.StructOf(fields)).Elem()
+	if err := dec.Decode(v.Addr().Interface()); err != nil {
+		return nil, err
+	}
+	for i := range ownType.NumField() {
+		reflect.ValueOf(own).Elem().Field(i).Set(v.Field(i))
+	}
+	raws := make([]json.RawMessage, len(cols))
+	for k := range cols {
+		raws[k] = v.Field(ownType.NumField() + k).Interface().(json.RawMessage)
+	}
+	return raws, nil
+}
+
+// readColumns reads the raw columns into data, each in its form; where
+// prefixes their names in errors.
+func readColumns[S any](where string, cols []column[S], raws []json.RawMessage, data []colData, col colLimit) error {
+	for k := range cols {
+		field, raw, d := where+cols[k].name, raws[k], &data[k]
+		var err error
+		switch cols[k].form {
+		case formRuns:
+			if len(raw) > 0 {
+				if err = json.Unmarshal(raw, &d.runs); err != nil {
+					err = fmt.Errorf("%s: %w", field, err)
+				}
+			}
+		case formEach:
+			d.vals, err = readUints(field, raw, col)
+		case formMicros:
+			d.opt, err = readOptInts(field, raw, col)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// toWire reads the raw columns (cols, entryColumns') into wire, refusing a
+// column longer than l.MaxSamples and a sparse histogram longer than its
+// buckets allow before they grow past them.
+func (in *wireIn) toWire(l Limits, cols []json.RawMessage) (wire, error) {
 	col := colLimit{max: l.MaxSamples, l: &l}
 	hist := colLimit{max: 2 * (l.MaxBounds + 1), l: &l, hist: true}
-	w := wire{V: in.V, Node: in.Node, N: in.N, T0: in.T0, Restart: in.Restart, Link: in.Link,
-		ConnectFail: in.ConnectFail, MemTotalKiB: in.MemTotalKiB, Errors: in.Errors, Strings: in.Strings, Fsync: in.Fsync,
-		Shrunk: in.Shrunk, Refused: in.Refused, Withheld: in.Withheld}
+	var w wire
+	w.V, w.Node, w.N, w.T0, w.Restart, w.Link, w.ConnectFail = in.V, in.Node, in.N, in.T0, in.Restart, in.Link, in.ConnectFail
+	w.Errors, w.Strings, w.Fsync, w.Shrunk, w.Refused, w.Withheld = in.Errors, in.Strings, in.Fsync, in.Shrunk, in.Refused, in.Withheld
 	var err error
 	if w.DtMs, err = readInts("dt_ms", in.DtMs, col); err != nil {
 		return w, err
@@ -155,22 +201,24 @@ func (in *wireIn) toWire(l Limits) (wire, error) {
 			}
 		}
 	}
-	if w.MemAvailKiB, err = readUints("mem_available_kib", in.MemAvailKiB, col); err != nil {
+	if err := readColumns("", entryColumns[:], cols, w.cols[:], col); err != nil {
 		return w, err
 	}
-	if w.MemStallUs, err = readOptInts("mem_full_stall_us", in.MemStallUs, col); err != nil {
-		return w, err
-	}
-	if w.WakeLateUs, err = readOptInts("wakeup_late_us", in.WakeLateUs, col); err != nil {
-		return w, err
-	}
-	if in.Etcd == nil {
+	if len(in.Etcd) == 0 || string(in.Etcd) == "null" {
 		return w, nil
 	}
-	e := in.Etcd
-	w.Etcd = &wireEtcd{Present: e.Present, MemberID: e.MemberID, IsLeader: e.IsLeader, IsLearner: e.IsLearner,
-		HasLeader: e.HasLeader, ConnectedPeers: e.ConnectedPeers, KnownPeers: e.KnownPeers, LeaderChanges: e.LeaderChanges,
-		QuotaBytes: e.QuotaBytes, Err: e.Err, Bounds: e.Bounds}
+	dec := json.NewDecoder(bytes.NewReader(in.Etcd))
+	dec.DisallowUnknownFields()
+	var e wireEtcdIn
+	etcdCols, err := withColumns(dec, &e, etcdColumns[:])
+	if err != nil {
+		return w, fmt.Errorf("etcd: %w", err)
+	}
+	w.Etcd = &wireEtcd{}
+	w.Etcd.Present, w.Etcd.MemberID, w.Etcd.Err, w.Etcd.Bounds = e.Present, e.MemberID, e.Err, e.Bounds
+	if err := readColumns("etcd.", etcdColumns[:], etcdCols, w.Etcd.cols[:], col); err != nil {
+		return w, err
+	}
 	if w.Etcd.WALFsync, err = readOptUintArrays("etcd.wal_fsync", e.WALFsync, col, hist); err != nil {
 		return w, err
 	}
@@ -184,9 +232,6 @@ func (in *wireIn) toWire(l Limits) (wire, error) {
 				return w, err
 			}
 		}
-	}
-	if w.Etcd.DBSizeKiB, err = readUints("etcd.db_size_kib", e.DBSizeKiB, col); err != nil {
-		return w, err
 	}
 	return w, nil
 }

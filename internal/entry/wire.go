@@ -1,6 +1,7 @@
 package entry
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,8 +23,17 @@ const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // wire is the JSON form of an Entry; docs/entry.md describes every field.
 // Columns run across the n samples in order; "runs" fields are [value,
-// count] pairs whose counts add up to the column's length.
+// count] pairs whose counts add up to the column's length. marshal writes
+// its parts in this order, as one object.
 type wire struct {
+	wireHead
+	cols [len(entryColumns)]colData
+	wireErrors
+	Etcd *wireEtcd // "etcd", left out when nil
+	wireTail
+}
+
+type wireHead struct {
 	V    int    `json:"v"`
 	Node string `json:"node"`
 	N    int    `json:"n"`
@@ -35,14 +45,15 @@ type wire struct {
 	Link        []linkRun           `json:"link"`
 	ConnectUs   map[string][]*int64 `json:"connect_us,omitempty"`
 	ConnectFail map[string][]pair   `json:"connect_fail,omitempty"`
-	MemTotalKiB []pair              `json:"mem_total_kib"`
-	MemAvailKiB []uint64            `json:"mem_available_kib"`
-	MemStallUs  []*int64            `json:"mem_full_stall_us,omitempty"`
-	WakeLateUs  []*int64            `json:"wakeup_late_us,omitempty"`
-	Errors      []pair              `json:"errors,omitempty"`
-	Strings     []string            `json:"strings,omitempty"`
-	Etcd        *wireEtcd           `json:"etcd,omitempty"`
-	Fsync       *wireFsync          `json:"fsync,omitempty"`
+}
+
+type wireErrors struct {
+	Errors  []pair   `json:"errors,omitempty"`
+	Strings []string `json:"strings,omitempty"`
+}
+
+type wireTail struct {
+	Fsync *wireFsync `json:"fsync,omitempty"`
 	// Shrunk and Refused tell the controller why a record holds less than
 	// it should (docs/records.md, "Capacity").
 	Shrunk  int    `json:"shrunk,omitempty"`
@@ -54,22 +65,110 @@ type wire struct {
 // wireEtcd holds the voter columns. Present is a run column over the n
 // samples (1: the sample has etcd data); every other column runs over the
 // samples that have it, except Err, which names samples by their index.
+// marshal writes its parts in this order, but for the columns: the first
+// etcdColumnsBeforeHists of them before wireEtcdHists, the rest after.
 type wireEtcd struct {
-	Present        []pair                 `json:"present"`
-	MemberID       []idRun                `json:"member_id"`
-	IsLeader       []pair                 `json:"is_leader"`
-	IsLearner      []pair                 `json:"is_learner"`
-	HasLeader      []pair                 `json:"has_leader"`
-	ConnectedPeers []pair                 `json:"connected_peers"`
-	KnownPeers     []pair                 `json:"known_peers"`
-	LeaderChanges  []pair                 `json:"leader_changes"`
-	WALFsync       []*[]uint64            `json:"wal_fsync"`
-	BackendCommit  []*[]uint64            `json:"backend_commit"`
-	PeerRTT        map[string][]*[]uint64 `json:"peer_rtt,omitempty"`
-	DBSizeKiB      []uint64               `json:"db_size_kib"`
-	QuotaBytes     []pair                 `json:"quota_bytes"`
-	Err            []pair                 `json:"err,omitempty"`
-	Bounds         wireBounds             `json:"bounds"`
+	wireEtcdHead
+	cols [len(etcdColumns)]colData
+	wireEtcdHists
+	wireEtcdTail
+}
+
+type wireEtcdHead struct {
+	Present  []pair  `json:"present"`
+	MemberID []idRun `json:"member_id"`
+}
+
+type wireEtcdHists struct {
+	WALFsync      []*[]uint64            `json:"wal_fsync"`
+	BackendCommit []*[]uint64            `json:"backend_commit"`
+	PeerRTT       map[string][]*[]uint64 `json:"peer_rtt,omitempty"`
+}
+
+type wireEtcdTail struct {
+	Err    []pair     `json:"err,omitempty"`
+	Bounds wireBounds `json:"bounds"`
+}
+
+// marshal writes w as Encode does.
+func (w *wire) marshal() ([]byte, error) {
+	o := newObjectWriter()
+	o.open()
+	err := o.fields(&w.wireHead)
+	writeColumns(o, entryColumns[:], w.cols[:])
+	if err == nil {
+		err = o.fields(&w.wireErrors)
+	}
+	if x := w.Etcd; x != nil && err == nil {
+		o.key("etcd")
+		o.open()
+		err = o.fields(&x.wireEtcdHead)
+		writeColumns(o, etcdColumns[:etcdColumnsBeforeHists], x.cols[:etcdColumnsBeforeHists])
+		if err == nil {
+			err = o.fields(&x.wireEtcdHists)
+		}
+		writeColumns(o, etcdColumns[etcdColumnsBeforeHists:], x.cols[etcdColumnsBeforeHists:])
+		if err == nil {
+			err = o.fields(&x.wireEtcdTail)
+		}
+		o.close()
+	}
+	if err == nil {
+		err = o.fields(&w.wireTail)
+	}
+	o.close()
+	return o.out.Bytes(), err
+}
+
+// objectWriter writes the format's objects into one buffer: the parts
+// encoding/json writes (structs, whose fields it splices into the object
+// being written, in place) and the columns, which it writes by hand.
+type objectWriter struct {
+	out bytes.Buffer
+	enc *json.Encoder
+}
+
+func newObjectWriter() *objectWriter {
+	o := &objectWriter{}
+	o.enc = json.NewEncoder(&o.out)
+	return o
+}
+
+func (o *objectWriter) open()  { o.out.WriteByte('{') }
+func (o *objectWriter) close() { o.out.WriteByte('}') }
+
+// opened reports whether the object being written has no field yet.
+func (o *objectWriter) opened() bool { return o.out.Bytes()[o.out.Len()-1] == '{' }
+
+// key starts a field of the object being written.
+func (o *objectWriter) key(name string) {
+	o.out.Write(appendKey(o.out.AvailableBuffer(), !o.opened(), name))
+}
+
+// fields writes the fields of v, a struct encoding/json writes as an
+// object, into the object being written.
+func (o *objectWriter) fields(v any) error {
+	opened := o.opened()
+	if opened {
+		o.out.Truncate(o.out.Len() - 1) // v's own '{' opens the object
+	}
+	start := o.out.Len()
+	if err := o.enc.Encode(v); err != nil {
+		return err
+	}
+	b := o.out.Bytes()
+	switch {
+	case b[start+1] == '}': // v has no field to write
+		if opened {
+			start++
+		}
+		o.out.Truncate(start)
+		return nil
+	case !opened:
+		b[start] = ','
+	}
+	o.out.Truncate(len(b) - len("}\n"))
+	return nil
 }
 
 type wireBounds struct {
@@ -114,7 +213,7 @@ func Encode(e Entry) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode entry of %s: %w", e.Node, err)
 	}
-	b, err := json.Marshal(w)
+	b, err := w.marshal()
 	if err != nil {
 		return "", fmt.Errorf("encode entry of %s: %w", e.Node, err)
 	}
@@ -186,25 +285,6 @@ func micros(field string, s float64) (int64, error) {
 }
 
 func seconds(us int64) float64 { return float64(us) / 1e6 }
-
-// optMicros puts sample i's optional figure v (seconds) into the column of
-// n samples *col as whole microseconds, making the column at its first
-// figure: a column with no figure at all stays nil, and the field is then
-// left out.
-func optMicros(col *[]*int64, i, n int, what string, v *float64) error {
-	if v == nil {
-		return nil
-	}
-	us, err := micros(fmt.Sprintf("sample %d: %s", i, what), *v)
-	if err != nil {
-		return err
-	}
-	if *col == nil {
-		*col = make([]*int64, n)
-	}
-	(*col)[i] = &us
-	return nil
-}
 
 // strtab interns the entry's error texts: a voter down for a whole window
 // fails the same way every sample.
@@ -298,11 +378,12 @@ func toWire(e Entry) (wire, error) {
 	if e.Shrunk < 0 {
 		return wire{}, fmt.Errorf("shrunk: %d is negative", e.Shrunk)
 	}
-	w := wire{V: Version, Node: e.Node, N: n, DtMs: make([]int64, n), MemAvailKiB: make([]uint64, n), Shrunk: e.Shrunk, Refused: e.Refused, Withheld: e.Withheld}
+	var w wire
+	w.V, w.Node, w.N, w.DtMs = Version, e.Node, n, make([]int64, n)
+	w.Shrunk, w.Refused, w.Withheld = e.Shrunk, e.Refused, e.Withheld
 	var st strtab
 	var prevMs int64
-	total := make([]uint64, n)
-	var stall, wake []*int64
+	rows := make([]*Sample, n)
 	voters := map[string]bool{}
 	for _, s := range e.Samples {
 		for v := range s.Connect {
@@ -316,6 +397,7 @@ func toWire(e Entry) (wire, error) {
 		}
 	}
 	for i, s := range e.Samples {
+		rows[i] = &e.Samples[i]
 		ms := s.At.UnixMilli()
 		if i == 0 {
 			w.T0 = time.UnixMilli(ms).UTC().Format(timeLayout)
@@ -358,24 +440,16 @@ func toWire(e Entry) (wire, error) {
 			}
 			w.ConnectUs[v][i] = &us
 		}
-		total[i] = s.MemTotalBytes / 1024
-		w.MemAvailKiB[i] = s.MemAvailableBytes / 1024
-		if err := optMicros(&stall, i, n, "memory full stall", s.MemFullStallSeconds); err != nil {
-			return wire{}, err
-		}
-		if err := optMicros(&wake, i, n, "wake-up lateness", s.WakeupLateSeconds); err != nil {
-			return wire{}, err
-		}
 		for _, msg := range s.Errors {
 			w.Errors = append(w.Errors, pair{uint64(i), st.ref(msg)})
 		}
 	}
 	w.Link = slices.Clip(w.Link)
-	w.MemTotalKiB = runsOf(total)
-	w.MemStallUs, w.WakeLateUs = stall, wake
 	if n == 0 {
 		w.Link = []linkRun{}
-		w.MemTotalKiB = []pair{}
+	}
+	if err := encodeColumns(entryColumns[:], w.cols[:], "", rows, nil); err != nil {
+		return wire{}, err
 	}
 	etcd, err := etcdToWire(e.Samples, &st)
 	if err != nil {
@@ -438,53 +512,38 @@ func (k *kindBounds) sparse(where string, h quantile.Histogram) (*[]uint64, erro
 
 func etcdToWire(samples []Sample, st *strtab) (*wireEtcd, error) {
 	present := make([]uint64, len(samples))
-	has := false
+	var rows []*EtcdSample
+	var at []int
 	for i, s := range samples {
 		if s.Etcd != nil {
-			present[i], has = 1, true
+			present[i] = 1
+			rows, at = append(rows, s.Etcd), append(at, i)
 		}
 	}
-	if !has {
+	if rows == nil {
 		return nil, nil
 	}
-	w := &wireEtcd{Present: runsOf(present)}
+	w := &wireEtcd{}
+	w.Present = runsOf(present)
 	wal := kindBounds{name: "wal_fsync"}
 	backend := kindBounds{name: "backend_commit"}
 	rtt := kindBounds{name: "peer_rtt"}
-	var leader, learner, hasLeader, connected, known, changes, quota []uint64
 	peers := map[string]bool{}
-	for _, s := range samples {
-		if s.Etcd != nil {
-			for id := range s.Etcd.PeerRTT {
-				peers[id] = true
-			}
+	for _, x := range rows {
+		for id := range x.PeerRTT {
+			peers[id] = true
 		}
 	}
 	if len(peers) > 0 {
 		w.PeerRTT = map[string][]*[]uint64{}
 	}
-	m := 0
-	for i, s := range samples {
-		x := s.Etcd
-		if x == nil {
-			continue
-		}
+	for j, x := range rows {
+		i := at[j]
 		if k := len(w.MemberID); k > 0 && w.MemberID[k-1].ID == x.MemberID {
 			w.MemberID[k-1].N++
 		} else {
 			w.MemberID = append(w.MemberID, idRun{ID: x.MemberID, N: 1})
 		}
-		if x.ConnectedPeers < 0 || x.KnownPeers < 0 {
-			return nil, fmt.Errorf("sample %d: etcd peer counts %d/%d are negative", i, x.ConnectedPeers, x.KnownPeers)
-		}
-		leader = append(leader, b2u(x.IsLeader))
-		learner = append(learner, b2u(x.IsLearner))
-		hasLeader = append(hasLeader, b2u(x.HasLeader))
-		connected = append(connected, uint64(x.ConnectedPeers))
-		known = append(known, uint64(x.KnownPeers))
-		changes = append(changes, x.LeaderChanges)
-		quota = append(quota, x.QuotaBytes)
-		w.DBSizeKiB = append(w.DBSizeKiB, x.DBSizeBytes/1024)
 		sp, err := wal.sparse(fmt.Sprintf("sample %d: etcd wal_fsync", i), x.WALFsync)
 		if err != nil {
 			return nil, err
@@ -510,11 +569,10 @@ func etcdToWire(samples []Sample, st *strtab) (*wireEtcd, error) {
 		if x.Err != "" {
 			w.Err = append(w.Err, pair{uint64(i), st.ref(x.Err)})
 		}
-		m++
 	}
-	w.IsLeader, w.IsLearner, w.HasLeader = runsOf(leader), runsOf(learner), runsOf(hasLeader)
-	w.ConnectedPeers, w.KnownPeers, w.LeaderChanges = runsOf(connected), runsOf(known), runsOf(changes)
-	w.QuotaBytes = runsOf(quota)
+	if err := encodeColumns(etcdColumns[:], w.cols[:], "etcd.", rows, at); err != nil {
+		return nil, err
+	}
 	w.Bounds = wireBounds{WALFsync: wal.bounds, BackendCommit: backend.bounds, PeerRTT: rtt.bounds}
 	return w, nil
 }
