@@ -3,17 +3,16 @@
 package campaign
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/metricscrape"
 	"github.com/fleet-role/fleet-role/lab/netlab"
 )
 
@@ -140,46 +139,34 @@ type memberState struct {
 	leaderChanges float64
 }
 
+// Families readState reads of a member's page.
+const (
+	metricHasLeader     = "etcd_server_has_leader"
+	metricLeaderChanges = "etcd_server_leader_changes_seen_total"
+	metricActivePeers   = "etcd_network_active_peers"
+)
+
 // readState reads etcd_server_has_leader and
 // etcd_server_leader_changes_seen_total, and counts the distinct peers
 // etcd_network_active_peers shows active (docs/facts.md: a gauge per peer
-// pair, above zero when a stream is up).
+// pair, above zero when a stream is up). A page that cannot be read or
+// parsed, or has no etcd_server_has_leader, tells nothing.
 func readState(ctx context.Context, client *http.Client) (st memberState, ok bool) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+localMetrics+"/metrics", nil)
+	p, err := metricscrape.Fetch(ctx, client, "http://"+localMetrics+"/metrics")
 	if err != nil {
 		return st, false
 	}
-	resp, err := client.Do(req)
-	if err != nil {
+	led, seen := p.Value(metricHasLeader, nil)
+	if !seen {
 		return st, false
 	}
-	defer resp.Body.Close()
+	st.led = led != 0
+	st.leaderChanges, _ = p.Value(metricLeaderChanges, nil)
 	remotes := map[string]bool{}
-	seen := false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		switch {
-		case strings.HasPrefix(l, "etcd_server_has_leader "):
-			seen = true
-			st.led = strings.TrimSpace(strings.TrimPrefix(l, "etcd_server_has_leader ")) != "0"
-		case strings.HasPrefix(l, "etcd_server_leader_changes_seen_total "):
-			if v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, "etcd_server_leader_changes_seen_total ")), 64); err == nil {
-				st.leaderChanges = v
-			}
-		case strings.HasPrefix(l, "etcd_network_active_peers{"):
-			i := strings.LastIndexByte(l, ' ')
-			if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil && v > 0 {
-				if _, rest, found := strings.Cut(l, `Remote="`); found {
-					r, _, _ := strings.Cut(rest, `"`)
-					remotes[r] = true
-				}
-			}
+	for _, s := range p.Series(metricActivePeers, nil) {
+		if r := s.Labels["Remote"]; r != "" && s.Value > 0 {
+			remotes[r] = true
 		}
-	}
-	if sc.Err() != nil || !seen {
-		return memberState{}, false
 	}
 	st.connected = len(remotes)
 	return st, true

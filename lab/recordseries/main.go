@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ import (
 	"github.com/fleet-role/fleet-role/lab/apiserver"
 	"github.com/fleet-role/fleet-role/lab/demo"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/metricscrape"
 	"github.com/fleet-role/fleet-role/lab/toolcache"
 )
 
@@ -301,8 +303,13 @@ func record(ctx context.Context, name, kubeconfig string, admin kubernetes.Inter
 				refusing = true
 				r.event("admission policy refuses voter-3's record writes over 512 bytes")
 			}
-			if refusing && unfitAt < 0 && voterUnfit(texts["controller"]) {
-				unfitAt = i
+			if refusing && unfitAt < 0 {
+				unfit, err := voterUnfit(texts["controller"])
+				if err != nil {
+					log.Printf("scrape %d: %v", i, err)
+				} else if unfit {
+					unfitAt = i
+				}
 			}
 			if refusing && unfitAt >= 0 && i-unfitAt >= refusalPeriods {
 				if err := refuse(scrapeCtx, admin, opt.Namespace, "voter-3", false); err != nil {
@@ -346,13 +353,13 @@ func record(ctx context.Context, name, kubeconfig string, admin kubernetes.Inter
 }
 
 // voterUnfit reports whether the controller's page shows a voter unfit.
-func voterUnfit(page string) bool {
-	for _, line := range strings.Split(page, "\n") {
-		if strings.HasPrefix(line, "fleet_role_host_verdict{") && strings.Contains(line, `role="voter"`) && strings.Contains(line, `verdict="unfit"`) && strings.HasSuffix(line, "} 1") {
-			return true
-		}
+func voterUnfit(page string) (bool, error) {
+	p, err := metricscrape.Parse(strings.NewReader(page))
+	if err != nil {
+		return false, fmt.Errorf("the controller's page: %w", err)
 	}
-	return false
+	unfit := p.Series("fleet_role_host_verdict", metricscrape.Labels{"role": "voter", "verdict": "unfit"})
+	return slices.ContainsFunc(unfit, func(s metricscrape.Series) bool { return s.Value == 1 }), nil
 }
 
 // refuse puts in place (or removes) an admission policy that refuses the

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"os/exec"
 	"reflect"
@@ -31,6 +29,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/auditlog"
 	"github.com/fleet-role/fleet-role/lab/k3sfleet"
+	"github.com/fleet-role/fleet-role/lab/metricscrape"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/statuscheck"
 	"github.com/fleet-role/fleet-role/lab/testenv"
@@ -487,6 +486,11 @@ func (s *scenario) checkRecords(t *testing.T, ctx context.Context, snap snapshot
 	}
 }
 
+// ownSeries are the prefixes of the series etcd's own page holds: its own,
+// and its Go runtime's, process's, gRPC server's and exporter's. Any other
+// is another component's of the k3s process, served on the same page.
+var ownSeries = []string{"etcd_", "go_", "process_", "grpc_", "promhttp_", "os_"}
+
 // checkMetricsPage reads what k3s's etcd serves on each server's own
 // address (--etcd-expose-metrics; the probe reads the same page on the
 // loopback): its size against fleet-role's page cap, the etcd release k3s
@@ -499,41 +503,34 @@ func (s *scenario) checkMetricsPage(t *testing.T, ctx context.Context) {
 		h := s.fleet.Host(name)
 		url := "http://" + h.Addr.String() + ":2381/metrics"
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			cancel()
-			t.Errorf("%s: %v", url, err)
-			continue
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		page, err := metricscrape.Fetch(rctx, nil, url)
 		cancel()
 		if err != nil {
 			t.Errorf("%s: %v", url, err)
 			continue
 		}
-		if len(b) > s.fig.pageBytes {
-			s.fig.pageBytes = len(b)
+		if page.Bytes > s.fig.pageBytes {
+			s.fig.pageBytes = page.Bytes
 		}
 		var values []string
+		for _, m := range page.Series("etcd_network_active_peers", nil) {
+			values = append(values, strconv.FormatFloat(m.Value, 'g', -1, 64))
+		}
+		for _, m := range page.Series("etcd_server_version", nil) {
+			s.fig.etcdVersion = m.Labels["server_version"]
+		}
 		// The bytes of series of the k3s process's other components, by
 		// subsystem (the name up to its first underscore).
 		others := map[string]int{}
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.FieldsFunc(strings.TrimPrefix(strings.TrimPrefix(line, "# HELP "), "# TYPE "),
-				func(r rune) bool { return r == ' ' || r == '{' })
-			if len(f) > 0 && !slices.ContainsFunc([]string{"etcd_", "go_", "process_", "grpc_", "promhttp_", "os_"}, func(p string) bool { return strings.HasPrefix(f[0], p) }) {
-				others[strings.SplitN(f[0], "_", 2)[0]] += len(line) + 1
+		for _, fam := range page.Names() {
+			if slices.ContainsFunc(ownSeries, func(p string) bool { return strings.HasPrefix(fam, p) }) {
+				continue
 			}
-			switch {
-			case strings.HasPrefix(line, "etcd_network_active_peers{"):
-				values = append(values, strings.Fields(line)[1])
-			case strings.HasPrefix(line, "etcd_server_version{"):
-				if _, v, ok := strings.Cut(line, `server_version="`); ok {
-					s.fig.etcdVersion, _, _ = strings.Cut(v, `"`)
-				}
+			n, err := page.TextBytes(fam)
+			if err != nil {
+				t.Errorf("%s: %v", url, err)
 			}
+			others[strings.SplitN(fam, "_", 2)[0]] += n
 		}
 		peers = append(peers, fmt.Sprintf("%s %s", name, strings.Join(values, ",")))
 		var of []string
@@ -542,7 +539,7 @@ func (s *scenario) checkMetricsPage(t *testing.T, ctx context.Context) {
 			of = append(of, fmt.Sprintf("%s %d", k, others[k]))
 			total += others[k]
 		}
-		t.Logf("%s: %d bytes, etcd_network_active_peers %s; %d bytes of other components' series (%s)", url, len(b), strings.Join(values, ","), total, strings.Join(of, ", "))
+		t.Logf("%s: %d bytes, etcd_network_active_peers %s; %d bytes of other components' series (%s)", url, page.Bytes, strings.Join(values, ","), total, strings.Join(of, ", "))
 	}
 	s.fig.activePeers = strings.Join(peers, "; ")
 }

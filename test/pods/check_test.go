@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/fsync"
+	"github.com/fleet-role/fleet-role/lab/metricscrape"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
@@ -283,29 +282,17 @@ func (s *scenario) agreeEtcd(t *testing.T, ctx context.Context, out string) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("etcd: %v\n%s", err, out)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:2381/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	page, err := metricscrape.Fetch(ctx, nil, "http://127.0.0.1:2381/metrics")
 	if err != nil {
-		t.Fatal(err)
-	}
-	page, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("etcd: %v", err)
 	}
 	var id string
-	isLeader, hasLeader := false, false
-	for _, line := range strings.Split(string(page), "\n") {
-		switch {
-		case strings.HasPrefix(line, "etcd_server_id{"):
-			id = between(line, `server_id="`, `"`)
-		case strings.HasPrefix(line, "etcd_server_is_leader "):
-			isLeader = strings.HasSuffix(line, " 1")
-		case strings.HasPrefix(line, "etcd_server_has_leader "):
-			hasLeader = strings.HasSuffix(line, " 1")
-		}
+	for _, m := range page.Series("etcd_server_id", nil) {
+		id = m.Labels["server_id"]
 	}
-	if got.MemberID != id || got.IsLeader != isLeader || got.HasLeader != hasLeader || id != s.c.Etcd.Members[0].MemberID() {
+	isLeader, _ := page.Value("etcd_server_is_leader", nil)
+	hasLeader, _ := page.Value("etcd_server_has_leader", nil)
+	if got.MemberID != id || got.IsLeader != (isLeader == 1) || got.HasLeader != (hasLeader == 1) || id != s.c.Etcd.Members[0].MemberID() {
 		t.Errorf("etcd: the pod reads member %s leader %v has leader %v; 127.0.0.1:2381 on the host says %s %v %v (etcd's own ID %s)",
 			got.MemberID, got.IsLeader, got.HasLeader, id, isLeader, hasLeader, s.c.Etcd.Members[0].MemberID())
 	} else {
