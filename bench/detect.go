@@ -17,6 +17,7 @@ import (
 	"github.com/fleet-role/fleet-role/lab/demo"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
+	"github.com/fleet-role/fleet-role/lab/statuscheck"
 )
 
 // Detection runs the demo with its slow fault and returns the periods from
@@ -180,12 +181,13 @@ func CleanRun(ctx context.Context, etcdBinary string, cfg CleanConfig, log io.Wr
 			return c, err
 		}
 		if end.IsZero() {
-			if allFit(st, s.Window) {
+			held := statuscheck.EveryFit(st, s.Window)
+			if held == nil {
 				end = time.Now().Add(time.Duration(windows) * window)
 				fmt.Fprintf(log, "clean run: every host fit with a full window; counting for %d windows (%s)\n", windows, time.Duration(windows)*window)
 				prev, first = st, st.Memory
 			} else if time.Now().After(baseline) {
-				return c, fmt.Errorf("clean run: not every host fit within %s: %s", 3*window, verdicts(st))
+				return c, fmt.Errorf("clean run: not every host fit within %s (%s): %w", 3*window, verdicts(st), held)
 			}
 			continue
 		}
@@ -261,15 +263,6 @@ func verdictChanges(prev, st *decide.Status, at int, log *[]string) int {
 		}
 	}
 	return n
-}
-
-func allFit(st *decide.Status, window int) bool {
-	for _, h := range st.Hosts {
-		if h.Verdict != decide.Fit || h.Samples < window {
-			return false
-		}
-	}
-	return len(st.Hosts) > 0 && st.Decision.Action == decide.ActionNone
 }
 
 func verdicts(st *decide.Status) string {

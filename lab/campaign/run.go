@@ -19,6 +19,7 @@ import (
 	"github.com/fleet-role/fleet-role/lab/cpulimit"
 	"github.com/fleet-role/fleet-role/lab/fleet"
 	"github.com/fleet-role/fleet-role/lab/slowdisk"
+	"github.com/fleet-role/fleet-role/lab/statuscheck"
 )
 
 // Settings is the campaign's settings file: k3s's etcd timing (heartbeat
@@ -192,7 +193,7 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	writes := watchRecords(octx, fl.Admin, s.RecordsNamespace(), fl.Voters, time.Duration(s.StaleAfter().Value*float64(time.Second)))
 
 	r.logf("waiting for every host fit with a full window (%d samples of %v) and the cooldown passed", s.Window, s.SamplePeriod)
-	if _, err := r.waitFor(ctx, "every host fit and the cooldown passed", cfg.RecoverTimeout+2*time.Minute, time.Time{}, baseline); err != nil {
+	if _, err := r.waitFor(ctx, "every host fit and the cooldown passed", cfg.RecoverTimeout+2*time.Minute, time.Time{}, r.baseline); err != nil {
 		return nil, err
 	}
 	res.Baseline = time.Now().UTC()
@@ -259,39 +260,23 @@ func heldSpans(faults []Fault, held map[string][]Interval, why string, extend ti
 	}
 }
 
+// allFit holds when every host is fit on a full window and nothing is
+// swapped.
+func (r *runner) allFit(st *decide.Status) error {
+	return statuscheck.EveryFit(st, r.fl.Settings.Window)
+}
+
 // baseline holds when every host is fit with a full window, nothing is
 // swapped and the cooldown has passed: a swap must not be held back by the
 // cooldown, or a fault would time the cooldown rather than the detection.
-func baseline(st *decide.Status) error {
-	if err := allFit(st); err != nil {
+func (r *runner) baseline(st *decide.Status) error {
+	if err := r.allFit(st); err != nil {
 		return err
 	}
 	for _, r := range st.Decision.Reasons {
 		if r.Signal == decide.GateCooldown && !r.OK {
 			return errors.New("the cooldown has not passed yet")
 		}
-	}
-	return nil
-}
-
-// allFit holds when every host is fit on a full window and nothing is
-// swapped.
-func allFit(st *decide.Status) error {
-	var not []string
-	for _, h := range st.Hosts {
-		if h.Verdict != decide.Fit {
-			why := string(h.Verdict)
-			if r, ok := decide.DecidingReason(h); ok {
-				why += ": " + decide.Summary(r)
-			}
-			not = append(not, h.Name+" "+why)
-		}
-	}
-	if len(not) > 0 {
-		return errors.New(strings.Join(not, "; "))
-	}
-	if st.Decision.Action != decide.ActionNone {
-		return fmt.Errorf("decision %s", st.Decision.Action)
 	}
 	return nil
 }
@@ -375,7 +360,7 @@ func (r *runner) inject(ctx context.Context, i, n int, sp Spec) (*Fault, error) 
 	// Every host fit again on a status decided a period after the fault's
 	// end at least: by then every probe has written a sample taken after
 	// it, so that what the fault left in the windows has been seen.
-	st, err := r.waitFor(ctx, "every host fit again", r.cfg.RecoverTimeout, f.End.Add(r.ranges.Period), allFit)
+	st, err := r.waitFor(ctx, "every host fit again", r.cfg.RecoverTimeout, f.End.Add(r.ranges.Period), r.allFit)
 	if err != nil {
 		return f, fmt.Errorf("fault %d (%s): %w", i+1, sp.Kind, err)
 	}

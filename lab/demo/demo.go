@@ -42,6 +42,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
+	"github.com/fleet-role/fleet-role/lab/statuscheck"
 	"github.com/fleet-role/fleet-role/lab/toolcache"
 )
 
@@ -354,7 +355,9 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 		}
 	}
 	phase(out, "baseline: every host samples once a %s until each has a full window of %d and is fit", f.set.SamplePeriod, f.set.Window)
-	st, err := f.until(ctx, ui, res, func(st *decide.Status) bool { return allFit(st, f.set.Window) })
+	st, err := f.until(ctx, ui, res, func(st *decide.Status) bool {
+		return statuscheck.EveryFit(st, f.set.Window, CraftedHost) == nil
+	})
 	if err != nil {
 		if st != nil {
 			return res, fmt.Errorf("baseline: %w; held by:\n%s", err, heldBy(st, f.set.Window))
@@ -756,44 +759,15 @@ func (f *fleet) pids() []int {
 	return out
 }
 
-func allFit(st *decide.Status, window int) bool {
-	if len(st.Hosts) == 0 {
-		return false
-	}
-	for _, h := range st.Hosts {
-		if h.Name == CraftedHost {
-			continue // unknown by design: its disk reading fails
-		}
-		if h.Verdict != decide.Fit || h.Samples < window {
-			return false
-		}
-	}
-	return st.Decision.Action == decide.ActionNone
-}
-
 // heldBy names each host that kept the baseline from being reached, and
 // why: a window not yet full, or a verdict other than fit with its deciding
-// reason; or, when every host is fit, the decision that was not none.
+// reason; or, when every host is fit, the decision that was not none. The
+// crafted host is unknown by design (its disk reading fails) and holds
+// nothing.
 func heldBy(st *decide.Status, window int) string {
 	var lines []string
-	for _, h := range st.Hosts {
-		if h.Name == CraftedHost {
-			continue
-		}
-		var why []string
-		if h.Samples < window {
-			why = append(why, fmt.Sprintf("%d of %d samples", h.Samples, window))
-		}
-		if h.Verdict != decide.Fit {
-			w := string(h.Verdict)
-			if r, ok := decide.DecidingReason(h); ok {
-				w += ": " + decide.Summary(r)
-			}
-			why = append(why, w)
-		}
-		if len(why) > 0 {
-			lines = append(lines, fmt.Sprintf("  %s (%s): %s", h.Name, h.Role, strings.Join(why, "; ")))
-		}
+	for _, h := range statuscheck.HeldHosts(st, window, CraftedHost) {
+		lines = append(lines, fmt.Sprintf("  %s (%s): %s", h.Host.Name, h.Host.Role, strings.Join(h.Why, "; ")))
 	}
 	if len(st.Hosts) == 0 {
 		lines = append(lines, "  no host has reported")

@@ -2,14 +2,16 @@
 // the way the end-to-end scenarios judge it: a host's reasons, the
 // decision's, the swap a decision names, every host fit with a full
 // window, and the bounds (in sample periods) within which a fault must
-// show. It is harness: test/k3s stands on it (test/mesh holds the same
-// rules in its own files).
+// show. It is harness: test/k3s stands on it (test/mesh holds its own
+// bounds, in lab/campaign's catalogue), and the campaign (so test/mesh),
+// the demo and the bench wait for every host fit with it.
 package statuscheck
 
 import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,27 +99,74 @@ func Brief(st *decide.Status) string {
 	return strings.Join(parts, "; ") + "; " + what
 }
 
+// Held is a host that keeps a status from every host fit, and why: its
+// window not yet full, or its verdict other than fit with its deciding
+// reason.
+type Held struct {
+	Host decide.Host
+	Why  []string
+}
+
+// HeldHosts are the hosts of st, but those named in skip, that are not fit
+// with a full window of window samples, in the status's order.
+func HeldHosts(st *decide.Status, window int, skip ...string) []Held {
+	var out []Held
+	for _, h := range st.Hosts {
+		if slices.Contains(skip, h.Name) {
+			continue
+		}
+		var why []string
+		if h.Samples < window {
+			why = append(why, fmt.Sprintf("%d of %d samples", h.Samples, window))
+		}
+		if h.Verdict != decide.Fit {
+			w := string(h.Verdict)
+			if r, ok := decide.DecidingReason(h); ok {
+				w += ": " + decide.Summary(r)
+			}
+			why = append(why, w)
+		}
+		if len(why) > 0 {
+			out = append(out, Held{Host: h, Why: why})
+		}
+	}
+	return out
+}
+
+// EveryFit holds when st has a host, every host but those named in skip is
+// fit with a full window of window samples, and the decision is none: the
+// baseline every harness waits for before a fault, and again after it. Its
+// error names every host that holds it and why.
+func EveryFit(st *decide.Status, window int, skip ...string) error {
+	if len(st.Hosts) == 0 {
+		return errors.New("no host in the status")
+	}
+	if held := HeldHosts(st, window, skip...); len(held) > 0 {
+		var parts []string
+		for _, h := range held {
+			parts = append(parts, h.Host.Name+" "+strings.Join(h.Why, ", "))
+		}
+		return errors.New(strings.Join(parts, "; "))
+	}
+	if st.Decision.Action != decide.ActionNone {
+		return fmt.Errorf("every host is fit, but the decision is %s %s -> %s, want none", st.Decision.Action, st.Decision.Out, st.Decision.In)
+	}
+	return nil
+}
+
 // AllFit holds every one of hosts present with a full window and fit, no
 // other host, and the decision none because every voter is fit.
 func AllFit(st *decide.Status, hosts []string, s settings.Settings) error {
 	for _, name := range hosts {
-		h := HostOf(st, name)
-		if h == nil {
+		if HostOf(st, name) == nil {
 			return fmt.Errorf("%s is not in the status", name)
-		}
-		if h.Samples != s.Window {
-			return fmt.Errorf("%s has %d of %d samples", name, h.Samples, s.Window)
-		}
-		if h.Verdict != decide.Fit {
-			r, _ := decide.DecidingReason(*h)
-			return fmt.Errorf("%s is %s: %s", name, h.Verdict, decide.Summary(r))
 		}
 	}
 	if len(st.Hosts) != len(hosts) {
 		return fmt.Errorf("%d hosts in the status, want %d", len(st.Hosts), len(hosts))
 	}
-	if st.Decision.Action != decide.ActionNone {
-		return fmt.Errorf("decision %s %s -> %s, want none", st.Decision.Action, st.Decision.Out, st.Decision.In)
+	if err := EveryFit(st, s.Window); err != nil {
+		return err
 	}
 	r := DecisionReason(st, decide.StepReplace, "")
 	if r == nil || r.OK || r.Detail != "every voter is fit: nothing to replace" {
