@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/probe"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/demo"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
@@ -149,8 +149,8 @@ func CleanRun(ctx context.Context, etcdBinary string, cfg CleanConfig, log io.Wr
 	baseline := time.Now().Add(3 * time.Duration(s.Window) * s.SamplePeriod)
 	var (
 		c      = Clean{Windows: windows, StallPeriods: cfg.StallPeriods, MembersOnly: cfg.MembersOnly}
-		prev   *decide.Status
-		first  decide.Memory
+		prev   *status.Status
+		first  status.Memory
 		end    time.Time
 		window = time.Duration(s.Window) * s.SamplePeriod
 		// The stall under way: resumeC fires when it is to end; stopped
@@ -192,13 +192,13 @@ func CleanRun(ctx context.Context, etcdBinary string, cfg CleanConfig, log io.Wr
 			continue
 		}
 		c.Decisions++
-		if st.Decision.Action == decide.ActionSwap {
+		if st.Decision.Action == status.ActionSwap {
 			c.SwapDecisions++
-			if prev.Decision.Action != decide.ActionSwap {
+			if prev.Decision.Action != status.ActionSwap {
 				c.Swaps++
 				c.Changes = append(c.Changes, fmt.Sprintf("decision %d: swap %s for %s; %s", c.Decisions, st.Decision.Out, st.Decision.In, steps(st)))
 			}
-		} else if prev.Decision.Action == decide.ActionSwap {
+		} else if prev.Decision.Action == status.ActionSwap {
 			c.Flaps++
 			c.Changes = append(c.Changes, fmt.Sprintf("decision %d: the swap of %s published at the previous decision is gone; %s", c.Decisions, prev.Decision.Out, steps(st)))
 		}
@@ -229,11 +229,11 @@ func CleanRun(ctx context.Context, etcdBinary string, cfg CleanConfig, log io.Wr
 }
 
 // steps is what the decision's fleet_wide, attribution and steady steps said.
-func steps(st *decide.Status) string {
+func steps(st *status.Status) string {
 	var out []string
 	for _, r := range st.Decision.Reasons {
 		switch r.Signal {
-		case decide.StepFleetWide, decide.StepAttribution, decide.StepSteady:
+		case status.StepFleetWide, status.StepAttribution, status.StepSteady:
 			out = append(out, fmt.Sprintf("%s %s ok=%t: %s", r.Signal, r.Subject, r.OK, r.Detail))
 		}
 	}
@@ -243,8 +243,8 @@ func steps(st *decide.Status) string {
 	return strings.Join(out, "; ")
 }
 
-func verdictChanges(prev, st *decide.Status, at int, log *[]string) int {
-	was := map[string]decide.Verdict{}
+func verdictChanges(prev, st *status.Status, at int, log *[]string) int {
+	was := map[string]status.Verdict{}
 	for _, h := range prev.Hosts {
 		was[h.Name] = h.Verdict
 	}
@@ -255,7 +255,7 @@ func verdictChanges(prev, st *decide.Status, at int, log *[]string) int {
 			why := ""
 			for _, r := range h.Reasons {
 				if !r.OK {
-					why = decide.Summary(r)
+					why = status.Summary(r)
 					break
 				}
 			}
@@ -265,7 +265,7 @@ func verdictChanges(prev, st *decide.Status, at int, log *[]string) int {
 	return n
 }
 
-func verdicts(st *decide.Status) string {
+func verdicts(st *status.Status) string {
 	var out []string
 	for _, h := range st.Hosts {
 		out = append(out, fmt.Sprintf("%s %s (%d samples)", h.Name, h.Verdict, h.Samples))

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -191,13 +191,13 @@ func FleetNodes(s settings.Settings, voters, standbys int, peerAddr func(i int) 
 		}}
 		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: name}}
 		if i < voters {
-			n.Labels[decide.EtcdRoleLabel] = "true"
+			n.Labels[k3snode.EtcdRoleLabel] = "true"
 			n.Labels["node-role.kubernetes.io/control-plane"] = "true"
 			n.Annotations["etcd.k3s.cattle.io/node-name"] = name + "-1a2b3c4d"
-			n.Annotations[decide.NodeAddressAnnotation] = "127.0.0.1"
+			n.Annotations[k3snode.NodeAddressAnnotation] = "127.0.0.1"
 			n.Annotations[probe.PeerAddressAnnotation] = peerAddr(i)
 			n.Status.Conditions = []corev1.NodeCondition{{
-				Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
+				Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
 			}}
 		}
 		nodes = append(nodes, n)

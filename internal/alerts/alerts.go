@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Group is the name of the rule group.
@@ -64,14 +64,14 @@ func Rules(s settings.Settings) []Rule {
 
 func rules(s settings.Settings) []Rule {
 	p := s.SamplePeriod
-	steady := time.Duration(decide.SteadyPeriods) * p
+	steady := time.Duration(status.SteadyPeriods) * p
 	stale := Staleness(s)
 	return []Rule{
 		{
 			Alert: "FleetRoleVoterUnfit",
 			Expr:  `fleet_role_host_verdict{role="voter",verdict="unfit"} == 1`,
 			For:   steady,
-			Basis: fmt.Sprintf("steady periods (%d) x sample_period: the longest the hysteresis holds a swap that stays named before the controller publishes it (every voter writes again, then the next decision)", decide.SteadyPeriods),
+			Basis: fmt.Sprintf("steady periods (%d) x sample_period: the longest the hysteresis holds a swap that stays named before the controller publishes it (every voter writes again, then the next decision)", status.SteadyPeriods),
 			Labels: map[string]string{
 				"severity": "warning",
 			},
@@ -118,7 +118,7 @@ func rules(s settings.Settings) []Rule {
 			// or two voters have no margin by design, which no swap gives.
 			Expr:  `fleet_role_failure_tolerance{lost="unfit_and_unknown"} == 0 and on() fleet_role_failure_tolerance{lost="unknown"} > 0`,
 			For:   steady,
-			Basis: fmt.Sprintf("steady periods (%d) x sample_period, as FleetRoleVoterUnfit: the tolerance falls with the verdicts that alert waits out", decide.SteadyPeriods),
+			Basis: fmt.Sprintf("steady periods (%d) x sample_period, as FleetRoleVoterUnfit: the tolerance falls with the verdicts that alert waits out", status.SteadyPeriods),
 			Labels: map[string]string{
 				"severity": "warning",
 			},

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // ExitUnfit is a check's exit code for a reading taken and judged unfit
@@ -43,7 +43,7 @@ func judge(l settings.Limit, what string, value float64) checkVerdict {
 		v.Verdict = checkFit
 	}
 	lim := l.Value
-	v.Why = decide.Summary(decide.Reason{Signal: what, Value: &value, Limit: &lim, Unit: l.Unit, Rule: l.Rule})
+	v.Why = status.Summary(status.Reason{Signal: what, Value: &value, Limit: &lim, Unit: l.Unit, Rule: l.Rule})
 	return v
 }
 

@@ -26,8 +26,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/apiserver"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
@@ -296,12 +296,12 @@ func TestControllerProcess(t *testing.T) {
 		}
 		return nil
 	})
-	raw := c.Data(t, "fleet-role-status")[decide.StatusKey]
-	st, err := decide.UnmarshalStatus([]byte(raw))
+	raw := c.Data(t, "fleet-role-status")[status.StatusKey]
+	st, err := status.UnmarshalStatus([]byte(raw))
 	if err != nil {
 		t.Fatalf("status.json: %v", err)
 	}
-	if len(st.Hosts) != 1 || st.Hosts[0].Name != "server-1" || st.Hosts[0].Verdict != decide.Unknown {
+	if len(st.Hosts) != 1 || st.Hosts[0].Name != "server-1" || st.Hosts[0].Verdict != status.Unknown {
 		t.Errorf("status hosts %+v, want server-1 unknown (no probe entry)", st.Hosts)
 	}
 	if w := st.Writer; w == nil || w.Lease != "fleet-role/fleet-role" || !strings.HasPrefix(w.Identity, hostname(t)+"_") {

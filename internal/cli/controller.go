@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
@@ -118,18 +117,18 @@ worth). While it leads it names its page in the Endpoints of the Service
 			return err
 		}
 		defer stopEvents()
-		nodes := client.NewNodeInformer(decide.NodeView(s), decide.NodeSelectors(s)...)
+		nodes := client.NewNodeInformer(kube.NodeView(s), kube.NodeSelectors(s)...)
 		// The records of nodes no vote could go to are counted, not held
 		// (docs/performance.md, Bounded cost).
 		records := client.NewRecordInformerHolding(s.RecordsNamespace(), func(node string) (bool, bool) {
 			n, ok := nodes.Get(node)
 			if !ok {
 				// The informer holds every Node that could vote
-				// (decide.NodeSelectors): once it has its first lists,
+				// (kube.NodeSelectors): once it has its first lists,
 				// a Node it lacks could not, or does not exist.
 				return false, nodes.HasSynced()
 			}
-			return decide.CanVote(n, s), true
+			return kube.NodeCanVote(n, s), true
 		})
 		c, err := controller.New(controller.Config{
 			Settings: s,

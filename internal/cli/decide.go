@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
@@ -108,14 +110,14 @@ It prints the status as ` + "`fleet-role status`" + ` prints the published one:
 		if len(list.Items) == 0 {
 			return usageErrorf("--nodes %s: holds no Node; want %s", nodes, inputWants["--nodes"])
 		}
-		in.Nodes = decide.NodesFromKube(list.Items, s)
+		in.Nodes = kube.NodesFromKube(list.Items, s)
 
 		if previous != "" {
 			data, err := os.ReadFile(previous)
 			if err != nil {
 				return usageErrorf("read --previous: %w", err)
 			}
-			if in.Previous, err = decide.StatusFromJSON(data); err != nil {
+			if in.Previous, err = status.StatusFromJSON(data); err != nil {
 				if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
 					return notJSON("--previous", previous, data, err)
 				}
@@ -124,7 +126,7 @@ It prints the status as ` + "`fleet-role status`" + ` prints the published one:
 		}
 
 		st := decide.Decide(in)
-		decide.WithActing(&st, list.Items, s, in.Now)
+		kube.WithActing(&st, list.Items, s, in.Now)
 		out := cmd.OutOrStdout()
 		switch output {
 		case outputTable:

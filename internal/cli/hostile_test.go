@@ -14,8 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // hostileRecords are the shapes issue 11 found, and others: each a record a
@@ -79,10 +79,10 @@ func TestDecideOnHostileRecords(t *testing.T) {
 	args := []string{"decide", "--probe", probe, "--nodes", nodesPath, "--now", strings.TrimSpace(string(now)), "-o", "json"}
 
 	out, peak := runMeasured(t, bin, args...)
-	if len(out) > decide.MaxStatusBytes {
-		t.Fatalf("status of %d bytes, over %d", len(out), decide.MaxStatusBytes)
+	if len(out) > status.MaxStatusBytes {
+		t.Fatalf("status of %d bytes, over %d", len(out), status.MaxStatusBytes)
 	}
-	st, err := decide.UnmarshalStatus(out)
+	st, err := status.UnmarshalStatus(out)
 	if err != nil {
 		t.Fatalf("the status does not parse: %v", err)
 	}
@@ -90,11 +90,11 @@ func TestDecideOnHostileRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clean, err := decide.UnmarshalStatus(want)
+	clean, err := status.UnmarshalStatus(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	verdicts := map[string]decide.Verdict{}
+	verdicts := map[string]status.Verdict{}
 	for _, h := range st.Hosts {
 		verdicts[h.Name] = h.Verdict
 	}
@@ -104,7 +104,7 @@ func TestDecideOnHostileRecords(t *testing.T) {
 		}
 	}
 	for node := range hostile {
-		if v, ok := verdicts[node]; !ok || v != decide.Unknown {
+		if v, ok := verdicts[node]; !ok || v != status.Unknown {
 			t.Errorf("hostile record %s: verdict %q (listed %v), want unknown", node, v, ok)
 		}
 	}

@@ -1,9 +1,8 @@
 package cli
 
 import (
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/spf13/pflag"
-
-	"github.com/fleet-role/fleet-role/internal/decide"
 )
 
 // The forms decide and status print a status in, one convention for both
@@ -44,15 +43,15 @@ func checkOutput(output string) error {
 
 // decisionCode is the exit code a status's decision calls for: 1 for a
 // swap, 0 for none; an answer, not an error.
-func decisionCode(st *decide.Status) int {
-	if st.Decision.Action == decide.ActionSwap {
+func decisionCode(st *status.Status) int {
+	if st.Decision.Action == status.ActionSwap {
 		return StatusExitSwap
 	}
 	return StatusExitNone
 }
 
 // decisionExit is decisionCode as the error a command returns: nil for 0.
-func decisionExit(st *decide.Status) error {
+func decisionExit(st *status.Status) error {
 	if c := decisionCode(st); c != StatusExitNone {
 		return &exitError{code: c}
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -89,7 +89,7 @@ func TestControllerEndsWithItsContext(t *testing.T) {
 			t.Fatalf("the controller exited %d before its context ended: %s", n, errb.String())
 		default:
 		}
-		if _, ok := c.Data(t, "fleet-role-status")[decide.StatusKey]; !ok {
+		if _, ok := c.Data(t, "fleet-role-status")[status.StatusKey]; !ok {
 			return errors.New("no status written yet")
 		}
 		if status, _, err := get("http://" + addr + "/readyz"); err != nil || status != 200 {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
@@ -83,7 +82,7 @@ start and 0 on SIGTERM, after writing what it holds. It serves /metrics, /health
 			return usageErrorf("kubernetes client: %w", err)
 		}
 		metrics := probe.NewMetrics()
-		nodes := client.NewNodeInformer(decide.NodeView(s, probe.PeerAddressAnnotation), decide.NodeSelectors(s)...)
+		nodes := client.NewNodeInformer(kube.NodeView(s, probe.PeerAddressAnnotation), kube.NodeSelectors(s)...)
 		p, err := probe.New(probe.Config{
 			Node:     node,
 			Settings: s,

@@ -28,9 +28,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
@@ -114,7 +114,7 @@ failed).`,
 			return statusErrorf("html and --watch: the page is written from one status; leave one out")
 		}
 		if output == outputHTML && host != "" {
-			return statusErrorf("-o html and HOST %q: the page shows the whole fleet; leave HOST out, or use -o table or json", decide.Printable(host))
+			return statusErrorf("-o html and HOST %q: the page shows the whole fleet; leave HOST out, or use -o table or json", status.Printable(host))
 		}
 		cfg, err := userConfig(kubeconfig, kubeContext)
 		if err != nil {
@@ -220,13 +220,13 @@ type statusReader struct {
 // print writes the status the ConfigMap holds and returns the exit code it
 // calls for, or an error when it holds none that can be read.
 func (r statusReader) print(w io.Writer, cm *corev1.ConfigMap) (int, error) {
-	raw, ok := cm.Data[decide.StatusKey]
+	raw, ok := cm.Data[status.StatusKey]
 	if !ok {
-		return StatusExitError, fmt.Errorf("configmap %s/%s has no %s: the controller has not published a decision yet", r.namespace, r.name, decide.StatusKey)
+		return StatusExitError, fmt.Errorf("configmap %s/%s has no %s: the controller has not published a decision yet", r.namespace, r.name, status.StatusKey)
 	}
-	st, err := decide.UnmarshalStatus([]byte(raw))
+	st, err := status.UnmarshalStatus([]byte(raw))
 	if err != nil {
-		return StatusExitError, fmt.Errorf("configmap %s/%s, %s: %w", r.namespace, r.name, decide.StatusKey, err)
+		return StatusExitError, fmt.Errorf("configmap %s/%s, %s: %w", r.namespace, r.name, status.StatusKey, err)
 	}
 	code := decisionCode(st)
 	age, stale := ageLine(st, r.now())
@@ -250,7 +250,7 @@ func (r statusReader) print(w io.Writer, cm *corev1.ConfigMap) (int, error) {
 	if r.host != "" {
 		h, ok := findHost(st, r.host)
 		if !ok {
-			return StatusExitError, fmt.Errorf("host %q: not in the status (%s)", decide.Printable(r.host), hostList(st))
+			return StatusExitError, fmt.Errorf("host %q: not in the status (%s)", status.Printable(r.host), hostList(st))
 		}
 		if r.output == "json" {
 			b, err := jsonIndent(h)
@@ -273,22 +273,22 @@ func (r statusReader) print(w io.Writer, cm *corev1.ConfigMap) (int, error) {
 	return code, st.WriteTable(w)
 }
 
-func findHost(st *decide.Status, name string) (decide.Host, bool) {
+func findHost(st *status.Status, name string) (status.Host, bool) {
 	for _, h := range st.Hosts {
 		if h.Name == name {
 			return h, true
 		}
 	}
-	return decide.Host{}, false
+	return status.Host{}, false
 }
 
 // hostList names the status's hosts for an error, at most a fleet's worth
 // (etcd's most members, seven, and as many standbys) before it counts.
-func hostList(st *decide.Status) string {
+func hostList(st *status.Status) string {
 	const most = 14
 	names := make([]string, 0, len(st.Hosts))
 	for _, h := range st.Hosts {
-		names = append(names, decide.Printable(h.Name))
+		names = append(names, status.Printable(h.Name))
 	}
 	sort.Strings(names)
 	if len(names) == 0 {
@@ -302,14 +302,14 @@ func hostList(st *decide.Status) string {
 
 // writeHost prints one host with every reason: its mark, the reason in one
 // line with its number and limit, and the basis of the limit.
-func writeHost(w io.Writer, st *decide.Status, h decide.Host) error {
+func writeHost(w io.Writer, st *status.Status, h status.Host) error {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "host\t%s\n", decide.Printable(h.Name))
-	fmt.Fprintf(tw, "role\t%s\n", decide.Printable(string(h.Role)))
+	fmt.Fprintf(tw, "host\t%s\n", status.Printable(h.Name))
+	fmt.Fprintf(tw, "role\t%s\n", status.Printable(string(h.Role)))
 	fmt.Fprintf(tw, "eligible\t%t\n", h.Eligible)
 	fmt.Fprintf(tw, "pinned\t%t\n", h.Pinned)
-	fmt.Fprintf(tw, "verdict\t%s\n", decide.Printable(string(h.Verdict)))
+	fmt.Fprintf(tw, "verdict\t%s\n", status.Printable(string(h.Verdict)))
 	fmt.Fprintf(tw, "samples\t%d of a window of %d\n", h.Samples, st.Settings.Values.Window)
 	if h.RecordBytes > 0 {
 		fmt.Fprintf(tw, "record\t%d bytes (cap %d)\n", h.RecordBytes, st.Records.CapBytes)
@@ -321,8 +321,8 @@ func writeHost(w io.Writer, st *decide.Status, h decide.Host) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write host: %w", err)
 	}
-	if r, ok := decide.DecidingReason(h); ok {
-		fmt.Fprintf(&b, "deciding: %s\n", decide.Printable(decide.Summary(r)))
+	if r, ok := status.DecidingReason(h); ok {
+		fmt.Fprintf(&b, "deciding: %s\n", status.Printable(status.Summary(r)))
 	}
 	fmt.Fprintf(&b, "reasons (%d):\n", len(h.Reasons))
 	for _, r := range h.Reasons {
@@ -330,31 +330,31 @@ func writeHost(w io.Writer, st *decide.Status, h decide.Host) error {
 		if !r.OK {
 			mark = "NO"
 		}
-		fmt.Fprintf(&b, "  %-3s %s\n", mark, decide.Printable(decide.Summary(r)))
+		fmt.Fprintf(&b, "  %-3s %s\n", mark, status.Printable(status.Summary(r)))
 		if r.Value != nil && r.Limit != nil && r.Detail != "" {
-			fmt.Fprintf(&b, "        %s\n", decide.Printable(r.Detail))
+			fmt.Fprintf(&b, "        %s\n", status.Printable(r.Detail))
 		}
 		if r.Basis != "" {
-			fmt.Fprintf(&b, "        basis: %s\n", decide.Printable(r.Basis))
+			fmt.Fprintf(&b, "        basis: %s\n", status.Printable(r.Basis))
 		}
 	}
 	d := st.Decision
 	switch {
-	case d.Action == decide.ActionSwap && d.Out == h.Name:
-		fmt.Fprintf(&b, "decision: swap %s out, %s in: this host would leave (dry run: nothing is changed)\n", decide.Printable(d.Out), decide.Printable(d.In))
-	case d.Action == decide.ActionSwap && d.In == h.Name:
-		fmt.Fprintf(&b, "decision: swap %s out, %s in: this host would join (dry run: nothing is changed)\n", decide.Printable(d.Out), decide.Printable(d.In))
-	case d.Action == decide.ActionSwap:
-		fmt.Fprintf(&b, "decision: swap %s out, %s in: not this host (dry run: nothing is changed)\n", decide.Printable(d.Out), decide.Printable(d.In))
+	case d.Action == status.ActionSwap && d.Out == h.Name:
+		fmt.Fprintf(&b, "decision: swap %s out, %s in: this host would leave (dry run: nothing is changed)\n", status.Printable(d.Out), status.Printable(d.In))
+	case d.Action == status.ActionSwap && d.In == h.Name:
+		fmt.Fprintf(&b, "decision: swap %s out, %s in: this host would join (dry run: nothing is changed)\n", status.Printable(d.Out), status.Printable(d.In))
+	case d.Action == status.ActionSwap:
+		fmt.Fprintf(&b, "decision: swap %s out, %s in: not this host (dry run: nothing is changed)\n", status.Printable(d.Out), status.Printable(d.In))
 	default:
 		if r, ok := d.DecidingStep(); ok {
-			fmt.Fprintf(&b, "decision: none, held by %s\n", decide.Printable(r.Signal))
+			fmt.Fprintf(&b, "decision: none, held by %s\n", status.Printable(r.Signal))
 		} else {
 			fmt.Fprintf(&b, "decision: none\n")
 		}
 		for _, r := range d.Reasons {
 			if !r.OK {
-				fmt.Fprintf(&b, "  NO  %s: %s\n", decide.Printable(r.Signal), decide.Printable(r.Detail))
+				fmt.Fprintf(&b, "  NO  %s: %s\n", status.Printable(r.Signal), status.Printable(r.Detail))
 			}
 		}
 	}
@@ -435,7 +435,7 @@ func (r statusReader) watch(ctx context.Context, cfg *rest.Config, out, errOut i
 			if !ok {
 				return false, nil
 			}
-			text := cm.Data[decide.StatusKey]
+			text := cm.Data[status.StatusKey]
 			if shown && text == last && lastErr == nil {
 				return false, nil
 			}
@@ -499,7 +499,7 @@ func jsonIndent(v any) ([]byte, error) {
 
 // writePage writes the status page of st to path, whole or not at all: to
 // a file beside it, renamed over path once written.
-func writePage(path string, st *decide.Status, source string) error {
+func writePage(path string, st *status.Status, source string) error {
 	var b bytes.Buffer
 	if err := statuspage.Render(&b, statuspage.PageOf(st, source)); err != nil {
 		return err

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // StatusExitStale is `fleet-role status`'s code for a status no controller
@@ -26,7 +26,7 @@ var shippedElection = controller.Election{LeaseDuration: controller.DefaultLease
 // follower writes at the start of its term, within a takeover bound of the
 // last renewal. So: a window, a period for the decisions' spacing and the
 // write, and a takeover.
-func staleAfter(st *decide.Status) (time.Duration, string) {
+func staleAfter(st *status.Status) (time.Duration, string) {
 	v := st.Settings.Values
 	window := time.Duration(v.Window) * v.SamplePeriod
 	takeover := shippedElection.TakeoverBound()
@@ -38,12 +38,12 @@ func staleAfter(st *decide.Status) (time.Duration, string) {
 // was decided, by whom, and how old it is by now (the reader's clock
 // against the writer's: a skew between the two counts too); and whether it
 // is stale.
-func ageLine(st *decide.Status, now time.Time) (line string, stale bool) {
+func ageLine(st *status.Status, now time.Time) (line string, stale bool) {
 	by := "no elected controller"
 	if w := st.Writer; w != nil {
-		by = fmt.Sprintf("%s (term %d of lease %s)", decide.Printable(w.Identity), w.Term, decide.Printable(w.Lease))
+		by = fmt.Sprintf("%s (term %d of lease %s)", status.Printable(w.Identity), w.Term, status.Printable(w.Lease))
 		if w.Version != "" {
-			by += ", fleet-role " + decide.Printable(w.Version)
+			by += ", fleet-role " + status.Printable(w.Version)
 		}
 	}
 	at := st.GeneratedAt.UTC().Format(time.RFC3339)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // The age line names the writer, its term and Lease, and the fleet-role
@@ -14,8 +14,8 @@ import (
 // were stamped says none, and the line then names none).
 func TestAgeLineNamesTheWritersVersion(t *testing.T) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	st := &decide.Status{GeneratedAt: at, Settings: decide.Settings{Values: settings.Defaults()}}
-	st.Writer = &decide.Writer{Identity: "controller-a", Lease: "fleet-role/fleet-role-controller", Term: 4, Version: "v0.1.0"}
+	st := &status.Status{GeneratedAt: at, Settings: status.Settings{Values: settings.Defaults()}}
+	st.Writer = &status.Writer{Identity: "controller-a", Lease: "fleet-role/fleet-role-controller", Term: 4, Version: "v0.1.0"}
 	line, stale := ageLine(st, at.Add(time.Minute))
 	if want := "decided 2026-12-03T12:00:00Z by controller-a (term 4 of lease fleet-role/fleet-role-controller), fleet-role v0.1.0, 1m0s ago"; stale || !strings.HasPrefix(line, want) {
 		t.Errorf("age line %q (stale %v), want it to start %q", line, stale, want)

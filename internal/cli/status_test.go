@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
 )
 
@@ -68,7 +68,7 @@ func decidedAt(t *testing.T, scenario string) (doc, table, at string) {
 // aged is what status prints of doc at now: its age line, then table.
 func aged(t *testing.T, doc, table string, now time.Time) string {
 	t.Helper()
-	st, err := decide.UnmarshalStatus([]byte(doc))
+	st, err := status.UnmarshalStatus([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 	store := client.ConfigMaps(ns)
 	publish := func(t *testing.T, text string) {
 		t.Helper()
-		if err := store.PatchKey(ctx, name, decide.StatusKey, &text); err != nil {
+		if err := store.PatchKey(ctx, name, status.StatusKey, &text); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := func(args ...string) cliRun {
+	runStatus := func(args ...string) cliRun {
 		return runMain(append([]string{"status", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name, "--now", readAt}, args...)...)
 	}
 	wantCode := func(t *testing.T, r cliRun, code int, stderr string) {
@@ -128,7 +128,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 	}
 
 	t.Run("missing configmap exits 2", func(t *testing.T) {
-		r := status()
+		r := runStatus()
 		wantCode(t, r, StatusExitError, "configmap fleet-ops/fleet-status: not found")
 		if r.stdout != "" {
 			t.Fatalf("printed %q", r.stdout)
@@ -138,27 +138,27 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("no status.json yet exits 2", func(t *testing.T) {
-		wantCode(t, status(), StatusExitError, "has no status.json: the controller has not published a decision yet")
+		wantCode(t, runStatus(), StatusExitError, "has no status.json: the controller has not published a decision yet")
 	})
 	t.Run("malformed status exits 2", func(t *testing.T) {
 		publish(t, `{"schema":"fleet-role.io/status/v1","hosts":[`)
-		wantCode(t, status(), StatusExitError, "configmap fleet-ops/fleet-status, status.json: decode status:")
+		wantCode(t, runStatus(), StatusExitError, "configmap fleet-ops/fleet-status, status.json: decode status:")
 		publish(t, `{"schema":"fleet-role.io/status/v0","hosts":[]}`)
-		wantCode(t, status("-o", "json"), StatusExitError, `schema "fleet-role.io/status/v0", this fleet-role reads "fleet-role.io/status/v1"`)
+		wantCode(t, runStatus("-o", "json"), StatusExitError, `schema "fleet-role.io/status/v0", this fleet-role reads "fleet-role.io/status/v1"`)
 	})
 	t.Run("bad output exits 2", func(t *testing.T) {
-		wantCode(t, status("-o", "yaml"), StatusExitError, `-o "yaml": want table, json or html`)
+		wantCode(t, runStatus("-o", "yaml"), StatusExitError, `-o "yaml": want table, json or html`)
 	})
 
 	t.Run("nothing to do exits 0", func(t *testing.T) {
 		doc, table := decided(t, "all-fit")
 		publish(t, doc)
-		r := status()
+		r := runStatus()
 		wantCode(t, r, StatusExitNone, "")
 		if table := aged(t, doc, table, at); r.stdout != table {
 			t.Fatalf("status prints\n%s\ndecide -o table prints\n%s", r.stdout, table)
 		}
-		r = status("-o", "json")
+		r = runStatus("-o", "json")
 		wantCode(t, r, StatusExitNone, "")
 		if r.stdout != doc {
 			t.Fatalf("status -o json is not the published document:\n%s", r.stdout)
@@ -169,7 +169,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 	table := aged(t, doc, decideTable, at)
 	t.Run("a swap exits 1", func(t *testing.T) {
 		publish(t, doc)
-		r := status()
+		r := runStatus()
 		wantCode(t, r, StatusExitSwap, "")
 		if r.stderr != "" {
 			t.Fatalf("a swap is an answer, not an error, but stderr says %q", r.stderr)
@@ -180,7 +180,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		if !strings.Contains(r.stdout, "decision: swap bravo out, delta in") {
 			t.Fatalf("no swap in\n%s", r.stdout)
 		}
-		r = status("-o", "json")
+		r = runStatus("-o", "json")
 		wantCode(t, r, StatusExitSwap, "")
 		if r.stdout != doc {
 			t.Fatalf("status -o json is not the published document")
@@ -188,7 +188,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		// --html writes the status page of the published document, and
 		// the table is printed as well.
 		page := filepath.Join(t.TempDir(), "status.html")
-		r = status("--html", page)
+		r = runStatus("--html", page)
 		wantCode(t, r, StatusExitSwap, "")
 		b, err := os.ReadFile(page)
 		if err != nil {
@@ -198,31 +198,31 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 			!strings.Contains(string(b), "published status (ConfigMap "+ns+"/"+name+")") || !strings.Contains(string(b), `id="link-matrix"`) {
 			t.Fatalf("--html wrote %d bytes without the swap, the source or the matrix, or the table changed", len(b))
 		}
-		wantCode(t, status("--html", page, "--watch"), StatusExitError, "html and --watch")
+		wantCode(t, runStatus("--html", page, "--watch"), StatusExitError, "html and --watch")
 		// -o html prints the same page, and exits as the table does.
-		r = status("-o", "html")
+		r = runStatus("-o", "html")
 		wantCode(t, r, StatusExitSwap, "")
 		if r.stdout != string(b) {
 			t.Fatalf("status -o html printed %d bytes, not the %d-byte page --html writes", len(r.stdout), len(b))
 		}
-		wantCode(t, status("-o", "html", "--watch"), StatusExitError, "html and --watch")
-		wantCode(t, status("-o", "html", "bravo"), StatusExitError, `-o html and HOST "bravo"`)
+		wantCode(t, runStatus("-o", "html", "--watch"), StatusExitError, "html and --watch")
+		wantCode(t, runStatus("-o", "html", "bravo"), StatusExitError, `-o html and HOST "bravo"`)
 	})
 	t.Run("the page shows the history the status carries", func(t *testing.T) {
-		st, err := decide.UnmarshalStatus([]byte(doc))
+		st, err := status.UnmarshalStatus([]byte(doc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := status("-o", "html"); !strings.Contains(r.stdout, "written from one decision") {
+		if r := runStatus("-o", "html"); !strings.Contains(r.stdout, "written from one decision") {
 			t.Fatalf("a status without a history: the page does not say it holds one decision")
 		}
-		st.History = &decide.History{TimesMS: []int64{st.GeneratedAt.UnixMilli() - 1500, 500, 500, 500}, Hosts: []decide.HostHistory{{Name: "bravo", Marks: "F2U2"}}}
+		st.History = &status.History{TimesMS: []int64{st.GeneratedAt.UnixMilli() - 1500, 500, 500, 500}, Hosts: []status.HostHistory{{Name: "bravo", Marks: "F2U2"}}}
 		with, err := st.Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}
 		publish(t, string(with))
-		r := status("-o", "html")
+		r := runStatus("-o", "html")
 		wantCode(t, r, StatusExitSwap, "")
 		if !strings.Contains(r.stdout, "4 remembered") || strings.Contains(r.stdout, "written from one decision") {
 			t.Fatalf("the page of a status carrying four decisions of history shows no history:\n%.2000s", r.stdout)
@@ -232,7 +232,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 
 	t.Run("a stale status exits 3", func(t *testing.T) {
 		publish(t, doc)
-		st, err := decide.UnmarshalStatus([]byte(doc))
+		st, err := status.UnmarshalStatus([]byte(doc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,11 +264,11 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 				t.Errorf("-o json read %v after the decision: exit %d, want %d and the document as published", c.age, r.code, c.code)
 			}
 		}
-		wantCode(t, status("--now", "yesterday"), StatusExitError, `--now "yesterday": want an RFC 3339 time`)
+		wantCode(t, runStatus("--now", "yesterday"), StatusExitError, `--now "yesterday": want an RFC 3339 time`)
 	})
 
 	t.Run("one host with every reason", func(t *testing.T) {
-		st, err := decide.UnmarshalStatus([]byte(doc))
+		st, err := status.UnmarshalStatus([]byte(doc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +276,7 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		if !ok {
 			t.Fatal("no bravo in the scenario")
 		}
-		r := status("bravo")
+		r := runStatus("bravo")
 		wantCode(t, r, StatusExitSwap, "")
 		words := strings.Join(strings.Fields(r.stdout), " ")
 		for _, want := range []string{"host bravo role voter eligible true pinned false verdict unfit samples 100 of a window of 100", "this host would leave", "deciding: connect alpha: 801.103ms, must be at most 250ms"} {
@@ -288,11 +288,11 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 			t.Fatalf("bravo has %d reasons; the test wants a host with many", len(h.Reasons))
 		}
 		for _, reason := range h.Reasons {
-			line := decide.Printable(decide.Summary(reason))
+			line := status.Printable(status.Summary(reason))
 			if !strings.Contains(r.stdout, line) {
 				t.Errorf("host view lacks the reason %q", line)
 			}
-			if reason.Basis != "" && !strings.Contains(r.stdout, "basis: "+decide.Printable(reason.Basis)) {
+			if reason.Basis != "" && !strings.Contains(r.stdout, "basis: "+status.Printable(reason.Basis)) {
 				t.Errorf("host view lacks the basis %q", reason.Basis)
 			}
 		}
@@ -300,9 +300,9 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 			t.Errorf("host view lists %d reasons, the status holds %d:\n%s", got, len(h.Reasons), r.stdout)
 		}
 
-		r = status("bravo", "-o", "json")
+		r = runStatus("bravo", "-o", "json")
 		wantCode(t, r, StatusExitSwap, "")
-		var got decide.Host
+		var got status.Host
 		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
 			t.Fatal(err)
 		}
@@ -312,8 +312,8 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 			t.Fatalf("host JSON\n%s\nis not the document's\n%s", back, want)
 		}
 
-		wantCode(t, status("zulu"), StatusExitError, `host "zulu": not in the status (hosts alpha, bravo, charlie, delta, echo)`)
-		wantCode(t, status("alpha", "bravo"), StatusExitError, "accepts at most 1 arg")
+		wantCode(t, runStatus("zulu"), StatusExitError, `host "zulu": not in the status (hosts alpha, bravo, charlie, delta, echo)`)
+		wantCode(t, runStatus("alpha", "bravo"), StatusExitError, "accepts at most 1 arg")
 	})
 
 	t.Run("KUBECONFIG", func(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Exit codes of `fleet-role timing`, as a check's: the cluster's timing
@@ -89,13 +89,13 @@ Exit codes:
 			if err != nil {
 				return statusError(err)
 			}
-			text, ok := cm.Data[decide.StatusKey]
+			text, ok := cm.Data[status.StatusKey]
 			if !ok {
-				return statusErrorf("configmap %s/%s has no %s: the controller has not published a decision yet", s.Namespace, s.StatusConfigMap, decide.StatusKey)
+				return statusErrorf("configmap %s/%s has no %s: the controller has not published a decision yet", s.Namespace, s.StatusConfigMap, status.StatusKey)
 			}
 			raw = []byte(text)
 		}
-		st, err := decide.UnmarshalStatus(raw)
+		st, err := status.UnmarshalStatus(raw)
 		if err != nil {
 			return statusError(err)
 		}
@@ -119,18 +119,18 @@ Exit codes:
 	return cmd
 }
 
-func versionOf(st *decide.Status) string {
+func versionOf(st *status.Status) string {
 	if v := st.Writer.VersionOrEmpty(); v != "" {
 		return v
 	}
 	return "not stamped"
 }
 
-func timingCode(t decide.Timing) int {
+func timingCode(t status.Timing) int {
 	switch t.Verdict {
-	case decide.TimingCovered:
+	case status.TimingCovered:
 		return TimingExitCovered
-	case decide.TimingUnmeasured:
+	case status.TimingUnmeasured:
 		return TimingExitUnmeasured
 	}
 	return TimingExitShort
@@ -138,10 +138,10 @@ func timingCode(t decide.Timing) int {
 
 // writeTiming prints the advice: its verdict and sentence, the two values
 // beside what is called for, and the k3s lines to set.
-func writeTiming(w io.Writer, t decide.Timing) error {
+func writeTiming(w io.Writer, t status.Timing) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "verdict\t%s\n", t.Verdict)
-	if t.Verdict != decide.TimingUnmeasured {
+	if t.Verdict != status.TimingUnmeasured {
 		fmt.Fprintf(tw, "\tthe cluster's\tcalled for\n")
 		fmt.Fprintf(tw, "heartbeat interval\t%d ms\t%d ms\n", t.CurrentHeartbeatMs, t.HeartbeatMs)
 		fmt.Fprintf(tw, "election timeout\t%d ms\t%d ms\n", t.CurrentElectionMs, t.ElectionMs)
@@ -149,7 +149,7 @@ func writeTiming(w io.Writer, t decide.Timing) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintln(w, decide.Printable(t.Sentence())); err != nil {
+	if _, err := fmt.Fprintln(w, status.Printable(t.Sentence())); err != nil {
 		return err
 	}
 	if len(t.EtcdArgs) == 0 {
@@ -158,7 +158,7 @@ func writeTiming(w io.Writer, t decide.Timing) error {
 	_, err := fmt.Fprintf(w, "\nin /etc/rancher/k3s/config.yaml on every server (then restart k3s one server at a time), and as heartbeat_interval and election_timeout in fleet-role's settings:\netcd-arg:\n")
 	for _, a := range t.EtcdArgs {
 		if err == nil {
-			_, err = fmt.Fprintf(w, "  - %s\n", decide.Printable(a))
+			_, err = fmt.Fprintf(w, "  - %s\n", status.Printable(a))
 		}
 	}
 	return err

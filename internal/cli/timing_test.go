@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // `fleet-role timing --from` on the decision core's golden statuses: a
@@ -40,12 +40,12 @@ func TestTimingCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := decide.UnmarshalStatus(raw)
+			st, err := status.UnmarshalStatus(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r = runMain("timing", "--from", golden(tc.scenario), "-o", "json")
-			var got decide.Timing
+			var got status.Timing
 			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != tc.code {
 				t.Fatalf("-o json: exit %d, %v: %s", r.code, err, r.stdout)
 			}

@@ -10,11 +10,11 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
@@ -104,11 +104,11 @@ func TestMetricsBoundedAgainstRecordTexts(t *testing.T) {
 		if round == 0 {
 			// The round's texts reach the status: the subjects the
 			// metrics leave out are really there.
-			r, ok := decide.DecidingReason(*statusHost(st, "agent-1"))
+			r, ok := status.DecidingReason(*statusHost(st, "agent-1"))
 			if !ok || r.Subject != "/var/lib/r000" {
 				t.Fatalf("agent-1's deciding reason %+v, want the fdatasync in /var/lib/r000", r)
 			}
-			r, ok = decide.DecidingReason(*statusHost(st, "server-1"))
+			r, ok = status.DecidingReason(*statusHost(st, "server-1"))
 			if !ok || r.Subject != "member f00d0" {
 				t.Fatalf("server-1's deciding reason %+v, want the round trip to member f00d0", r)
 			}
@@ -125,7 +125,7 @@ func TestMetricsBoundedAgainstRecordTexts(t *testing.T) {
 	t.Logf("12 rounds of new texts in every record: %d series each round", first)
 }
 
-func statusHost(st *decide.Status, name string) *decide.Host {
+func statusHost(st *status.Status, name string) *status.Host {
 	for i := range st.Hosts {
 		if st.Hosts[i].Name == name {
 			return &st.Hosts[i]

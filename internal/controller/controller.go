@@ -23,6 +23,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
@@ -59,13 +60,13 @@ type Controller struct {
 	cfg Config
 	log *slog.Logger
 
-	previous *decide.Status // the last decision, in memory; read from the ConfigMap once at start
+	previous *status.Status // the last decision, in memory; read from the ConfigMap once at start
 	// previousAt is previous's generation by this process's clock when
 	// another writer's clock wrote it (leader.go, previousAt); zero once
 	// this process has decided.
 	previousAt  time.Time
 	loaded      bool
-	lastWritten [sha256.Size]byte // the fingerprint of the last decision written (decide.Status.Fingerprint): the document itself is a ConfigMap's worth at a large fleet
+	lastWritten [sha256.Size]byte // the fingerprint of the last decision written (status.Status.Fingerprint): the document itself is a ConfigMap's worth at a large fleet
 	lastWriteAt time.Time         // when it was written
 	lastOutcome string            // its decision and verdicts (outcomeOf)
 
@@ -151,7 +152,7 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Tick is one decision: read, decide, publish when the document changed.
-func (c *Controller) Tick(ctx context.Context) (*decide.Status, error) {
+func (c *Controller) Tick(ctx context.Context) (*status.Status, error) {
 	start := c.cfg.Clock.Now()
 	st, err := c.tick(ctx)
 	c.cfg.Metrics.observeLoop(c.cfg.Clock.Since(start), err)
@@ -164,7 +165,7 @@ func (c *Controller) Tick(ctx context.Context) (*decide.Status, error) {
 	return st, err
 }
 
-func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
+func (c *Controller) tick(ctx context.Context) (*status.Status, error) {
 	s := c.cfg.Settings
 	if !c.loaded {
 		c.loadPrevious(ctx)
@@ -182,7 +183,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 	st := decide.Decide(decide.Input{
 		Now:        now,
 		Settings:   s,
-		Nodes:      decide.NodesFromKube(kubeNodes, s),
+		Nodes:      kube.NodesFromKube(kubeNodes, s),
 		Entries:    entries,
 		Unreadable: unreadable,
 		Previous:   c.previous,
@@ -191,7 +192,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 		Protection: c.protection(ctx, now),
 		Unheld:     unheldOf(c.cfg.Records),
 	})
-	decide.WithActing(&st, kubeNodes, s, now)
+	kube.WithActing(&st, kubeNodes, s, now)
 	if c.source != nil {
 		src := *c.source
 		st.Settings.Source = &src
@@ -232,7 +233,7 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 				return nil, fmt.Errorf("encode status: %w", err)
 			}
 			text := string(doc)
-			write := func() error { return c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, decide.StatusKey, &text) }
+			write := func() error { return c.cfg.Store.PatchKey(ctx, s.StatusConfigMap, status.StatusKey, &text) }
 			if c.term != nil {
 				write = func() error { return c.term.publish(ctx, text) }
 			}
@@ -260,10 +261,10 @@ func (c *Controller) tick(ctx context.Context) (*decide.Status, error) {
 // next decision's own while it is made: the collector lets the heap grow
 // to twice what is live when it runs, so every byte held raises the peak
 // twice over (docs/performance.md).
-func remembered(st *decide.Status) *decide.Status {
-	p := &decide.Status{Schema: st.Schema, Form: st.Form, GeneratedAt: st.GeneratedAt, DryRun: st.DryRun,
+func remembered(st *status.Status) *status.Status {
+	p := &status.Status{Schema: st.Schema, Form: st.Form, GeneratedAt: st.GeneratedAt, DryRun: st.DryRun,
 		Decision: st.Decision, Memory: st.Memory, Records: st.Records}
-	p.Hosts = make([]decide.Host, len(st.Hosts))
+	p.Hosts = make([]status.Host, len(st.Hosts))
 	for i, h := range st.Hosts {
 		h.Reasons, h.Deciding = nil, nil
 		p.Hosts[i] = h
@@ -273,7 +274,7 @@ func remembered(st *decide.Status) *decide.Status {
 
 // outcomeOf is what a reader acts on: the decision and every host's
 // verdict.
-func outcomeOf(st *decide.Status) string {
+func outcomeOf(st *status.Status) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %s", st.Decision.Action, st.Decision.Out, st.Decision.In)
 	for _, h := range st.Hosts {
@@ -298,12 +299,12 @@ func (c *Controller) loadPrevious(ctx context.Context) {
 // takePrevious takes the previous decision from the status ConfigMap's
 // data, when it holds a readable one, and returns its writer (nil for
 // none, or a controller that ran for no Lease).
-func (c *Controller) takePrevious(data map[string]string) *decide.Writer {
-	raw, ok := data[decide.StatusKey]
+func (c *Controller) takePrevious(data map[string]string) *status.Writer {
+	raw, ok := data[status.StatusKey]
 	if !ok || raw == "" {
 		return nil
 	}
-	prev, err := decide.UnmarshalStatus([]byte(raw))
+	prev, err := status.UnmarshalStatus([]byte(raw))
 	if err != nil {
 		c.log.Warn("previous status unreadable; starting without it", "err", err)
 		return nil
@@ -324,19 +325,19 @@ func (c *Controller) takePrevious(data map[string]string) *decide.Writer {
 // out, in, and the reasons that made it. A change is one of the action, out,
 // in, or which reasons made it; their figures (a window filling up, a
 // cooldown running down) change every round and are not a change.
-func (c *Controller) logChange(st *decide.Status) {
+func (c *Controller) logChange(st *status.Status) {
 	d := st.Decision
 	why := keyReasons(d)
 	if c.previous != nil {
 		p := c.previous.Decision
 		if p.Action == d.Action && p.Out == d.Out && p.In == d.In &&
-			slices.EqualFunc(keyReasons(p), why, func(a, b decide.Reason) bool { return a.Code == b.Code && a.Subject == b.Subject }) {
+			slices.EqualFunc(keyReasons(p), why, func(a, b status.Reason) bool { return a.Code == b.Code && a.Subject == b.Subject }) {
 			return
 		}
 	}
 	summaries := make([]string, len(why))
 	for i, r := range why {
-		summaries[i] = decide.Summary(r)
+		summaries[i] = status.Summary(r)
 	}
 	c.log.Info("decision", "action", d.Action, "out", d.Out, "in", d.In, "reasons", summaries, "dry_run", true)
 }
@@ -345,13 +346,13 @@ func (c *Controller) logChange(st *decide.Status) {
 // leaves and why the standby comes in; for none, the first steps and gates
 // that failed. The passing steps before them (etcd present, enough eligible
 // hosts) say nothing about this decision.
-func keyReasons(d decide.Decision) []decide.Reason {
+func keyReasons(d status.Decision) []status.Reason {
 	const most = 3
-	var out []decide.Reason
+	var out []status.Reason
 	for _, r := range d.Reasons {
 		var key bool
-		if d.Action == decide.ActionSwap {
-			key = r.Code.Leaving() || r.Code == decide.CodeCandidateChosen
+		if d.Action == status.ActionSwap {
+			key = r.Code.Leaving() || r.Code == status.CodeCandidateChosen
 		} else {
 			key = !r.OK
 		}

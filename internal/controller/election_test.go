@@ -15,8 +15,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -330,14 +330,14 @@ func TestStepDownAndTermsNeverGoBack(t *testing.T) {
 	// A new process (a restart: it remembers nothing) finds no Lease and a
 	// status written in term 41: its term is 42.
 	l.delete()
-	doc, err := (&decide.Status{Schema: decide.Schema, Writer: &decide.Writer{Identity: "old", Term: 41}}).Marshal()
+	doc, err := (&status.Status{Schema: status.Schema, Writer: &status.Writer{Identity: "old", Term: 41}}).Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decide.UnmarshalStatus(doc); err != nil {
+	if _, err := status.UnmarshalStatus(doc); err != nil {
 		t.Fatalf("the test's status does not read back: %v", err)
 	}
-	b := newElector(t, testElection(l, &memStatus{data: map[string]string{decide.StatusKey: string(doc)}}, "b"), clk, nil)
+	b := newElector(t, testElection(l, &memStatus{data: map[string]string{status.StatusKey: string(doc)}}, "b"), clk, nil)
 	try(t, b, "leads")
 	if got := b.Term(); got != 42 {
 		t.Errorf("a new process's term with no Lease and the status at term 41: %d, want 42", got)
@@ -498,21 +498,21 @@ func TestFollowerReadsTheHoldersClock(t *testing.T) {
 func TestPreviousAtReanchorsAnotherWritersClock(t *testing.T) {
 	gen := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	tol := controller.DefaultLeaseDuration
-	prev := &decide.Status{GeneratedAt: gen}
+	prev := &status.Status{GeneratedAt: gen}
 	readAt := gen.Add(10 * time.Second)
 	known := func(ahead time.Duration) func(string) (time.Duration, bool) {
 		return func(h string) (time.Duration, bool) { return ahead, h == "a" }
 	}
-	a := &decide.Writer{Identity: "a"}
+	a := &status.Writer{Identity: "a"}
 	for _, c := range []struct {
 		name  string
-		w     *decide.Writer
+		w     *status.Writer
 		clock func(string) (time.Duration, bool)
 		want  time.Time
 	}{
-		{"its own", &decide.Writer{Identity: "self"}, known(time.Hour), time.Time{}},
+		{"its own", &status.Writer{Identity: "self"}, known(time.Hour), time.Time{}},
 		{"no writer", nil, known(time.Hour), time.Time{}},
-		{"a clock never seen", &decide.Writer{Identity: "z"}, known(time.Hour), readAt},
+		{"a clock never seen", &status.Writer{Identity: "z"}, known(time.Hour), readAt},
 		{"just under the tolerance ahead", a, known(tol - time.Nanosecond), time.Time{}},
 		{"just under the tolerance behind", a, known(-tol + time.Nanosecond), time.Time{}},
 		{"at the tolerance ahead", a, known(tol), gen.Add(-tol)},

@@ -5,13 +5,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fleet-role/fleet-role/internal/status"
 	"k8s.io/utils/clock"
-
-	"github.com/fleet-role/fleet-role/internal/decide"
 )
 
 // Remembered is remembered, for the tests of package controller_test.
-func Remembered(st *decide.Status) *decide.Status { return remembered(st) }
+func Remembered(st *status.Status) *status.Status { return remembered(st) }
 
 // Elector is one run for the Lease, driven one try at a time by the tests
 // of package controller_test on a clock they step.

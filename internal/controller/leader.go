@@ -11,8 +11,8 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/version"
 )
 
@@ -276,8 +276,8 @@ func (el *elector) floorFrom(ctx context.Context) int32 {
 	el.mu.Lock()
 	floor := el.floor
 	el.mu.Unlock()
-	if data, _, err := el.e.Status.Read(ctx, el.status); err == nil && data[decide.StatusKey] != "" {
-		if st, err := decide.UnmarshalStatus([]byte(data[decide.StatusKey])); err == nil && st.Writer != nil {
+	if data, _, err := el.e.Status.Read(ctx, el.status); err == nil && data[status.StatusKey] != "" {
+		if st, err := status.UnmarshalStatus([]byte(data[status.StatusKey])); err == nil && st.Writer != nil {
 			floor = max(floor, st.Writer.Term)
 		}
 	}
@@ -516,7 +516,7 @@ func (el *elector) release(ctx context.Context) error {
 // resourceVersion as it last read or wrote it.
 type term struct {
 	el     *elector
-	writer *decide.Writer
+	writer *status.Writer
 	rv     string
 	status string
 }
@@ -532,7 +532,7 @@ func (t *term) publish(ctx context.Context, text string) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, until.Sub(t.el.clock.Now()))
 	defer cancel()
-	rv, err := t.el.e.Status.PatchKeyAt(wctx, t.status, decide.StatusKey, text, t.rv)
+	rv, err := t.el.e.Status.PatchKeyAt(wctx, t.status, status.StatusKey, text, t.rv)
 	if errors.Is(err, kube.ErrConflict) {
 		// Another wrote it since (a leader deposed while its write was in
 		// flight, or a person): read where it is now, and write over it
@@ -547,7 +547,7 @@ func (t *term) publish(ctx context.Context, text string) error {
 		// with this decision, while the term lasts, rather than a leader
 		// that holds the Lease and writes nothing until the install is
 		// applied again.
-		rv, cerr := t.el.e.Status.Create(wctx, t.status, decide.StatusKey, text)
+		rv, cerr := t.el.e.Status.Create(wctx, t.status, status.StatusKey, text)
 		if cerr != nil {
 			return fmt.Errorf("the status is gone (%w) and making it anew failed: %w", err, cerr)
 		}
@@ -585,7 +585,7 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 			return nil
 		}
 		el.mu.Lock()
-		w := &decide.Writer{Identity: e.Identity, Lease: lease, Term: el.observed.Transitions, Since: el.observed.AcquireTime.UTC(), Version: version.Get().Version}
+		w := &status.Writer{Identity: e.Identity, Lease: lease, Term: el.observed.Transitions, Since: el.observed.AcquireTime.UTC(), Version: version.Get().Version}
 		el.mu.Unlock()
 		c.log.Info("leading: this controller decides and writes the status", "lease", lease, "identity", e.Identity, "term", w.Term)
 		c.cfg.Metrics.leading(true)
@@ -666,7 +666,7 @@ func (c *Controller) lead(ctx context.Context, t *term) {
 // The tolerance is the lease duration: a reading of the writer's clock is
 // short by up to a retry period and a read's latency, and a skew under a
 // lease duration moves a cooldown of 30 minutes by under 1%.
-func previousAt(w *decide.Writer, prev *decide.Status, self string, clockOf func(string) (time.Duration, bool), readAt time.Time, tolerance time.Duration) time.Time {
+func previousAt(w *status.Writer, prev *status.Status, self string, clockOf func(string) (time.Duration, bool), readAt time.Time, tolerance time.Duration) time.Time {
 	if prev == nil || w == nil || w.Identity == self || prev.GeneratedAt.IsZero() {
 		return time.Time{}
 	}

@@ -8,10 +8,10 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -45,7 +45,7 @@ func TestShrunkWindowReadsTheRecordsBefore(t *testing.T) {
 			}
 		}
 	}
-	read := func(what string, samples int, verdict decide.Verdict) {
+	read := func(what string, samples int, verdict status.Verdict) {
 		t.Helper()
 		st, err := ctrl.Tick(ctx)
 		if err != nil {
@@ -58,17 +58,17 @@ func TestShrunkWindowReadsTheRecordsBefore(t *testing.T) {
 		}
 	}
 	write(50)
-	read("at window 50", 50, decide.Fit)
+	read("at window 50", 50, status.Fit)
 
 	smaller := s
 	smaller.Window, smaller.TailPercentile = 10, 0.9 // 2 x 10 samples are under the 50 written
 	ctrl.SetSettings(smaller, settings.Source{ConfigMap: "fleet-role/fleet-role-settings", ResourceVersion: "2"})
 	ctrl.TakeSettings()
-	read("window 10, just after the change", 10, decide.Fit)
+	read("window 10, just after the change", 10, status.Fit)
 	clk.Step(smaller.StaleAfter().Duration() - time.Millisecond)
-	read("window 10, a millisecond short of entry_unchanged", 10, decide.Fit)
+	read("window 10, a millisecond short of entry_unchanged", 10, status.Fit)
 	clk.Step(time.Millisecond)
-	read("window 10, entry_unchanged after the change, the records still at 50", 0, decide.Unknown)
+	read("window 10, entry_unchanged after the change, the records still at 50", 0, status.Unknown)
 	write(10)
-	read("window 10, the records written again", 10, decide.Fit)
+	read("window 10, the records written again", 10, status.Fit)
 }

@@ -12,8 +12,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
@@ -41,8 +41,8 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
 			Labels: map[string]string{"kubernetes.io/hostname": name, s.EligibleLabel: "true", s.PinnedLabel: "false"}}}
 		if self >= 0 {
-			n.Labels[decide.EtcdRoleLabel] = "true"
-			n.Status.Conditions = []corev1.NodeCondition{{Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner"}}
+			n.Labels[k3snode.EtcdRoleLabel] = "true"
+			n.Status.Conditions = []corev1.NodeCondition{{Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner"}}
 		}
 		nodes = append(nodes, n)
 		e := probetest.RealisticEntry(name, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))

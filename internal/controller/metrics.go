@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/version"
 )
 
@@ -62,7 +62,7 @@ func NewMetrics() *Metrics {
 		recordIssue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleet_role_host_record_issue", Help: "1 while a host's record is why it has no full, fresh window: issue is missing, unreadable, refused (the API server refused the probe's write, or the decision refused its record), unprotected (the probe writes no samples: the API server did not refuse it a write to a record not its own), full (shrunk to fit its cap) or stale (unchanged for longer than entry_unchanged allows: the probe stopped writing).",
 		}, []string{"host", "issue"}),
-		// The deciding reason's numbers (decide.DecidingReason: the one
+		// The deciding reason's numbers (status.DecidingReason: the one
 		// furthest over its limit when unfit, closest to it when fit), so
 		// that an alert and a dashboard can say by what and by how much.
 		// One series per host; none for a reason without a number (a
@@ -76,7 +76,7 @@ func NewMetrics() *Metrics {
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleet_role_decision_held", Help: "1 for each step of the decision that holds a swap back (the decision's reasons that are not ok: pinned, candidate, a gate_*, steady, ...); none while a swap is published.",
 		}, []string{"step"}),
-		// The failure tolerance four ways (decide.FailureTolerance), so
+		// The failure tolerance four ways (status.FailureTolerance), so
 		// that an alert can tell a fleet that lost its margin (lost
 		// "unfit_and_unknown" at 0) from one built without any ("none" at
 		// 0: one or two voters), and a dashboard show first the figure
@@ -120,7 +120,7 @@ func (m *Metrics) observeLoop(d time.Duration, err error) {
 	m.loops.WithLabelValues("ok").Inc()
 }
 
-func (m *Metrics) observeStatus(st *decide.Status) {
+func (m *Metrics) observeStatus(st *status.Status) {
 	if m == nil {
 		return
 	}
@@ -162,7 +162,7 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 		hosts[h.Name] = true
 	}
 	for _, h := range st.Hosts {
-		r, ok := decide.DecidingReason(h)
+		r, ok := status.DecidingReason(h)
 		if !ok || r.Value == nil || r.Limit == nil {
 			continue
 		}
@@ -172,7 +172,7 @@ func (m *Metrics) observeStatus(st *decide.Status) {
 	}
 	m.swap.Reset()
 	m.held.Reset()
-	if st.Decision.Action == decide.ActionSwap {
+	if st.Decision.Action == status.ActionSwap {
 		m.swap.WithLabelValues(st.Decision.Out, st.Decision.In).Set(1)
 		return
 	}
@@ -234,23 +234,23 @@ func (m *Metrics) written() {
 }
 
 // recordIssue names what is wrong with a host's record, from its reasons.
-func recordIssue(h decide.Host) string {
+func recordIssue(h status.Host) string {
 	for _, r := range h.Reasons {
 		if r.OK {
 			continue
 		}
 		switch r.Code {
-		case decide.CodeRecordMissing:
+		case status.CodeRecordMissing:
 			return "missing"
-		case decide.CodeRecordUnreadable, decide.CodeJudgingPanicked:
+		case status.CodeRecordUnreadable, status.CodeJudgingPanicked:
 			return "unreadable"
-		case decide.CodeWriteRefused, decide.CodeMemberClaimed:
+		case status.CodeWriteRefused, status.CodeMemberClaimed:
 			return "refused"
-		case decide.CodeRecordWithheld, decide.CodeWithheldUnprotected:
+		case status.CodeRecordWithheld, status.CodeWithheldUnprotected:
 			return "unprotected"
-		case decide.CodeRecordFull:
+		case status.CodeRecordFull:
 			return "full"
-		case decide.CodeEntryStale:
+		case status.CodeEntryStale:
 			return "stale"
 		}
 	}

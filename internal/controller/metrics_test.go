@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/prometheus/common/expfmt"
-
-	"github.com/fleet-role/fleet-role/internal/decide"
 )
 
 func ptr(v float64) *float64 { return &v }
@@ -17,21 +16,21 @@ func ptr(v float64) *float64 { return &v }
 // record named so.
 func TestMetricsForAlerts(t *testing.T) {
 	m := NewMetrics()
-	held := decide.Status{
-		Hosts: []decide.Host{
-			{Name: "alpha", Role: decide.RoleVoter, Verdict: decide.Unfit, Reasons: []decide.Reason{
-				{Signal: decide.SignalConnect, Subject: "bravo", Value: ptr(0.3), Limit: ptr(0.25), Unit: "seconds"},
-				{Signal: decide.SignalPeerRTT, Subject: "bravo", Value: ptr(0.9), Limit: ptr(0.5), Unit: "seconds"},
-				{Signal: decide.SignalWALFsync, Value: ptr(0.001), Limit: ptr(0.01), Unit: "seconds", OK: true},
+	held := status.Status{
+		Hosts: []status.Host{
+			{Name: "alpha", Role: status.RoleVoter, Verdict: status.Unfit, Reasons: []status.Reason{
+				{Signal: status.SignalConnect, Subject: "bravo", Value: ptr(0.3), Limit: ptr(0.25), Unit: "seconds"},
+				{Signal: status.SignalPeerRTT, Subject: "bravo", Value: ptr(0.9), Limit: ptr(0.5), Unit: "seconds"},
+				{Signal: status.SignalWALFsync, Value: ptr(0.001), Limit: ptr(0.01), Unit: "seconds", OK: true},
 			}},
-			{Name: "bravo", Role: decide.RoleVoter, Verdict: decide.Unknown, Reasons: []decide.Reason{
-				{Signal: decide.SignalFreshness, Code: decide.CodeEntryStale, Value: ptr(60), Limit: ptr(45), Unit: "seconds"},
+			{Name: "bravo", Role: status.RoleVoter, Verdict: status.Unknown, Reasons: []status.Reason{
+				{Signal: status.SignalFreshness, Code: status.CodeEntryStale, Value: ptr(60), Limit: ptr(45), Unit: "seconds"},
 			}},
-			{Name: "delta", Role: decide.RoleStandby, Verdict: decide.Unfit, Reasons: []decide.Reason{
-				{Signal: decide.SignalLink, Subject: "wlan0", Detail: "wifi"},
+			{Name: "delta", Role: status.RoleStandby, Verdict: status.Unfit, Reasons: []status.Reason{
+				{Signal: status.SignalLink, Subject: "wlan0", Detail: "wifi"},
 			}},
 		},
-		Decision: decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{
+		Decision: status.Decision{Action: status.ActionNone, Reasons: []status.Reason{
 			{Signal: "gate_reported", Detail: "bravo is unknown"},
 			{Signal: "gate_leader", OK: true},
 			{Signal: "gate_cooldown", Detail: "10m of 30m"},
@@ -64,9 +63,9 @@ fleet_role_host_deciding_limit{host="bravo",role="voter",signal="entry_unchanged
 
 	// Published: no step holds it, and alpha's deciding series is gone
 	// with alpha.
-	swap := decide.Status{
+	swap := status.Status{
 		Hosts: held.Hosts[1:],
-		Decision: decide.Decision{Action: decide.ActionSwap, Out: "bravo", In: "delta", Reasons: []decide.Reason{
+		Decision: status.Decision{Action: status.ActionSwap, Out: "bravo", In: "delta", Reasons: []status.Reason{
 			{Signal: "steady", OK: true},
 		}},
 	}
@@ -108,7 +107,7 @@ func series(t *testing.T, m *Metrics, name string) string {
 // The failure tolerance is exported four ways, from the status.
 func TestToleranceMetric(t *testing.T) {
 	m := NewMetrics()
-	m.observeStatus(&decide.Status{FailureTolerance: decide.FailureTolerance{Voters: 7, Quorum: 4, Unfit: 2, Unknown: 1,
+	m.observeStatus(&status.Status{FailureTolerance: status.FailureTolerance{Voters: 7, Quorum: 4, Unfit: 2, Unknown: 1,
 		Tolerance: 0, OptimisticTolerance: 2, DesignTolerance: 3, Cleared: 1, Attributed: 1}})
 	want := `fleet_role_failure_tolerance{lost="implicated_and_unknown"} 1
 fleet_role_failure_tolerance{lost="none"} 3
@@ -125,23 +124,23 @@ fleet_role_failure_tolerance{lost="unknown"} 2
 func TestRecordIssueByCode(t *testing.T) {
 	for _, c := range []struct {
 		signal string
-		code   decide.Code
+		code   status.Code
 		ok     bool
 		want   string
 	}{
-		{decide.SignalEntry, decide.CodeRecordMissing, false, "missing"},
-		{decide.SignalEntry, decide.CodeRecordUnreadable, false, "unreadable"},
-		{decide.SignalEntry, decide.CodeJudgingPanicked, false, "unreadable"},
-		{decide.SignalRecord, decide.CodeWriteRefused, false, "refused"},
-		{decide.SignalRecord, decide.CodeMemberClaimed, false, "refused"},
-		{decide.SignalRecord, decide.CodeRecordWithheld, false, "unprotected"},
-		{decide.SignalRecord, decide.CodeWithheldUnprotected, false, "unprotected"},
-		{decide.SignalRecord, decide.CodeRecordFull, false, "full"},
-		{decide.SignalFreshness, decide.CodeEntryStale, false, "stale"},
-		{decide.SignalFreshness, decide.CodeEntryFresh, true, ""},
-		{decide.SignalConnect, decide.CodeOverLimit, false, ""},
+		{status.SignalEntry, status.CodeRecordMissing, false, "missing"},
+		{status.SignalEntry, status.CodeRecordUnreadable, false, "unreadable"},
+		{status.SignalEntry, status.CodeJudgingPanicked, false, "unreadable"},
+		{status.SignalRecord, status.CodeWriteRefused, false, "refused"},
+		{status.SignalRecord, status.CodeMemberClaimed, false, "refused"},
+		{status.SignalRecord, status.CodeRecordWithheld, false, "unprotected"},
+		{status.SignalRecord, status.CodeWithheldUnprotected, false, "unprotected"},
+		{status.SignalRecord, status.CodeRecordFull, false, "full"},
+		{status.SignalFreshness, status.CodeEntryStale, false, "stale"},
+		{status.SignalFreshness, status.CodeEntryFresh, true, ""},
+		{status.SignalConnect, status.CodeOverLimit, false, ""},
 	} {
-		h := decide.Host{Name: "alpha", Reasons: []decide.Reason{{Signal: c.signal, Code: c.code, OK: c.ok, Detail: "words that say otherwise: no probe record, refused, withheld"}}}
+		h := status.Host{Name: "alpha", Reasons: []status.Reason{{Signal: c.signal, Code: c.code, OK: c.ok, Detail: "words that say otherwise: no probe record, refused, withheld"}}}
 		if got := recordIssue(h); got != c.want {
 			t.Errorf("%s %s: issue %q, want %q", c.signal, c.code, got, c.want)
 		}

@@ -9,12 +9,14 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // decideOver is one decision over cfg's records and Nodes at now, after
 // previous, with node's record unreadable when node is not empty.
-func decideOver(t *testing.T, cfg controller.Config, now time.Time, previous *decide.Status, unreadable string) decide.Status {
+func decideOver(t *testing.T, cfg controller.Config, now time.Time, previous *status.Status, unreadable string) status.Status {
 	t.Helper()
 	ctx := context.Background()
 	records, err := cfg.Records.List(ctx)
@@ -30,7 +32,7 @@ func decideOver(t *testing.T, cfg controller.Config, now time.Time, previous *de
 	if err != nil {
 		t.Fatal(err)
 	}
-	return decide.Decide(decide.Input{Now: now, Settings: cfg.Settings, Nodes: decide.NodesFromKube(nodes, cfg.Settings),
+	return decide.Decide(decide.Input{Now: now, Settings: cfg.Settings, Nodes: kube.NodesFromKube(nodes, cfg.Settings),
 		Entries: entries, Unreadable: bad, Previous: previous})
 }
 

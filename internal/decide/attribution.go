@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // maxMembers is etcd's largest cluster (docs/facts.md, "etcd memory and
@@ -28,34 +29,34 @@ func (l link) String() string { return l[0] + "-" + l[1] }
 // returns its reason (not ok: no host explains them, nothing is swapped),
 // the voters of the smallest sets that explain them, and whether any link
 // between voters is slow.
-func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r Reason, suspects []*host, slow bool) {
+func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r status.Reason, suspects []*host, slow bool) {
 	var vnames []string
 	for _, v := range voters {
 		vnames = append(vnames, v.node.Name)
 	}
 	// The connects decide where any is slow; etcd's own round trips only
 	// where none is (attributionBasis).
-	set, by := slowVoterLinks(voters, links, kindConnect), SignalConnect
+	set, by := slowVoterLinks(voters, links, kindConnect), status.SignalConnect
 	if len(set) == 0 {
-		set, by = slowVoterLinks(voters, links, kindPeerRTT), SignalPeerRTT
+		set, by = slowVoterLinks(voters, links, kindPeerRTT), status.SignalPeerRTT
 	}
 	if len(set) == 0 {
-		return step(CodeNoSlowVoterLinks, "", attributionBasis, true, "no link between voters is slow: a voter is unfit by its own readings only"), nil, false
+		return step(status.CodeNoSlowVoterLinks, "", attributionBasis, true, "no link between voters is slow: a voter is unfit by its own readings only"), nil, false
 	}
 	slowLinks := slices.SortedFunc(maps.Keys(set), func(a, b link) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	n := len(vnames)
 	minority := (n - 1) / 2
 	listed := "by " + by + ": " + joinLinks(slowLinks)
-	if by == SignalPeerRTT {
+	if by == status.SignalPeerRTT {
 		listed = "by peer_rtt (no connect between voters is slow): " + joinLinks(slowLinks)
 	}
 	if n > maxMembers {
-		r := step(CodeTooManyVoters, "", attributionBasis, false,
+		r := step(status.CodeTooManyVoters, "", attributionBasis, false,
 			fmt.Sprintf("slow links between voters %s; %d voters, more than etcd's %d members: not attributed, nothing is swapped", listed, n, maxMembers))
 		return r, nil, true
 	}
 	size, covers := minCovers(vnames, slowLinks)
-	r = step(CodeNoMinorityCover, "", attributionBasis, false, "")
+	r = step(status.CodeNoMinorityCover, "", attributionBasis, false, "")
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(size)), num(float64(minority)), "hosts", settings.AtMost
 	if size > minority {
 		r.Detail = fmt.Sprintf("slow links between voters %s; the smallest set of voters that touches every one has %d of the %d voters (%s), not a minority: no host explains them, the fault is the network's or the whole machine's: nothing is swapped",
@@ -77,7 +78,7 @@ func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r Reason
 		}
 	}
 	if len(explain) == 0 {
-		r.Code = CodeNetworkUnsound
+		r.Code = status.CodeNetworkUnsound
 		r.Detail = fmt.Sprintf("slow links between voters %s; the smallest sets of voters that touch every one (%s, %d of the %d voters) are a minority, but outside each no link between voters is measured fit from both ends together, so nothing shows the network itself is sound: no host explains them: nothing is swapped",
 			listed, strings.Join(unsound, "; "), size, n)
 		return r, nil, true
@@ -87,7 +88,7 @@ func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r Reason
 			suspects = append(suspects, v)
 		}
 	}
-	r.OK, r.Code = true, CodeSlowLinksExplained
+	r.OK, r.Code = true, status.CodeSlowLinksExplained
 	r.Detail = fmt.Sprintf("slow links between voters %s; the smallest sets of voters that touch every one have %d of the %d voters, a minority: %s",
 		listed, size, n, strings.Join(explain, "; "))
 	if len(unsound) > 0 {
@@ -212,7 +213,7 @@ func fitOutside(s settings.Settings, voters []*host, cover []string, links *link
 			s2, m2 := count(b, a)
 			if m1+m2 > 0 && s1+s2 <= forgiven {
 				return fmt.Sprintf("%s measured fit (%d of its %d connects from both ends over %s, the tail forgives %d)",
-					linkOf(a.node.Name, b.node.Name), s1+s2, m1+m2, FormatValue(l.Value, l.Unit), forgiven), true
+					linkOf(a.node.Name, b.node.Name), s1+s2, m1+m2, status.FormatValue(l.Value, l.Unit), forgiven), true
 			}
 		}
 	}

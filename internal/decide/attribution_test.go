@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // votersFleet is n voters (alpha, bravo, ...) and two standbys, all
@@ -44,7 +45,7 @@ func TestAttributionNamesOneSlowVoter(t *testing.T) {
 			f.slowHost("bravo")
 			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 			wantSwap(t, st, "bravo", "standby-1")
-			r := decisionReason(t, st, decide.StepAttribution, "")
+			r := decisionReason(t, st, status.StepAttribution, "")
 			if !r.OK || *r.Value != 1 || *r.Limit != float64((n-1)/2) || !strings.Contains(r.Detail, "{bravo}, with ") {
 				t.Fatalf("attribution: %+v", r)
 			}
@@ -64,19 +65,19 @@ func TestAttributionMinorityBoundary(t *testing.T) {
 	f.slowHost("bravo")
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 	wantSwap(t, st, "alpha", "standby-1")
-	if r := decisionReason(t, st, decide.StepCandidate, "standby-1"); !r.OK || !strings.Contains(r.Detail, "its slow links to bravo, which explain the slow links between voters too, do not count") {
+	if r := decisionReason(t, st, status.StepCandidate, "standby-1"); !r.OK || !strings.Contains(r.Detail, "its slow links to bravo, which explain the slow links between voters too, do not count") {
 		t.Fatalf("candidate: %+v", r)
 	}
-	if r := decisionReason(t, st, decide.StepReplace, "alpha"); *r.Value != 4 {
+	if r := decisionReason(t, st, status.StepReplace, "alpha"); *r.Value != 4 {
 		t.Fatalf("replace: %+v", r)
 	}
-	if r := decisionReason(t, st, decide.StepAttribution, ""); !r.OK || *r.Value != 2 || !strings.Contains(r.Detail, "{alpha, bravo}") {
+	if r := decisionReason(t, st, status.StepAttribution, ""); !r.OK || *r.Value != 2 || !strings.Contains(r.Detail, "{alpha, bravo}") {
 		t.Fatalf("attribution: %+v", r)
 	}
 	f.slowHost("charlie")
 	st = decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	wantNone(t, st, decide.StepAttribution)
-	if r := decisionReason(t, st, decide.StepAttribution, ""); *r.Value != 3 || !strings.Contains(r.Detail, "not a minority") {
+	wantNone(t, st, status.StepAttribution)
+	if r := decisionReason(t, st, status.StepAttribution, ""); *r.Value != 3 || !strings.Contains(r.Detail, "not a minority") {
 		t.Fatalf("attribution: %+v", r)
 	}
 }
@@ -92,15 +93,15 @@ func TestEveryLinkSlowNamesNoHost(t *testing.T) {
 			}
 			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 			for _, h := range st.Hosts {
-				wantVerdict(t, st, h.Name, decide.Unfit)
+				wantVerdict(t, st, h.Name, status.Unfit)
 			}
-			wantNone(t, st, decide.StepAttribution)
-			r := decisionReason(t, st, decide.StepAttribution, "")
+			wantNone(t, st, status.StepAttribution)
+			r := decisionReason(t, st, status.StepAttribution, "")
 			if *r.Value != float64(n-1) || !strings.Contains(r.Detail, "alpha-bravo") || !strings.Contains(r.Detail, "no host explains them") {
 				t.Fatalf("attribution: %+v", r)
 			}
 			for _, r := range st.Decision.Reasons {
-				if r.Signal == decide.StepReplace || r.Signal == decide.StepCandidate {
+				if r.Signal == status.StepReplace || r.Signal == status.StepCandidate {
 					t.Fatalf("a voter was named: %+v", r)
 				}
 			}
@@ -126,9 +127,9 @@ func TestStallResidueNamesNoHost(t *testing.T) {
 	f.host("bravo").stall = stall(1)
 	f.host("charlie").stall = stall(1)
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	wantVerdict(t, st, "alpha", decide.Unfit)
-	wantNone(t, st, decide.StepAttribution)
-	if r := decisionReason(t, st, decide.StepAttribution, ""); !strings.Contains(r.Detail, "measured fit from both ends together") {
+	wantVerdict(t, st, "alpha", status.Unfit)
+	wantNone(t, st, status.StepAttribution)
+	if r := decisionReason(t, st, status.StepAttribution, ""); !strings.Contains(r.Detail, "measured fit from both ends together") {
 		t.Fatalf("attribution: %+v", r)
 	}
 	// A real slow voter beside the same one forgiven sample on one end of
@@ -137,7 +138,7 @@ func TestStallResidueNamesNoHost(t *testing.T) {
 	f.host("charlie").stall = nil
 	st = decideSteady(f.input(t, settled(f, 2*time.Hour)))
 	wantSwap(t, st, "alpha", "delta")
-	if r := decisionReason(t, st, decide.StepAttribution, ""); !strings.Contains(r.Detail, "bravo-charlie measured fit (1 of its 200 connects") {
+	if r := decisionReason(t, st, status.StepAttribution, ""); !strings.Contains(r.Detail, "bravo-charlie measured fit (1 of its 200 connects") {
 		t.Fatalf("attribution: %+v", r)
 	}
 }
@@ -148,12 +149,12 @@ func TestSlowStandbySoundVoters(t *testing.T) {
 	f := standardFleet(settings.Defaults())
 	f.host("delta").connect = 0.4
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	wantVerdict(t, st, "delta", decide.Unfit)
+	wantVerdict(t, st, "delta", status.Unfit)
 	for _, n := range []string{"alpha", "bravo", "charlie"} {
-		wantVerdict(t, st, n, decide.Fit)
+		wantVerdict(t, st, n, status.Fit)
 	}
-	wantNone(t, st, decide.StepReplace)
-	if r := decisionReason(t, st, decide.StepAttribution, ""); !r.OK || !strings.Contains(r.Detail, "no link between voters is slow") {
+	wantNone(t, st, status.StepReplace)
+	if r := decisionReason(t, st, status.StepAttribution, ""); !r.OK || !strings.Contains(r.Detail, "no link between voters is slow") {
 		t.Fatalf("attribution: %+v", r)
 	}
 	f.host("alpha").slowWAL = true
@@ -169,12 +170,12 @@ func TestPinnedOnMostSlowLinks(t *testing.T) {
 	f.host("bravo").pinned = yes()
 	f.host("charlie").lowMem = true
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	wantNone(t, st, decide.StepPinned)
-	if r := decisionReason(t, st, decide.StepReplace, "bravo"); *r.Value != 2 {
+	wantNone(t, st, status.StepPinned)
+	if r := decisionReason(t, st, status.StepReplace, "bravo"); *r.Value != 2 {
 		t.Fatalf("replace: %+v", r)
 	}
 	for _, r := range st.Decision.Reasons {
-		if r.Signal == decide.StepCandidate {
+		if r.Signal == status.StepCandidate {
 			t.Fatalf("a candidate was judged for a pinned voter: %+v", r)
 		}
 	}
@@ -190,10 +191,10 @@ func TestPinnedDiskBesideMemory(t *testing.T) {
 	f.host("bravo").lowMem = true
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 	wantSwap(t, st, "bravo", "delta")
-	if r := decisionReason(t, st, decide.StepPinned, "alpha"); !r.OK || !strings.Contains(r.Detail, "wal_fsync") {
+	if r := decisionReason(t, st, status.StepPinned, "alpha"); !r.OK || !strings.Contains(r.Detail, "wal_fsync") {
 		t.Fatalf("pinned: %+v", r)
 	}
-	if r := decisionReason(t, st, decide.StepReplace, "bravo"); !strings.Contains(r.Detail, "next unfit unpinned voter after alpha") {
+	if r := decisionReason(t, st, status.StepReplace, "bravo"); !strings.Contains(r.Detail, "next unfit unpinned voter after alpha") {
 		t.Fatalf("replace: %+v", r)
 	}
 }
@@ -221,22 +222,22 @@ func TestWholeFleetBreach(t *testing.T) {
 				}
 				st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 				for _, h := range f.hosts[:c.over] {
-					wantVerdict(t, st, h.name, decide.Unfit)
+					wantVerdict(t, st, h.name, status.Unfit)
 				}
 				if !c.shared {
-					r := decisionReason(t, st, decide.StepFleetWide, g.group)
+					r := decisionReason(t, st, status.StepFleetWide, g.group)
 					if !r.OK || *r.Value != float64(c.over) || *r.Limit != float64(c.hosts)/2 {
 						t.Fatalf("fleet_wide: %+v", r)
 					}
 					return
 				}
-				wantNone(t, st, decide.StepFleetWide)
-				r := decisionReason(t, st, decide.StepFleetWide, g.group)
+				wantNone(t, st, status.StepFleetWide)
+				r := decisionReason(t, st, status.StepFleetWide, g.group)
 				if *r.Value != float64(c.over) || !strings.Contains(r.Detail, fmt.Sprintf("%d of the %d recording hosts", c.over, c.hosts)) {
 					t.Fatalf("fleet_wide: %+v", r)
 				}
 				for _, r := range st.Decision.Reasons {
-					if r.Signal == decide.StepReplace {
+					if r.Signal == status.StepReplace {
 						t.Fatalf("a voter was named: %+v", r)
 					}
 				}
@@ -256,7 +257,7 @@ func TestCPUIsAGroupOfItsOwn(t *testing.T) {
 	f.host("alpha").lowMem, f.host("delta").lowMem = true, true
 	st := decideSteady(f.input(t, namedBefore(settled(f, 2*time.Hour), "charlie")))
 	wantSwap(t, st, "charlie", "echo")
-	if r := decisionReason(t, st, decide.StepFleetWide, "memory"); !r.OK || *r.Value != 2 ||
+	if r := decisionReason(t, st, status.StepFleetWide, "memory"); !r.OK || *r.Value != 2 ||
 		!strings.Contains(r.Detail, "(disk 0, memory 2, memory stall 0, cpu 1)") {
 		t.Fatalf("fleet_wide: %+v", r)
 	}
@@ -277,7 +278,7 @@ func TestHysteresis(t *testing.T) {
 	// step decides a period after the previous decision with every record
 	// rewritten a period on, but the records of kept as the previous
 	// decision read them.
-	step := func(f *gFleet, kept ...string) decide.Status {
+	step := func(f *gFleet, kept ...string) status.Status {
 		t.Helper()
 		slow.now, fit.now = slow.now.Add(period), fit.now.Add(period)
 		in := f.input(t, prev)
@@ -291,11 +292,11 @@ func TestHysteresis(t *testing.T) {
 	}
 	for i, f := range []*gFleet{slow, fit, slow, fit, slow} {
 		st := step(f)
-		if st.Decision.Action != decide.ActionNone {
+		if st.Decision.Action != status.ActionNone {
 			t.Fatalf("decision %d published %+v", i, st.Decision)
 		}
 		if f == slow {
-			r := decisionReason(t, st, decide.StepSteady, "alpha")
+			r := decisionReason(t, st, status.StepSteady, "alpha")
 			if r.OK || *r.Value != 0 || *r.Limit != 3 || st.Memory.Named != "alpha" || st.Memory.NamedDecisions != 1 || !st.Memory.NamedSince.Equal(st.GeneratedAt) {
 				t.Fatalf("decision %d: steady %+v, memory %+v", i, r, st.Memory)
 			}
@@ -314,15 +315,15 @@ func TestHysteresis(t *testing.T) {
 		written float64
 	}{{[]string{"alpha", "bravo", "charlie"}, 0}, {[]string{"charlie"}, 2}} {
 		st := step(slow, c.kept...)
-		r := decisionReason(t, st, decide.StepSteady, "alpha")
-		if st.Decision.Action != decide.ActionNone || r.OK || *r.Value != c.written || !st.Memory.NamedSince.Equal(first) || !strings.Contains(r.Detail, "charlie") {
+		r := decisionReason(t, st, status.StepSteady, "alpha")
+		if st.Decision.Action != status.ActionNone || r.OK || *r.Value != c.written || !st.Memory.NamedSince.Equal(first) || !strings.Contains(r.Detail, "charlie") {
 			t.Fatalf("kept %v: %s, steady %+v, memory %+v", c.kept, st.Decision.Action, r, st.Memory)
 		}
 	}
 	// charlie wrote at the decision before: every voter has now, even with
 	// alpha's and bravo's records kept since (they changed after the first).
 	st := step(slow, "alpha", "bravo")
-	if r := decisionReason(t, st, decide.StepSteady, "alpha"); !r.OK || *r.Value != 3 || st.Memory.NamedDecisions != 4 {
+	if r := decisionReason(t, st, status.StepSteady, "alpha"); !r.OK || *r.Value != 3 || st.Memory.NamedDecisions != 4 {
 		t.Fatalf("every voter written since: steady %+v, memory %+v", r, st.Memory)
 	}
 	wantSwap(t, st, "alpha", "delta")
@@ -333,11 +334,11 @@ func TestHysteresis(t *testing.T) {
 	// A swap gone because the voter set changed is no flap.
 	prev = settled(slow, 2*time.Hour)
 	step(slow)
-	if st := step(slow); st.Decision.Action != decide.ActionSwap {
+	if st := step(slow); st.Decision.Action != status.ActionSwap {
 		t.Fatalf("second decision, every record changed: %s", st.Decision.Action)
 	}
 	prev.Memory.Voters = []string{"alpha", "bravo", "zulu"}
-	if st := step(slow); st.Memory.Flaps != 0 || st.Decision.Action != decide.ActionNone {
+	if st := step(slow); st.Memory.Flaps != 0 || st.Decision.Action != status.ActionNone {
 		t.Fatalf("voter set changed: memory %+v", st.Memory)
 	}
 }
@@ -376,9 +377,9 @@ func TestAttributionConnectsFirst(t *testing.T) {
 					f.rttOnly[pairOf("alpha", "charlie")] = 0.4
 				}
 				st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-				r := decisionReason(t, st, decide.StepAttribution, "")
+				r := decisionReason(t, st, status.StepAttribution, "")
 				if followers && !c.path {
-					wantNone(t, st, decide.StepAttribution)
+					wantNone(t, st, status.StepAttribution)
 					if r.OK || !strings.Contains(r.Detail, "by peer_rtt (no connect between voters is slow): alpha-bravo, alpha-charlie, bravo-charlie") {
 						t.Fatalf("attribution: %+v", r)
 					}
@@ -423,7 +424,7 @@ func TestRoundTripsLagTheConnects(t *testing.T) {
 				prev.Memory.ConnectsSlowAt = f.now.Add(-c.ago)
 			}
 			st := decide.Decide(f.input(t, prev))
-			r := decisionReason(t, st, decide.StepAttribution, "")
+			r := decisionReason(t, st, status.StepAttribution, "")
 			if c.stand {
 				if !r.OK || st.Memory.Named != "bravo" {
 					t.Fatalf("round trips alone should name bravo: named %q, %+v", st.Memory.Named, r)
@@ -434,7 +435,7 @@ func TestRoundTripsLagTheConnects(t *testing.T) {
 				!strings.Contains(r.Detail, "held against no voter, and a voter is unfit by its own readings only") {
 				t.Fatalf("want the round trips held as lagging: named %q, %+v", st.Memory.Named, r)
 			}
-			if rep := decisionReason(t, st, decide.StepReplace, ""); rep.OK || !strings.Contains(rep.Detail, "unfit by slow links alone, held against no voter): nothing to replace") {
+			if rep := decisionReason(t, st, status.StepReplace, ""); rep.OK || !strings.Contains(rep.Detail, "unfit by slow links alone, held against no voter): nothing to replace") {
 				t.Fatalf("replace: %+v", rep)
 			}
 			if !st.Memory.ConnectsSlowAt.Equal(prev.Memory.ConnectsSlowAt) {
@@ -450,7 +451,7 @@ func TestRoundTripsLagTheConnects(t *testing.T) {
 	prev.Memory.ConnectsSlowAt = f.now.Add(-15 * time.Second)
 	st := decideSteady(f.input(t, prev))
 	wantSwap(t, st, "charlie", "standby-1")
-	if r := decisionReason(t, st, decide.StepReplace, "charlie"); !strings.Contains(r.Detail, "by its own readings") || !strings.Contains(r.Detail, "wal_fsync") {
+	if r := decisionReason(t, st, status.StepReplace, "charlie"); !strings.Contains(r.Detail, "by its own readings") || !strings.Contains(r.Detail, "wal_fsync") {
 		t.Fatalf("replace: %+v", r)
 	}
 	// A decision with a slow connect between voters remembers it.
@@ -487,7 +488,7 @@ func TestRoundTripsLagALateMember(t *testing.T) {
 				prev.Memory.MemberLateAt, prev.Memory.MemberLate = f.now.Add(-c.ago), "bravo"
 			}
 			st := decide.Decide(f.input(t, prev))
-			r := decisionReason(t, st, decide.StepAttribution, "")
+			r := decisionReason(t, st, status.StepAttribution, "")
 			if c.stand {
 				if !r.OK || st.Memory.Named != "bravo" {
 					t.Fatalf("round trips alone should name bravo: named %q, %+v", st.Memory.Named, r)
@@ -510,7 +511,7 @@ func TestRoundTripsLagALateMember(t *testing.T) {
 	prev.Memory.ConnectsSlowAt = f.now.Add(-90 * time.Second)
 	prev.Memory.MemberLateAt, prev.Memory.MemberLate = f.now.Add(-20*time.Second), "bravo"
 	st := decide.Decide(f.input(t, prev))
-	if r := decisionReason(t, st, decide.StepAttribution, ""); !strings.Contains(r.Detail, "bravo ran late enough for its peers' round trips to carry it (a member run late answers their probes as late; the connects, answered by the kernel, do not show it) 20s ago") {
+	if r := decisionReason(t, st, status.StepAttribution, ""); !strings.Contains(r.Detail, "bravo ran late enough for its peers' round trips to carry it (a member run late answers their probes as late; the connects, answered by the kernel, do not show it) 20s ago") {
 		t.Fatalf("want the later cause stated: %+v", r)
 	}
 	// One stall in a voter's window, which its tail forgives, is
@@ -546,7 +547,7 @@ func TestRoundTripsLagALateMember(t *testing.T) {
 		if got != c.want {
 			t.Fatalf("%s: member_late_at %v %q, want remembered %v", c.name, st.Memory.MemberLateAt, st.Memory.MemberLate, c.want)
 		}
-		if h := hostOf(t, st, "charlie"); (h.Verdict == decide.Fit) == c.twice {
+		if h := hostOf(t, st, "charlie"); (h.Verdict == status.Fit) == c.twice {
 			t.Fatalf("%s: verdict %s", c.name, h.Verdict)
 		}
 	}

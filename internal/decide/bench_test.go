@@ -2,7 +2,6 @@ package decide_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // bigFleet is five voters and hosts-5 standbys, all recording a full window.
@@ -72,7 +72,7 @@ func cpuTime(b *testing.B) time.Duration {
 func TestDecideAtScale(t *testing.T) {
 	f := bigFleet(50)
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	if st.Decision.Action != decide.ActionSwap || (st.Decision.Out != "host-000" && st.Decision.Out != "host-001") {
+	if st.Decision.Action != status.ActionSwap || (st.Decision.Out != "host-000" && st.Decision.Out != "host-001") {
 		t.Fatalf("decision %+v", st.Decision)
 	}
 }
@@ -122,7 +122,7 @@ func TestDecideExitCodes(t *testing.T) {
 	}
 	// The previous status may also be the fleet-role-status ConfigMap.
 	st := readFile(t, filepath.Join(dir, "previous.json"))
-	cm := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]string{decide.StatusKey: string(st)}})
+	cm := mustJSON(t, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]string{status.StatusKey: string(st)}})
 	prevCM := filepath.Join(tmp, "status-cm.json")
 	writeFile(t, prevCM, cm)
 	now := strings.TrimSpace(string(readFile(t, filepath.Join(dir, "now"))))
@@ -156,7 +156,7 @@ func TestStatusFitsConfigMap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := decide.UnmarshalStatus(b)
+		back, err := status.UnmarshalStatus(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,40 +165,12 @@ func TestStatusFitsConfigMap(t *testing.T) {
 			cells += len(r.To)
 		}
 		t.Logf("status of %d hosts: %d bytes, form %s, dropped %+v; %d link cells", n, len(b), back.Form, back.Dropped, cells)
-		if len(b) > decide.MaxStatusBytes || len(b) > 1<<20 {
-			t.Fatalf("status of %d hosts: %d bytes, over %d", n, len(b), decide.MaxStatusBytes)
+		if len(b) > status.MaxStatusBytes || len(b) > 1<<20 {
+			t.Fatalf("status of %d hosts: %d bytes, over %d", n, len(b), status.MaxStatusBytes)
 		}
 		// Each host connects to the five voters but itself.
 		if len(back.Hosts) != n || cells != n*5-5 {
 			t.Fatalf("%d hosts, %d link cells in form %s: want %d and %d", len(back.Hosts), cells, back.Form, n, n*5-5)
-		}
-	}
-}
-
-// The indented size is counted as json.Indent writes it, so that Marshal
-// may skip building an indented document that does not fit: on every
-// shape JSON has (empty and nested containers, escapes and brackets inside
-// strings) and on a large fleet's status, whole and with its texts shared.
-func TestIndentedLenIsIndent(t *testing.T) {
-	docs := []string{`{}`, `[]`, `{"a":[]}`, `{"a":{}}`, `[[],[{}],{"b":[1,2,{"c":null}]}]`, `"x"`, `1`,
-		`{"s":"a\"b\\c{[,:]}","t":["\u00e9\\\"",true,false]}`, `{"a":{"b":{"c":{"d":[0]}}}}`}
-	f := bigFleet(148)
-	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
-	for _, form := range []int{0, 1} {
-		b, err := st.MarshalWithin(1 << 30)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var c bytes.Buffer
-		if err := json.Compact(&c, b); err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, c.String())
-		st.Hosts = st.Hosts[:len(st.Hosts)/(form+2)]
-	}
-	for _, d := range docs {
-		if got, want := decide.IndentedLen([]byte(d)), len(decide.Indent([]byte(d))); got != want {
-			t.Fatalf("indentedLen %d, indent writes %d bytes: %.200s", got, want, d)
 		}
 	}
 }

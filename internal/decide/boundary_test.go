@@ -10,8 +10,10 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // timings are the two settings every limit is held to: k3s's 500 ms/5 s and
@@ -55,14 +57,14 @@ func baseWindow(s settings.Settings, name string, voter bool, mod func(i int, x 
 
 // judge decides a fleet of the voter vee and the host of e (a voter when
 // voter is set, else a standby) and returns that host.
-func judge(t *testing.T, s settings.Settings, e entry.Entry, voter bool, prev *decide.Status) decide.Host {
+func judge(t *testing.T, s settings.Settings, e entry.Entry, voter bool, prev *status.Status) status.Host {
 	t.Helper()
 	raw, err := entry.Encode(e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := decide.Input{Now: baseNow, Settings: s, Previous: prev,
-		Nodes:   []decide.Node{{Name: under, Voter: true, Eligible: true}, {Name: e.Node, Voter: voter, Eligible: true, EligibleMarked: true}},
+		Nodes:   []k3snode.Node{{Name: under, Voter: true, Eligible: true}, {Name: e.Node, Voter: voter, Eligible: true, EligibleMarked: true}},
 		Entries: map[string]string{e.Node: raw}}
 	st := decide.Decide(in)
 	for _, h := range st.Hosts {
@@ -71,10 +73,10 @@ func judge(t *testing.T, s settings.Settings, e entry.Entry, voter bool, prev *d
 		}
 	}
 	t.Fatalf("host %s missing", e.Node)
-	return decide.Host{}
+	return status.Host{}
 }
 
-func reasonOf(t *testing.T, h decide.Host, signal string) decide.Reason {
+func reasonOf(t *testing.T, h status.Host, signal string) status.Reason {
 	t.Helper()
 	for _, r := range h.Reasons {
 		if r.Signal == signal {
@@ -82,7 +84,7 @@ func reasonOf(t *testing.T, h decide.Host, signal string) decide.Reason {
 		}
 	}
 	t.Fatalf("%s has no %s reason: %+v", h.Name, signal, h.Reasons)
-	return decide.Reason{}
+	return status.Reason{}
 }
 
 type boundary struct {
@@ -111,9 +113,9 @@ func runBoundaries(t *testing.T, s settings.Settings, cases []boundary) {
 			if r.OK != c.ok {
 				t.Fatalf("%s ok = %v, want %v: %+v (value %v, limit %v)", c.signal, r.OK, c.ok, r.Detail, deref(r.Value), deref(r.Limit))
 			}
-			want := decide.Fit
+			want := status.Fit
 			if !c.ok {
-				want = decide.Unfit
+				want = status.Unfit
 			}
 			if h.Verdict != want {
 				t.Fatalf("verdict %s, want %s", h.Verdict, want)
@@ -153,16 +155,16 @@ func TestConnectBoundary(t *testing.T) {
 				}
 			}
 			runBoundaries(t, s, []boundary{
-				{name: "at", mod: over(100, l, l, set), signal: decide.SignalConnect, ok: true},
-				{name: "just under", mod: over(100, l-1e-6, l, set), signal: decide.SignalConnect, ok: true},
-				{name: "just over", mod: over(100, l+1e-6, l, set), signal: decide.SignalConnect, ok: false},
-				{name: "one sample of 100 over", mod: over(1, 10*l, 0.001, set), signal: decide.SignalConnect, ok: true},
-				{name: "two samples of 100 over", mod: over(2, 10*l, 0.001, set), signal: decide.SignalConnect, ok: false},
-				{name: "one failed", mod: fail(1), signal: decide.SignalConnect, ok: true},
-				{name: "two failed", mod: fail(2), signal: decide.SignalConnect, ok: false},
+				{name: "at", mod: over(100, l, l, set), signal: status.SignalConnect, ok: true},
+				{name: "just under", mod: over(100, l-1e-6, l, set), signal: status.SignalConnect, ok: true},
+				{name: "just over", mod: over(100, l+1e-6, l, set), signal: status.SignalConnect, ok: false},
+				{name: "one sample of 100 over", mod: over(1, 10*l, 0.001, set), signal: status.SignalConnect, ok: true},
+				{name: "two samples of 100 over", mod: over(2, 10*l, 0.001, set), signal: status.SignalConnect, ok: false},
+				{name: "one failed", mod: fail(1), signal: status.SignalConnect, ok: true},
+				{name: "two failed", mod: fail(2), signal: status.SignalConnect, ok: false},
 			})
 			h := judge(t, s, baseWindow(s, "standby", false, fail(2)), false, nil)
-			if r := reasonOf(t, h, decide.SignalConnect); r.Value != nil || !strings.Contains(r.Detail, "failed; 2 of 100 failed") {
+			if r := reasonOf(t, h, status.SignalConnect); r.Value != nil || !strings.Contains(r.Detail, "failed; 2 of 100 failed") {
 				t.Fatalf("two failed connects: %+v", r)
 			}
 		})
@@ -258,7 +260,7 @@ func TestHistogramWithFewObservations(t *testing.T) {
 					if r.OK != c.ok || !strings.Contains(r.Detail, c.detailed) {
 						t.Fatalf("%s: ok %v, %q; want ok %v and %q", sig.signal, r.OK, r.Detail, c.ok, c.detailed)
 					}
-					if c.n == 1 && (r.Value != nil || h.Verdict != decide.Fit) {
+					if c.n == 1 && (r.Value != nil || h.Verdict != status.Fit) {
 						t.Fatalf("too few to judge, yet value %v and verdict %s", deref(r.Value), h.Verdict)
 					}
 				})
@@ -275,11 +277,11 @@ func TestFdatasyncBoundary(t *testing.T) {
 				return &entry.FsyncReading{At: baseNow, Dir: "/d", Filesystem: "ext4", MeasuredDisk: true, Writes: 9600, P99Seconds: p99, MaxSeconds: 1}
 			}
 			runBoundaries(t, s, []boundary{
-				{name: "at (under: unfit)", fsync: reading(l), signal: decide.SignalFdatasync, ok: false},
-				{name: "just under", fsync: reading(l - 1e-6), signal: decide.SignalFdatasync, ok: true},
-				{name: "just over", fsync: reading(l + 1e-6), signal: decide.SignalFdatasync, ok: false},
-				{name: "memory filesystem: not held against", fsync: &entry.FsyncReading{At: baseNow, Dir: "/d", Filesystem: "tmpfs", P99Seconds: 1}, signal: decide.SignalFdatasync, ok: true},
-				{name: "skipped: not held against", fsync: &entry.FsyncReading{At: baseNow, Skipped: "etcd data on tmpfs in this scenario"}, signal: decide.SignalFdatasync, ok: true},
+				{name: "at (under: unfit)", fsync: reading(l), signal: status.SignalFdatasync, ok: false},
+				{name: "just under", fsync: reading(l - 1e-6), signal: status.SignalFdatasync, ok: true},
+				{name: "just over", fsync: reading(l + 1e-6), signal: status.SignalFdatasync, ok: false},
+				{name: "memory filesystem: not held against", fsync: &entry.FsyncReading{At: baseNow, Dir: "/d", Filesystem: "tmpfs", P99Seconds: 1}, signal: status.SignalFdatasync, ok: true},
+				{name: "skipped: not held against", fsync: &entry.FsyncReading{At: baseNow, Skipped: "etcd data on tmpfs in this scenario"}, signal: status.SignalFdatasync, ok: true},
 			})
 		})
 	}
@@ -291,16 +293,16 @@ func TestMemoryBoundary(t *testing.T) {
 			q := float64(s.StorageQuotaBytes)
 			set := func(x *entry.Sample, v float64) { x.MemAvailableBytes = uint64(v) }
 			runBoundaries(t, s, []boundary{
-				{name: "at", mod: over(100, q, q, set), signal: decide.SignalMemory, ok: true},
-				{name: "just under", mod: over(100, q-1024, q, set), signal: decide.SignalMemory, ok: false},
-				{name: "just over", mod: over(100, q+1024, q, set), signal: decide.SignalMemory, ok: true},
-				{name: "one sample of 100 below", mod: over(1, q/2, 2*q, set), signal: decide.SignalMemory, ok: true},
-				{name: "two samples of 100 below", mod: over(2, q/2, 2*q, set), signal: decide.SignalMemory, ok: false},
+				{name: "at", mod: over(100, q, q, set), signal: status.SignalMemory, ok: true},
+				{name: "just under", mod: over(100, q-1024, q, set), signal: status.SignalMemory, ok: false},
+				{name: "just over", mod: over(100, q+1024, q, set), signal: status.SignalMemory, ok: true},
+				{name: "one sample of 100 below", mod: over(1, q/2, 2*q, set), signal: status.SignalMemory, ok: true},
+				{name: "two samples of 100 below", mod: over(2, q/2, 2*q, set), signal: status.SignalMemory, ok: false},
 			})
 			// A voter is held to the quota its etcd reports.
 			quota := func(i int, x *entry.Sample) { x.Etcd.QuotaBytes = 8 * gib; x.MemAvailableBytes = 8*gib - 1024 }
 			h := judge(t, s, baseWindow(s, "voter", true, quota), true, nil)
-			if r := reasonOf(t, h, decide.SignalMemory); r.OK || *r.Limit != float64(8*gib) {
+			if r := reasonOf(t, h, status.SignalMemory); r.OK || *r.Limit != float64(8*gib) {
 				t.Fatalf("voter below its etcd quota: %+v", r)
 			}
 		})
@@ -313,12 +315,12 @@ func TestStallBoundary(t *testing.T) {
 			l := s.StallLimit().Value
 			set := func(x *entry.Sample, v float64) { x.MemFullStallSeconds = &v }
 			runBoundaries(t, s, []boundary{
-				{name: "at (under: unfit)", mod: over(100, l, l, set), signal: decide.SignalStall, ok: false},
-				{name: "just under", mod: over(100, l-1e-6, l, set), signal: decide.SignalStall, ok: true},
-				{name: "just over", mod: over(100, l+1e-6, l, set), signal: decide.SignalStall, ok: false},
-				{name: "one period of 100 over", mod: over(1, 10*l, 0, set), signal: decide.SignalStall, ok: true},
-				{name: "two periods of 100 over", mod: over(2, 10*l, 0, set), signal: decide.SignalStall, ok: false},
-				{name: "no PSI: not held against", mod: func(_ int, x *entry.Sample) { x.MemFullStallSeconds = nil }, signal: decide.SignalStall, ok: true},
+				{name: "at (under: unfit)", mod: over(100, l, l, set), signal: status.SignalStall, ok: false},
+				{name: "just under", mod: over(100, l-1e-6, l, set), signal: status.SignalStall, ok: true},
+				{name: "just over", mod: over(100, l+1e-6, l, set), signal: status.SignalStall, ok: false},
+				{name: "one period of 100 over", mod: over(1, 10*l, 0, set), signal: status.SignalStall, ok: true},
+				{name: "two periods of 100 over", mod: over(2, 10*l, 0, set), signal: status.SignalStall, ok: false},
+				{name: "no PSI: not held against", mod: func(_ int, x *entry.Sample) { x.MemFullStallSeconds = nil }, signal: status.SignalStall, ok: true},
 			})
 		})
 	}
@@ -334,21 +336,21 @@ func TestWakeupBoundary(t *testing.T) {
 			for _, voter := range []bool{false, true} {
 				role := map[bool]string{false: "standby: ", true: "voter: "}[voter]
 				runBoundaries(t, s, []boundary{
-					{name: role + "at (under: unfit)", voter: voter, mod: over(100, l, l, set), signal: decide.SignalWakeup, ok: false},
-					{name: role + "just under", voter: voter, mod: over(100, l-1e-6, l, set), signal: decide.SignalWakeup, ok: true},
-					{name: role + "just over", voter: voter, mod: over(100, l+1e-6, l, set), signal: decide.SignalWakeup, ok: false},
-					{name: role + "one period of 100 over", voter: voter, mod: over(1, 2*l, 0.005, set), signal: decide.SignalWakeup, ok: true},
-					{name: role + "two periods of 100 over", voter: voter, mod: over(2, 2*l, 0.005, set), signal: decide.SignalWakeup, ok: false},
-					{name: role + "not measured: not held against", voter: voter, mod: func(_ int, x *entry.Sample) { x.WakeupLateSeconds = nil }, signal: decide.SignalWakeup, ok: true},
+					{name: role + "at (under: unfit)", voter: voter, mod: over(100, l, l, set), signal: status.SignalWakeup, ok: false},
+					{name: role + "just under", voter: voter, mod: over(100, l-1e-6, l, set), signal: status.SignalWakeup, ok: true},
+					{name: role + "just over", voter: voter, mod: over(100, l+1e-6, l, set), signal: status.SignalWakeup, ok: false},
+					{name: role + "one period of 100 over", voter: voter, mod: over(1, 2*l, 0.005, set), signal: status.SignalWakeup, ok: true},
+					{name: role + "two periods of 100 over", voter: voter, mod: over(2, 2*l, 0.005, set), signal: status.SignalWakeup, ok: false},
+					{name: role + "not measured: not held against", voter: voter, mod: func(_ int, x *entry.Sample) { x.WakeupLateSeconds = nil }, signal: status.SignalWakeup, ok: true},
 				})
 			}
 			// The detail states the figures: the tail, the timer's
 			// interval, the limit, and how many periods were over.
 			h := judge(t, s, baseWindow(s, "standby", false, over(2, 2*l, 0.005, set)), false, nil)
-			r := reasonOf(t, h, decide.SignalWakeup)
-			hb := decide.FormatValue(s.HeartbeatInterval.Seconds(), "seconds")
+			r := reasonOf(t, h, status.SignalWakeup)
+			hb := status.FormatValue(s.HeartbeatInterval.Seconds(), "seconds")
 			want := "p99 of 100 periods' largest lateness of a timer due every heartbeat interval (" + hb + "): " +
-				decide.FormatValue(2*l, "seconds") + " late, must be under " + hb + "; 2 of 100 over"
+				status.FormatValue(2*l, "seconds") + " late, must be under " + hb + "; 2 of 100 over"
 			if r.Detail != want || *r.Value != 2*l || *r.Limit != l || r.Rule != settings.Under {
 				t.Fatalf("two periods over: %+v\nwant detail %q", r, want)
 			}
@@ -371,16 +373,16 @@ func TestWakeupBoundary(t *testing.T) {
 				}
 			}
 			h = judge(t, s, baseWindow(s, "standby", false, half(1)), false, nil)
-			r = reasonOf(t, h, decide.SignalWakeup)
+			r = reasonOf(t, h, status.SignalWakeup)
 			if want := "the 49th of 50 periods' largest lateness of a timer due every heartbeat interval (" + hb + ") (forgiving 1 sample as the window does): "; !r.OK || !strings.HasPrefix(r.Detail, want) {
 				t.Fatalf("one of 50 measured over: %+v\nwant ok, detail from %q", r, want)
 			}
 			h = judge(t, s, baseWindow(s, "standby", false, half(2)), false, nil)
-			if r := reasonOf(t, h, decide.SignalWakeup); r.OK || *r.Value != 2*l {
+			if r := reasonOf(t, h, status.SignalWakeup); r.OK || *r.Value != 2*l {
 				t.Fatalf("two of 50 measured over: %+v", r)
 			}
 			h = judge(t, s, baseWindow(s, "standby", false, func(_ int, x *entry.Sample) { x.WakeupLateSeconds = nil }), false, nil)
-			if r := reasonOf(t, h, decide.SignalWakeup); !r.OK || r.Value != nil || r.Limit != nil || r.Basis != s.WakeupLimit().Basis ||
+			if r := reasonOf(t, h, status.SignalWakeup); !r.OK || r.Value != nil || r.Limit != nil || r.Basis != s.WakeupLimit().Basis ||
 				r.Detail != "no wake-up readings in the window (a probe that does not take them): reported, not held against the host" {
 				t.Fatalf("no readings: %+v", r)
 			}
@@ -394,9 +396,9 @@ func TestLinkClasses(t *testing.T) {
 		return func(_ int, x *entry.Sample) { x.Link = entry.Link{Interface: "x0", Class: class} }
 	}
 	runBoundaries(t, s, []boundary{
-		{name: "wired", mod: link(entry.ClassWired), signal: decide.SignalLink, ok: true},
-		{name: "wifi", mod: link(entry.ClassWifi), signal: decide.SignalLink, ok: false},
-		{name: "unknown: not held against", mod: link(entry.ClassUnknown), signal: decide.SignalLink, ok: true},
+		{name: "wired", mod: link(entry.ClassWired), signal: status.SignalLink, ok: true},
+		{name: "wifi", mod: link(entry.ClassWifi), signal: status.SignalLink, ok: false},
+		{name: "unknown: not held against", mod: link(entry.ClassUnknown), signal: status.SignalLink, ok: true},
 	})
 }
 
@@ -405,8 +407,8 @@ func TestSamplesBoundary(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, c := range []struct {
 				n    int
-				want decide.Verdict
-			}{{s.Window - 1, decide.Unknown}, {s.Window, decide.Fit}, {s.Window + 1, decide.Fit}} {
+				want status.Verdict
+			}{{s.Window - 1, status.Unknown}, {s.Window, status.Fit}, {s.Window + 1, status.Fit}} {
 				big := s
 				big.Window = c.n
 				e := baseWindow(big, "standby", false, nil)
@@ -433,19 +435,19 @@ func TestStaleBoundary(t *testing.T) {
 			limit := 3 * s.SamplePeriod
 			for _, c := range []struct {
 				age  time.Duration
-				want decide.Verdict
-			}{{limit - time.Millisecond, decide.Fit}, {limit, decide.Fit}, {limit + time.Millisecond, decide.Unknown}} {
-				prev := &decide.Status{Schema: decide.Schema, Hosts: []decide.Host{{Name: e.Node,
-					Observation: &decide.Observation{Digest: decide.Digest(raw), ChangedAt: baseNow.Add(-c.age)}}}}
+				want status.Verdict
+			}{{limit - time.Millisecond, status.Fit}, {limit, status.Fit}, {limit + time.Millisecond, status.Unknown}} {
+				prev := &status.Status{Schema: status.Schema, Hosts: []status.Host{{Name: e.Node,
+					Observation: &status.Observation{Digest: decide.Digest(raw), ChangedAt: baseNow.Add(-c.age)}}}}
 				if h := judge(t, s, e, false, prev); h.Verdict != c.want {
 					t.Fatalf("unchanged for %v: %s, want %s", c.age, h.Verdict, c.want)
 				}
 			}
 			// A changed entry is fresh whatever the probe's clock says.
-			prev := &decide.Status{Schema: decide.Schema, Hosts: []decide.Host{{Name: e.Node,
-				Observation: &decide.Observation{Digest: "another", ChangedAt: baseNow.Add(-time.Hour)}}}}
+			prev := &status.Status{Schema: status.Schema, Hosts: []status.Host{{Name: e.Node,
+				Observation: &status.Observation{Digest: "another", ChangedAt: baseNow.Add(-time.Hour)}}}}
 			h := judge(t, s, e, false, prev)
-			if h.Verdict != decide.Fit || !h.Observation.ChangedAt.Equal(baseNow) {
+			if h.Verdict != status.Fit || !h.Observation.ChangedAt.Equal(baseNow) {
 				t.Fatalf("changed entry: %s, observed %v", h.Verdict, h.Observation)
 			}
 		})
@@ -463,19 +465,19 @@ func TestCooldownBoundary(t *testing.T) {
 				swap bool
 			}{{cool - time.Millisecond, false}, {cool, true}, {cool + time.Millisecond, true}} {
 				st := decideSteady(f.input(t, settled(f, c.ago)))
-				if got := st.Decision.Action == decide.ActionSwap; got != c.swap {
+				if got := st.Decision.Action == status.ActionSwap; got != c.swap {
 					t.Fatalf("voter set changed %v ago (cooldown %v): swap %v, want %v: %+v", c.ago, cool, got, c.swap, st.Decision.Reasons)
 				}
 			}
 			// Without a previous status the voter set counts as formed now.
 			st := decide.Decide(f.input(t, nil))
-			if st.Decision.Action != decide.ActionNone || !st.Memory.VotersChangedAt.Equal(f.now) {
+			if st.Decision.Action != status.ActionNone || !st.Memory.VotersChangedAt.Equal(f.now) {
 				t.Fatalf("no previous: %+v", st.Decision)
 			}
 			// A changed voter set restarts the cooldown.
 			prev := settled(f, 2*time.Hour)
 			prev.Memory.Voters = []string{"alpha", "bravo", "zulu"}
-			if st := decide.Decide(f.input(t, prev)); st.Decision.Action != decide.ActionNone || !st.Memory.VotersChangedAt.Equal(f.now) {
+			if st := decide.Decide(f.input(t, prev)); st.Decision.Action != status.ActionNone || !st.Memory.VotersChangedAt.Equal(f.now) {
 				t.Fatalf("changed voter set: %+v", st.Memory)
 			}
 		})
@@ -490,19 +492,19 @@ func TestUnknownHostDoesNotAccuse(t *testing.T) {
 	f.host("delta").connect = 2 // delta measures every voter slow
 	f.host("delta").samples = 50
 	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
-	wantVerdict(t, st, "delta", decide.Unknown)
+	wantVerdict(t, st, "delta", status.Unknown)
 	for _, n := range []string{"alpha", "bravo", "charlie"} {
-		wantVerdict(t, st, n, decide.Fit)
+		wantVerdict(t, st, n, status.Fit)
 	}
 	f.host("delta").samples = 0
 	st = decide.Decide(f.input(t, settled(f, 2*time.Hour)))
 	// Judged, delta's poor path is held against delta alone: the voters'
 	// paths to each other are fine, so none of them is the one to replace.
-	wantVerdict(t, st, "delta", decide.Unfit)
+	wantVerdict(t, st, "delta", status.Unfit)
 	for _, n := range []string{"alpha", "bravo", "charlie"} {
-		wantVerdict(t, st, n, decide.Fit)
+		wantVerdict(t, st, n, status.Fit)
 	}
-	if st.Decision.Action != decide.ActionNone {
+	if st.Decision.Action != status.ActionNone {
 		t.Fatalf("a standby's poor path made a swap: %+v", st.Decision)
 	}
 	wantLinkNamed(t, st, "delta", "alpha")
@@ -540,7 +542,7 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 	// The status reads back as itself.
-	back, err := decide.UnmarshalStatus(want)
+	back, err := status.UnmarshalStatus(want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,14 +553,14 @@ func TestDeterministic(t *testing.T) {
 	if !bytes.Equal(again, want) {
 		t.Fatal("status does not survive a round trip")
 	}
-	if _, err := decide.UnmarshalStatus([]byte(`{"schema":"fleet-role.io/status/v0"}`)); err == nil {
+	if _, err := status.UnmarshalStatus([]byte(`{"schema":"fleet-role.io/status/v0"}`)); err == nil {
 		t.Fatal("another schema was read")
 	}
 }
 
 func ExampleSummary() {
 	v, l := 0.812, 0.25
-	fmt.Println(decide.Summary(decide.Reason{Signal: decide.SignalConnect, Subject: "bravo", Value: &v, Limit: &l, Unit: "seconds", Rule: settings.AtMost}))
+	fmt.Println(status.Summary(status.Reason{Signal: status.SignalConnect, Subject: "bravo", Value: &v, Limit: &l, Unit: "seconds", Rule: settings.AtMost}))
 	// Output: connect bravo: 812ms, must be at most 250ms
 }
 
@@ -583,7 +585,7 @@ func TestCooldownFromVoterConditions(t *testing.T) {
 		}
 		latest := f.now.Add(-c.ago - time.Duration(firstVoter(in.Nodes))*time.Hour)
 		st := decideSteady(in)
-		if got := st.Decision.Action == decide.ActionSwap; got != c.swap || !st.Memory.VotersChangedAt.Equal(latest) {
+		if got := st.Decision.Action == status.ActionSwap; got != c.swap || !st.Memory.VotersChangedAt.Equal(latest) {
 			t.Fatalf("voters became voters %v ago (cooldown %v): swap %v (want %v), changed at %v (want %v): %+v",
 				c.ago, cool, got, c.swap, st.Memory.VotersChangedAt, latest, st.Decision.Reasons)
 		}
@@ -594,13 +596,13 @@ func TestCooldownFromVoterConditions(t *testing.T) {
 			in.Nodes[i].VoterSince = f.now.Add(-2 * cool)
 		}
 	}
-	if st := decide.Decide(in); !st.Memory.VotersChangedAt.Equal(f.now) || st.Decision.Action != decide.ActionNone {
+	if st := decide.Decide(in); !st.Memory.VotersChangedAt.Equal(f.now) || st.Decision.Action != status.ActionNone {
 		t.Fatalf("a voter without a transition time: changed at %v, want now; decision %+v", st.Memory.VotersChangedAt, st.Decision)
 	}
 }
 
 // firstVoter is the index of the voter whose transition is the latest.
-func firstVoter(nodes []decide.Node) int {
+func firstVoter(nodes []k3snode.Node) int {
 	for i, n := range nodes {
 		if n.Voter {
 			return i
@@ -615,11 +617,11 @@ func TestStandbyPoorPathDoesNotSwapAHealthyVoter(t *testing.T) {
 	f := standardFleet(settings.Defaults())
 	f.slow[pairOf("alpha", "delta")] = 0.4
 	st := decide.Decide(f.input(t, settled(f, 2*time.Hour)))
-	wantVerdict(t, st, "delta", decide.Unfit)
+	wantVerdict(t, st, "delta", status.Unfit)
 	for _, n := range []string{"alpha", "bravo", "charlie"} {
-		wantVerdict(t, st, n, decide.Fit)
+		wantVerdict(t, st, n, status.Fit)
 	}
-	if st.Decision.Action != decide.ActionNone {
+	if st.Decision.Action != status.ActionNone {
 		t.Fatalf("decision %+v, want none", st.Decision)
 	}
 }
@@ -635,7 +637,7 @@ func TestTiedSlowLinkNamesTheUnpinnedVoter(t *testing.T) {
 	f.host("alpha").pinned = &yes
 	f.slow[pairOf("alpha", "bravo")] = 0.4
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	if st.Decision.Action != decide.ActionSwap || st.Decision.Out != "bravo" {
+	if st.Decision.Action != status.ActionSwap || st.Decision.Out != "bravo" {
 		t.Fatalf("decision %+v, want bravo swapped out", st.Decision)
 	}
 
@@ -643,13 +645,13 @@ func TestTiedSlowLinkNamesTheUnpinnedVoter(t *testing.T) {
 	f.host("alpha").pinned = &yes
 	f.host("alpha").slowWAL = true
 	st = decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	if st.Decision.Action != decide.ActionNone {
+	if st.Decision.Action != status.ActionNone {
 		t.Fatalf("decision %+v, want none: the only unfit voter is pinned", st.Decision)
 	}
-	if r := decisionReason(t, st, decide.StepPinned, "alpha"); !r.OK || !strings.Contains(r.Detail, "passed over") {
+	if r := decisionReason(t, st, status.StepPinned, "alpha"); !r.OK || !strings.Contains(r.Detail, "passed over") {
 		t.Fatalf("pinned alpha: %+v", r)
 	}
-	if r := decisionReason(t, st, decide.StepReplace, ""); r.OK || !strings.Contains(r.Detail, "every unfit voter is pinned (alpha)") {
+	if r := decisionReason(t, st, status.StepReplace, ""); r.OK || !strings.Contains(r.Detail, "every unfit voter is pinned (alpha)") {
 		t.Fatalf("replace: %+v", r)
 	}
 }
@@ -666,16 +668,16 @@ func TestOverALimitBeatsAFailedReading(t *testing.T) {
 			wifi(x)
 		})
 		h := judge(t, s, e, true, nil)
-		if r := reasonOf(t, h, decide.SignalEtcd); r.OK {
+		if r := reasonOf(t, h, status.SignalEtcd); r.OK {
 			t.Fatalf("etcd reason ok with every scrape failed: %+v", r)
 		}
-		if h.Verdict != decide.Unfit {
+		if h.Verdict != status.Unfit {
 			t.Fatalf("verdict %s, want unfit: its link is over its limit", h.Verdict)
 		}
 	})
 	t.Run("the same voter, its etcd read", func(t *testing.T) {
 		h := judge(t, s, baseWindow(s, "voter", true, func(i int, x *entry.Sample) { wifi(x) }), true, nil)
-		if h.Verdict != decide.Unfit {
+		if h.Verdict != status.Unfit {
 			t.Fatalf("verdict %s, want unfit", h.Verdict)
 		}
 	})
@@ -683,14 +685,14 @@ func TestOverALimitBeatsAFailedReading(t *testing.T) {
 		e := baseWindow(s, "voter", true, func(i int, x *entry.Sample) {
 			x.Etcd = &entry.EtcdSample{Err: "scrape: context deadline exceeded"}
 		})
-		if h := judge(t, s, e, true, nil); h.Verdict != decide.Unknown {
+		if h := judge(t, s, e, true, nil); h.Verdict != status.Unknown {
 			t.Fatalf("verdict %s, want unknown", h.Verdict)
 		}
 	})
 	t.Run("a window one sample short, on Wi-Fi", func(t *testing.T) {
 		e := baseWindow(s, "standby", false, func(i int, x *entry.Sample) { wifi(x) })
 		e.Samples = e.Samples[1:]
-		if h := judge(t, s, e, false, nil); h.Verdict != decide.Unknown {
+		if h := judge(t, s, e, false, nil); h.Verdict != status.Unknown {
 			t.Fatalf("verdict %s, want unknown: the record cannot be judged", h.Verdict)
 		}
 	})
@@ -707,8 +709,8 @@ type histogramSignal struct {
 
 func histogramSignals(s settings.Settings) []histogramSignal {
 	return []histogramSignal{
-		{decide.SignalPeerRTT, s.RTTLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.PeerRTT["b2"] = h }, rttBounds},
-		{decide.SignalWALFsync, s.WALFsyncLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.WALFsync = h }, walBounds},
-		{decide.SignalBackendCommit, s.BackendCommitLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.BackendCommit = h }, walBounds},
+		{status.SignalPeerRTT, s.RTTLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.PeerRTT["b2"] = h }, rttBounds},
+		{status.SignalWALFsync, s.WALFsyncLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.WALFsync = h }, walBounds},
+		{status.SignalBackendCommit, s.BackendCommitLimit(), func(x *entry.EtcdSample, h quantile.Histogram) { x.BackendCommit = h }, walBounds},
 	}
 }

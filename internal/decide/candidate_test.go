@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // The standby that comes in (docs/limits.md): two of five voters slow,
@@ -52,13 +52,13 @@ func TestTheCleanStandbyComesFirst(t *testing.T) {
 			}
 			st := decideSteady(f.input(t, namedBefore(settled(f, 2*time.Hour), "bravo")))
 			wantSwap(t, st, "bravo", c.want)
-			r := decisionReason(t, st, decide.StepCandidate, c.want)
+			r := decisionReason(t, st, status.StepCandidate, c.want)
 			if !strings.Contains(r.Detail, c.wantText) {
 				t.Fatalf("%s's candidate reason: %s", c.want, r.Detail)
 			}
 			if c.want == "standby-2" {
 				// The one passed over says why.
-				if r := decisionReason(t, st, decide.StepCandidate, "standby-1"); !r.OK || !strings.Contains(r.Detail, "a fit standby slow to no voter that would remain comes first") {
+				if r := decisionReason(t, st, status.StepCandidate, "standby-1"); !r.OK || !strings.Contains(r.Detail, "a fit standby slow to no voter that would remain comes first") {
 					t.Fatalf("standby-1's candidate reason: %+v", r)
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 const candBasis = "a standby is judged against the voters that would remain: its slow links to the voter leaving, and to any other voter that explains the slow links between voters, do not count (it measures a slow voter slow too); a fit standby slow to no voter that would remain comes first, and only when there is none may one whose slow links are all to such voters come in, the slow links the new voter set keeps said beside it; among those the largest headroom (its tightest signal, as a fraction of the limit) wins (docs/limits.md, \"The standby that comes in\")"
@@ -18,7 +20,7 @@ const candBasis = "a standby is judged against the voters that would remain: its
 // explained names the other voters that explain the slow links between
 // voters (the attribution's suspects): a standby's slow link to one of them
 // is that voter's, as its link to the voter leaving is.
-func candidates(j *limits, voters, standbys []*host, out string, explained []*host, links *linkMatrix, d *Decision) string {
+func candidates(j *limits, voters, standbys []*host, out string, explained []*host, links *linkMatrix, d *status.Decision) string {
 	others := map[string]bool{}
 	for _, v := range explained {
 		if v.node.Name != out {
@@ -35,7 +37,7 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 	// voter set, however much headroom its other links have: a clean one
 	// comes first, whatever its headroom.
 	best, bestMargin, bestSlow := -1, math.Inf(-1), []string(nil)
-	cands := make([]Reason, 0, len(standbys)+1)
+	cands := make([]status.Reason, 0, len(standbys)+1)
 	slow := make([]bool, 0, len(standbys))
 	for _, c := range standbys {
 		r, margin, slowTo := candidate(j, c, out, others, remaining, links)
@@ -48,7 +50,7 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 		}
 	}
 	if best >= 0 {
-		cands[best].Code = CodeCandidateChosen
+		cands[best].Code = status.CodeCandidateChosen
 	}
 	if best >= 0 && len(bestSlow) > 0 {
 		// No standby is clean: say what the new voter set keeps slow.
@@ -65,9 +67,9 @@ func candidates(j *limits, voters, standbys []*host, out string, explained []*ho
 		}
 	}
 	if best < 0 {
-		code, why := CodeNoStandby, "no standby to replace "+out+" with"
+		code, why := status.CodeNoStandby, "no standby to replace "+out+" with"
 		if len(standbys) > 0 {
-			code, why = CodeNoFitStandby, fmt.Sprintf("no standby is fit against the voters that would remain (%s): nothing is swapped", strings.Join(remaining, ", "))
+			code, why = status.CodeNoFitStandby, fmt.Sprintf("no standby is fit against the voters that would remain (%s): nothing is swapped", strings.Join(remaining, ", "))
 		}
 		cands = append(cands, step(code, "", candBasis, false, why))
 	}
@@ -101,9 +103,9 @@ func keptSlow(in string, slowTo, remaining []string, links *linkMatrix) []string
 // leaves: its reason, whose value is c's headroom when it is fit, that
 // headroom, and the voters that would remain that it is slow to (each one
 // that explains the slow links between voters).
-func candidate(j *limits, c *host, out string, explained map[string]bool, remaining []string, links *linkMatrix) (Reason, float64, []string) {
+func candidate(j *limits, c *host, out string, explained map[string]bool, remaining []string, links *linkMatrix) (status.Reason, float64, []string) {
 	name := c.node.Name
-	r := step(CodeCandidateUnfit, name, candBasis, false, "")
+	r := step(status.CodeCandidateUnfit, name, candBasis, false, "")
 	var bad []string
 	margin, slowToOut := math.Inf(1), false
 	slowToOthers := map[string]bool{}
@@ -124,10 +126,10 @@ func candidate(j *limits, c *host, out string, explained map[string]bool, remain
 		}
 		switch g.out {
 		case unknown:
-			r.Code = CodeCandidateUnknown
+			r.Code = status.CodeCandidateUnknown
 			return quoting(r, name+" is unknown: ", g.reason(j, name)), math.Inf(-1), nil
 		case fail:
-			bad = append(bad, Summary(g.reason(j, name)))
+			bad = append(bad, status.Summary(g.reason(j, name)))
 		}
 		if g.kind.isMeasure() && g.measured {
 			margin = math.Min(margin, g.headroom())
@@ -141,12 +143,12 @@ func candidate(j *limits, c *host, out string, explained map[string]bool, remain
 		// A tail of failed connects is no latency, but to a voter that
 		// explains the slow links it is a slow link like any other.
 		if e := links.at(name, v); e == nil || e.connect == nil || !e.connect.measured && !(explained[v] && e.connect.out == fail) {
-			r.Code = CodeCandidateUnmeasured
+			r.Code = status.CodeCandidateUnmeasured
 			r.Detail = fmt.Sprintf("%s has no connect measured to %s, a voter that would remain", name, v)
 			return r, math.Inf(-1), nil
 		}
 	}
-	r.OK, r.Code = true, CodeCandidateFit
+	r.OK, r.Code = true, status.CodeCandidateFit
 	r.Detail = name + " is fit against " + strings.Join(remaining, ", ") + ", tightest headroom " + formatMargin(margin)
 	if slowToOut {
 		r.Detail += " (its slow link to " + out + ", the voter leaving, does not count)"

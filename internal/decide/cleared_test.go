@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // One slow voter of five: the attribution implicates it alone, and the four
@@ -22,7 +22,7 @@ func TestOneSlowVoterOfFiveClearsTheOthers(t *testing.T) {
 		t.Fatalf("implicated %v, want [charlie]", st.Decision.Implicated)
 	}
 	for _, h := range st.Hosts {
-		if h.Role != decide.RoleVoter {
+		if h.Role != status.RoleVoter {
 			if h.UnfitByLinksTo != nil {
 				t.Errorf("%s (%s) is cleared: only voters are", h.Name, h.Role)
 			}
@@ -32,7 +32,7 @@ func TestOneSlowVoterOfFiveClearsTheOthers(t *testing.T) {
 		if h.Name == "charlie" {
 			want = nil
 		}
-		if h.Verdict != decide.Unfit || !slices.Equal(h.UnfitByLinksTo, want) {
+		if h.Verdict != status.Unfit || !slices.Equal(h.UnfitByLinksTo, want) {
 			t.Errorf("%s: %s, unfit by links to %v; want unfit, by links to %v", h.Name, h.Verdict, h.UnfitByLinksTo, want)
 		}
 	}
@@ -93,7 +93,7 @@ func TestNothingClearedWithoutAnImplicatedVoter(t *testing.T) {
 func TestAnOlderDocumentsAttributedTolerance(t *testing.T) {
 	doc := `{"schema":"fleet-role.io/status/v1","form":"full","generated_at":"2026-12-03T12:00:00Z","hosts":[],"decision":{"action":"none","reasons":[]},` +
 		`"failure_tolerance":{"voters":3,"quorum":2,"unfit":0,"unknown":0,"tolerance":1,"optimistic_tolerance":1,"design_tolerance":1},"links":[],"memory":{},"records":{}}`
-	st, err := decide.UnmarshalStatus([]byte(doc))
+	st, err := status.UnmarshalStatus([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}

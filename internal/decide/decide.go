@@ -5,9 +5,11 @@
 // would make, or says why it would make none.
 //
 // Decide is pure: no client, clock, logger or file. The controller and
-// `fleet-role decide` gather its Input (kube.go adapts the Kubernetes
-// objects) and publish the Status it returns; the status document is exactly
-// that Status's JSON.
+// `fleet-role decide` gather its Input (internal/kube adapts the Kubernetes
+// objects) and publish the status.Status it returns; the status document
+// is exactly its JSON (internal/status). Only the controller and the CLI
+// import this package: the probe, the alerts, the Node events and the
+// status page read the document, not the core.
 package decide
 
 import (
@@ -19,9 +21,11 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Decide makes one decision. It never fails: a host whose entry cannot be
@@ -30,30 +34,30 @@ import (
 // It goes in three steps: every host is judged into typed judgements and a
 // link matrix (assess), the plan is made from those (plan.go), and the
 // reasons are written last, into the Status.
-func Decide(in Input) Status { return decide(in, nil) }
+func Decide(in Input) status.Status { return decide(in, nil) }
 
 // decide is Decide with before, when not nil, called as each host's judging
 // begins, inside the recovery that makes a panic that host's unknown: the
 // seam through which a test makes judging one host panic, passed in rather
 // than held in a variable, so that Decide shares no state between calls.
-func decide(in Input, before func(node string)) Status {
+func decide(in Input, before func(node string)) status.Status {
 	in.Previous = reanchored(in.Previous, in.PreviousAt)
 	a := assessJudging(in, before)
 	s, now := a.j.s, a.j.now
 	mem := remember(in.Previous, a.hosts, now)
 	a.j.protection = protect(in.Previous, in, a.hosts, &mem, now, a.j.stale.Duration())
 	d := planSafely(a.j, a.hosts, a.links, in.Previous, &mem)
-	st := Status{
-		Schema:      Schema,
-		Form:        FormFull,
+	st := status.Status{
+		Schema:      status.Schema,
+		Form:        status.FormFull,
 		GeneratedAt: now,
 		DryRun:      s.DryRun,
-		Settings:    Settings{Values: s, Limits: s.Limits()},
-		Hosts:       make([]Host, 0, len(a.hosts)),
+		Settings:    status.Settings{Values: s, Limits: s.Limits()},
+		Hosts:       make([]status.Host, 0, len(a.hosts)),
 		Decision:    d,
 		Links:       a.links.published(a.hosts),
 		Memory:      mem,
-		Records:     Records{CapBytes: record.CapBytes(s.Window, s.MaxServers)},
+		Records:     status.Records{CapBytes: record.CapBytes(s.Window, s.MaxServers)},
 	}
 	// Each host's deciding index, from one block.
 	deciding := make([]int, len(a.hosts))
@@ -62,13 +66,13 @@ func decide(in Input, before func(node string)) Status {
 		if deciding[i] = h.deciding(); deciding[i] >= 0 {
 			at = &deciding[i]
 		}
-		st.Hosts = append(st.Hosts, Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
+		st.Hosts = append(st.Hosts, status.Host{Name: h.node.Name, Role: h.role, Eligible: h.node.Eligible, Pinned: h.node.Pinned,
 			Verdict: h.verdict, Samples: h.samples, RecordBytes: len(h.raw), Reasons: h.reasons(a.j), Deciding: at,
 			Observation: h.obs, Member: h.member()})
 	}
 	clearByAttribution(a.hosts, st.Hosts, d.Implicated)
 	st.Timing = timingOf(s, a.hosts, st.Links, d.Implicated)
-	st.FailureTolerance = toleranceOf(st.Hosts)
+	st.FailureTolerance = status.ToleranceOf(st.Hosts)
 	// Every record counts, a host's the decision leaves out (neither voter
 	// nor eligible, or no Node) too: they are what fleet-role stores.
 	sizes := make(map[string]int, len(in.Entries)+len(in.Unheld))
@@ -109,7 +113,7 @@ func assess(in Input) *assessment { return assessJudging(in, nil) }
 func assessJudging(in Input, before func(node string)) *assessment {
 	s := in.Settings
 	now := in.Now.UTC()
-	prev := map[string]*Observation{}
+	prev := map[string]*status.Observation{}
 	if in.Previous != nil {
 		for _, h := range in.Previous.Hosts {
 			if h.Observation != nil {
@@ -117,7 +121,7 @@ func assessJudging(in Input, before func(node string)) *assessment {
 			}
 		}
 	}
-	nodes := slices.SortedFunc(slices.Values(in.Nodes), func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+	nodes := slices.SortedFunc(slices.Values(in.Nodes), func(a, b k3snode.Node) int { return cmp.Compare(a.Name, b.Name) })
 
 	j := limitsOf(s, now)
 	j.read = entry.LimitsFor(max(s.Window, in.ReadWindow), s.MaxServers)
@@ -150,7 +154,7 @@ func assessJudging(in Input, before func(node string)) *assessment {
 			}
 		}
 		h.role = roleOf(n, h.etcd)
-		if h.role == RoleOther && !h.hasEntry {
+		if h.role == status.RoleOther && !h.hasEntry {
 			continue // a host that records nothing has nothing to report
 		}
 		hosts = append(hosts, h)
@@ -203,7 +207,7 @@ func assessJudging(in Input, before func(node string)) *assessment {
 func decodeEntry(dec *entry.Decoder, kept bool, raw, node string, l entry.Limits) (e entry.Entry, connects map[string]*entry.Connects, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			e, connects, err = entry.Entry{}, nil, fmt.Errorf("reading the entry panicked: %s", clip(fmt.Sprint(p)))
+			e, connects, err = entry.Entry{}, nil, fmt.Errorf("reading the entry panicked: %s", status.Clip(fmt.Sprint(p)))
 		}
 	}()
 	// By voter: the connects are judged voter by voter, and a map per
@@ -215,7 +219,7 @@ func decodeEntry(dec *entry.Decoder, kept bool, raw, node string, l entry.Limits
 	}
 	clipEntry(&e, connects)
 	if err == nil && e.Node != node {
-		err = fmt.Errorf("the entry names node %q but is stored under %q", clip(e.Node), node)
+		err = fmt.Errorf("the entry names node %q but is stored under %q", status.Clip(e.Node), node)
 	}
 	return e, connects, err
 }
@@ -282,7 +286,7 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 		if p := recover(); p != nil {
 			h.window, h.connects, h.decoded, h.judged, h.etcd = nil, nil, false, false, nil
 			g := unmeasuredAs(kindEntry, vPanic, "", nil, unknown)
-			g.text = clip(fmt.Sprint(p))
+			g.text = status.Clip(fmt.Sprint(p))
 			h.own = []judgement{g}
 		}
 		h.samples = len(h.window)
@@ -299,7 +303,7 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 		// protected: its record says why and holds nothing to judge.
 		h.withheld = true
 		g := unmeasuredAs(kindRecord, vWithheld, "", nil, unknown)
-		g.text = clip(h.entry.Withheld)
+		g.text = status.Clip(h.entry.Withheld)
 		h.own = append(h.own, g)
 		return
 	}
@@ -319,17 +323,14 @@ func (h *host) judge(j *limits, now time.Time, voters []string, members map[stri
 	}
 }
 
-// StepPlan is the decision's reason when planning itself panicked.
-const StepPlan = "plan"
-
 // planSafely plans the swap; a panic while planning is a decision of none,
 // with the panic as its reason, so that the verdicts are still published.
-func planSafely(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) (d Decision) {
+func planSafely(j *limits, hosts []*host, links *linkMatrix, prev *status.Status, mem *status.Memory) (d status.Decision) {
 	defer func() {
 		if p := recover(); p != nil {
 			first := 0
-			d = Decision{Action: ActionNone, Reasons: []Reason{step(CodePlanPanicked, "", panicBasis, false,
-				"planning panicked: "+clip(fmt.Sprint(p)))}, Deciding: &first}
+			d = status.Decision{Action: status.ActionNone, Reasons: []status.Reason{step(status.CodePlanPanicked, "", panicBasis, false,
+				"planning panicked: "+status.Clip(fmt.Sprint(p)))}, Deciding: &first}
 		}
 	}()
 	return plan(j, hosts, links, prev, mem)
@@ -337,8 +338,8 @@ func planSafely(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 
 // observe carries when the controller first saw this exact entry, so that
 // staleness never compares the probe's clock with the controller's.
-func observe(prev *Observation, raw string, now time.Time) *Observation {
-	o := &Observation{Digest: Digest(raw), ChangedAt: now}
+func observe(prev *status.Observation, raw string, now time.Time) *status.Observation {
+	o := &status.Observation{Digest: Digest(raw), ChangedAt: now}
 	if prev != nil && prev.Digest == o.Digest && !prev.ChangedAt.IsZero() && !prev.ChangedAt.After(now) {
 		o.ChangedAt = prev.ChangedAt.UTC()
 	}
@@ -346,7 +347,7 @@ func observe(prev *Observation, raw string, now time.Time) *Observation {
 }
 
 // votes reports a host that holds an etcd vote or is becoming one.
-func votes(h *host) bool { return h.role == RoleVoter || h.role == RoleLearner }
+func votes(h *host) bool { return h.role == status.RoleVoter || h.role == status.RoleLearner }
 
 // remember carries the voter set and when it last changed. A change seen
 // between two decisions dates from the later one. With no previous decision
@@ -354,8 +355,8 @@ func votes(h *host) bool { return h.role == RoleVoter || h.role == RoleLearner }
 // EtcdIsVoter transitions when every voter has one, since k3s saw them become
 // voters; otherwise from now, which holds any swap back for a cooldown rather
 // than guess that the set is old.
-func remember(prev *Status, hosts []*host, now time.Time) Memory {
-	m := Memory{Voters: []string{}, VotersChangedAt: now}
+func remember(prev *status.Status, hosts []*host, now time.Time) status.Memory {
+	m := status.Memory{Voters: []string{}, VotersChangedAt: now}
 	if prev != nil && !prev.Memory.ConnectsSlowAt.After(now) {
 		m.ConnectsSlowAt = prev.Memory.ConnectsSlowAt.UTC()
 	}
@@ -365,7 +366,7 @@ func remember(prev *Status, hosts []*host, now time.Time) Memory {
 	var latest time.Time
 	known := true
 	for _, h := range hosts {
-		if h.role != RoleVoter {
+		if h.role != status.RoleVoter {
 			continue
 		}
 		m.Voters = append(m.Voters, h.node.Name)

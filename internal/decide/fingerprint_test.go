@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Two decisions a second apart over the same records differ in their ages
@@ -39,7 +40,7 @@ func TestFingerprintLeavesOutAges(t *testing.T) {
 	in.Now = in.Now.Add(time.Second)
 	b := decide.Decide(in)
 
-	quotes := map[string]string{decide.GateReported: "charlie", decide.StepCandidate: "echo"}
+	quotes := map[string]string{status.GateReported: "charlie", status.StepCandidate: "echo"}
 	for signal, subject := range quotes {
 		r := decisionReason(t, b, signal, subject)
 		if r.OK || !strings.Contains(r.Detail, "entry last seen changing 1m2s ago") {
@@ -59,7 +60,7 @@ func TestFingerprintLeavesOutAges(t *testing.T) {
 	c := b
 	c.Decision.Reasons = slices.Clone(b.Decision.Reasons)
 	for i := range c.Decision.Reasons {
-		if r := &c.Decision.Reasons[i]; r.Signal == decide.GateCooldown {
+		if r := &c.Decision.Reasons[i]; r.Signal == status.GateCooldown {
 			r.OK = !r.OK
 		}
 	}
@@ -69,13 +70,13 @@ func TestFingerprintLeavesOutAges(t *testing.T) {
 	// So is a host's verdict.
 	c = b
 	c.Hosts = slices.Clone(b.Hosts)
-	c.Hosts[0].Verdict = decide.Unknown
+	c.Hosts[0].Verdict = status.Unknown
 	if fingerprint(t, c) == fb {
 		t.Fatal("a verdict changing leaves the fingerprint as it was")
 	}
 }
 
-func fingerprint(t *testing.T, st decide.Status) [sha256.Size]byte {
+func fingerprint(t *testing.T, st status.Status) [sha256.Size]byte {
 	t.Helper()
 	f, err := st.Fingerprint()
 	if err != nil {
@@ -84,7 +85,7 @@ func fingerprint(t *testing.T, st decide.Status) [sha256.Size]byte {
 	return f
 }
 
-func mustMarshal(t *testing.T, st decide.Status) []byte {
+func mustMarshal(t *testing.T, st status.Status) []byte {
 	t.Helper()
 	b, err := st.Marshal()
 	if err != nil {

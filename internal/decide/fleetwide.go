@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // hostLocal are the host-local limits the whole-fleet rule counts, by what
@@ -31,7 +32,7 @@ const fleetWideBasis = "a host-local limit (disk: wal_fsync, backend_commit or f
 // fleetWide is the whole-fleet rule: one reason per host-local limit that
 // most recording hosts breach (each not ok: nothing is swapped), or one ok
 // reason with the largest count. shared reports a breach.
-func fleetWide(hosts []*host) (rs []Reason, shared bool) {
+func fleetWide(hosts []*host) (rs []status.Reason, shared bool) {
 	var recording []*host
 	for _, h := range hosts {
 		if h.judged && h.decoded {
@@ -57,7 +58,7 @@ func fleetWide(hosts []*host) (rs []Reason, shared bool) {
 			most, mostName = len(breach), c.name
 		}
 		if float64(len(breach)) > half {
-			r := step(CodeFleetWideFault, c.name, fleetWideBasis, false,
+			r := step(status.CodeFleetWideFault, c.name, fleetWideBasis, false,
 				fmt.Sprintf("%s is over its limit on %d of the %d recording hosts (%s), more than half: a fault the fleet shares, not a host's; the verdicts stand as measured: nothing is swapped",
 					c.name, len(breach), n, strings.Join(breach, ", ")))
 			r.Value, r.Limit, r.Unit, r.Rule = num(float64(len(breach))), num(half), "hosts", settings.AtMost
@@ -67,8 +68,8 @@ func fleetWide(hosts []*host) (rs []Reason, shared bool) {
 	if len(rs) > 0 {
 		return rs, true
 	}
-	r := step(CodeNoFleetWideFault, mostName, fleetWideBasis, true,
+	r := step(status.CodeNoFleetWideFault, mostName, fleetWideBasis, true,
 		fmt.Sprintf("no host-local limit is over on more than half of the %d recording hosts (%s)", n, strings.Join(counts, ", ")))
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(most)), num(half), "hosts", settings.AtMost
-	return []Reason{r}, false
+	return []status.Reason{r}, false
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // statusSeeds adds every golden status document as a seed.
@@ -33,7 +34,7 @@ func statusSeeds(f *testing.F) {
 func FuzzUnmarshalStatus(f *testing.F) {
 	statusSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := decide.UnmarshalStatus(data)
+		s, err := status.UnmarshalStatus(data)
 		if err != nil {
 			return
 		}
@@ -41,7 +42,7 @@ func FuzzUnmarshalStatus(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a read status does not encode: %v", err)
 		}
-		back, err := decide.UnmarshalStatus(doc)
+		back, err := status.UnmarshalStatus(doc)
 		if err != nil {
 			t.Fatalf("an encoded status does not read: %v\n%s", err, doc)
 		}
@@ -57,7 +58,7 @@ func FuzzUnmarshalStatus(f *testing.F) {
 func FuzzStatusFromJSON(f *testing.F) {
 	statusSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if s, err := decide.StatusFromJSON(data); err == nil && s == nil {
+		if s, err := status.StatusFromJSON(data); err == nil && s == nil {
 			t.Fatal("no status and no error")
 		}
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // A sample in which a voter's etcd had no leader holds every swap for as
@@ -37,8 +38,8 @@ func TestLeaderlessSampleInTheWindowHoldsTheSwap(t *testing.T) {
 				wantSwap(t, st, "bravo", "standby-1")
 				return
 			}
-			wantNone(t, st, decide.GateLeader)
-			r := decisionReason(t, st, decide.GateLeader, "charlie")
+			wantNone(t, st, status.GateLeader)
+			r := decisionReason(t, st, status.GateLeader, "charlie")
 			if !strings.Contains(r.Detail, "reported no leader in 1 of its window's 100 samples") || *r.Value != 1 || *r.Limit != 0 {
 				t.Fatalf("gate_leader: %+v", r)
 			}
@@ -57,8 +58,8 @@ func TestDisconnectedSampleInTheWindowHoldsTheSwap(t *testing.T) {
 		}
 	}
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	wantNone(t, st, decide.GateConnected)
-	r := decisionReason(t, st, decide.GateConnected, "alpha")
+	wantNone(t, st, status.GateConnected)
+	r := decisionReason(t, st, status.GateConnected, "alpha")
 	if !strings.Contains(r.Detail, "was connected to 1 of the 2 other voters at") || *r.Value != 1 || *r.Limit != 2 {
 		t.Fatalf("gate_connected: %+v", r)
 	}
@@ -95,14 +96,14 @@ func TestCutOffVoter(t *testing.T) {
 			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 			if !c.cut {
 				for _, r := range st.Decision.Reasons {
-					if r.Signal == decide.GateConnected && !r.OK {
+					if r.Signal == status.GateConnected && !r.OK {
 						t.Fatalf("not cut off, yet %+v", r)
 					}
 				}
 				return
 			}
-			wantNone(t, st, decide.GateConnected)
-			r := decisionReason(t, st, decide.GateConnected, "bravo")
+			wantNone(t, st, status.GateConnected)
+			r := decisionReason(t, st, status.GateConnected, "bravo")
 			if !strings.Contains(r.Detail, "bravo is cut off from the other voters") {
 				t.Fatalf("gate_connected: %+v", r)
 			}
@@ -117,14 +118,14 @@ func TestCutOffVoter(t *testing.T) {
 // 38% loss). Another voter's stale record still holds, and so does every
 // gate before the swap is published.
 func TestGatesLetTheLeavingVoterGo(t *testing.T) {
-	published := func(t *testing.T, f *gFleet) *decide.Status {
+	published := func(t *testing.T, f *gFleet) *status.Status {
 		t.Helper()
 		st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 		wantSwap(t, st, "bravo", "standby-1")
 		return everyRecordChanged(st)
 	}
 	// next is the decision a period after prev's.
-	next := func(t *testing.T, f *gFleet, prev *decide.Status) decide.Status {
+	next := func(t *testing.T, f *gFleet, prev *status.Status) status.Status {
 		in := f.input(t, prev)
 		in.Now = prev.GeneratedAt.Add(f.s.SamplePeriod)
 		return decide.Decide(in)
@@ -142,14 +143,14 @@ func TestGatesLetTheLeavingVoterGo(t *testing.T) {
 	// stale leaves name's record unchanged since four periods before the
 	// next decision, after the swap was first named (as a lossy voter's
 	// record, written late, was in the campaign).
-	stale := func(t *testing.T, f *gFleet, prev *decide.Status, name string) {
+	stale := func(t *testing.T, f *gFleet, prev *status.Status, name string) {
 		h := f.host(name)
 		at := prev.GeneratedAt.Add(-3 * f.s.SamplePeriod)
 		h.until = at
 		prev.Memory.NamedSince = at.Add(-time.Second)
 		for i := range prev.Hosts {
 			if prev.Hosts[i].Name == name {
-				prev.Hosts[i].Observation = &decide.Observation{Digest: decide.Digest(f.rawEntry(t, h)), ChangedAt: at}
+				prev.Hosts[i].Observation = &status.Observation{Digest: decide.Digest(f.rawEntry(t, h)), ChangedAt: at}
 			}
 		}
 	}
@@ -160,7 +161,7 @@ func TestGatesLetTheLeavingVoterGo(t *testing.T) {
 		cut(f)
 		st := next(t, f, prev)
 		wantSwap(t, st, "bravo", "standby-1")
-		if r := decisionReason(t, st, decide.GateConnected, ""); !r.OK {
+		if r := decisionReason(t, st, status.GateConnected, ""); !r.OK {
 			t.Fatalf("gate_connected: %+v", r)
 		}
 	})
@@ -169,7 +170,7 @@ func TestGatesLetTheLeavingVoterGo(t *testing.T) {
 		f.slowHost("bravo")
 		cut(f)
 		st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-		wantNone(t, st, decide.GateConnected)
+		wantNone(t, st, status.GateConnected)
 	})
 	t.Run("its record unwritten, after the swap", func(t *testing.T) {
 		f := votersFleet(t, 3)
@@ -177,9 +178,9 @@ func TestGatesLetTheLeavingVoterGo(t *testing.T) {
 		prev := published(t, f)
 		stale(t, f, prev, "bravo")
 		st := next(t, f, prev)
-		wantVerdict(t, st, "bravo", decide.Unknown)
+		wantVerdict(t, st, "bravo", status.Unknown)
 		wantSwap(t, st, "bravo", "standby-1")
-		if r := decisionReason(t, st, decide.GateReported, "bravo"); !r.OK || !strings.Contains(r.Detail, "bravo is the voter the swap published at the previous decision removes: not held for") {
+		if r := decisionReason(t, st, status.GateReported, "bravo"); !r.OK || !strings.Contains(r.Detail, "bravo is the voter the swap published at the previous decision removes: not held for") {
 			t.Fatalf("gate_reported: %+v", r)
 		}
 	})
@@ -189,8 +190,8 @@ func TestGatesLetTheLeavingVoterGo(t *testing.T) {
 		prev := published(t, f)
 		stale(t, f, prev, "charlie")
 		st := next(t, f, prev)
-		wantNone(t, st, decide.GateReported)
-		if r := decisionReason(t, st, decide.GateReported, "charlie"); r.OK {
+		wantNone(t, st, status.GateReported)
+		if r := decisionReason(t, st, status.GateReported, "charlie"); r.OK {
 			t.Fatalf("gate_reported: %+v", r)
 		}
 	})

@@ -16,9 +16,12 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // The bucket layouts of real etcd v3.6 (prometheus.ExponentialBuckets).
@@ -306,13 +309,13 @@ func (f *gFleet) nodes() corev1.NodeList {
 			Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}},
 		}
 		if h.voter {
-			n.Labels[decide.EtcdRoleLabel] = "true"
+			n.Labels[k3snode.EtcdRoleLabel] = "true"
 			n.Labels["node-role.kubernetes.io/control-plane"] = "true"
-			n.Annotations[decide.NodeAddressAnnotation] = ip
+			n.Annotations[k3snode.NodeAddressAnnotation] = ip
 			n.Annotations["etcd.k3s.cattle.io/node-name"] = h.name + "-" + memberID(h.name)[:8]
-			cond := corev1.NodeCondition{Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner"}
+			cond := corev1.NodeCondition{Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner"}
 			if h.learner {
-				cond.Status, cond.Reason = corev1.ConditionFalse, decide.MemberIsLearner
+				cond.Status, cond.Reason = corev1.ConditionFalse, k3snode.MemberIsLearner
 			}
 			n.Status.Conditions = append(n.Status.Conditions, cond)
 		}
@@ -330,7 +333,7 @@ func (f *gFleet) nodes() corev1.NodeList {
 			case h.server:
 				args = `["server","--server","https://10.0.0.10:6443","--disable-etcd","true"]`
 			}
-			n.Annotations[decide.NodeArgsAnnotation] = args
+			n.Annotations[k3snode.NodeArgsAnnotation] = args
 		}
 		if h.eligible != nil {
 			n.Labels[f.s.EligibleLabel] = strconv.FormatBool(*h.eligible)
@@ -345,14 +348,14 @@ func (f *gFleet) nodes() corev1.NodeList {
 
 // input is the decision's input as the controller builds it from the
 // records, and the CLI from the file that lists them.
-func (f *gFleet) input(t testing.TB, prev *decide.Status) decide.Input {
+func (f *gFleet) input(t testing.TB, prev *status.Status) decide.Input {
 	list := f.records(t)
 	records := make([]*corev1.ConfigMap, len(list.Items))
 	for i := range list.Items {
 		records[i] = &list.Items[i]
 	}
 	entries, unreadable := record.ReadAll(records)
-	return decide.Input{Now: f.now, Settings: f.s, Nodes: decide.NodesFromKube(f.nodes().Items, f.s),
+	return decide.Input{Now: f.now, Settings: f.s, Nodes: kube.NodesFromKube(f.nodes().Items, f.s),
 		Entries: entries, Unreadable: unreadable, Previous: prev}
 }
 
@@ -386,17 +389,17 @@ func (f *gFleet) host(name string) *gHost {
 }
 
 // settled is a previous status whose voter set formed long ago.
-func settled(f *gFleet, ago time.Duration) *decide.Status {
+func settled(f *gFleet, ago time.Duration) *status.Status {
 	var voters []string
 	for _, h := range f.hosts {
 		if h.voter && !h.learner {
 			voters = append(voters, h.name)
 		}
 	}
-	return &decide.Status{Schema: decide.Schema, GeneratedAt: f.now.Add(-f.s.SamplePeriod), DryRun: true,
-		Settings: decide.Settings{Values: f.s, Limits: f.s.Limits()}, Hosts: []decide.Host{},
-		Decision: decide.Decision{Action: decide.ActionNone, Reasons: []decide.Reason{}}, Links: []decide.LinkRow{},
-		Memory: decide.Memory{Voters: voters, VotersChangedAt: f.now.Add(-ago)}}
+	return &status.Status{Schema: status.Schema, GeneratedAt: f.now.Add(-f.s.SamplePeriod), DryRun: true,
+		Settings: status.Settings{Values: f.s, Limits: f.s.Limits()}, Hosts: []status.Host{},
+		Decision: status.Decision{Action: status.ActionNone, Reasons: []status.Reason{}}, Links: []status.LinkRow{},
+		Memory: status.Memory{Voters: voters, VotersChangedAt: f.now.Add(-ago)}}
 }
 
 // decideSteady decides as the controller does once per period while every
@@ -405,10 +408,10 @@ func settled(f *gFleet, ago time.Duration) *decide.Status {
 // observations keep only the member IDs they held, so each record reads as
 // changed at the new decision). It returns the last: a swap that stays
 // named is then published, at the second decision.
-func decideSteady(in decide.Input) decide.Status {
+func decideSteady(in decide.Input) status.Status {
 	st := decide.Decide(in)
 	for range 3 {
-		if st.Memory.Named == "" || st.Decision.Action == decide.ActionSwap {
+		if st.Memory.Named == "" || st.Decision.Action == status.ActionSwap {
 			break
 		}
 		in.Previous = everyRecordChanged(st)
@@ -420,12 +423,12 @@ func decideSteady(in decide.Input) decide.Status {
 
 // everyRecordChanged is st as the previous status of a decision at which
 // every record has changed: its observations keep only the member IDs.
-func everyRecordChanged(st decide.Status) *decide.Status {
+func everyRecordChanged(st status.Status) *status.Status {
 	prev := st
 	prev.Hosts = slices.Clone(st.Hosts)
 	for i := range prev.Hosts {
 		if o := prev.Hosts[i].Observation; o != nil {
-			prev.Hosts[i].Observation = &decide.Observation{MemberID: o.MemberID}
+			prev.Hosts[i].Observation = &status.Observation{MemberID: o.MemberID}
 		}
 	}
 	return &prev
@@ -434,7 +437,7 @@ func everyRecordChanged(st decide.Status) *decide.Status {
 // namedBefore marks prev, a period before the decision, as a decision that
 // named out to leave, so that the next one, every record having changed
 // since, publishes the swap.
-func namedBefore(prev *decide.Status, out string) *decide.Status {
+func namedBefore(prev *status.Status, out string) *status.Status {
 	prev.Memory.Named, prev.Memory.NamedDecisions, prev.Memory.NamedSince = out, 1, prev.GeneratedAt
 	return prev
 }

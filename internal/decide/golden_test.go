@@ -16,7 +16,9 @@ import (
 	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden scenarios under testdata/")
@@ -32,10 +34,10 @@ var update = flag.Bool("update", false, "rewrite the golden scenarios under test
 type scenario struct {
 	name     string
 	fleet    *gFleet
-	previous *decide.Status
+	previous *status.Status
 	// settingsYAML is written as settings.yaml and passed with --settings.
 	settingsYAML string
-	check        func(t *testing.T, st decide.Status)
+	check        func(t *testing.T, st status.Status)
 }
 
 // The generator's figures (gen_test.go): a connect on the LAN is two
@@ -65,44 +67,44 @@ func scenarios(t testing.TB) []scenario {
 	add := func(sc scenario) { out = append(out, sc) }
 
 	f := standardFleet(k3s())
-	add(scenario{name: "all-fit", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "all-fit", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
 		s := k3s()
 		for _, h := range st.Hosts {
-			wantVerdict(t, st, h.Name, decide.Fit)
+			wantVerdict(t, st, h.Name, status.Fit)
 			for _, r := range h.Reasons {
-				if r.Signal == decide.SignalConnect {
+				if r.Signal == status.SignalConnect {
 					wantFigure(t, r, 0.0004, lanConnect, s.ConnectLimit().Value, true)
 				}
 			}
 		}
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalMemory, ""), 9*float64(gib), 10*float64(gib), 2*float64(gib), true)
-		wantFigure(t, hostReason(t, st, "delta", decide.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), 0.0021, 0.0021, s.FdatasyncLimit().Value, true)
-		wantFigure(t, decisionReason(t, st, decide.StepEligible, ""), 5, 5, 3, true)
-		wantFigure(t, decisionReason(t, st, decide.GateCooldown, ""), 7200, 7200, s.Cooldown().Value, true)
-		wantNone(t, st, decide.StepReplace)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalMemory, ""), 9*float64(gib), 10*float64(gib), 2*float64(gib), true)
+		wantFigure(t, hostReason(t, st, "delta", status.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), 0.0021, 0.0021, s.FdatasyncLimit().Value, true)
+		wantFigure(t, decisionReason(t, st, status.StepEligible, ""), 5, 5, 3, true)
+		wantFigure(t, decisionReason(t, st, status.GateCooldown, ""), 7200, 7200, s.Cooldown().Value, true)
+		wantNone(t, st, status.StepReplace)
 	}})
 
 	f = standardFleet(k3s())
 	f.slow[pairOf("alpha", "bravo")] = 0.4
-	add(scenario{name: "slow-voter-link", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st decide.Status) {
-		wantVerdict(t, st, "alpha", decide.Unfit)
-		wantVerdict(t, st, "bravo", decide.Unfit)
-		wantVerdict(t, st, "charlie", decide.Fit)
+	add(scenario{name: "slow-voter-link", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st status.Status) {
+		wantVerdict(t, st, "alpha", status.Unfit)
+		wantVerdict(t, st, "bravo", status.Unfit)
+		wantVerdict(t, st, "charlie", status.Fit)
 		wantLinkNamed(t, st, "alpha", "bravo")
 		wantLinkNamed(t, st, "bravo", "alpha")
-		if st.Decision.Action != decide.ActionSwap || !slices.Contains([]string{"alpha", "bravo"}, st.Decision.Out) {
+		if st.Decision.Action != status.ActionSwap || !slices.Contains([]string{"alpha", "bravo"}, st.Decision.Out) {
 			t.Fatalf("decision %+v, want a swap of alpha or bravo", st.Decision)
 		}
 		s := k3s()
 		lo, hi := slowConnect(0.4)
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalConnect, "bravo"), lo, hi, s.ConnectLimit().Value, false)
-		wantFigure(t, hostReason(t, st, "charlie", decide.SignalConnect, "alpha"), 0.0004, lanConnect, s.ConnectLimit().Value, true)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalConnect, "bravo"), lo, hi, s.ConnectLimit().Value, false)
+		wantFigure(t, hostReason(t, st, "charlie", status.SignalConnect, "alpha"), 0.0004, lanConnect, s.ConnectLimit().Value, true)
 		// etcd's round trip lands in its bucket (409.6 ms, 819.2 ms]: over
 		// the limit, from the bucket's interpolation.
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalPeerRTT, "bravo"), s.RTTLimit().Value, 0.8192, s.RTTLimit().Value, false)
-		wantFigure(t, decisionReason(t, st, decide.StepAttribution, ""), 1, 1, 1, true)
-		wantFigure(t, decisionReason(t, st, decide.StepReplace, st.Decision.Out), 1, 1, math.NaN(), true)
-		wantFigure(t, decisionReason(t, st, decide.StepSteady, st.Decision.Out), 3, 3, 3, true)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalPeerRTT, "bravo"), s.RTTLimit().Value, 0.8192, s.RTTLimit().Value, false)
+		wantFigure(t, decisionReason(t, st, status.StepAttribution, ""), 1, 1, 1, true)
+		wantFigure(t, decisionReason(t, st, status.StepReplace, st.Decision.Out), 1, 1, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, status.StepSteady, st.Decision.Out), 3, 3, 3, true)
 	}})
 
 	// Acting plan: the same swap, its steps in the status. With the
@@ -119,7 +121,7 @@ func scenarios(t testing.TB) []scenario {
 		if !server {
 			name = "acting-plan-agent-standby"
 		}
-		add(scenario{name: name, fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), settingsYAML: "acting: plan\n", check: func(t *testing.T, st decide.Status) {
+		add(scenario{name: name, fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), settingsYAML: "acting: plan\n", check: func(t *testing.T, st status.Status) {
 			wantSwap(t, st, "bravo", "delta")
 			wantPlan(t, st, "bravo", "delta", server)
 		}})
@@ -130,29 +132,29 @@ func scenarios(t testing.TB) []scenario {
 	f.slow[pairOf("charlie", "bravo")] = 0.4
 	f.slow[pairOf("charlie", "delta")] = 0.4
 	f.host("echo").wifi = true
-	add(scenario{name: "standby-slow-to-leaving-voter", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "charlie"), check: func(t *testing.T, st decide.Status) {
-		wantVerdict(t, st, "delta", decide.Unfit) // its link to charlie
-		wantVerdict(t, st, "echo", decide.Unfit)  // Wi-Fi
+	add(scenario{name: "standby-slow-to-leaving-voter", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "charlie"), check: func(t *testing.T, st status.Status) {
+		wantVerdict(t, st, "delta", status.Unfit) // its link to charlie
+		wantVerdict(t, st, "echo", status.Unfit)  // Wi-Fi
 		wantSwap(t, st, "charlie", "delta")
-		c := decisionReason(t, st, decide.StepCandidate, "delta")
+		c := decisionReason(t, st, status.StepCandidate, "delta")
 		if !c.OK || !strings.Contains(c.Detail, "does not count") {
 			t.Fatalf("delta's candidacy: %+v", c)
 		}
-		if decisionReason(t, st, decide.StepCandidate, "echo").OK {
+		if decisionReason(t, st, status.StepCandidate, "echo").OK {
 			t.Fatal("echo, on Wi-Fi, was a fit candidate")
 		}
 		s := k3s()
 		lo, hi := slowConnect(0.4)
-		wantFigure(t, hostReason(t, st, "delta", decide.SignalConnect, "charlie"), lo, hi, s.ConnectLimit().Value, false)
+		wantFigure(t, hostReason(t, st, "delta", status.SignalConnect, "charlie"), lo, hi, s.ConnectLimit().Value, false)
 		// charlie's slow links are to the two other voters: delta's, a
 		// standby's, is named on it and held only against delta.
-		wantFigure(t, decisionReason(t, st, decide.StepReplace, "charlie"), 2, 2, math.NaN(), true)
-		if r := hostReasonBy(t, st, "charlie", decide.SignalConnect, "delta"); !r.OK || r.Value != nil {
+		wantFigure(t, decisionReason(t, st, status.StepReplace, "charlie"), 2, 2, math.NaN(), true)
+		if r := hostReasonBy(t, st, "charlie", status.SignalConnect, "delta"); !r.OK || r.Value != nil {
 			t.Fatalf("delta's slow link on charlie: %+v", r)
 		}
 		// delta's headroom is its disk's: 2.1 ms of 10 ms.
 		f := s.FdatasyncLimit().Value
-		wantFigure(t, decisionReason(t, st, decide.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, status.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
 	}})
 
 	mostLinks := func() *gFleet {
@@ -163,36 +165,36 @@ func scenarios(t testing.TB) []scenario {
 		return f
 	}
 	f = mostLinks()
-	add(scenario{name: "most-slow-links", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "most-slow-links", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st status.Status) {
 		for _, n := range []string{"alpha", "bravo", "charlie"} {
-			wantVerdict(t, st, n, decide.Unfit)
+			wantVerdict(t, st, n, status.Unfit)
 		}
 		wantSwap(t, st, "bravo", "delta")
-		wantFigure(t, decisionReason(t, st, decide.StepReplace, "bravo"), 2, 2, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, status.StepReplace, "bravo"), 2, 2, math.NaN(), true)
 		// echo's headroom is its connect's, 150 ms more than the LAN's;
 		// delta's its disk's, larger.
 		l := k3s().ConnectLimit().Value
 		lo, hi := slowConnect(0)
-		wantFigure(t, decisionReason(t, st, decide.StepCandidate, "echo"), (l-hi-0.15)/l, (l-lo-0.15)/l, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, status.StepCandidate, "echo"), (l-hi-0.15)/l, (l-lo-0.15)/l, math.NaN(), true)
 		f := k3s().FdatasyncLimit().Value
-		wantFigure(t, decisionReason(t, st, decide.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, status.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
 	}})
 
 	f = mostLinks()
 	f.host("bravo").pinned = yes()
-	add(scenario{name: "pinned-voter", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
-		if st.Decision.Action != decide.ActionNone || st.Decision.Out != "" {
+	add(scenario{name: "pinned-voter", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
+		if st.Decision.Action != status.ActionNone || st.Decision.Out != "" {
 			t.Fatalf("decision %+v, want none", st.Decision)
 		}
-		if r := decisionReason(t, st, decide.StepPinned, "bravo"); r.OK {
+		if r := decisionReason(t, st, status.StepPinned, "bravo"); r.OK {
 			t.Fatalf("pinned reason ok: %+v", r)
 		}
 		for _, r := range st.Decision.Reasons {
-			if r.Signal == decide.StepCandidate {
+			if r.Signal == status.StepCandidate {
 				t.Fatalf("a candidate was judged for a pinned voter: %+v", r)
 			}
 		}
-		wantFigure(t, decisionReason(t, st, decide.StepReplace, "bravo"), 2, 2, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, status.StepReplace, "bravo"), 2, 2, math.NaN(), true)
 	}})
 
 	f = standardFleet(k3s())
@@ -200,54 +202,54 @@ func scenarios(t testing.TB) []scenario {
 	stale := f.host("charlie")
 	stale.until = f.now.Add(-5 * f.s.SamplePeriod)
 	prev := settled(f, 2*time.Hour)
-	prev.Hosts = append(prev.Hosts, decide.Host{Name: "charlie", Observation: &decide.Observation{
+	prev.Hosts = append(prev.Hosts, status.Host{Name: "charlie", Observation: &status.Observation{
 		Digest: decide.Digest(f.rawEntry(t, stale)), ChangedAt: f.now.Add(-4 * f.s.SamplePeriod)}})
-	add(scenario{name: "stale-voter", fleet: f, previous: prev, check: func(t *testing.T, st decide.Status) {
-		wantVerdict(t, st, "charlie", decide.Unknown)
-		wantVerdict(t, st, "alpha", decide.Unfit)
-		wantNone(t, st, decide.GateReported)
-		if r := decisionReason(t, st, decide.GateReported, "charlie"); !strings.Contains(r.Detail, "stopped reporting") {
+	add(scenario{name: "stale-voter", fleet: f, previous: prev, check: func(t *testing.T, st status.Status) {
+		wantVerdict(t, st, "charlie", status.Unknown)
+		wantVerdict(t, st, "alpha", status.Unfit)
+		wantNone(t, st, status.GateReported)
+		if r := decisionReason(t, st, status.GateReported, "charlie"); !strings.Contains(r.Detail, "stopped reporting") {
 			t.Fatalf("gate: %+v", r)
 		}
 		s := k3s()
 		// Seen changing four periods ago: over the three periods allowed.
 		age := (4 * s.SamplePeriod).Seconds()
-		wantFigure(t, hostReason(t, st, "charlie", decide.SignalFreshness, ""), age, age, s.StaleAfter().Value, false)
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalWALFsync, ""), slowWALLo, slowWALHi, s.WALFsyncLimit().Value, false)
+		wantFigure(t, hostReason(t, st, "charlie", status.SignalFreshness, ""), age, age, s.StaleAfter().Value, false)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalWALFsync, ""), slowWALLo, slowWALHi, s.WALFsyncLimit().Value, false)
 	}})
 
 	f = standardFleet(k3s())
 	f.host("alpha").wifi = true
 	f.hosts = append(f.hosts, &gHost{name: "foxtrot", voter: true, learner: true, eligible: yes(), pinned: no()})
-	add(scenario{name: "learner-present", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
-		if h := hostOf(t, st, "foxtrot"); h.Role != decide.RoleLearner {
+	add(scenario{name: "learner-present", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
+		if h := hostOf(t, st, "foxtrot"); h.Role != status.RoleLearner {
 			t.Fatalf("foxtrot role %s, want learner", h.Role)
 		}
-		wantNone(t, st, decide.GateLearner)
-		wantNone(t, st, decide.GateMembers)
-		wantFigure(t, decisionReason(t, st, decide.GateMembers, ""), 4, 4, 3, false)
+		wantNone(t, st, status.GateLearner)
+		wantNone(t, st, status.GateMembers)
+		wantFigure(t, decisionReason(t, st, status.GateMembers, ""), 4, 4, 3, false)
 	}})
 
 	f = standardFleet(k3s())
 	f.host("alpha").slowWAL = true
-	add(scenario{name: "cooldown", fleet: f, previous: settled(f, 10*time.Minute), check: func(t *testing.T, st decide.Status) {
-		wantNone(t, st, decide.GateCooldown)
-		if !decisionReason(t, st, decide.StepCandidate, "delta").OK {
+	add(scenario{name: "cooldown", fleet: f, previous: settled(f, 10*time.Minute), check: func(t *testing.T, st status.Status) {
+		wantNone(t, st, status.GateCooldown)
+		if !decisionReason(t, st, status.StepCandidate, "delta").OK {
 			t.Fatal("delta should be a fit candidate; only the cooldown holds the swap")
 		}
-		wantFigure(t, decisionReason(t, st, decide.GateCooldown, ""), 600, 600, k3s().Cooldown().Value, false)
+		wantFigure(t, decisionReason(t, st, status.GateCooldown, ""), 600, 600, k3s().Cooldown().Value, false)
 	}})
 
 	f = standardFleet(k3s())
 	for _, h := range f.hosts {
 		h.samples = 60
 	}
-	add(scenario{name: "too-few-samples", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "too-few-samples", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
 		for _, h := range st.Hosts {
-			wantVerdict(t, st, h.Name, decide.Unknown)
-			wantFigure(t, hostReason(t, st, h.Name, decide.SignalSamples, ""), 60, 60, float64(k3s().Window), false)
+			wantVerdict(t, st, h.Name, status.Unknown)
+			wantFigure(t, hostReason(t, st, h.Name, status.SignalSamples, ""), 60, 60, float64(k3s().Window), false)
 		}
-		wantNone(t, st, decide.GateReported)
+		wantNone(t, st, status.GateReported)
 	}})
 
 	f = standardFleet(k3s())
@@ -257,51 +259,51 @@ func scenarios(t testing.TB) []scenario {
 	}
 	// A host neither voter nor eligible records nothing.
 	f.host("delta").noEntry, f.host("echo").noEntry = true, true
-	add(scenario{name: "none-eligible", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
-		wantVerdict(t, st, "alpha", decide.Unfit)
-		wantNone(t, st, decide.StepEligible)
+	add(scenario{name: "none-eligible", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
+		wantVerdict(t, st, "alpha", status.Unfit)
+		wantNone(t, st, status.StepEligible)
 		if len(st.Hosts) != 3 {
 			t.Fatalf("%d hosts reported, want the 3 voters", len(st.Hosts))
 		}
-		if r := decisionReason(t, st, decide.StepEligible, ""); !strings.Contains(r.Detail, "verdicts only") {
+		if r := decisionReason(t, st, status.StepEligible, ""); !strings.Contains(r.Detail, "verdicts only") {
 			t.Fatalf("eligible: %+v", r)
 		}
 		// The verdicts still carry their numbers.
-		wantFigure(t, hostReason(t, st, "bravo", decide.SignalWALFsync, ""), healthyWALLo, healthyWALHi, k3s().WALFsyncLimit().Value, true)
+		wantFigure(t, hostReason(t, st, "bravo", status.SignalWALFsync, ""), healthyWALLo, healthyWALHi, k3s().WALFsyncLimit().Value, true)
 	}})
 
 	f = standardFleet(k3s())
 	for _, n := range []string{"alpha", "bravo", "charlie"} {
 		f.host(n).eligible = no()
 	}
-	add(scenario{name: "fewer-eligible-than-target", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
-		wantNone(t, st, decide.StepEligible)
-		if r := decisionReason(t, st, decide.StepEligible, ""); !strings.Contains(r.Detail, "refused: 2 hosts") {
+	add(scenario{name: "fewer-eligible-than-target", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
+		wantNone(t, st, status.StepEligible)
+		if r := decisionReason(t, st, status.StepEligible, ""); !strings.Contains(r.Detail, "refused: 2 hosts") {
 			t.Fatalf("eligible: %+v", r)
 		}
-		wantFigure(t, decisionReason(t, st, decide.StepEligible, ""), 2, 2, 3, false)
+		wantFigure(t, decisionReason(t, st, status.StepEligible, ""), 2, 2, 3, false)
 	}})
 
 	f = standardFleet(k3s())
 	f.host("alpha").slowWAL = true
 	f.host("echo").raw = `{"v":2,"node":"echo","n":0,"dt_ms":[],"link":[],"mem_total_kib":[],"mem_available_kib":[]}`
-	add(scenario{name: "malformed-entry", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), check: func(t *testing.T, st decide.Status) {
-		wantVerdict(t, st, "echo", decide.Unknown)
-		if r := hostOf(t, st, "echo").Reasons[0]; r.Signal != decide.SignalEntry || !strings.Contains(r.Detail, "unsupported version 2") {
+	add(scenario{name: "malformed-entry", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), check: func(t *testing.T, st status.Status) {
+		wantVerdict(t, st, "echo", status.Unknown)
+		if r := hostOf(t, st, "echo").Reasons[0]; r.Signal != status.SignalEntry || !strings.Contains(r.Detail, "unsupported version 2") {
 			t.Fatalf("echo's first reason: %+v", r)
 		}
 		wantSwap(t, st, "alpha", "delta")
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalWALFsync, ""), slowWALLo, slowWALHi, k3s().WALFsyncLimit().Value, false)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalWALFsync, ""), slowWALLo, slowWALHi, k3s().WALFsyncLimit().Value, false)
 	}})
 
 	// k3s on an external datastore: no node carries the etcd role.
 	f = &gFleet{s: k3s(), now: baseNow, slow: map[[2]string]float64{}, hosts: []*gHost{
 		{name: "alpha", eligible: yes()}, {name: "bravo", eligible: yes()}, {name: "charlie", eligible: yes()}}}
-	add(scenario{name: "no-etcd", fleet: f, check: func(t *testing.T, st decide.Status) {
-		wantNone(t, st, decide.StepEtcd)
+	add(scenario{name: "no-etcd", fleet: f, check: func(t *testing.T, st status.Status) {
+		wantNone(t, st, status.StepEtcd)
 		// Every host is judged as a standby, by its own disk.
 		for _, n := range []string{"alpha", "bravo", "charlie"} {
-			wantFigure(t, hostReason(t, st, n, decide.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), 0.0021, 0.0021, k3s().FdatasyncLimit().Value, true)
+			wantFigure(t, hostReason(t, st, n, status.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), 0.0021, 0.0021, k3s().FdatasyncLimit().Value, true)
 		}
 	}})
 
@@ -313,14 +315,14 @@ func scenarios(t testing.TB) []scenario {
 	f = standardFleet(s)
 	f.slow[pairOf("alpha", "bravo")] = 0.03 // a 60 ms round trip: fit on k3s, not under 100 ms/1000 ms
 	f.slow[pairOf("alpha", "charlie")] = 0.03
-	add(scenario{name: "etcd-timing", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), settingsYAML: etcdTiming, check: func(t *testing.T, st decide.Status) {
-		wantVerdict(t, st, "alpha", decide.Unfit)
+	add(scenario{name: "etcd-timing", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), settingsYAML: etcdTiming, check: func(t *testing.T, st status.Status) {
+		wantVerdict(t, st, "alpha", status.Unfit)
 		wantSwap(t, st, "alpha", "delta")
 		// 60 ms over the path: fit under k3s's 250 ms, over etcd's 50 ms.
 		lo, hi := slowConnect(0.03)
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalConnect, "bravo"), lo, hi, s.ConnectLimit().Value, false)
-		wantFigure(t, hostReason(t, st, "bravo", decide.SignalConnect, "charlie"), 0.0004, lanConnect, s.ConnectLimit().Value, true)
-		wantFigure(t, decisionReason(t, st, decide.StepReplace, "alpha"), 2, 2, math.NaN(), true)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalConnect, "bravo"), lo, hi, s.ConnectLimit().Value, false)
+		wantFigure(t, hostReason(t, st, "bravo", status.SignalConnect, "charlie"), 0.0004, lanConnect, s.ConnectLimit().Value, true)
+		wantFigure(t, decisionReason(t, st, status.StepReplace, "alpha"), 2, 2, math.NaN(), true)
 	}})
 
 	// A stall of the whole machine: every connect slow, every host unfit,
@@ -329,15 +331,15 @@ func scenarios(t testing.TB) []scenario {
 	for _, h := range f.hosts {
 		h.connect = 0.3
 	}
-	add(scenario{name: "every-link-slow", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "every-link-slow", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
 		for _, h := range st.Hosts {
-			wantVerdict(t, st, h.Name, decide.Unfit)
+			wantVerdict(t, st, h.Name, status.Unfit)
 		}
-		wantNone(t, st, decide.StepAttribution)
+		wantNone(t, st, status.StepAttribution)
 		lo, hi := slowConnect(0)
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalConnect, "bravo"), lo+0.3, hi+0.3, k3s().ConnectLimit().Value, false)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalConnect, "bravo"), lo+0.3, hi+0.3, k3s().ConnectLimit().Value, false)
 		// Two of the three voters touch every slow link: not a minority.
-		wantFigure(t, decisionReason(t, st, decide.StepAttribution, ""), 2, 2, 1, false)
+		wantFigure(t, decisionReason(t, st, status.StepAttribution, ""), 2, 2, 1, false)
 	}})
 
 	// What a stall of between one and two periods leaves: alpha caught two
@@ -352,18 +354,18 @@ func scenarios(t testing.TB) []scenario {
 		}
 	}
 	f.host("alpha").stall, f.host("bravo").stall, f.host("charlie").stall = residue(2), residue(1), residue(1)
-	add(scenario{name: "stall-residue", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
-		wantVerdict(t, st, "alpha", decide.Unfit)
-		wantVerdict(t, st, "bravo", decide.Unfit) // its link to alpha
-		wantNone(t, st, decide.StepAttribution)
+	add(scenario{name: "stall-residue", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
+		wantVerdict(t, st, "alpha", status.Unfit)
+		wantVerdict(t, st, "bravo", status.Unfit) // its link to alpha
+		wantNone(t, st, status.StepAttribution)
 		// alpha's two slow samples reach its tail; bravo's one is forgiven,
 		// and bravo is unfit by alpha's measurement alone.
 		l := k3s().ConnectLimit().Value
 		lo, hi := slowConnect(0)
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalConnect, "bravo"), lo+0.3, hi+0.3, l, false)
-		wantFigure(t, hostReason(t, st, "bravo", decide.SignalConnect, "alpha"), lo, hi, l, true)
-		wantFigure(t, hostReasonBy(t, st, "bravo", decide.SignalConnect, "alpha"), lo+0.3, hi+0.3, l, false)
-		wantFigure(t, decisionReason(t, st, decide.StepAttribution, ""), 1, 1, 1, false)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalConnect, "bravo"), lo+0.3, hi+0.3, l, false)
+		wantFigure(t, hostReason(t, st, "bravo", status.SignalConnect, "alpha"), lo, hi, l, true)
+		wantFigure(t, hostReasonBy(t, st, "bravo", status.SignalConnect, "alpha"), lo+0.3, hi+0.3, l, false)
+		wantFigure(t, decisionReason(t, st, status.StepAttribution, ""), 1, 1, 1, false)
 	}})
 
 	fiveVoters := "# five voters\ntarget_voters: 5\nmax_servers: 7\n"
@@ -379,50 +381,50 @@ func scenarios(t testing.TB) []scenario {
 	for _, n := range []string{"alpha", "charlie", "delta", "echo", "foxtrot"} {
 		f.slow[pairOf("bravo", n)] = 0.4
 	}
-	add(scenario{name: "slow-voter-of-five", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), settingsYAML: fiveVoters, check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "slow-voter-of-five", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), settingsYAML: fiveVoters, check: func(t *testing.T, st status.Status) {
 		wantSwap(t, st, "bravo", "foxtrot")
-		wantFigure(t, decisionReason(t, st, decide.StepAttribution, ""), 1, 1, 2, true)
-		wantFigure(t, decisionReason(t, st, decide.StepReplace, "bravo"), 4, 4, math.NaN(), true)
-		wantFigure(t, decisionReason(t, st, decide.GateMembers, ""), 5, 5, 5, true)
+		wantFigure(t, decisionReason(t, st, status.StepAttribution, ""), 1, 1, 2, true)
+		wantFigure(t, decisionReason(t, st, status.StepReplace, "bravo"), 4, 4, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, status.GateMembers, ""), 5, 5, 5, true)
 	}})
 
 	f = standardFleet(k3s())
 	for _, n := range []string{"alpha", "bravo", "delta"} {
 		f.host(n).slowWAL = true
 	}
-	add(scenario{name: "fleet-wide-disk", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "fleet-wide-disk", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
 		for _, n := range []string{"alpha", "bravo", "delta"} {
-			wantVerdict(t, st, n, decide.Unfit)
+			wantVerdict(t, st, n, status.Unfit)
 		}
-		wantNone(t, st, decide.StepFleetWide)
+		wantNone(t, st, status.StepFleetWide)
 		// Three of the five recording hosts over a disk limit: more than
 		// half of five.
-		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "disk"), 3, 3, 2.5, false)
-		wantFigure(t, hostReason(t, st, "delta", decide.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), slowFsync, slowFsync, k3s().FdatasyncLimit().Value, false)
+		wantFigure(t, decisionReason(t, st, status.StepFleetWide, "disk"), 3, 3, 2.5, false)
+		wantFigure(t, hostReason(t, st, "delta", status.SignalFdatasync, "/var/lib/rancher/k3s/server/db/fleet-role"), slowFsync, slowFsync, k3s().FdatasyncLimit().Value, false)
 	}})
 
 	f = standardFleet(k3s())
 	f.host("alpha").slowWAL, f.host("alpha").pinned = true, yes()
 	f.host("bravo").lowMem = true
-	add(scenario{name: "pinned-disk-beside-memory", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "pinned-disk-beside-memory", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "bravo"), check: func(t *testing.T, st status.Status) {
 		wantSwap(t, st, "bravo", "delta")
-		if r := decisionReason(t, st, decide.StepPinned, "alpha"); !r.OK {
+		if r := decisionReason(t, st, status.StepPinned, "alpha"); !r.OK {
 			t.Fatalf("pinned: %+v", r)
 		}
 		// bravo's quota is etcd's own, 2 GiB.
-		wantFigure(t, hostReason(t, st, "bravo", decide.SignalMemory, ""), float64(gib), 2*float64(gib), 2*float64(gib), false)
-		wantFigure(t, decisionReason(t, st, decide.StepReplace, "bravo"), 0, 0, math.NaN(), true)
+		wantFigure(t, hostReason(t, st, "bravo", status.SignalMemory, ""), float64(gib), 2*float64(gib), 2*float64(gib), false)
+		wantFigure(t, decisionReason(t, st, status.StepReplace, "bravo"), 0, 0, math.NaN(), true)
 	}})
 
 	f = standardFleet(k3s())
 	f.host("alpha").slowWAL = true
-	add(scenario{name: "swap-held", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
-		wantNone(t, st, decide.StepSteady)
+	add(scenario{name: "swap-held", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
+		wantNone(t, st, status.StepSteady)
 		if st.Memory.Named != "alpha" || st.Memory.NamedDecisions != 1 {
 			t.Fatalf("memory %+v", st.Memory)
 		}
 		// Named at this decision: no voter has written since.
-		wantFigure(t, decisionReason(t, st, decide.StepSteady, "alpha"), 0, 0, 3, false)
+		wantFigure(t, decisionReason(t, st, status.StepSteady, "alpha"), 0, 0, 3, false)
 	}})
 
 	// A voter starved of CPU: its timer wakes about 900 ms late every
@@ -431,21 +433,21 @@ func scenarios(t testing.TB) []scenario {
 	// wakeup_late alone.
 	f = standardFleet(k3s())
 	f.host("charlie").late = starvedLate
-	add(scenario{name: "starved-voter", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "charlie"), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "starved-voter", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "charlie"), check: func(t *testing.T, st status.Status) {
 		wantSwap(t, st, "charlie", "delta")
 		l := k3s().WakeupLimit().Value
-		wantFigure(t, hostReason(t, st, "charlie", decide.SignalWakeup, ""), 0.85, 0.95, l, false)
+		wantFigure(t, hostReason(t, st, "charlie", status.SignalWakeup, ""), 0.85, 0.95, l, false)
 		for _, n := range []string{"alpha", "bravo", "delta", "echo"} {
-			wantVerdict(t, st, n, decide.Fit)
-			wantFigure(t, hostReason(t, st, n, decide.SignalWakeup, ""), 0.001, 0.016, l, true)
+			wantVerdict(t, st, n, status.Fit)
+			wantFigure(t, hostReason(t, st, n, status.SignalWakeup, ""), 0.001, 0.016, l, true)
 		}
 		for _, r := range hostOf(t, st, "charlie").Reasons {
-			if !r.OK && r.Signal != decide.SignalWakeup {
+			if !r.OK && r.Signal != status.SignalWakeup {
 				t.Fatalf("charlie is unfit by %s too: %s", r.Signal, r.Detail)
 			}
 		}
 		// One of five recording hosts starved: no shared fault.
-		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "cpu"), 1, 1, 2.5, true)
+		wantFigure(t, decisionReason(t, st, status.StepFleetWide, "cpu"), 1, 1, 2.5, true)
 	}})
 
 	// Every host starved of CPU at once (one machine, a hypervisor over
@@ -454,15 +456,15 @@ func scenarios(t testing.TB) []scenario {
 	for _, h := range f.hosts {
 		h.late = starvedLate
 	}
-	add(scenario{name: "fleet-wide-cpu", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st decide.Status) {
+	add(scenario{name: "fleet-wide-cpu", fleet: f, previous: settled(f, 2*time.Hour), check: func(t *testing.T, st status.Status) {
 		for _, h := range st.Hosts {
-			wantVerdict(t, st, h.Name, decide.Unfit)
+			wantVerdict(t, st, h.Name, status.Unfit)
 		}
-		wantNone(t, st, decide.StepFleetWide)
-		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "cpu"), 5, 5, 2.5, false)
+		wantNone(t, st, status.StepFleetWide)
+		wantFigure(t, decisionReason(t, st, status.StepFleetWide, "cpu"), 5, 5, 2.5, false)
 		l := k3s().WakeupLimit().Value
 		for _, h := range st.Hosts {
-			wantFigure(t, hostReason(t, st, h.Name, decide.SignalWakeup, ""), 0.85, 0.95, l, false)
+			wantFigure(t, hostReason(t, st, h.Name, status.SignalWakeup, ""), 0.85, 0.95, l, false)
 		}
 	}})
 
@@ -471,12 +473,12 @@ func scenarios(t testing.TB) []scenario {
 	f = standardFleet(k3s())
 	f.host("alpha").slowWAL = true
 	f.host("echo").record = func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].Name = "delta" }
-	add(scenario{name: "unreadable-record", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), check: func(t *testing.T, st decide.Status) {
-		wantVerdict(t, st, "echo", decide.Unknown)
-		if r := hostOf(t, st, "echo").Reasons[0]; r.Signal != decide.SignalEntry || !strings.Contains(r.Detail, `owned by Node "delta"`) {
+	add(scenario{name: "unreadable-record", fleet: f, previous: namedBefore(settled(f, 2*time.Hour), "alpha"), check: func(t *testing.T, st status.Status) {
+		wantVerdict(t, st, "echo", status.Unknown)
+		if r := hostOf(t, st, "echo").Reasons[0]; r.Signal != status.SignalEntry || !strings.Contains(r.Detail, `owned by Node "delta"`) {
 			t.Fatalf("echo's first reason: %+v", r)
 		}
-		if r := decisionReason(t, st, decide.StepCandidate, "echo"); r.OK {
+		if r := decisionReason(t, st, status.StepCandidate, "echo"); r.OK {
 			t.Fatalf("echo's candidacy: %+v", r)
 		}
 		wantSwap(t, st, "alpha", "delta")
@@ -486,10 +488,10 @@ func scenarios(t testing.TB) []scenario {
 		if st.Records.Count != 4 || hostOf(t, st, "echo").RecordBytes != 0 {
 			t.Fatalf("records %+v, echo's %d bytes", st.Records, hostOf(t, st, "echo").RecordBytes)
 		}
-		wantFigure(t, decisionReason(t, st, decide.StepFleetWide, "disk"), 1, 1, 2, true)
-		wantFigure(t, hostReason(t, st, "alpha", decide.SignalWALFsync, ""), slowWALLo, slowWALHi, k3s().WALFsyncLimit().Value, false)
+		wantFigure(t, decisionReason(t, st, status.StepFleetWide, "disk"), 1, 1, 2, true)
+		wantFigure(t, hostReason(t, st, "alpha", status.SignalWALFsync, ""), slowWALLo, slowWALHi, k3s().WALFsyncLimit().Value, false)
 		f := k3s().FdatasyncLimit().Value
-		wantFigure(t, decisionReason(t, st, decide.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
+		wantFigure(t, decisionReason(t, st, status.StepCandidate, "delta"), (f-0.0021)/f, (f-0.0021)/f, math.NaN(), true)
 	}})
 	return out
 }
@@ -529,7 +531,7 @@ func TestGoldenScenarios(t *testing.T) {
 			if tableCode != code {
 				t.Fatalf("decide exits %d with -o table and %d with -o json", tableCode, code)
 			}
-			if st, err := decide.UnmarshalStatus(jsonOut); err != nil {
+			if st, err := status.UnmarshalStatus(jsonOut); err != nil {
 				t.Fatal(err)
 			} else {
 				wantDecisionCode(t, st, code)
@@ -547,7 +549,7 @@ func TestGoldenScenarios(t *testing.T) {
 
 			// The core called directly gives the same bytes as the CLI.
 			st := decide.Decide(sc.input(t))
-			decide.WithActing(&st, sc.fleet.nodes().Items, sc.fleet.s, sc.fleet.now)
+			kube.WithActing(&st, sc.fleet.nodes().Items, sc.fleet.s, sc.fleet.now)
 			b, err := st.Marshal()
 			if err != nil {
 				t.Fatal(err)
@@ -614,10 +616,10 @@ func runCLICode(t *testing.T, args []string) ([]byte, int) {
 
 // wantDecisionCode fails unless code is the exit code decide and status
 // give st's decision: 1 for a swap, 0 for none.
-func wantDecisionCode(t *testing.T, st *decide.Status, code int) {
+func wantDecisionCode(t *testing.T, st *status.Status, code int) {
 	t.Helper()
 	want := 0
-	if st.Decision.Action == decide.ActionSwap {
+	if st.Decision.Action == status.ActionSwap {
 		want = 1
 	}
 	if code != want {
@@ -641,7 +643,7 @@ func readFile(t testing.TB, path string) []byte {
 	return b
 }
 
-func hostOf(t *testing.T, st decide.Status, name string) decide.Host {
+func hostOf(t *testing.T, st status.Status, name string) status.Host {
 	t.Helper()
 	for _, h := range st.Hosts {
 		if h.Name == name {
@@ -649,20 +651,20 @@ func hostOf(t *testing.T, st decide.Status, name string) decide.Host {
 		}
 	}
 	t.Fatalf("no host %s in the status", name)
-	return decide.Host{}
+	return status.Host{}
 }
 
-func wantVerdict(t *testing.T, st decide.Status, name string, v decide.Verdict) {
+func wantVerdict(t *testing.T, st status.Status, name string, v status.Verdict) {
 	t.Helper()
 	if h := hostOf(t, st, name); h.Verdict != v {
 		t.Fatalf("%s is %s, want %s; reasons: %+v", name, h.Verdict, v, h.Reasons)
 	}
 }
 
-func wantSwap(t *testing.T, st decide.Status, out, in string) {
+func wantSwap(t *testing.T, st status.Status, out, in string) {
 	t.Helper()
 	d := st.Decision
-	if d.Action != decide.ActionSwap || d.Out != out || d.In != in {
+	if d.Action != status.ActionSwap || d.Out != out || d.In != in {
 		t.Fatalf("decision %s %s -> %s, want swap %s -> %s; reasons: %+v", d.Action, d.Out, d.In, out, in, d.Reasons)
 	}
 }
@@ -672,7 +674,7 @@ func wantSwap(t *testing.T, st decide.Status, out, in string) {
 // something, and, for a standby that is a k3s server, every guard of the
 // first step holding but the approval, which acting plan never gives; for
 // an agent, the plan held by standby_server with the reinstall named.
-func wantPlan(t *testing.T, st decide.Status, out, in string, server bool) {
+func wantPlan(t *testing.T, st status.Status, out, in string, server bool) {
 	t.Helper()
 	if st.Acting == nil || st.Acting.Mode != settings.ActingPlan || st.Acting.Plan == nil || st.Acting.Journal != nil {
 		t.Fatalf("acting %+v, want mode plan with a plan and no journal", st.Acting)
@@ -716,9 +718,9 @@ func wantPlan(t *testing.T, st decide.Status, out, in string, server bool) {
 }
 
 // wantNone asserts no swap, held back by a failed reason of signal.
-func wantNone(t *testing.T, st decide.Status, signal string) {
+func wantNone(t *testing.T, st status.Status, signal string) {
 	t.Helper()
-	if st.Decision.Action != decide.ActionNone || st.Decision.Out != "" || st.Decision.In != "" {
+	if st.Decision.Action != status.ActionNone || st.Decision.Out != "" || st.Decision.In != "" {
 		t.Fatalf("decision %+v, want none", st.Decision)
 	}
 	for _, r := range st.Decision.Reasons {
@@ -729,7 +731,7 @@ func wantNone(t *testing.T, st decide.Status, signal string) {
 	t.Fatalf("no failed %s among the decision's reasons: %+v", signal, st.Decision.Reasons)
 }
 
-func decisionReason(t *testing.T, st decide.Status, signal, subject string) decide.Reason {
+func decisionReason(t *testing.T, st status.Status, signal, subject string) status.Reason {
 	t.Helper()
 	for _, r := range st.Decision.Reasons {
 		if r.Signal == signal && r.Subject == subject {
@@ -737,14 +739,14 @@ func decisionReason(t *testing.T, st decide.Status, signal, subject string) deci
 		}
 	}
 	t.Fatalf("no %s %q among the decision's reasons: %+v", signal, subject, st.Decision.Reasons)
-	return decide.Reason{}
+	return status.Reason{}
 }
 
 // wantLinkNamed asserts that host names other in a failed link reason.
-func wantLinkNamed(t *testing.T, st decide.Status, host, other string) {
+func wantLinkNamed(t *testing.T, st status.Status, host, other string) {
 	t.Helper()
 	for _, r := range hostOf(t, st, host).Reasons {
-		if (r.Signal == decide.SignalConnect || r.Signal == decide.SignalPeerRTT) && r.Subject == other && !r.OK {
+		if (r.Signal == status.SignalConnect || r.Signal == status.SignalPeerRTT) && r.Subject == other && !r.OK {
 			return
 		}
 	}
@@ -752,7 +754,7 @@ func wantLinkNamed(t *testing.T, st decide.Status, host, other string) {
 }
 
 // hostReason is host's own reason of signal about subject.
-func hostReason(t *testing.T, st decide.Status, host, signal, subject string) decide.Reason {
+func hostReason(t *testing.T, st status.Status, host, signal, subject string) status.Reason {
 	t.Helper()
 	for _, r := range hostOf(t, st, host).Reasons {
 		if r.Signal == signal && r.Subject == subject && !strings.HasPrefix(r.Detail, "measured by ") {
@@ -760,12 +762,12 @@ func hostReason(t *testing.T, st decide.Status, host, signal, subject string) de
 		}
 	}
 	t.Fatalf("%s has no %s %q reason of its own", host, signal, subject)
-	return decide.Reason{}
+	return status.Reason{}
 }
 
 // hostReasonBy is the reason of signal that by measured of its link to
 // host and that is named on host.
-func hostReasonBy(t *testing.T, st decide.Status, host, signal, by string) decide.Reason {
+func hostReasonBy(t *testing.T, st status.Status, host, signal, by string) status.Reason {
 	t.Helper()
 	for _, r := range hostOf(t, st, host).Reasons {
 		if r.Signal == signal && r.Subject == by && strings.HasPrefix(r.Detail, "measured by "+by+": ") {
@@ -773,13 +775,13 @@ func hostReasonBy(t *testing.T, st decide.Status, host, signal, by string) decid
 		}
 	}
 	t.Fatalf("%s has no %s reason measured by %s", host, signal, by)
-	return decide.Reason{}
+	return status.Reason{}
 }
 
 // wantFigure asserts a reason's numbers: its value within [lo, hi] (a
 // thousandth of the value's size either side, for the figures that are
 // ratios of floats), its limit (NaN: none), and whether it is ok.
-func wantFigure(t *testing.T, r decide.Reason, lo, hi, limit float64, ok bool) {
+func wantFigure(t *testing.T, r status.Reason, lo, hi, limit float64, ok bool) {
 	t.Helper()
 	slack := 1e-9 + 1e-3*math.Max(math.Abs(lo), math.Abs(hi))
 	switch {

@@ -7,19 +7,20 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // The history's marks run-length encoded and back; its times as
 // milliseconds and back, also across a clock that stepped back.
 func TestHistoryEncoding(t *testing.T) {
 	for _, marks := range []string{"", "F", "FU", "FFFFUU?-", strings.Repeat("F", 37) + strings.Repeat("U", 13), "F-F-F-"} {
-		enc := decide.EncodeMarks([]byte(marks))
-		dec, err := decide.DecodeMarks(enc, len(marks))
+		enc := status.EncodeMarks([]byte(marks))
+		dec, err := status.DecodeMarks(enc, len(marks))
 		if err != nil || string(dec) != marks {
 			t.Errorf("%q encoded %q decoded %q, %v", marks, enc, dec, err)
 		}
 	}
-	if got := decide.EncodeMarks([]byte(strings.Repeat("F", 37) + strings.Repeat("U", 13))); got != "F37U13" {
+	if got := status.EncodeMarks([]byte(strings.Repeat("F", 37) + strings.Repeat("U", 13))); got != "F37U13" {
 		t.Errorf("37 fit and 13 unfit encode as %q, want F37U13", got)
 	}
 	// Refused: an unknown mark, a count of zero, one past the decisions
@@ -35,16 +36,16 @@ func TestHistoryEncoding(t *testing.T) {
 		{"F2U", 2, "more than"},
 		{"F2", 3, "want one for each"},
 	} {
-		if _, err := decide.DecodeMarks(tc.s, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := status.DecodeMarks(tc.s, tc.n); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("DecodeMarks(%q, %d) = %v, want an error saying %q", tc.s, tc.n, err, tc.want)
 		}
 	}
-	if dec, err := decide.DecodeMarks("F2U", 3); err != nil || string(dec) != "FFU" {
+	if dec, err := status.DecodeMarks("F2U", 3); err != nil || string(dec) != "FFU" {
 		t.Errorf("DecodeMarks(F2U, 3) = %q, %v", dec, err)
 	}
 	t0 := time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC)
 	times := []time.Time{t0, t0.Add(500 * time.Millisecond), t0.Add(1500 * time.Millisecond), t0.Add(time.Second)} // the last stepped back
-	h := decide.History{TimesMS: decide.EncodeTimes(times)}
+	h := status.History{TimesMS: status.EncodeTimes(times)}
 	got := h.DecodeTimes()
 	for i := range times {
 		if !got[i].Equal(times[i]) {
@@ -65,7 +66,7 @@ func TestHistoryInTheDocument(t *testing.T) {
 	f.host("alpha").slowWAL = true
 	st := decide.Decide(f.input(t, settled(f, 10*time.Minute)))
 	bare := fingerprint(t, st)
-	st.History = &decide.History{TimesMS: []int64{1, 500}, Hosts: []decide.HostHistory{{Name: "alpha", Marks: "FU"}}}
+	st.History = &status.History{TimesMS: []int64{1, 500}, Hosts: []status.HostHistory{{Name: "alpha", Marks: "FU"}}}
 	if fingerprint(t, st) != bare {
 		t.Error("the history changes the fingerprint")
 	}
@@ -73,8 +74,8 @@ func TestHistoryInTheDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := decide.UnmarshalStatus(full)
-	if err != nil || back.Form != decide.FormFull || back.History == nil || back.History.Hosts[0].Marks != "FU" {
+	back, err := status.UnmarshalStatus(full)
+	if err != nil || back.Form != status.FormFull || back.History == nil || back.History.Hosts[0].Marks != "FU" {
 		t.Fatalf("the full document's history read back: %+v (form %s, %v)", back.History, back.Form, err)
 	}
 	// A limit the history does not fit in beside the whole decision.
@@ -95,14 +96,14 @@ func TestHistoryInTheDocument(t *testing.T) {
 	}
 	var doc struct {
 		Form    string            `json:"form"`
-		Dropped []decide.Dropped  `json:"dropped"`
+		Dropped []status.Dropped  `json:"dropped"`
 		History json.RawMessage   `json:"history"`
 		Hosts   []json.RawMessage `json:"hosts"`
 	}
 	if err := json.Unmarshal(without, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Form != decide.FormFull || doc.History != nil || len(doc.Dropped) != 1 || doc.Dropped[0] != (decide.Dropped{Part: decide.PartHistory, Count: 10000}) {
+	if doc.Form != status.FormFull || doc.History != nil || len(doc.Dropped) != 1 || doc.Dropped[0] != (status.Dropped{Part: status.PartHistory, Count: 10000}) {
 		t.Errorf("within the whole decision's own size: form %s, dropped %v, history %d bytes; want full, the history's 10000 decisions dropped", doc.Form, doc.Dropped, len(doc.History))
 	}
 }
@@ -131,10 +132,10 @@ func TestShrunkWindowReadsOldRecords(t *testing.T) {
 		in.ReadWindow = tc.readWindow
 		st := decide.Decide(in)
 		for _, h := range st.Hosts {
-			if tc.read && (h.Samples != tc.window || h.Verdict != decide.Fit) {
+			if tc.read && (h.Samples != tc.window || h.Verdict != status.Fit) {
 				t.Errorf("window %d, read window %d: %s has %d samples, %s; want the newest %d, fit", tc.window, tc.readWindow, h.Name, h.Samples, h.Verdict, tc.window)
 			}
-			if !tc.read && h.Verdict != decide.Unknown {
+			if !tc.read && h.Verdict != status.Unknown {
 				t.Errorf("window %d, read window %d: %s read as %s (%d samples), want unknown: over the limits", tc.window, tc.readWindow, h.Name, h.Verdict, h.Samples)
 			}
 		}

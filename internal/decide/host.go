@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // limits are the settings and the limits every host of a decision is judged
@@ -52,7 +54,7 @@ func limitsOf(s settings.Settings, now time.Time) *limits {
 	l := &limits{s: s, now: now, window: s.WindowLimit(), stale: s.StaleAfter(), connect: s.ConnectLimit(), rtt: s.RTTLimit(),
 		wal: s.WALFsyncLimit(), backend: s.BackendCommitLimit(), fsync: s.FdatasyncLimit(), stall: s.StallLimit(), wakeup: s.WakeupLimit(),
 		pn: settings.PercentileName(s.TailPercentile), forgiven: s.Window - quantile.Rank(s.TailPercentile, s.Window)}
-	l.connectMust = ", must be " + ruleWord(l.connect.Rule) + " " + FormatValue(l.connect.Value, l.connect.Unit)
+	l.connectMust = ", must be " + status.RuleWord(l.connect.Rule) + " " + status.FormatValue(l.connect.Value, l.connect.Unit)
 	return l
 }
 
@@ -66,8 +68,8 @@ func (l *limits) column(n int) []float64 {
 
 // host is one host while a decision is made.
 type host struct {
-	node     Node
-	role     Role
+	node     k3snode.Node
+	role     status.Role
 	raw      string
 	hasEntry bool
 	entry    entry.Entry
@@ -97,7 +99,7 @@ type host struct {
 	// withheld: the entry is a probe's withheld marker (the records
 	// unprotected, protection.go).
 	withheld bool
-	obs      *Observation
+	obs      *status.Observation
 	// own is what the host's own entry says, judged, in reason order;
 	// all adds the links that hosts at their other ends measured and that
 	// count against this one (links.go). all is own when there are none.
@@ -105,7 +107,7 @@ type host struct {
 	// judged: the entry was read, is fresh and holds a full window, so the
 	// host's measurements count, also against the hosts at their other ends.
 	judged  bool
-	verdict Verdict
+	verdict status.Verdict
 }
 
 // etcdState is what a member's etcd said of itself at its latest sample
@@ -173,21 +175,21 @@ func Digest(raw string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func roleOf(n Node, latest *etcdState) Role {
+func roleOf(n k3snode.Node, latest *etcdState) status.Role {
 	switch {
 	case n.Voter && (n.Learner || latest != nil && latest.isLearner):
-		return RoleLearner
+		return status.RoleLearner
 	case n.Voter:
-		return RoleVoter
+		return status.RoleVoter
 	case n.Eligible:
-		return RoleStandby
+		return status.RoleStandby
 	}
-	return RoleOther
+	return status.RoleOther
 }
 
 // isMember: the host runs an etcd member, so its disks and round trips are
 // etcd's own metrics.
-func (h *host) isMember() bool { return h.role == RoleVoter || h.role == RoleLearner }
+func (h *host) isMember() bool { return h.role == status.RoleVoter || h.role == status.RoleLearner }
 
 // evidence judges whether the host can be judged at all.
 func (h *host) evidence(j *limits, now time.Time, decodeErr error) {
@@ -198,7 +200,7 @@ func (h *host) evidence(j *limits, now time.Time, decodeErr error) {
 	}
 	if decodeErr != nil {
 		g := unmeasuredAs(kindEntry, vFailed, "", nil, unknown)
-		g.text = clip(decodeErr.Error())
+		g.text = status.Clip(decodeErr.Error())
 		h.own = append(h.own, g)
 		return
 	}
@@ -229,7 +231,7 @@ func (h *host) recordState(s settings.Settings) (judgement, bool) {
 	switch {
 	case h.entry.Refused != "":
 		g := unmeasuredAs(kindRecord, vRefused, "", nil, unknown)
-		g.text = clip(h.entry.Refused)
+		g.text = status.Clip(h.entry.Refused)
 		return g, true
 	case h.entry.Shrunk > 0:
 		l := &settings.Limit{Value: float64(record.CapBytes(s.Window, s.MaxServers)), Unit: "bytes", Rule: settings.AtMost, Basis: recordBasis}
@@ -269,7 +271,7 @@ func (h *host) measure(j *limits, voters []string, members map[string]string) {
 	for _, x := range w {
 		if len(x.Errors) > 0 {
 			failed++
-			lastErr = clip(x.Errors[len(x.Errors)-1])
+			lastErr = status.Clip(x.Errors[len(x.Errors)-1])
 		}
 	}
 	if failed > 0 {
@@ -280,7 +282,7 @@ func (h *host) measure(j *limits, voters []string, members map[string]string) {
 
 // linkClass judges the class of the default route's interface.
 func linkClass(l entry.Link) judgement {
-	iface := clip(l.Interface)
+	iface := status.Clip(l.Interface)
 	switch l.Class {
 	case entry.ClassWifi:
 		return unmeasuredAs(kindLink, vWifi, iface, nil, fail)
@@ -341,7 +343,7 @@ func connectTail(j *limits, col *entry.Connects, voter string) judgement {
 	if math.IsInf(v, 1) {
 		g.variant, g.measured = vFailed, false
 	}
-	g.count, g.failed, g.over, g.text = len(values), failed, over, clip(lastErr)
+	g.count, g.failed, g.over, g.text = len(values), failed, over, status.Clip(lastErr)
 	g.trailingFailed = trailing
 	return g
 }
@@ -393,7 +395,7 @@ func (m *merged) tail(p float64, forgiven int) (v float64, at float64, ok, few b
 func (m *merged) add(g quantile.Histogram) {
 	if err := m.Add(g); err != nil {
 		m.unmerged++
-		m.lastErr = clip(err.Error())
+		m.lastErr = status.Clip(err.Error())
 	}
 }
 
@@ -409,7 +411,7 @@ func mergeEtcd(window []entry.Sample) *etcdWindow {
 		}
 		if e.Err != "" {
 			w.failed++
-			w.lastErr = clip(e.Err)
+			w.lastErr = status.Clip(e.Err)
 			continue
 		}
 		w.read++
@@ -456,7 +458,7 @@ func (h *host) etcdSignals(j *limits, members map[string]string, out []judgement
 			continue
 		}
 		subject := members[id]
-		shown := clip(id)
+		shown := status.Clip(id)
 		if subject == "" {
 			subject = "member " + shown
 		}
@@ -506,21 +508,21 @@ func (h *host) fdatasync(j *limits) judgement {
 	case f == nil:
 		return unmeasuredAs(kindFdatasync, vNone, "", l, unknown)
 	}
-	dir := clip(f.Dir)
+	dir := status.Clip(f.Dir)
 	var g judgement
 	switch {
 	case f.Skipped != "":
 		g = unmeasuredAs(kindFdatasync, vSkipped, dir, l, pass)
-		g.text = clip(f.Skipped)
+		g.text = status.Clip(f.Skipped)
 	case f.Err != "":
 		g = unmeasuredAs(kindFdatasync, vFailed, dir, l, unknown)
-		g.text = clip(f.Err)
+		g.text = status.Clip(f.Err)
 	case !f.MeasuredDisk:
 		g = unmeasuredAs(kindFdatasync, vMemoryFS, dir, l, pass)
-		g.text = clip(f.Filesystem)
+		g.text = status.Clip(f.Filesystem)
 	default:
 		g = judged(kindFdatasync, dir, l, f.P99Seconds)
-		g.count, g.text, g.at = f.Writes, clip(f.Filesystem), f.At
+		g.count, g.text, g.at = f.Writes, status.Clip(f.Filesystem), f.At
 	}
 	return g
 }
@@ -600,18 +602,18 @@ func perSampleTail(j *limits, w []entry.Sample, k kind, l *settings.Limit, of fu
 func clipEntry(e *entry.Entry, connects map[string]*entry.Connects) {
 	cut := map[string]string{} // one cut per distinct text: the entry refers to its texts many times
 	c := func(s string) string {
-		if len(s) <= TextCap {
+		if len(s) <= status.TextCap {
 			return s
 		}
 		if x, ok := cut[s]; ok {
 			return x
 		}
-		cut[s] = clip(s)
+		cut[s] = status.Clip(s)
 		return cut[s]
 	}
 	for _, col := range connects {
 		for i := range col.Connect {
-			if len(col.Connect[i].Err) > TextCap {
+			if len(col.Connect[i].Err) > status.TextCap {
 				col.Connect[i].Err = c(col.Connect[i].Err)
 			}
 		}
@@ -620,7 +622,7 @@ func clipEntry(e *entry.Entry, connects map[string]*entry.Connects) {
 		x := &e.Samples[i]
 		x.Link.Interface = c(x.Link.Interface)
 		for k, v := range x.Connect {
-			if len(v.Err) > TextCap {
+			if len(v.Err) > status.TextCap {
 				v.Err = c(v.Err)
 				x.Connect[k] = v
 			}
@@ -639,10 +641,10 @@ func clipEntry(e *entry.Entry, connects map[string]*entry.Connects) {
 
 // member is the host's etcd member as its latest sample read says; nil when
 // none was read or the record was refused its member (trust.go).
-func (h *host) member() *Member {
+func (h *host) member() *status.Member {
 	x := h.etcd
 	if x == nil || x.memberID == "" {
 		return nil
 	}
-	return &Member{ID: x.memberID, Leader: x.isLeader, Learner: x.isLearner, HasLeader: x.hasLeader, NoSpace: x.noSpace}
+	return &status.Member{ID: x.memberID, Leader: x.isLeader, Learner: x.isLearner, HasLeader: x.hasLeader, NoSpace: x.noSpace}
 }

@@ -15,7 +15,9 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // hostileSpec is one hand-written entry (docs/entry.md, wire format v1): a
@@ -140,7 +142,7 @@ func hostileFleet(t testing.TB, voters, standbys int, text string) decide.Input 
 		ids = append(ids, fmt.Sprintf("%x", 0xa0000+i))
 	}
 	for i, v := range vnames {
-		in.Nodes = append(in.Nodes, decide.Node{Name: v, Voter: true, Eligible: true})
+		in.Nodes = append(in.Nodes, k3snode.Node{Name: v, Voter: true, Eligible: true})
 		var peers []string
 		for j, id := range ids {
 			if j != i {
@@ -157,7 +159,7 @@ func hostileFleet(t testing.TB, voters, standbys int, text string) decide.Input 
 	}
 	for i := range standbys {
 		name := fmt.Sprintf("standby-%05d", i)
-		in.Nodes = append(in.Nodes, decide.Node{Name: name, Eligible: true})
+		in.Nodes = append(in.Nodes, k3snode.Node{Name: name, Eligible: true})
 		in.Entries[name] = hostileEntry(s, hostileSpec{node: name, voters: vnames, text: text})
 	}
 	// The entries are seen changing now, so that every host is judged and
@@ -173,23 +175,23 @@ const escapes = "ok\nforged-host  voter  fit  100  -\r\x1b[2J\x1b]0;title\x07\u0
 // checkHostile holds what Decide must give on any input: no panic, a
 // document that fits a ConfigMap and reads back, every host listed and
 // judged, entry texts cut, and a table with nothing a terminal acts on.
-func checkHostile(t *testing.T, in decide.Input) decide.Status {
+func checkHostile(t *testing.T, in decide.Input) status.Status {
 	t.Helper()
 	return checkHostileStatus(t, in, decide.Decide(in))
 }
 
 // checkHostileStatus checks st, the decision of in, as checkHostile does.
-func checkHostileStatus(t *testing.T, in decide.Input, st decide.Status) decide.Status {
+func checkHostileStatus(t *testing.T, in decide.Input, st status.Status) status.Status {
 	t.Helper()
 	if len(st.Hosts) != len(in.Nodes) {
 		t.Fatalf("%d hosts listed, want %d", len(st.Hosts), len(in.Nodes))
 	}
 	for _, h := range st.Hosts {
-		if h.Verdict != decide.Fit && h.Verdict != decide.Unfit && h.Verdict != decide.Unknown || len(h.Reasons) == 0 {
+		if h.Verdict != status.Fit && h.Verdict != status.Unfit && h.Verdict != status.Unknown || len(h.Reasons) == 0 {
 			t.Fatalf("%s not judged: %+v", h.Name, h)
 		}
 		for _, r := range append(h.Reasons, st.Decision.Reasons...) {
-			if len(r.Subject) > decide.TextCap+len("member ") {
+			if len(r.Subject) > status.TextCap+len("member ") {
 				t.Fatalf("%s: a subject of %d bytes", h.Name, len(r.Subject))
 			}
 		}
@@ -199,10 +201,10 @@ func checkHostileStatus(t *testing.T, in decide.Input, st decide.Status) decide.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) > decide.MaxStatusBytes || len(b) > 1<<20 {
-		t.Fatalf("status of %d bytes, over %d", len(b), decide.MaxStatusBytes)
+	if len(b) > status.MaxStatusBytes || len(b) > 1<<20 {
+		t.Fatalf("status of %d bytes, over %d", len(b), status.MaxStatusBytes)
 	}
-	back, err := decide.UnmarshalStatus(b)
+	back, err := status.UnmarshalStatus(b)
 	if err != nil {
 		t.Fatalf("the status does not read back: %v", err)
 	}
@@ -213,10 +215,10 @@ func checkHostileStatus(t *testing.T, in decide.Input, st decide.Status) decide.
 	// is the reason that makes it unknown, which the words alone do not
 	// tell from one that fails (a standby here is on Wi-Fi, unfit, and its
 	// disk reading failed, unknown).
-	if back.Form == decide.FormFull {
+	if back.Form == status.FormFull {
 		for i, h := range back.Hosts {
-			want, _ := decide.DecidingReason(st.Hosts[i])
-			if got, ok := decide.DecidingReason(h); !ok || got.Signal != want.Signal || got.Subject != want.Subject {
+			want, _ := status.DecidingReason(st.Hosts[i])
+			if got, ok := status.DecidingReason(h); !ok || got.Signal != want.Signal || got.Subject != want.Subject {
 				t.Fatalf("%s: deciding reason read back %s %s, made %s %s", h.Name, got.Signal, got.Subject, want.Signal, want.Subject)
 			}
 		}
@@ -260,15 +262,15 @@ func TestHostileTexts(t *testing.T) {
 			for _, h := range st.Hosts {
 				for _, r := range h.Reasons {
 					// A detail holds at most a few entry texts, each cut.
-					if len(r.Detail) > 4*decide.TextCap {
+					if len(r.Detail) > 4*status.TextCap {
 						t.Fatalf("%s %s: detail of %d bytes", h.Name, r.Signal, len(r.Detail))
 					}
-					if len(text) > decide.TextCap && strings.Contains(r.Detail, text[:decide.TextCap]) {
+					if len(text) > status.TextCap && strings.Contains(r.Detail, text[:status.TextCap]) {
 						t.Fatalf("%s %s: an uncut text", h.Name, r.Signal)
 					}
 				}
 			}
-			if len(text) > decide.TextCap && !strings.Contains(fmt.Sprint(st.Hosts), "...[cut from ") {
+			if len(text) > status.TextCap && !strings.Contains(fmt.Sprint(st.Hosts), "...[cut from ") {
 				t.Fatal("no cut is marked")
 			}
 		})
@@ -279,7 +281,7 @@ func TestHostileTexts(t *testing.T) {
 // failing and every voter accused by every standby; the document fits at
 // every size, in the form that size needs.
 func TestHostileFleetsFit(t *testing.T) {
-	atCap := strings.Repeat("e", decide.TextCap)
+	atCap := strings.Repeat("e", status.TextCap)
 	sizes := []int{0, 50, 200, 1000, 3000}
 	if testing.Short() {
 		sizes = []int{0, 200}
@@ -288,10 +290,10 @@ func TestHostileFleetsFit(t *testing.T) {
 		t.Run(fmt.Sprint(standbys), func(t *testing.T) {
 			st := checkHostile(t, hostileFleet(t, 7, standbys, atCap))
 			b, _ := st.Marshal()
-			back, _ := decide.UnmarshalStatus(b)
-			if back.Form != decide.FormFull {
+			back, _ := status.UnmarshalStatus(b)
+			if back.Form != status.FormFull {
 				for _, h := range back.Hosts {
-					if h.Role == decide.RoleVoter && h.Observation == nil {
+					if h.Role == status.RoleVoter && h.Observation == nil {
 						t.Fatalf("voter %s lost its observation in form %s", h.Name, back.Form)
 					}
 				}
@@ -305,7 +307,7 @@ func TestHostileFleetsFit(t *testing.T) {
 func TestPanicInOneHost(t *testing.T) {
 	in := hostileFleet(t, 3, 3, "connection refused")
 	want := decide.Decide(in)
-	long := strings.Repeat("p", 10*decide.TextCap)
+	long := strings.Repeat("p", 10*status.TextCap)
 	for _, value := range []any{"boom", fmt.Errorf("wrapped: %w", fmt.Errorf("index out of range")), long, []int{1, 2}, nil} {
 		got := checkHostileStatus(t, in, decide.DecidePanicking(in, "voter-1", value))
 		for i, h := range got.Hosts {
@@ -316,14 +318,14 @@ func TestPanicInOneHost(t *testing.T) {
 				continue
 			}
 			r := h.Reasons[0]
-			if h.Verdict != decide.Unknown || r.Signal != decide.SignalEntry || r.OK || !strings.Contains(r.Detail, "panicked") || len(r.Detail) > 2*decide.TextCap {
+			if h.Verdict != status.Unknown || r.Signal != status.SignalEntry || r.OK || !strings.Contains(r.Detail, "panicked") || len(r.Detail) > 2*status.TextCap {
 				t.Fatalf("panicking host: %+v", h)
 			}
 			s := fmt.Sprint(value)
 			if value == nil {
 				s = "nil" // Go turns panic(nil) into a *runtime.PanicNilError
 			}
-			if len(s) <= decide.TextCap && !strings.Contains(r.Detail, s) {
+			if len(s) <= status.TextCap && !strings.Contains(r.Detail, s) {
 				t.Fatalf("the reason %q does not name the panic %q", r.Detail, s)
 			}
 		}
@@ -347,7 +349,7 @@ func TestPrintable(t *testing.T) {
 		"\ufffd":            `\ufffd`,
 		"\\x1b stays ascii": `\x1b stays ascii`,
 	} {
-		if got := decide.Printable(in); got != want {
+		if got := status.Printable(in); got != want {
 			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
 		}
 	}
@@ -356,15 +358,15 @@ func TestPrintable(t *testing.T) {
 // Texts are cut to exactly TextCap bytes with a marker, at a character
 // boundary; a text of TextCap bytes is kept whole.
 func TestClip(t *testing.T) {
-	for _, n := range []int{decide.TextCap - 1, decide.TextCap, decide.TextCap + 1, 186 << 10} {
+	for _, n := range []int{status.TextCap - 1, status.TextCap, status.TextCap + 1, 186 << 10} {
 		for _, unit := range []string{"x", "é", "日"} {
 			s := strings.Repeat(unit, n/len(unit)+1)[:n]
 			s = strings.ToValidUTF8(s, "")
-			got := decide.Clip(s)
+			got := status.Clip(s)
 			switch {
-			case len(s) <= decide.TextCap && got != s:
+			case len(s) <= status.TextCap && got != s:
 				t.Fatalf("a text of %d bytes was cut", len(s))
-			case len(s) > decide.TextCap && (len(got) > decide.TextCap || !strings.HasSuffix(got, fmt.Sprintf("...[cut from %d bytes]", len(s)))):
+			case len(s) > status.TextCap && (len(got) > status.TextCap || !strings.HasSuffix(got, fmt.Sprintf("...[cut from %d bytes]", len(s)))):
 				t.Fatalf("a text of %d bytes cut to %d: %q", len(s), len(got), got[max(0, len(got)-40):])
 			case !utf8.ValidString(got):
 				t.Fatalf("a cut of %q split a character", unit)
@@ -441,7 +443,7 @@ func sampleHeap(peak *uint64) (stop func()) {
 // to the bare form gives a document within it, which reads back, in forms
 // that only drop more as the limit shrinks; under the bare form, an error.
 func TestMarshalWithinForms(t *testing.T) {
-	st := decide.Decide(hostileFleet(t, 7, 60, strings.Repeat("e", decide.TextCap)))
+	st := decide.Decide(hostileFleet(t, 7, 60, strings.Repeat("e", status.TextCap)))
 	full, err := st.MarshalWithin(1 << 30)
 	if err != nil {
 		t.Fatal(err)
@@ -455,11 +457,11 @@ func TestMarshalWithinForms(t *testing.T) {
 	}
 	// A byte under the indented document still holds the whole decision:
 	// its repeated texts written once, and read back into every reason.
-	back, err := decide.UnmarshalStatus(b)
+	back, err := status.UnmarshalStatus(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Form != decide.FormFull || len(back.Dropped) != 0 || back.Texts != nil {
+	if back.Form != status.FormFull || len(back.Dropped) != 0 || back.Texts != nil {
 		t.Fatalf("form %s, dropped %+v", back.Form, back.Dropped)
 	}
 	if !bytes.Contains(b, []byte(`"texts"`)) || !bytes.Contains(b, []byte(`"basis_ref"`)) {
@@ -469,8 +471,8 @@ func TestMarshalWithinForms(t *testing.T) {
 		t.Fatal("the document with shared texts does not read back to the full decision")
 	}
 
-	order := map[string]int{decide.FormFull: 0, decide.FormFailing: 1, decide.FormDeciding: 2, decide.FormVerdicts: 3, decide.FormSomeLinks: 4,
-		decide.FormSomeHosts: 5, decide.FormBare: 6}
+	order := map[string]int{status.FormFull: 0, status.FormFailing: 1, status.FormDeciding: 2, status.FormVerdicts: 3, status.FormSomeLinks: 4,
+		status.FormSomeHosts: 5, status.FormBare: 6}
 	seen := map[string]bool{}
 	last, bare := 0, 0
 	// Steps of 5%: the verdicts form holds for limits within 9% of each
@@ -486,7 +488,7 @@ func TestMarshalWithinForms(t *testing.T) {
 		if len(b) > limit {
 			t.Fatalf("limit %d: %d bytes", limit, len(b))
 		}
-		back, err := decide.UnmarshalStatus(b)
+		back, err := status.UnmarshalStatus(b)
 		if err != nil {
 			t.Fatalf("limit %d: %v", limit, err)
 		}
@@ -497,13 +499,13 @@ func TestMarshalWithinForms(t *testing.T) {
 		if back.Decision.Action != st.Decision.Action || back.GeneratedAt != st.GeneratedAt {
 			t.Fatalf("limit %d: the decision was lost", limit)
 		}
-		if back.Form != decide.FormFull && len(back.Dropped) == 0 {
+		if back.Form != status.FormFull && len(back.Dropped) == 0 {
 			t.Fatalf("limit %d: form %s says nothing dropped", limit, back.Form)
 		}
-		if back.Form == decide.FormSomeHosts {
+		if back.Form == status.FormSomeHosts {
 			voters := 0
 			for _, h := range back.Hosts {
-				if h.Role == decide.RoleVoter {
+				if h.Role == status.RoleVoter {
 					voters++
 				}
 			}
@@ -514,11 +516,11 @@ func TestMarshalWithinForms(t *testing.T) {
 		wantReducedAsFull(t, limit, st, back)
 		var table bytes.Buffer
 		_ = back.WriteTable(&table)
-		if back.Form != decide.FormFull && !strings.Contains(table.String(), "form: "+back.Form) {
+		if back.Form != status.FormFull && !strings.Contains(table.String(), "form: "+back.Form) {
 			t.Fatalf("limit %d: the table does not say the form", limit)
 		}
 		last, seen[back.Form] = f, true
-		if back.Form == decide.FormBare {
+		if back.Form == status.FormBare {
 			bare = len(b)
 		}
 	}
@@ -538,19 +540,19 @@ func TestMarshalWithinForms(t *testing.T) {
 // verdicts form), and the link matrix is whole through the verdicts form,
 // the rows of the hosts kept in some_hosts, and none in bare, with what it
 // left out counted.
-func wantReducedAsFull(t *testing.T, limit int, full decide.Status, back *decide.Status) {
+func wantReducedAsFull(t *testing.T, limit int, full status.Status, back *status.Status) {
 	t.Helper()
-	byName := map[string]decide.Host{}
+	byName := map[string]status.Host{}
 	for _, h := range full.Hosts {
 		byName[h.Name] = h
 	}
 	kept := map[string]bool{}
 	for _, h := range back.Hosts {
 		kept[h.Name] = true
-		want, _ := decide.DecidingReason(byName[h.Name])
-		got, ok := decide.DecidingReason(h)
+		want, _ := status.DecidingReason(byName[h.Name])
+		got, ok := status.DecidingReason(h)
 		switch back.Form {
-		case decide.FormFull, decide.FormFailing, decide.FormDeciding:
+		case status.FormFull, status.FormFailing, status.FormDeciding:
 			if !ok || got.Signal != want.Signal || got.Subject != want.Subject || got.Detail != want.Detail {
 				t.Fatalf("limit %d, form %s: %s's deciding reason %v %+v, the full decision's %+v", limit, back.Form, h.Name, ok, got, want)
 			}
@@ -562,14 +564,14 @@ func wantReducedAsFull(t *testing.T, limit int, full decide.Status, back *decide
 	}
 	want, _ := full.Decision.DecidingStep()
 	got, ok := back.Decision.DecidingStep()
-	if back.Form == decide.FormBare {
+	if back.Form == status.FormBare {
 		if ok {
 			t.Fatalf("limit %d: the bare form has a deciding step", limit)
 		}
 	} else if !ok || got.Signal != want.Signal || got.Subject != want.Subject || got.Detail != want.Detail {
 		t.Fatalf("limit %d, form %s: deciding step %v %+v, the full decision's %+v", limit, back.Form, ok, got, want)
 	}
-	cells := func(rows []decide.LinkRow) int {
+	cells := func(rows []status.LinkRow) int {
 		n := 0
 		for _, r := range rows {
 			n += len(r.To)
@@ -578,38 +580,38 @@ func wantReducedAsFull(t *testing.T, limit int, full decide.Status, back *decide
 	}
 	dropped := 0
 	for _, x := range back.Dropped {
-		if x.Part == decide.PartLinks {
+		if x.Part == status.PartLinks {
 			dropped = x.Count
 		}
 	}
 	switch back.Form {
-	case decide.FormSomeLinks, decide.FormSomeHosts, decide.FormBare:
+	case status.FormSomeLinks, status.FormSomeHosts, status.FormBare:
 		// Every member kept has its row, and no row is of a host left out;
 		// a partial form keeps hosts and rows in order of role and name.
-		rows := map[string]decide.LinkRow{}
+		rows := map[string]status.LinkRow{}
 		for _, r := range back.Links {
 			if !kept[r.From] {
 				t.Fatalf("limit %d, form %s: the row of %s, a host left out", limit, back.Form, r.From)
 			}
 			rows[r.From] = r
 		}
-		rank := map[decide.Role]int{decide.RoleVoter: 0, decide.RoleLearner: 1, decide.RoleStandby: 2, decide.RoleOther: 3}
+		rank := map[status.Role]int{status.RoleVoter: 0, status.RoleLearner: 1, status.RoleStandby: 2, status.RoleOther: 3}
 		inOrder := slices.Clone(full.Links)
-		slices.SortStableFunc(inOrder, func(a, b decide.LinkRow) int {
+		slices.SortStableFunc(inOrder, func(a, b status.LinkRow) int {
 			return cmp.Or(cmp.Compare(rank[byName[a.From].Role], rank[byName[b.From].Role]), cmp.Compare(a.From, b.From))
 		})
 		keptRow := true
 		for _, r := range inOrder {
 			h := byName[r.From]
-			member := h.Role == decide.RoleVoter || h.Role == decide.RoleLearner
+			member := h.Role == status.RoleVoter || h.Role == status.RoleLearner
 			_, has := rows[r.From]
 			switch {
-			case back.Form == decide.FormBare:
+			case back.Form == status.FormBare:
 			case kept[r.From] && member:
 				if !has || !reflect.DeepEqual(rows[r.From], r) {
 					t.Fatalf("limit %d, form %s: member %s kept without its row", limit, back.Form, r.From)
 				}
-			case back.Form == decide.FormSomeHosts:
+			case back.Form == status.FormSomeHosts:
 				if has {
 					t.Fatalf("limit %d, form %s: the row of %s, not a member", limit, back.Form, r.From)
 				}
@@ -619,7 +621,7 @@ func wantReducedAsFull(t *testing.T, limit int, full decide.Status, back *decide
 				keptRow = keptRow && has
 			}
 		}
-		if back.Form == decide.FormSomeLinks && len(back.Hosts) != len(full.Hosts) {
+		if back.Form == status.FormSomeLinks && len(back.Hosts) != len(full.Hosts) {
 			t.Fatalf("limit %d, form %s: %d of %d hosts", limit, back.Form, len(back.Hosts), len(full.Hosts))
 		}
 	default:
@@ -647,7 +649,7 @@ func TestHostileMalformedEntries(t *testing.T) {
 		"bad\nname\x1b[31m": `{}`,
 	}
 	for name, raw := range bad {
-		in.Nodes = append(in.Nodes, decide.Node{Name: name, Eligible: true})
+		in.Nodes = append(in.Nodes, k3snode.Node{Name: name, Eligible: true})
 		in.Entries[name] = raw
 	}
 	st := checkHostile(t, in)
@@ -656,7 +658,7 @@ func TestHostileMalformedEntries(t *testing.T) {
 			continue
 		}
 		r := h.Reasons[0]
-		if h.Verdict != decide.Unknown || r.Signal != decide.SignalEntry || r.OK || len(r.Detail) > len("record cannot be read: ")+decide.TextCap {
+		if h.Verdict != status.Unknown || r.Signal != status.SignalEntry || r.OK || len(r.Detail) > len("record cannot be read: ")+status.TextCap {
 			t.Fatalf("%q: %+v", h.Name, h)
 		}
 	}
@@ -674,10 +676,10 @@ func FuzzDecide(f *testing.F) {
 		in.Entries["voter-0"], in.Entries["standby-00000"] = voter, standby
 		st := decide.Decide(in)
 		b, err := st.Marshal()
-		if err != nil || len(b) > decide.MaxStatusBytes {
+		if err != nil || len(b) > status.MaxStatusBytes {
 			t.Fatalf("%d bytes, %v", len(b), err)
 		}
-		if _, err := decide.UnmarshalStatus(b); err != nil {
+		if _, err := status.UnmarshalStatus(b); err != nil {
 			t.Fatal(err)
 		}
 		var table bytes.Buffer

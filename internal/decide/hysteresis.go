@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // The hysteresis (docs/limits.md, "No flapping"). The attribution rule
@@ -24,18 +25,11 @@ import (
 // half at the controller's two decisions a period (SteadyPeriods).
 const steadyBasis = "a swap is published only at a decision at which every voter's record has changed since the first of the consecutive decisions that named the same voter to leave: a stall of the whole machine can name a host only while some hosts have written that period's sample and others not yet, which ends once every voter has written again; the records' changes are the controller's own observations, not the probes' clocks"
 
-// SteadyPeriods bounds, in sample periods, how long the hysteresis holds a
-// swap that stays named: every voter's next write lands within one period
-// of the naming decision, and the controller's next decision within half a
-// period after it (it decides twice a period); rounded up. The alerts take
-// their durations from it (internal/alerts).
-const SteadyPeriods = 2
-
 // steady is the hysteresis: it carries in mem the voter named to leave and
 // the time of the first of the consecutive decisions that named it, and
 // holds the swap until every voter's record has been seen changing after
 // that time.
-func steady(prev *Status, now time.Time, voters []*host, out, in string, mem *Memory) Reason {
+func steady(prev *status.Status, now time.Time, voters []*host, out, in string, mem *status.Memory) status.Reason {
 	mem.Named, mem.NamedSince, mem.NamedDecisions = out, now, 1
 	if p := prev; p != nil && p.Memory.Named == out && p.Memory.NamedDecisions > 0 && !p.Memory.NamedSince.IsZero() && !p.Memory.NamedSince.After(now) {
 		mem.NamedSince, mem.NamedDecisions = p.Memory.NamedSince, p.Memory.NamedDecisions+1
@@ -49,9 +43,9 @@ func steady(prev *Status, now time.Time, voters []*host, out, in string, mem *Me
 			waiting = append(waiting, v.node.Name)
 		}
 	}
-	r := step(CodeSwapWaiting, out, steadyBasis, len(waiting) == 0, "")
+	r := step(status.CodeSwapWaiting, out, steadyBasis, len(waiting) == 0, "")
 	if r.OK {
-		r.Code = CodeSwapSteady
+		r.Code = status.CodeSwapSteady
 	}
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(written)), num(float64(len(voters))), "voters", settings.AtLeast
 	times := "decisions"
@@ -70,16 +64,16 @@ func steady(prev *Status, now time.Time, voters []*host, out, in string, mem *Me
 // tally carries the counters of the memory forward: a flap is a swap
 // published at the previous decision (the same voter set) and not at this
 // one; a verdict change is a host judged at both with different verdicts.
-func tally(prev *Status, hosts []*host, d Decision, mem *Memory) {
+func tally(prev *status.Status, hosts []*host, d status.Decision, mem *status.Memory) {
 	if prev == nil {
 		return
 	}
 	mem.Flaps, mem.VerdictChanges = prev.Memory.Flaps, prev.Memory.VerdictChanges
 	p := prev.Decision
-	if p.Action == ActionSwap && !(d.Action == ActionSwap && d.Out == p.Out) && slices.Equal(prev.Memory.Voters, mem.Voters) {
+	if p.Action == status.ActionSwap && !(d.Action == status.ActionSwap && d.Out == p.Out) && slices.Equal(prev.Memory.Voters, mem.Voters) {
 		mem.Flaps++
 	}
-	was := map[string]Verdict{}
+	was := map[string]status.Verdict{}
 	for _, h := range prev.Hosts {
 		was[h.Name] = h.Verdict
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // A record of a node that is neither a voter nor eligible (a node that
@@ -33,12 +34,12 @@ func TestRecordsOfNodesThatCannotVoteAreNotRead(t *testing.T) {
 	if r := st.Records; r.Count != want || r.Ignored != 3 || r.Largest != "held-back" || r.LargestBytes != 200_000 {
 		t.Fatalf("records %+v, want %d counted, 3 ignored, the largest held-back's 200000 bytes", r, want)
 	}
-	wantVerdict(t, st, "alpha", decide.Fit)
+	wantVerdict(t, st, "alpha", status.Fit)
 
 	// Marked eligible, the same node's record is read, and is unreadable.
 	f.host("rogue").eligible = yes()
 	st = decide.Decide(f.input(t, settled(f, 2*time.Hour)))
-	wantVerdict(t, st, "rogue", decide.Unknown)
+	wantVerdict(t, st, "rogue", status.Unknown)
 	if st.Records.Ignored != 0 {
 		t.Fatalf("records %+v, want none ignored", st.Records)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // kind is what a judgement judges. Its order is the order of a host's
@@ -33,10 +34,10 @@ const (
 
 // signalOf is each kind's name in the status (the Signal constants).
 var signalOf = [...]string{
-	kindEntry: SignalEntry, kindRecord: SignalRecord, kindSamples: SignalSamples, kindFreshness: SignalFreshness,
-	kindEtcd: SignalEtcd, kindLink: SignalLink, kindConnect: SignalConnect, kindPeerRTT: SignalPeerRTT,
-	kindWALFsync: SignalWALFsync, kindBackendCommit: SignalBackendCommit, kindFdatasync: SignalFdatasync,
-	kindMemory: SignalMemory, kindStall: SignalStall, kindWakeup: SignalWakeup, kindReadingErrors: SignalReadingErrors,
+	kindEntry: status.SignalEntry, kindRecord: status.SignalRecord, kindSamples: status.SignalSamples, kindFreshness: status.SignalFreshness,
+	kindEtcd: status.SignalEtcd, kindLink: status.SignalLink, kindConnect: status.SignalConnect, kindPeerRTT: status.SignalPeerRTT,
+	kindWALFsync: status.SignalWALFsync, kindBackendCommit: status.SignalBackendCommit, kindFdatasync: status.SignalFdatasync,
+	kindMemory: status.SignalMemory, kindStall: status.SignalStall, kindWakeup: status.SignalWakeup, kindReadingErrors: status.SignalReadingErrors,
 }
 
 // isLink: the kind judges the path to another host.
@@ -171,18 +172,7 @@ func (g *judgement) headroom() float64 {
 		}
 		return math.Inf(-1)
 	}
-	return margin(v, l, rule)
-}
-
-func margin(v, l float64, rule settings.Rule) float64 {
-	d := l - v
-	if rule == settings.AtLeast {
-		d = v - l
-	}
-	if l == 0 {
-		return d
-	}
-	return d / math.Abs(l)
+	return status.Margin(v, l, rule)
 }
 
 // judged is a figure judged against l.
@@ -245,19 +235,19 @@ func basisOf(g *judgement) string {
 
 // verdictOf is the verdict of a host's judgements: unknown when any cannot
 // be judged, else unfit when any fails.
-func verdictOf(gs []judgement) Verdict {
-	v := Fit
+func verdictOf(gs []judgement) status.Verdict {
+	v := status.Fit
 	for i := range gs {
 		switch gs[i].out {
 		case unknown:
 			if gs[i].kind.ofRecord() {
-				return Unknown
+				return status.Unknown
 			}
-			if v == Fit {
-				v = Unknown
+			if v == status.Fit {
+				v = status.Unknown
 			}
 		case fail:
-			v = Unfit
+			v = status.Unfit
 		}
 	}
 	return v
@@ -288,7 +278,7 @@ func (k kind) ofRecord() bool {
 // measured against a limit).
 func (h *host) deciding() int {
 	best, bestH := -1, 0.0
-	if h.verdict == Unknown {
+	if h.verdict == status.Unknown {
 		for i := range h.all {
 			if g := &h.all[i]; g.out == unknown && g.kind.ofRecord() {
 				return i
@@ -299,11 +289,11 @@ func (h *host) deciding() int {
 		g := &h.all[i]
 		var candidate bool
 		switch h.verdict {
-		case Unknown:
+		case status.Unknown:
 			if g.out == unknown {
 				return i
 			}
-		case Unfit:
+		case status.Unfit:
 			candidate = g.out == fail
 		default:
 			_, _, _, figure := g.figure()

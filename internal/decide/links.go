@@ -3,6 +3,8 @@ package decide
 import (
 	"cmp"
 	"slices"
+
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // linkEnd is what one host measured of its path to another over its window:
@@ -172,7 +174,7 @@ func sortJudgements(gs []judgement) {
 // per host that measured any link, in the order of hosts, its cells by
 // peer. Every row, cell, reading and figure is carved from one block each,
 // as the judgements are: a large fleet has thousands of links.
-func (m *linkMatrix) published(hosts []*host) []LinkRow {
+func (m *linkMatrix) published(hosts []*host) []status.LinkRow {
 	rows, n := 0, 0
 	for _, h := range hosts {
 		if ends := m.from[h.node.Name]; len(ends) > 0 {
@@ -180,15 +182,15 @@ func (m *linkMatrix) published(hosts []*host) []LinkRow {
 			n += len(ends)
 		}
 	}
-	out := make([]LinkRow, 0, rows)
-	cells := make([]LinkCell, 0, n)
-	readings := make([]LinkReading, 0, 2*n)
+	out := make([]status.LinkRow, 0, rows)
+	cells := make([]status.LinkCell, 0, n)
+	readings := make([]status.LinkReading, 0, 2*n)
 	seconds := make([]float64, 0, 2*n)
-	reading := func(g *judgement) *LinkReading {
+	reading := func(g *judgement) *status.LinkReading {
 		if g == nil {
 			return nil
 		}
-		r := LinkReading{Count: g.count, Over: g.over, Failed: g.failed, OK: g.out == pass}
+		r := status.LinkReading{Count: g.count, Over: g.over, Failed: g.failed, OK: g.out == pass}
 		if g.measured {
 			seconds = append(seconds, g.value)
 			r.Seconds = &seconds[len(seconds)-1]
@@ -206,11 +208,11 @@ func (m *linkMatrix) published(hosts []*host) []LinkRow {
 		}
 		first := len(cells)
 		for _, e := range ends {
-			cells = append(cells, LinkCell{Peer: e.to, Connect: reading(e.connect), RTT: reading(e.rtt), Slow: e.slowAny()})
+			cells = append(cells, status.LinkCell{Peer: e.to, Connect: reading(e.connect), RTT: reading(e.rtt), Slow: e.slowAny()})
 		}
 		row := cells[first:len(cells):len(cells)]
-		slices.SortFunc(row, func(a, b LinkCell) int { return cmp.Compare(a.Peer, b.Peer) })
-		out = append(out, LinkRow{From: h.node.Name, To: row})
+		slices.SortFunc(row, func(a, b status.LinkCell) int { return cmp.Compare(a.Peer, b.Peer) })
+		out = append(out, status.LinkRow{From: h.node.Name, To: row})
 	}
 	return out
 }

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // These tests read the decision's typed state, which the status shows only
@@ -30,7 +32,7 @@ func linkFleet(t *testing.T, s settings.Settings, slow map[string]map[string]flo
 	disk := quantile.Histogram{Bounds: []float64{0.001, 0.002}, Counts: []uint64{100, 0, 0}}
 	for _, name := range append(voters[:3:3], "delta") {
 		voter := name != "delta"
-		in.Nodes = append(in.Nodes, Node{Name: name, Voter: voter, Eligible: true, EligibleMarked: true})
+		in.Nodes = append(in.Nodes, k3snode.Node{Name: name, Voter: voter, Eligible: true, EligibleMarked: true})
 		e := entry.Entry{Node: name}
 		for i := range s.Window {
 			stall := 0.001
@@ -98,7 +100,7 @@ func TestLinkMatrixKeepsBothEnds(t *testing.T) {
 	// Held against bravo as alpha's measurement: bravo is unfit and names
 	// alpha, though its own figures are fit.
 	bravo := a.byName["bravo"]
-	if bravo.verdict != Unfit {
+	if bravo.verdict != status.Unfit {
 		t.Fatalf("bravo is %s", bravo.verdict)
 	}
 	var got []judgement
@@ -127,7 +129,7 @@ func TestLinkMatrixKeepsBothEnds(t *testing.T) {
 		t.Fatalf("delta's end: %+v", dc)
 	}
 	charlie := a.byName["charlie"]
-	if charlie.verdict != Fit || a.byName["delta"].verdict != Unfit {
+	if charlie.verdict != status.Fit || a.byName["delta"].verdict != status.Unfit {
 		t.Fatalf("charlie %s, delta %s", charlie.verdict, a.byName["delta"].verdict)
 	}
 	held := 0
@@ -180,7 +182,7 @@ func TestPublishedLinks(t *testing.T) {
 	a.links.at("charlie", "alpha").rtt.out, a.links.at("charlie", "alpha").rtt.unmerged = unknown, &unmerged{count: 3, err: "x"}
 	rows := a.links.published(a.hosts)
 	var from []string
-	cells := map[string]LinkCell{}
+	cells := map[string]status.LinkCell{}
 	for _, r := range rows {
 		from = append(from, r.From)
 		var peers []string
@@ -237,7 +239,7 @@ func TestFailedMergeIsAReason(t *testing.T) {
 		}
 		window = append(window, entry.Sample{Etcd: x})
 	}
-	h := &host{node: Node{Name: "alpha"}, role: RoleVoter, window: window}
+	h := &host{node: k3snode.Node{Name: "alpha"}, role: status.RoleVoter, window: window}
 	gs := h.etcdSignals(j, map[string]string{"a1": "alpha", "b2": "bravo"}, nil)
 	seen := map[kind]bool{}
 	for _, g := range gs {
@@ -261,7 +263,7 @@ func TestFailedMergeIsAReason(t *testing.T) {
 	if !seen[kindWALFsync] || !seen[kindPeerRTT] || !seen[kindBackendCommit] {
 		t.Fatalf("judgements: %+v", gs)
 	}
-	if v := verdictOf(gs); v != Unknown {
+	if v := verdictOf(gs); v != status.Unknown {
 		t.Fatalf("verdict %s, want unknown", v)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // The plan reads the hosts' judgements and the link matrix, never their
@@ -18,36 +20,19 @@ import (
 // (replace.go), the candidates (candidates.go), the gates (gates.go) and
 // the hysteresis (hysteresis.go).
 
-// Decision reason signals: each step of the plan and each gate.
-const (
-	StepEtcd        = "etcd_present"
-	StepEligible    = "eligible"
-	StepFleetWide   = "fleet_wide"
-	StepAttribution = "attribution"
-	StepReplace     = "replace"
-	StepPinned      = "pinned"
-	StepCandidate   = "candidate"
-	GateReported    = "gate_reported"
-	GateLeader      = "gate_leader"
-	GateLearner     = "gate_learner"
-	GateConnected   = "gate_connected"
-	GateMembers     = "gate_members"
-	GateCooldown    = "gate_cooldown"
-	StepSteady      = "steady"
-	etcdRoleLabel   = "node-role.kubernetes.io/etcd"
-	etcdRoleRemark  = etcdRoleLabel + "=true"
-)
+// etcdRoleRemark is how the plan's words name k3s's etcd label.
+const etcdRoleRemark = k3snode.EtcdRoleLabel + "=true"
 
 // step is a reason of the plan: its signal follows from its code.
-func step(code Code, subject, basis string, ok bool, detail string) Reason {
-	return Reason{Signal: codeSignal[code], Code: code, Subject: subject, Basis: basis, OK: ok, Detail: detail}
+func step(code status.Code, subject, basis string, ok bool, detail string) status.Reason {
+	return status.Reason{Signal: status.SignalOfCode(code), Code: code, Subject: subject, Basis: basis, OK: ok, Detail: detail}
 }
 
 // plan decides the swap. Each reason's ok says whether that step lets the
 // swap go ahead; the action is a swap only when every one does, the last
 // being that the same swap was named at enough consecutive decisions. It
 // records in mem what the next decision needs of this one.
-func plan(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {
+func plan(j *limits, hosts []*host, links *linkMatrix, prev *status.Status, mem *status.Memory) status.Decision {
 	d := decideSwap(j, hosts, links, prev, mem)
 	d.Deciding = decidingStep(d)
 	tally(prev, hosts, d, mem)
@@ -59,18 +44,18 @@ func plan(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory
 // first step that holds the swap back. A standby's candidacy that is not
 // fit holds nothing (another may be chosen); the closing candidate without
 // a subject, none fit, does. Nil when no step holds (there is always one).
-func decidingStep(d Decision) *int {
+func decidingStep(d status.Decision) *int {
 	for i, r := range d.Reasons {
-		if d.Action == ActionSwap && r.Code.Leaving() || d.Action != ActionSwap && !r.OK && !r.Code.Candidacy() {
+		if d.Action == status.ActionSwap && r.Code.Leaving() || d.Action != status.ActionSwap && !r.OK && !r.Code.Candidacy() {
 			return &i
 		}
 	}
 	return nil
 }
 
-func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *Memory) Decision {
+func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *status.Status, mem *status.Memory) status.Decision {
 	s := j.s
-	d := Decision{Action: ActionNone, Reasons: []Reason{}}
+	d := status.Decision{Action: status.ActionNone, Reasons: []status.Reason{}}
 	// The records unprotected hold the whole plan, first: a fleet-wide
 	// fact, said whatever else holds the swap (protection.go). The plan
 	// goes on, so that the status still shows what it would do.
@@ -82,11 +67,11 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	labelled := 0
 	for _, h := range hosts {
 		switch h.role {
-		case RoleVoter:
+		case status.RoleVoter:
 			voters = append(voters, h)
-		case RoleLearner:
+		case status.RoleLearner:
 			learners = append(learners, h)
-		case RoleStandby:
+		case status.RoleStandby:
 			standbys = append(standbys, h)
 		}
 		if h.node.Eligible {
@@ -98,11 +83,11 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	}
 
 	if len(voters)+len(learners) == 0 {
-		d.Reasons = append(d.Reasons, step(CodeNoEtcd, "", "fleet-role judges etcd voters; k3s labels every etcd server "+etcdRoleRemark, false,
+		d.Reasons = append(d.Reasons, step(status.CodeNoEtcd, "", "fleet-role judges etcd voters; k3s labels every etcd server "+etcdRoleRemark, false,
 			"refused: no node carries "+etcdRoleRemark+", so this cluster has no embedded etcd to judge"))
 		return d
 	}
-	d.Reasons = append(d.Reasons, step(CodeEtcdPresent, "", "k3s labels every etcd server "+etcdRoleRemark, true,
+	d.Reasons = append(d.Reasons, step(status.CodeEtcdPresent, "", "k3s labels every etcd server "+etcdRoleRemark, true,
 		fmt.Sprintf("%d nodes carry %s", len(voters)+len(learners), etcdRoleRemark)))
 
 	eligibleBasis := fmt.Sprintf("hosts are marked eligible with the label %s=true; with none marked fleet-role only reports verdicts, and once any is marked at least target_voters %d must be", s.EligibleLabel, s.TargetVoters)
@@ -112,16 +97,16 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 		if labelled > 0 {
 			why = fmt.Sprintf("%d nodes carry the label %s but none reads true", labelled, s.EligibleLabel)
 		}
-		d.Reasons = append(d.Reasons, step(CodeNoneEligible, "", eligibleBasis, false, why+": verdicts only, never a swap"))
+		d.Reasons = append(d.Reasons, step(status.CodeNoneEligible, "", eligibleBasis, false, why+": verdicts only, never a swap"))
 		return d
 	case eligible < s.TargetVoters:
-		r := step(CodeTooFewEligible, "", eligibleBasis, false,
+		r := step(status.CodeTooFewEligible, "", eligibleBasis, false,
 			fmt.Sprintf("refused: %d hosts are marked eligible, fewer than target_voters %d", eligible, s.TargetVoters))
 		r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 		d.Reasons = append(d.Reasons, r)
 		return d
 	}
-	r := step(CodeEnoughEligible, "", eligibleBasis, true, fmt.Sprintf("%d hosts are marked eligible, target_voters %d", eligible, s.TargetVoters))
+	r := step(status.CodeEnoughEligible, "", eligibleBasis, true, fmt.Sprintf("%d hosts are marked eligible, target_voters %d", eligible, s.TargetVoters))
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(eligible)), num(float64(s.TargetVoters)), "hosts", settings.AtLeast
 	d.Reasons = append(d.Reasons, r)
 
@@ -140,7 +125,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 	r = steady(prev, j.now, voters, out, in, mem)
 	d.Reasons = append(d.Reasons, r)
 	if r.OK {
-		d.Action, d.Out, d.In = ActionSwap, out, in
+		d.Action, d.Out, d.In = status.ActionSwap, out, in
 	}
 	return d
 }
@@ -148,7 +133,7 @@ func decideSwap(j *limits, hosts []*host, links *linkMatrix, prev *Status, mem *
 // choose picks the voter to replace and the standby to replace it with,
 // adding a reason for each step: the whole-fleet rule, the attribution of
 // slow links, the voter to replace, pinning, the candidates.
-func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev *Status, mem *Memory, d *Decision) (out, in string) {
+func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev *status.Status, mem *status.Memory, d *status.Decision) (out, in string) {
 	if len(slowVoterLinks(voters, links, kindConnect)) > 0 {
 		mem.ConnectsSlowAt = j.now
 	}
@@ -160,7 +145,7 @@ func choose(j *limits, hosts, voters, standbys []*host, links *linkMatrix, prev 
 	if shared {
 		return "", ""
 	}
-	var at Reason
+	var at status.Reason
 	var suspects []*host
 	slow, lagging := false, false
 	if len(slowVoterLinks(voters, links, kindConnect)) == 0 {
@@ -208,20 +193,20 @@ func worstOf(j *limits, h *host) string {
 	}
 	r := worst.reason(j, h.node.Name)
 	if r.Value == nil {
-		return Summary(r)
+		return status.Summary(r)
 	}
-	return fmt.Sprintf("%s (%s)", Summary(r), overBy(worst.headroom()))
+	return fmt.Sprintf("%s (%s)", status.Summary(r), overBy(worst.headroom()))
 }
 
 // firstUnknown is the reason of the host's first judgement that makes it
 // unknown.
-func firstUnknown(j *limits, h *host) Reason {
+func firstUnknown(j *limits, h *host) status.Reason {
 	for i := range h.all {
 		if g := &h.all[i]; g.out == unknown {
 			return g.reason(j, h.node.Name)
 		}
 	}
-	return Reason{Detail: "unknown"}
+	return status.Reason{Detail: "unknown"}
 }
 
 // overBy says how far over its limit a failed reason is, in words.
@@ -263,7 +248,7 @@ func names(hs []*host) string {
 }
 
 // named is the voter the previous decision named to leave, "" when none.
-func named(prev *Status) string {
+func named(prev *status.Status) string {
 	if prev == nil {
 		return ""
 	}
@@ -272,8 +257,8 @@ func named(prev *Status) string {
 
 // published is the voter the swap published at the previous decision
 // removes, when the voter set is the same now, or "".
-func published(prev *Status, voters []string) string {
-	if prev == nil || prev.Decision.Action != ActionSwap || !slices.Equal(prev.Memory.Voters, voters) {
+func published(prev *status.Status, voters []string) string {
+	if prev == nil || prev.Decision.Action != status.ActionSwap || !slices.Equal(prev.Memory.Voters, voters) {
 		return ""
 	}
 	return prev.Decision.Out

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Protection is what the controller itself knows of the guard that holds
@@ -26,9 +27,6 @@ type Protection struct {
 	// is seen all the same.
 	Markers []string
 }
-
-// GateProtected holds every swap while the records are unprotected.
-const GateProtected = "gate_protected"
 
 const protectedBasis = "fail closed: with the admission policy fleet-role-probe-records off, any probe's token may write every record, so a record written since may be another's and none is trusted to name a swap; the records are trusted again once the controller reads the policy in force, no probe has written a withheld marker for entry_unchanged, and every recording host has written its samples after the last sign (docs/records.md, Fail closed)"
 
@@ -68,7 +66,7 @@ func heldUnprotected(in Input) map[string]bool {
 // entry_unchanged, the policy reads in force (when the controller can
 // read it) and every recording host has written its samples after the last
 // sign. It returns the latch for the gate.
-func protect(prev *Status, in Input, hosts []*host, mem *Memory, now time.Time, stale time.Duration) protection {
+func protect(prev *status.Status, in Input, hosts []*host, mem *status.Memory, now time.Time, stale time.Duration) protection {
 	var p protection
 	if prev != nil && !prev.Memory.UnprotectedAt.IsZero() {
 		// A sign dated after now (this clock stepped back) is taken as
@@ -121,14 +119,14 @@ func protect(prev *Status, in Input, hosts []*host, mem *Memory, now time.Time, 
 // protectedGate is the gate's reason while the records are unprotected; ok
 // is false when it holds (there is no reason at all while they are
 // protected, so that a protected fleet's decision reads as before).
-func protectedGate(j *limits, p protection) (Reason, bool) {
+func protectedGate(j *limits, p protection) (status.Reason, bool) {
 	if p.at.IsZero() {
-		return Reason{}, false
+		return status.Reason{}, false
 	}
 	var sign string
 	switch {
 	case p.why != "":
-		sign = "the controller read the admission policy not in force: " + clip(p.why)
+		sign = "the controller read the admission policy not in force: " + status.Clip(p.why)
 	case len(p.held) > 0:
 		sign = "a withheld marker in the record of " + strings.Join(p.held, ", ")
 	default:
@@ -138,7 +136,7 @@ func protectedGate(j *limits, p protection) (Reason, bool) {
 	if len(p.waiting) > 0 {
 		waiting = "waiting on " + strings.Join(p.waiting, ", ")
 	}
-	r := step(CodeRecordsUnprotected, "", protectedBasis, false, fmt.Sprintf(
+	r := step(status.CodeRecordsUnprotected, "", protectedBasis, false, fmt.Sprintf(
 		"the records were seen unprotected at %s (%s): no swap until the policy reads in force, no marker comes for entry_unchanged %s, and every recording host has written its samples after it: %d of %d have (%s)",
 		p.at.Format(time.RFC3339), sign, j.stale.Duration(), p.reported, p.recording, waiting))
 	r.Value, r.Limit, r.Unit, r.Rule = num(float64(p.reported)), num(float64(p.recording)), "hosts", settings.AtLeast

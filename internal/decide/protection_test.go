@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // The records unprotected (docs/records.md, Fail closed): with the admission
@@ -21,7 +22,7 @@ import (
 // while the records are protected.
 func TestUnprotectedRecordsHoldEverySwap(t *testing.T) {
 	f, stale, st := slowAlpha(t)
-	if st.Memory.UnprotectedAt != (time.Time{}) || hasSignal(st, decide.GateProtected) {
+	if st.Memory.UnprotectedAt != (time.Time{}) || hasSignal(st, status.GateProtected) {
 		t.Fatalf("protected records latched: memory %v, reasons %+v", st.Memory.UnprotectedAt, st.Decision.Reasons)
 	}
 
@@ -32,15 +33,15 @@ func TestUnprotectedRecordsHoldEverySwap(t *testing.T) {
 	in.Protection.Markers = []string{"bravo"}
 	at := in.Now
 	st = decide.Decide(in)
-	wantNone(t, st, decide.GateProtected)
-	wantVerdict(t, st, "bravo", decide.Unknown)
+	wantNone(t, st, status.GateProtected)
+	wantVerdict(t, st, "bravo", status.Unknown)
 	if !heldHost(t, st, "bravo") {
 		t.Fatalf("bravo's reasons: %+v", hostOf(t, st, "bravo").Reasons)
 	}
 	if m := st.Memory; !m.UnprotectedAt.Equal(at) || len(m.Unprotected) != 1 || m.Unprotected[0] != "bravo" {
 		t.Fatalf("memory: unprotected at %v, hosts %v; want %v, [bravo]", m.UnprotectedAt, m.Unprotected, at)
 	}
-	gate := decisionReason(t, st, decide.GateProtected, "")
+	gate := decisionReason(t, st, status.GateProtected, "")
 	if !strings.Contains(gate.Detail, "a withheld marker in the record of bravo") || *gate.Limit != 7 {
 		t.Fatalf("gate: %+v", gate)
 	}
@@ -54,18 +55,18 @@ func TestUnprotectedRecordsHoldEverySwap(t *testing.T) {
 		in := f.input(t, everyRecordChanged(st))
 		in.Now = at.Add(c.after)
 		got := decide.Decide(in)
-		if hasSignal(got, decide.GateProtected) != c.held || got.Memory.UnprotectedAt.IsZero() == c.held {
-			t.Fatalf("%v after the sign, every record written since: gate %v, memory %v; want held %v", c.after, hasSignal(got, decide.GateProtected), got.Memory.UnprotectedAt, c.held)
+		if hasSignal(got, status.GateProtected) != c.held || got.Memory.UnprotectedAt.IsZero() == c.held {
+			t.Fatalf("%v after the sign, every record written since: gate %v, memory %v; want held %v", c.after, hasSignal(got, status.GateProtected), got.Memory.UnprotectedAt, c.held)
 		}
 		if c.held {
-			wantVerdict(t, got, "bravo", decide.Unknown)
+			wantVerdict(t, got, "bravo", status.Unknown)
 			continue
 		}
 		// The decision that clears the latch still held bravo's samples
 		// (its judging comes first); the next judges them.
 		next := f.input(t, everyRecordChanged(got))
 		next.Now = in.Now.Add(f.s.SamplePeriod)
-		if after := decide.Decide(next); heldHost(t, after, "bravo") || hostOf(t, after, "bravo").Verdict == decide.Unknown {
+		if after := decide.Decide(next); heldHost(t, after, "bravo") || hostOf(t, after, "bravo").Verdict == status.Unknown {
 			t.Fatalf("a period after the latch cleared, bravo is still held: %+v", hostOf(t, after, "bravo").Reasons)
 		}
 	}
@@ -76,7 +77,7 @@ func TestUnprotectedRecordsHoldEverySwap(t *testing.T) {
 	in = f.input(t, &st)
 	in.Now = at.Add(10 * stale)
 	got := decide.Decide(in)
-	gate = decisionReason(t, got, decide.GateProtected, "")
+	gate = decisionReason(t, got, status.GateProtected, "")
 	if *gate.Value != 0 || !strings.Contains(gate.Detail, "waiting on alpha, bravo, charlie, delta, echo, standby-1, standby-2") {
 		t.Fatalf("no record written since the sign: %+v", gate)
 	}
@@ -86,7 +87,7 @@ func TestUnprotectedRecordsHoldEverySwap(t *testing.T) {
 	in = f.input(t, everyRecordChanged(st))
 	in.Now = at.Add(10 * stale)
 	got = decide.Decide(in)
-	wantNone(t, got, decide.GateProtected)
+	wantNone(t, got, status.GateProtected)
 	if !got.Memory.UnprotectedAt.Equal(in.Now) {
 		t.Fatalf("a marker in the record as it is: memory %v, want %v", got.Memory.UnprotectedAt, in.Now)
 	}
@@ -101,19 +102,19 @@ func TestPolicyReadNotInForceHoldsEverySwap(t *testing.T) {
 	f, stale, prev := slowAlpha(t)
 
 	off := decide.Protection{Checked: true, Why: "the binding fleet-role-probe-records is gone"}
-	var st decide.Status
+	var st status.Status
 	var last time.Time
 	for i := range 4 {
 		in := f.input(t, everyRecordChanged(prev))
 		in.Now = baseNow.Add(time.Duration(i+1) * stale)
 		in.Protection = off
 		st = decide.Decide(in)
-		wantNone(t, st, decide.GateProtected)
-		if r := decisionReason(t, st, decide.GateProtected, ""); !strings.Contains(r.Detail, "the controller read the admission policy not in force: the binding fleet-role-probe-records is gone") {
+		wantNone(t, st, status.GateProtected)
+		if r := decisionReason(t, st, status.GateProtected, ""); !strings.Contains(r.Detail, "the controller read the admission policy not in force: the binding fleet-role-probe-records is gone") {
 			t.Fatalf("gate: %+v", r)
 		}
 		// No host's own samples are held: no marker was seen.
-		if heldHost(t, st, "bravo") || hostOf(t, st, "bravo").Verdict == decide.Unknown {
+		if heldHost(t, st, "bravo") || hostOf(t, st, "bravo").Verdict == status.Unknown {
 			t.Fatalf("bravo held with no marker seen: %+v", hostOf(t, st, "bravo").Reasons)
 		}
 		prev, last = st, in.Now
@@ -126,14 +127,14 @@ func TestPolicyReadNotInForceHoldsEverySwap(t *testing.T) {
 		in.Now = last.Add(c.after)
 		in.Protection = decide.Protection{Checked: true, InForce: true}
 		got := decide.Decide(in)
-		if hasSignal(got, decide.GateProtected) != c.held {
-			t.Fatalf("policy in force %v after the last read of it off: gate %v, want %v", c.after, hasSignal(got, decide.GateProtected), c.held)
+		if hasSignal(got, status.GateProtected) != c.held {
+			t.Fatalf("policy in force %v after the last read of it off: gate %v, want %v", c.after, hasSignal(got, status.GateProtected), c.held)
 		}
 	}
 	// Unread (no reader): the latch carried, cleared as the records allow.
 	in := f.input(t, everyRecordChanged(prev))
 	in.Now = last.Add(stale)
-	if got := decide.Decide(in); hasSignal(got, decide.GateProtected) {
+	if got := decide.Decide(in); hasSignal(got, status.GateProtected) {
 		t.Fatalf("the policy unread, every record written entry_unchanged after the last sign: still held: %+v", got.Decision.Reasons)
 	}
 }
@@ -154,11 +155,11 @@ func TestUnprotectedLatchAcrossWriters(t *testing.T) {
 	next.PreviousAt = st.GeneratedAt.Add(ahead + f.s.SamplePeriod)
 	next.Now = next.PreviousAt
 	got := decide.Decide(next)
-	if !hasSignal(got, decide.GateProtected) {
+	if !hasSignal(got, status.GateProtected) {
 		t.Fatalf("a writer an hour ahead cleared the latch a period after the sign: %+v", got.Memory)
 	}
 	next.Now = next.PreviousAt.Add(stale)
-	if got := decide.Decide(next); hasSignal(got, decide.GateProtected) {
+	if got := decide.Decide(next); hasSignal(got, status.GateProtected) {
 		t.Fatalf("entry_unchanged and a period after the sign by the new clock, every record written: still held")
 	}
 
@@ -167,12 +168,12 @@ func TestUnprotectedLatchAcrossWriters(t *testing.T) {
 	back := f.input(t, everyRecordChanged(st))
 	back.Now = st.GeneratedAt.Add(-time.Hour)
 	got = decide.Decide(back)
-	if !hasSignal(got, decide.GateProtected) || !got.Memory.UnprotectedAt.Equal(back.Now) {
-		t.Fatalf("a sign in the future dropped the latch: gate %v, memory %v", hasSignal(got, decide.GateProtected), got.Memory.UnprotectedAt)
+	if !hasSignal(got, status.GateProtected) || !got.Memory.UnprotectedAt.Equal(back.Now) {
+		t.Fatalf("a sign in the future dropped the latch: gate %v, memory %v", hasSignal(got, status.GateProtected), got.Memory.UnprotectedAt)
 	}
 }
 
-func hasSignal(st decide.Status, signal string) bool {
+func hasSignal(st status.Status, signal string) bool {
 	for _, r := range st.Decision.Reasons {
 		if r.Signal == signal {
 			return true
@@ -183,10 +184,10 @@ func hasSignal(st decide.Status, signal string) bool {
 
 // heldHost says whether the host's samples are held for a marker seen while
 // the records were unprotected.
-func heldHost(t *testing.T, st decide.Status, name string) bool {
+func heldHost(t *testing.T, st status.Status, name string) bool {
 	t.Helper()
 	for _, r := range hostOf(t, st, name).Reasons {
-		if r.Signal == decide.SignalRecord && strings.Contains(r.Detail, "withheld: its record was a withheld marker while the records were unprotected") {
+		if r.Signal == status.SignalRecord && strings.Contains(r.Detail, "withheld: its record was a withheld marker while the records were unprotected") {
 			return true
 		}
 	}
@@ -196,7 +197,7 @@ func heldHost(t *testing.T, st decide.Status, name string) bool {
 // slowAlpha is five voters, alpha slow on every path, and the decision
 // that publishes its swap while the records are protected; stale is
 // entry_unchanged.
-func slowAlpha(t *testing.T) (f *gFleet, stale time.Duration, st decide.Status) {
+func slowAlpha(t *testing.T) (f *gFleet, stale time.Duration, st status.Status) {
 	t.Helper()
 	f = votersFleet(t, 5)
 	f.slowHost("alpha")

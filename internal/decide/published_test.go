@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // wantTypedAsWords holds what the status publishes from the decision's
@@ -21,9 +21,9 @@ import (
 //     reasons picks (DecidingReason on a host without the index);
 //   - the decision's deciding step is the replace step naming the voter
 //     out of a swap, else the first step that holds the swap back.
-func wantTypedAsWords(t *testing.T, st decide.Status) {
+func wantTypedAsWords(t *testing.T, st status.Status) {
 	t.Helper()
-	hosts := map[string]*decide.Host{}
+	hosts := map[string]*status.Host{}
 	for i := range st.Hosts {
 		hosts[st.Hosts[i].Name] = &st.Hosts[i]
 	}
@@ -31,10 +31,10 @@ func wantTypedAsWords(t *testing.T, st decide.Status) {
 		t.Fatal("no links in the status")
 	}
 	type key struct{ from, to, signal string }
-	own := map[key]decide.Reason{}
+	own := map[key]status.Reason{}
 	for _, h := range st.Hosts {
 		for _, r := range h.Reasons {
-			if (r.Signal == decide.SignalConnect || r.Signal == decide.SignalPeerRTT) && hosts[r.Subject] != nil &&
+			if (r.Signal == status.SignalConnect || r.Signal == status.SignalPeerRTT) && hosts[r.Subject] != nil &&
 				r.Subject != h.Name && !strings.HasPrefix(r.Detail, "measured by ") {
 				own[key{h.Name, r.Subject, r.Signal}] = r
 			}
@@ -49,7 +49,7 @@ func wantTypedAsWords(t *testing.T, st decide.Status) {
 			cells++
 			where := row.From + " to " + c.Peer
 			slow := false
-			for signal, x := range map[string]*decide.LinkReading{decide.SignalConnect: c.Connect, decide.SignalPeerRTT: c.RTT} {
+			for signal, x := range map[string]*status.LinkReading{status.SignalConnect: c.Connect, status.SignalPeerRTT: c.RTT} {
 				r, ok := own[key{row.From, c.Peer, signal}]
 				if (x != nil) != ok {
 					t.Errorf("%s: %s cell %v, reason %v", where, signal, x != nil, ok)
@@ -62,7 +62,7 @@ func wantTypedAsWords(t *testing.T, st decide.Status) {
 					t.Errorf("%s: %s cell %v ok=%v, the reason %v ok=%v", where, signal, deref(x.Seconds), x.OK, deref(r.Value), r.OK)
 				}
 				unit := "connects"
-				if signal == decide.SignalPeerRTT {
+				if signal == status.SignalPeerRTT {
 					unit = "round trips"
 				}
 				if x.Count > 0 && !strings.Contains(r.Detail, fmt.Sprintf(" of %d %s", x.Count, unit)) {
@@ -93,20 +93,20 @@ func wantTypedAsWords(t *testing.T, st decide.Status) {
 	// none of the plan's.
 	for _, h := range st.Hosts {
 		for _, r := range h.Reasons {
-			if r.Code == "" || decide.SignalOfCode(r.Code) != "" {
+			if r.Code == "" || status.SignalOfCode(r.Code) != "" {
 				t.Errorf("%s: reason %s %s has code %q, want a host's", h.Name, r.Signal, r.Subject, r.Code)
 			}
 		}
 	}
 	for _, r := range st.Decision.Reasons {
-		if decide.SignalOfCode(r.Code) != r.Signal {
-			t.Errorf("decision reason %s %s has code %q, of step %q", r.Signal, r.Subject, r.Code, decide.SignalOfCode(r.Code))
+		if status.SignalOfCode(r.Code) != r.Signal {
+			t.Errorf("decision reason %s %s has code %q, of step %q", r.Signal, r.Subject, r.Code, status.SignalOfCode(r.Code))
 		}
 	}
 
 	for _, h := range st.Hosts {
-		got, ok := decide.DecidingReason(h)
-		if h.Verdict == decide.Unknown {
+		got, ok := status.DecidingReason(h)
+		if h.Verdict == status.Unknown {
 			// The words do not say which failed reason makes a host unknown
 			// rather than unfit: the first of those that may.
 			if !ok || got.OK || !mayBeUnknown(got) {
@@ -121,7 +121,7 @@ func wantTypedAsWords(t *testing.T, st decide.Status) {
 		}
 		bare := h
 		bare.Deciding = nil
-		want, wok := decide.DecidingReason(bare)
+		want, wok := status.DecidingReason(bare)
 		if ok != wok || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: deciding %v %+v, the rule over its reasons picks %v %+v", h.Name, ok, got, wok, want)
 		}
@@ -130,19 +130,19 @@ func wantTypedAsWords(t *testing.T, st decide.Status) {
 	d := st.Decision
 	r, ok := d.DecidingStep()
 	switch {
-	case d.Action == decide.ActionSwap:
-		if !ok || r.Signal != decide.StepReplace || r.Subject != d.Out {
+	case d.Action == status.ActionSwap:
+		if !ok || r.Signal != status.StepReplace || r.Subject != d.Out {
 			t.Errorf("swap %s out: deciding step %v %+v, want the replace step", d.Out, ok, r)
 		}
 	case !ok:
 		t.Errorf("no swap and no deciding step: %+v", d.Reasons)
 	default:
 		for _, x := range d.Reasons[:*d.Deciding] {
-			if !x.OK && (x.Signal != decide.StepCandidate || x.Subject == "") {
+			if !x.OK && (x.Signal != status.StepCandidate || x.Subject == "") {
 				t.Errorf("deciding step %s, but %s holds the swap before it", r.Signal, x.Signal)
 			}
 		}
-		if r.OK || r.Signal == decide.StepCandidate && r.Subject != "" {
+		if r.OK || r.Signal == status.StepCandidate && r.Subject != "" {
 			t.Errorf("deciding step %+v holds nothing", r)
 		}
 	}
@@ -150,15 +150,15 @@ func wantTypedAsWords(t *testing.T, st decide.Status) {
 
 // mayBeUnknown: a failed reason of this kind may be one that makes its host
 // unknown (docs/status.md, "Reasons").
-func mayBeUnknown(r decide.Reason) bool {
+func mayBeUnknown(r status.Reason) bool {
 	switch r.Signal {
-	case decide.SignalEntry, decide.SignalRecord, decide.SignalSamples, decide.SignalFreshness, decide.SignalEtcd:
+	case status.SignalEntry, status.SignalRecord, status.SignalSamples, status.SignalFreshness, status.SignalEtcd:
 		return true
-	case decide.SignalFdatasync:
+	case status.SignalFdatasync:
 		return r.Value == nil
-	case decide.SignalMemory:
+	case status.SignalMemory:
 		return r.Value == nil
-	case decide.SignalPeerRTT, decide.SignalWALFsync, decide.SignalBackendCommit:
+	case status.SignalPeerRTT, status.SignalWALFsync, status.SignalBackendCommit:
 		return strings.Contains(r.Detail, "could not be merged")
 	}
 	return false

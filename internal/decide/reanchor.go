@@ -1,6 +1,10 @@
 package decide
 
-import "time"
+import (
+	"time"
+
+	"github.com/fleet-role/fleet-role/internal/status"
+)
 
 // reanchored is prev with every time it carries forward read on the
 // reader's clock: each time's age at prev's generation (its GeneratedAt,
@@ -19,7 +23,7 @@ import "time"
 // ages lose the time between the two (a takeover's seconds), which makes
 // the cooldown, the hysteresis and the holds longer, never shorter
 // (docs/status.md, "The decision's memory across writers").
-func reanchored(prev *Status, at time.Time) *Status {
+func reanchored(prev *status.Status, at time.Time) *status.Status {
 	if prev == nil || at.IsZero() || prev.GeneratedAt.IsZero() {
 		return prev
 	}
@@ -39,7 +43,7 @@ func reanchored(prev *Status, at time.Time) *Status {
 	m.VotersChangedAt, m.NamedSince = move(m.VotersChangedAt), move(m.NamedSince)
 	m.ConnectsSlowAt, m.MemberLateAt = move(m.ConnectsSlowAt), move(m.MemberLateAt)
 	m.UnprotectedAt = move(m.UnprotectedAt)
-	p.Hosts = make([]Host, len(prev.Hosts))
+	p.Hosts = make([]status.Host, len(prev.Hosts))
 	for i, h := range prev.Hosts {
 		if h.Observation != nil {
 			o := *h.Observation

@@ -7,11 +7,12 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // skewed is prev as a writer whose clock reads skew ahead of this one's
 // would have written it: every time it carries, moved by skew.
-func skewed(prev *decide.Status, skew time.Duration) *decide.Status {
+func skewed(prev *status.Status, skew time.Duration) *status.Status {
 	p := *prev
 	move := func(t time.Time) time.Time {
 		if t.IsZero() {
@@ -22,7 +23,7 @@ func skewed(prev *decide.Status, skew time.Duration) *decide.Status {
 	p.GeneratedAt = move(p.GeneratedAt)
 	m := &p.Memory
 	m.VotersChangedAt, m.NamedSince, m.ConnectsSlowAt, m.MemberLateAt = move(m.VotersChangedAt), move(m.NamedSince), move(m.ConnectsSlowAt), move(m.MemberLateAt)
-	p.Hosts = append([]decide.Host(nil), prev.Hosts...)
+	p.Hosts = append([]status.Host(nil), prev.Hosts...)
 	for i := range p.Hosts {
 		if o := p.Hosts[i].Observation; o != nil {
 			c := *o
@@ -57,7 +58,7 @@ func TestCooldownAcrossWritersClocks(t *testing.T) {
 				in := f.input(t, skewed(own, skew))
 				in.PreviousAt = own.GeneratedAt
 				st := decide.Decide(in)
-				r := decisionReason(t, st, decide.GateCooldown, "")
+				r := decisionReason(t, st, status.GateCooldown, "")
 				if r.OK != c.open {
 					t.Fatalf("cooldown ok %v, want %v: %s", r.OK, c.open, r.Detail)
 				}
@@ -68,7 +69,7 @@ func TestCooldownAcrossWritersClocks(t *testing.T) {
 				// one ahead holds it late: the boundary on the skew's wrong
 				// side shows that this case tells the two apart.
 				in.PreviousAt = time.Time{}
-				raw := decisionReason(t, decide.Decide(in), decide.GateCooldown, "")
+				raw := decisionReason(t, decide.Decide(in), status.GateCooldown, "")
 				if skew < 0 && !c.open && !raw.OK || skew > 0 && c.open && raw.OK {
 					t.Fatalf("raw, a writer's clock %v off did not move the cooldown: the case shows nothing", skew)
 				}

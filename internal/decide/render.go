@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // The reasons are written last, from the judgements: the decision compares
@@ -16,8 +17,8 @@ import (
 // own reasons quote a host's) is put into words.
 
 // reasons renders the host's judgements as its reasons, in order.
-func (h *host) reasons(j *limits) []Reason {
-	out := make([]Reason, len(h.all))
+func (h *host) reasons(j *limits) []status.Reason {
+	out := make([]status.Reason, len(h.all))
 	for i := range h.all {
 		out[i] = h.all[i].reason(j, h.node.Name)
 	}
@@ -25,7 +26,7 @@ func (h *host) reasons(j *limits) []Reason {
 }
 
 // reason renders g as the reason of node's host.
-func (g *judgement) reason(j *limits, node string) Reason {
+func (g *judgement) reason(j *limits, node string) status.Reason {
 	r, _ := g.render(j, node)
 	return r
 }
@@ -33,11 +34,11 @@ func (g *judgement) reason(j *limits, node string) Reason {
 // render writes g's reason, and the brief of its detail: the detail
 // without the texts taken from the entry, which is what the other end of a
 // link repeats (empty where the detail holds no such text).
-func (g *judgement) render(j *limits, node string) (r Reason, brief string) {
+func (g *judgement) render(j *limits, node string) (r status.Reason, brief string) {
 	if g.from != nil {
 		return g.fromOtherEnd(j), ""
 	}
-	r = Reason{Signal: signalOf[g.kind], Code: g.code(), Subject: g.subject, OK: g.out == pass}
+	r = status.Reason{Signal: signalOf[g.kind], Code: g.code(), Subject: g.subject, OK: g.out == pass}
 	switch {
 	case g.limit != nil && !g.bare:
 		r.Limit, r.Unit, r.Rule, r.Basis = num(g.limit.Value), g.limit.Unit, g.limit.Rule, g.limit.Basis
@@ -68,7 +69,7 @@ func (g *judgement) render(j *limits, node string) (r Reason, brief string) {
 // fromOtherEnd renders a link measured by the host at its other end (the
 // subject) on this host: the measuring host's numbers, not its entry's
 // error texts, which stay in its own reason.
-func (g *judgement) fromOtherEnd(j *limits) Reason {
+func (g *judgement) fromOtherEnd(j *limits) status.Reason {
 	by := g.subject
 	r, brief := g.from.render(j, by)
 	r.Subject = by
@@ -78,9 +79,9 @@ func (g *judgement) fromOtherEnd(j *limits) Reason {
 	}
 	r.Detail = "measured by " + by + ": " + detail
 	// Its code says whose measurement it is; OK says how it came out.
-	r.Code = CodeMeasuredByOther
+	r.Code = status.CodeMeasuredByOther
 	if g.held {
-		r.Value, r.Limit, r.OK, r.Code = nil, nil, true, CodeHeldAgainstBy
+		r.Value, r.Limit, r.OK, r.Code = nil, nil, true, status.CodeHeldAgainstBy
 		r.Detail += "; held against " + by + ", which does not vote, not against this voter, whose paths to the other voters decide"
 	}
 	return r
@@ -92,7 +93,7 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 	l := g.limit
 	// must is how the limit ends a sentence: ", must be at most 25ms".
 	must := func() string {
-		return ", must be " + ruleWord(l.Rule) + " " + FormatValue(l.Value, l.Unit)
+		return ", must be " + status.RuleWord(l.Rule) + " " + status.FormatValue(l.Value, l.Unit)
 	}
 	switch g.kind {
 	case kindEntry:
@@ -141,7 +142,7 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		if g.variant == vFailed {
 			head += "failed"
 		} else {
-			head += FormatValue(g.value, l.Unit) + j.connectMust
+			head += status.FormatValue(g.value, l.Unit) + j.connectMust
 		}
 		if g.failed == 0 {
 			return head, head
@@ -155,7 +156,7 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		if !g.measured {
 			return fmt.Sprintf("no round trips to %s (member %s) in the histograms merged", g.subject, g.text), ""
 		}
-		return fmt.Sprintf("p%s of %d round trips to %s (member %s): %s", j.pn, g.count, g.subject, g.text, FormatValue(g.value, l.Unit)) + must() + g.fewer(j), ""
+		return fmt.Sprintf("p%s of %d round trips to %s (member %s): %s", j.pn, g.count, g.subject, g.text, status.FormatValue(g.value, l.Unit)) + must() + g.fewer(j), ""
 	case kindWALFsync, kindBackendCommit:
 		what := "fsyncs"
 		if g.kind == kindBackendCommit {
@@ -167,7 +168,7 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 		case vTooFew:
 			return counted(g.count, strings.TrimSuffix(what, "s")) + " in the window: too few to judge" + forgives(j), ""
 		}
-		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " " + what + " in the window: " + FormatValue(g.value, l.Unit) + must() + g.fewer(j), ""
+		return "p" + j.pn + " of " + strconv.Itoa(g.count) + " " + what + " in the window: " + status.FormatValue(g.value, l.Unit) + must() + g.fewer(j), ""
 	case kindFdatasync:
 		switch g.variant {
 		case vSkippedSetting:
@@ -182,26 +183,26 @@ func (g *judgement) detail(j *limits, node string) (detail, brief string) {
 			return fmt.Sprintf("no disk measured: %s is on %s, a memory filesystem where fdatasync does nothing", g.subject, orDash(g.text)), ""
 		}
 		return "p99 of " + strconv.Itoa(g.count) + " fdatasyncs in " + g.subject + " (" + orDash(g.text) + ") at " + g.at.UTC().Format(time.RFC3339) +
-			": " + FormatValue(g.value, l.Unit) + must(), ""
+			": " + status.FormatValue(g.value, l.Unit) + must(), ""
 	case kindMemory:
 		if g.variant == vNone {
 			return "memory could not be read in any sample of the window", ""
 		}
 		return "low tail (rank " + strconv.Itoa(quantile.Rank(s.TailPercentile, g.count)) + " of " + strconv.Itoa(g.count) +
-			" from the top) of available memory: " + FormatValue(g.value, l.Unit) + must(), ""
+			" from the top) of available memory: " + status.FormatValue(g.value, l.Unit) + must(), ""
 	case kindStall:
 		if g.variant == vNone {
 			return "no memory pressure (PSI) figures on this host: reported, not held against it", ""
 		}
 		rank, note := perSampleRank(j, g.count)
-		return rank + " periods' memory full stall" + note + ": " + FormatValue(g.value, l.Unit) + must(), ""
+		return rank + " periods' memory full stall" + note + ": " + status.FormatValue(g.value, l.Unit) + must(), ""
 	case kindWakeup:
 		if g.variant == vNone {
 			return "no wake-up readings in the window (a probe that does not take them): reported, not held against the host", ""
 		}
 		rank, note := perSampleRank(j, g.count)
 		return rank + " periods' largest lateness of a timer due every heartbeat interval (" +
-			FormatValue(s.HeartbeatInterval.Seconds(), l.Unit) + ")" + note + ": " + FormatValue(g.value, l.Unit) + " late" + must() +
+			status.FormatValue(s.HeartbeatInterval.Seconds(), l.Unit) + ")" + note + ": " + status.FormatValue(g.value, l.Unit) + " late" + must() +
 			"; " + strconv.Itoa(g.over) + " of " + strconv.Itoa(g.count) + " over", ""
 	case kindReadingErrors:
 		return fmt.Sprintf("%d of %d samples had a reading fail, the latest: %s", g.failed, g.count, g.text), ""
@@ -272,7 +273,7 @@ func (g *judgement) freshness(j *limits) string {
 
 // quoting sets r's detail to prefix and q's detail, as a decision's reason
 // quotes a host's, and with it the age q's detail states, if any.
-func quoting(r Reason, prefix string, q Reason) Reason {
+func quoting(r status.Reason, prefix string, q status.Reason) status.Reason {
 	r.Detail, r.Since = prefix+q.Detail, q.Since
 	return r
 }

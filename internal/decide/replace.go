@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them; of those that records besides any single other host's implicate (their own record, or the records of two other voting hosts), the one on the most slow links is replaced (ties: the one that alone measured more of its links slow, where the other end measured them fit; then an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits; then etcd's leader, on every write's path; then the Node created last, then the lower UID, which no record sets; never the name: still tied, nothing is swapped); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits by its own record (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned. One record speaks only for its own host: no voter is named to leave on one other host's record alone (docs/limits.md)"
@@ -27,7 +28,7 @@ func trueFirst(a, b bool) int {
 // names: the one on the most slow links, of those that records besides any
 // single other host's implicate (trust.go). A pinned voter so chosen stops
 // the plan: the slow links stay with it whichever other voter goes.
-func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byName map[string]*host, prevNamed string, d *Decision) *host {
+func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byName map[string]*host, prevNamed string, d *status.Decision) *host {
 	type ranked struct {
 		h     *host
 		links []string
@@ -77,7 +78,7 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 	}
 	named, cleared := clearedOf(suspects, links, byName)
 	if len(named) == 0 {
-		d.Reasons = append(d.Reasons, step(CodeNoneImplicated, "", replaceBasis, false,
+		d.Reasons = append(d.Reasons, step(status.CodeNoneImplicated, "", replaceBasis, false,
 			fmt.Sprintf("no voter that explains the slow links (%s) is implicated by more than one other host's record or by its own%s: nothing is swapped",
 				names(suspects), clearedText(cleared))))
 		return nil
@@ -98,7 +99,7 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 				tied = append(tied, r.h)
 			}
 		}
-		r := step(CodeVotersTied, "", replaceBasis, false,
+		r := step(status.CodeVotersTied, "", replaceBasis, false,
 			fmt.Sprintf("%s are tied: as many slow links (%d), as many they alone measured slow (%d), pinned alike, alike unfit by readings of their own or not, none named by the last decision, the same worst margin (%s), etcd's leader alike, Nodes of the same creation time and UID (unknown): nothing tells them apart but their names, which decide nothing: nothing is swapped%s",
 				names(tied), len(leaving.links), leaving.alone, formatMargin(leaving.worst), clearedText(cleared)))
 		d.Reasons = append(d.Reasons, r)
@@ -124,12 +125,12 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 			why += fmt.Sprintf(", and of those on as many, exactly tied with %s, its Node created at the same time and of the lower UID", rs[1].h.node.Name)
 		}
 	}
-	r := step(CodeMostSlowLinks, leaving.h.node.Name, replaceBasis, true,
+	r := step(status.CodeMostSlowLinks, leaving.h.node.Name, replaceBasis, true,
 		fmt.Sprintf("%s; its worst reason: %s; unfit voters: %s%s", why, worstOf(j, leaving.h), names(unfitOf(voters)), clearedText(cleared)))
 	r.Value, r.Unit = num(float64(len(leaving.links))), "links"
 	d.Reasons = append(d.Reasons, r)
 	if leaving.h.node.Pinned {
-		d.Reasons = append(d.Reasons, step(CodePinnedOnSlowLinks, leaving.h.node.Name, pinnedBasis(j.s), false,
+		d.Reasons = append(d.Reasons, step(status.CodePinnedOnSlowLinks, leaving.h.node.Name, pinnedBasis(j.s), false,
 			fmt.Sprintf("%s is pinned and on the most slow links: nothing is swapped (no other voter is swapped in its place: it is not the one on the poor paths)", leaving.h.node.Name)))
 		return nil
 	}
@@ -145,30 +146,30 @@ func pinnedBasis(s settings.Settings) string {
 // class), and the one furthest over its limits goes. A pinned voter is passed
 // over for the next unpinned one: its fault is its own and stays with it, and
 // another voter's is another's.
-func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[string]*host, d *Decision) *host {
+func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[string]*host, d *status.Decision) *host {
 	unfit := unfitByOwnReadings(voters)
 	if len(unfit) == 0 {
 		// Unfit by links alone that another's record alone accuses (a round
 		// trip to a member no record claims): say why none is named.
 		if _, cleared := clearedOf(unfitOf(voters), links, byName); len(cleared) > 0 {
-			d.Reasons = append(d.Reasons, step(CodeNoneOwnImplicated, "", replaceBasis, false,
+			d.Reasons = append(d.Reasons, step(status.CodeNoneOwnImplicated, "", replaceBasis, false,
 				"no unfit voter is implicated by its own record or by more than one other host's"+clearedText(cleared)+": nothing is swapped"))
 			return nil
 		}
 		var unknown []string
 		for _, v := range voters {
-			if v.verdict == Unknown {
+			if v.verdict == status.Unknown {
 				unknown = append(unknown, v.node.Name)
 			}
 		}
-		code, why := CodeAllVotersFit, "every voter is fit: nothing to replace"
+		code, why := status.CodeAllVotersFit, "every voter is fit: nothing to replace"
 		switch byLinks := unfitOf(voters); {
 		case len(byLinks) > 0:
 			// Unfit by links the attribution held against no voter
 			// (etcd's lagging round trips): not fit, and not named.
-			code, why = CodeUnfitByLinksAlone, fmt.Sprintf("no voter is unfit by a reading of its own (%s unfit by slow links alone, held against no voter): nothing to replace", names(byLinks))
+			code, why = status.CodeUnfitByLinksAlone, fmt.Sprintf("no voter is unfit by a reading of its own (%s unfit by slow links alone, held against no voter): nothing to replace", names(byLinks))
 		case len(unknown) > 0:
-			code, why = CodeVotersUnknown, fmt.Sprintf("no voter is unfit (unknown: %s): nothing to replace", strings.Join(unknown, ", "))
+			code, why = status.CodeVotersUnknown, fmt.Sprintf("no voter is unfit (unknown: %s): nothing to replace", strings.Join(unknown, ", "))
 		}
 		d.Reasons = append(d.Reasons, step(code, "", replaceBasis, false, why))
 		return nil
@@ -181,7 +182,7 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 	for _, v := range unfit {
 		if v.node.Pinned {
 			passed = append(passed, v.node.Name)
-			d.Reasons = append(d.Reasons, step(CodePinnedPassedOver, v.node.Name, pinnedBasis(j.s), true,
+			d.Reasons = append(d.Reasons, step(status.CodePinnedPassedOver, v.node.Name, pinnedBasis(j.s), true,
 				fmt.Sprintf("%s is pinned and unfit by its own readings only (%s): passed over for the next unfit unpinned voter", v.node.Name, worstOf(j, v))))
 			continue
 		}
@@ -191,12 +192,12 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 			why = fmt.Sprintf("%s is the next unfit unpinned voter after %s; its worst reason: %s; unfit voters: %s",
 				v.node.Name, strings.Join(passed, ", "), worstOf(j, v), names(unfit))
 		}
-		r := step(CodeFurthestOverLimits, v.node.Name, replaceBasis, true, why)
+		r := step(status.CodeFurthestOverLimits, v.node.Name, replaceBasis, true, why)
 		r.Value, r.Unit = num(0), "links"
 		d.Reasons = append(d.Reasons, r)
 		return v
 	}
-	d.Reasons = append(d.Reasons, step(CodeAllUnfitPinned, "", replaceBasis, false,
+	d.Reasons = append(d.Reasons, step(status.CodeAllUnfitPinned, "", replaceBasis, false,
 		fmt.Sprintf("every unfit voter is pinned (%s): nothing is swapped", strings.Join(passed, ", "))))
 	return nil
 }
@@ -207,7 +208,7 @@ func worstOwnReadings(j *limits, voters []*host, links *linkMatrix, byName map[s
 func unfitByOwnReadings(voters []*host) []*host {
 	var out []*host
 	for _, v := range voters {
-		if v.verdict == Unfit && slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() }) {
+		if v.verdict == status.Unfit && slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() }) {
 			out = append(out, v)
 		}
 	}
@@ -217,7 +218,7 @@ func unfitByOwnReadings(voters []*host) []*host {
 func unfitOf(voters []*host) []*host {
 	var out []*host
 	for _, v := range voters {
-		if v.verdict == Unfit {
+		if v.verdict == status.Unfit {
 			out = append(out, v)
 		}
 	}

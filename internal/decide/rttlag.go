@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // etcd's peer round trip lags the path it times (docs/facts.md, etcd's
@@ -46,9 +48,9 @@ var rttLag = func() time.Duration {
 // same host; in the lab, in the same stop or cgroup). The round trips are
 // then held against no voter: the voters are judged by their own readings
 // alone, as with no slow link. ok is false when the round trips may stand.
-func rttLagging(now time.Time, mem Memory, rttLinks map[link]bool) (Reason, bool) {
+func rttLagging(now time.Time, mem status.Memory, rttLinks map[link]bool) (status.Reason, bool) {
 	if len(rttLinks) == 0 {
-		return Reason{}, false
+		return status.Reason{}, false
 	}
 	within := func(at time.Time) bool {
 		ago := now.Sub(at)
@@ -61,10 +63,10 @@ func rttLagging(now time.Time, mem Memory, rttLinks map[link]bool) (Reason, bool
 		at, what = mem.MemberLateAt, mem.MemberLate+" ran late enough for its peers' round trips to carry it (a member run late answers their probes as late; the connects, answered by the kernel, do not show it) "
 	}
 	if !within(at) {
-		return Reason{}, false
+		return status.Reason{}, false
 	}
 	ago := now.Sub(at)
-	r := step(CodeRoundTripsLagging, "", attributionBasis, true, "slow links between voters by peer_rtt only: "+joinLinks(sortedLinks(rttLinks))+"; but "+what+ago.Round(time.Millisecond).String()+" ago, "+fmt.Sprintf(
+	r := step(status.CodeRoundTripsLagging, "", attributionBasis, true, "slow links between voters by peer_rtt only: "+joinLinks(sortedLinks(rttLinks))+"; but "+what+ago.Round(time.Millisecond).String()+" ago, "+fmt.Sprintf(
 		"at %s, under %v: etcd's round trip is a smoothed average of probes every %v (weight %g on the newest), observed every %v, and may carry a delay no reading shows any more for %v after: until then the round trips are held against no voter, and a voter is unfit by its own readings only",
 		at.UTC().Format(time.RFC3339), rttLag, probeInterval, srttWeight, rttObserveInterval, rttLag))
 	// Its detail states an age: the fingerprint compares when the cause

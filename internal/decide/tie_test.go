@@ -7,6 +7,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // One slow link between two unpinned voters: either end explains it. The
@@ -26,7 +27,7 @@ func TestOneSlowLinkTheEndSlowItselfGoes(t *testing.T) {
 			f.host(c.starved).late = func(int, int) float64 { return 0.5 }
 			f.host(c.other).late = func(int, int) float64 { return 0.499 }
 			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-			if st.Decision.Action != decide.ActionSwap || st.Decision.Out != c.starved {
+			if st.Decision.Action != status.ActionSwap || st.Decision.Out != c.starved {
 				t.Fatalf("decision %s %s, want a swap of %s out", st.Decision.Action, st.Decision.Out, c.starved)
 			}
 		})
@@ -43,7 +44,7 @@ func TestOneSlowLinkKeepsTheVoterNamed(t *testing.T) {
 			f := votersFleet(t, 3)
 			f.slow[pairOf("bravo", "charlie")] = 0.4
 			st := decide.Decide(f.input(t, namedBefore(settled(f, 2*time.Hour), named)))
-			if st.Decision.Action != decide.ActionSwap || st.Decision.Out != named {
+			if st.Decision.Action != status.ActionSwap || st.Decision.Out != named {
 				t.Fatalf("decision %s %s, want a swap of %s out", st.Decision.Action, st.Decision.Out, named)
 			}
 		})
@@ -79,7 +80,7 @@ func TestExactTieIsBroken(t *testing.T) {
 			in := f.input(t, settled(f, 2*time.Hour))
 			// The first decision says why it names the voter; the ones
 			// after it keep it named by their memory.
-			if r := decisionReason(t, decide.Decide(in), decide.StepReplace, c.want); !r.OK || !strings.Contains(r.Detail, "exactly tied with") || !strings.Contains(r.Detail, c.wantText) {
+			if r := decisionReason(t, decide.Decide(in), status.StepReplace, c.want); !r.OK || !strings.Contains(r.Detail, "exactly tied with") || !strings.Contains(r.Detail, c.wantText) {
 				t.Fatalf("replace: %+v", r)
 			}
 			wantSwap(t, decideSteady(in), c.want, "delta")
@@ -116,7 +117,7 @@ func TestTwoSlowVotersOfFiveOneIsNamed(t *testing.T) {
 		t.Run(c.leader+" leads", func(t *testing.T) {
 			f := fleet(c.leader)
 			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-			if st.Decision.Action != decide.ActionSwap || st.Decision.Out != c.want {
+			if st.Decision.Action != status.ActionSwap || st.Decision.Out != c.want {
 				t.Fatalf("decision %s %s, want a swap of %s out; reasons: %+v", st.Decision.Action, st.Decision.Out, c.want, st.Decision.Reasons)
 			}
 			// Leadership moves to the other slow voter: the one named stays named.

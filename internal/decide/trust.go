@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // One record speaks only for its own host (docs/limits.md, "One record
@@ -36,7 +37,7 @@ import (
 // record's etcd readings name nothing (its role is its Node's alone) and
 // its host is unknown. It returns the refusals, by host; the others' claims
 // are set in their observations.
-func claimMembers(hosts []*host, prev map[string]*Observation) map[*host]string {
+func claimMembers(hosts []*host, prev map[string]*status.Observation) map[*host]string {
 	byID := map[string][]*host{}
 	var ids []string
 	for _, h := range hosts {

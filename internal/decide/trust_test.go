@@ -12,6 +12,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Crafted records: what a compromised host may write into its own record
@@ -96,13 +97,13 @@ func lies(edits ...func(*entry.Entry)) func(*entry.Entry) {
 
 // wantNotNamed fails when any of names is named to leave: the decision's
 // out, or the subject of a replace step that lets the swap go on.
-func wantNotNamed(t *testing.T, st decide.Status, names ...string) {
+func wantNotNamed(t *testing.T, st status.Status, names ...string) {
 	t.Helper()
 	if slices.Contains(names, st.Decision.Out) {
 		t.Fatalf("%s named to leave: %+v", st.Decision.Out, st.Decision)
 	}
 	for _, r := range st.Decision.Reasons {
-		if r.Signal == decide.StepReplace && r.OK && slices.Contains(names, r.Subject) {
+		if r.Signal == status.StepReplace && r.OK && slices.Contains(names, r.Subject) {
 			t.Fatalf("%s named to leave: %s", r.Subject, r.Detail)
 		}
 	}
@@ -120,9 +121,9 @@ func TestOneRecordCannotNameAnother(t *testing.T) {
 			liar := f.hosts[n-1]
 			liar.lie = claimConnect("alpha", 0.6)
 			st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-			wantVerdict(t, st, "alpha", decide.Unfit) // the link it measures: its verdict is the liar's to change
+			wantVerdict(t, st, "alpha", status.Unfit) // the link it measures: its verdict is the liar's to change
 			wantSwap(t, st, liar.name, "standby-1")
-			r := decisionReason(t, st, decide.StepReplace, liar.name)
+			r := decisionReason(t, st, status.StepReplace, liar.name)
 			if !strings.Contains(r.Detail, "not named, since one record speaks only for its own host: alpha's slow links rest on "+liar.name+"'s record alone") {
 				t.Fatalf("replace: %s", r.Detail)
 			}
@@ -131,7 +132,7 @@ func TestOneRecordCannotNameAnother(t *testing.T) {
 			// alpha is still not named (before, an unpinned voter went first).
 			liar.pinned = yes()
 			st = decideSteady(f.input(t, settled(f, 2*time.Hour)))
-			wantNone(t, st, decide.StepPinned)
+			wantNone(t, st, status.StepPinned)
 			wantNotNamed(t, st, "alpha")
 		})
 	}
@@ -156,10 +157,10 @@ func TestAccusedAloneIsNeverNamed(t *testing.T) {
 	f.host("charlie").lie = lies(claimConnect("alpha", 0.6), claimConnect("bravo", 0.0001))
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 	wantNotNamed(t, st, "alpha", "bravo")
-	if r := decisionReason(t, st, decide.StepAttribution, ""); !r.OK || !strings.Contains(r.Detail, "they explain the slow links: alpha") {
+	if r := decisionReason(t, st, status.StepAttribution, ""); !r.OK || !strings.Contains(r.Detail, "they explain the slow links: alpha") {
 		t.Fatalf("attribution (the case this test is about: alpha's set alone explained): %+v", r)
 	}
-	wantNone(t, st, decide.StepReplace)
+	wantNone(t, st, status.StepReplace)
 }
 
 // Two voting hosts that each measured a link to the same voter slow
@@ -200,10 +201,10 @@ func TestHonestOneSidedNamesItsWriter(t *testing.T) {
 	f.host("delta").pinned = yes()
 	f.host("bravo").slowWAL = true
 	st = decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	if r := decisionReason(t, st, decide.StepReplace, "delta"); !r.OK || !strings.Contains(r.Detail, "the one whose measurement alone made the most of them slow (1: bravo measured its link fit)") {
+	if r := decisionReason(t, st, status.StepReplace, "delta"); !r.OK || !strings.Contains(r.Detail, "the one whose measurement alone made the most of them slow (1: bravo measured its link fit)") {
 		t.Fatalf("replace: %+v", r)
 	}
-	wantNone(t, st, decide.StepPinned)
+	wantNone(t, st, status.StepPinned)
 }
 
 // A link measured slow at one end and not measured at all at the other
@@ -223,8 +224,8 @@ func TestUnseenLinkNamesNeitherEnd(t *testing.T) {
 	}
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
 	wantNotNamed(t, st, "alpha", "charlie")
-	wantNone(t, st, decide.StepReplace)
-	r := decisionReason(t, st, decide.StepReplace, "")
+	wantNone(t, st, status.StepReplace)
+	r := decisionReason(t, st, status.StepReplace, "")
 	if !strings.Contains(r.Detail, "alpha measured its link to charlie slow and charlie measured nothing of it: which end is slow cannot be told") ||
 		!strings.Contains(r.Detail, "charlie's slow links rest on alpha's record alone") {
 		t.Fatalf("replace: %s", r.Detail)
@@ -245,8 +246,8 @@ func TestTieIsNotBrokenByName(t *testing.T) {
 		in.Nodes[i].UID = ""
 	}
 	st := decideSteady(in)
-	wantNone(t, st, decide.StepReplace)
-	r := decisionReason(t, st, decide.StepReplace, "")
+	wantNone(t, st, status.StepReplace)
+	r := decisionReason(t, st, status.StepReplace, "")
 	if !strings.Contains(r.Detail, "alpha, bravo are tied") || !strings.Contains(r.Detail, "nothing tells them apart but their names") {
 		t.Fatalf("replace: %+v", r)
 	}
@@ -274,19 +275,19 @@ func TestDuplicateMemberRefused(t *testing.T) {
 	prev := first
 	prev.Memory = settled(f, 2*time.Hour).Memory
 	st := decide.Decide(f.input(t, &prev))
-	wantVerdict(t, st, "alpha", decide.Fit)
-	wantVerdict(t, st, "bravo", decide.Unknown)
+	wantVerdict(t, st, "alpha", status.Fit)
+	wantVerdict(t, st, "bravo", status.Unknown)
 	r := hostOf(t, st, "bravo").Reasons[0]
-	if r.Signal != decide.SignalRecord || r.OK || !strings.Contains(r.Detail, "its etcd member ID "+memberID("alpha")+" is already reported by alpha's record, which held it at the previous decision") {
+	if r.Signal != status.SignalRecord || r.OK || !strings.Contains(r.Detail, "its etcd member ID "+memberID("alpha")+" is already reported by alpha's record, which held it at the previous decision") {
 		t.Fatalf("bravo's first reason: %+v", r)
 	}
-	wantNone(t, st, decide.GateReported)
+	wantNone(t, st, status.GateReported)
 	wantNotNamed(t, st, "alpha")
 
 	// No memory: both are refused.
 	st = decide.Decide(f.input(t, settled(f, 2*time.Hour)))
 	for _, n := range []string{"alpha", "bravo"} {
-		wantVerdict(t, st, n, decide.Unknown)
+		wantVerdict(t, st, n, status.Unknown)
 		if r := hostOf(t, st, n).Reasons[0]; !strings.Contains(r.Detail, "no record held it at the previous decision") {
 			t.Fatalf("%s's first reason: %+v", n, r)
 		}
@@ -303,9 +304,9 @@ func TestHiddenMemberNamesNoOther(t *testing.T) {
 	f.rttOnly = map[[2]string]float64{pairOf("charlie", "alpha"): 0.3, pairOf("charlie", "bravo"): 0.3}
 	f.host("charlie").lie = lies(claimMember("1234abcd"), claimRTT(memberID("alpha"), 0.0005), claimRTT(memberID("bravo"), 0.0005))
 	st := decideSteady(f.input(t, settled(f, 2*time.Hour)))
-	wantVerdict(t, st, "alpha", decide.Unfit)
+	wantVerdict(t, st, "alpha", status.Unfit)
 	wantNotNamed(t, st, "alpha", "bravo")
-	r := decisionReason(t, st, decide.StepReplace, "")
+	r := decisionReason(t, st, status.StepReplace, "")
 	if !strings.Contains(r.Detail, "unfit only by round trips to etcd members that no record claims") {
 		t.Fatalf("replace: %+v", r)
 	}
@@ -384,7 +385,7 @@ func TestNoRecordNamesAnother(t *testing.T) {
 		st := decide.Decide(in)
 		for d := range 3 {
 			for _, r := range st.Decision.Reasons {
-				if r.Signal == decide.StepReplace && r.OK && r.Subject != "" {
+				if r.Signal == status.StepReplace && r.OK && r.Subject != "" {
 					named = append(named, r.Subject)
 				}
 			}

@@ -79,9 +79,9 @@ type nodeWatch struct {
 }
 
 // NewNodeInformer makes the informer; Run runs it. view is what the cache
-// keeps of each Node (decide.NodeView): it is applied to every Node the
+// keeps of each Node (NodeView): it is applied to every Node the
 // list and the watch deliver, before the cache stores it. selectors are
-// label selectors (decide.NodeSelectors); the informer holds the Nodes any
+// label selectors (NodeSelectors); the informer holds the Nodes any
 // of them selects, and with none, every Node.
 func (c *Client) NewNodeInformer(view func(*corev1.Node) *corev1.Node, selectors ...string) *NodeInformer {
 	if len(selectors) == 0 {

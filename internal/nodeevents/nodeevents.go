@@ -10,10 +10,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fleet-role/fleet-role/internal/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
-
-	"github.com/fleet-role/fleet-role/internal/decide"
 )
 
 // Reasons of the Events: a short CamelCase word each, as Kubernetes names
@@ -52,13 +51,13 @@ type Event struct {
 //     decision's: SwapHeld, with that step's reason.
 //
 // The deciding reason and step are those the status names by index
-// (decide.DecidingReason, Decision.DecidingStep), never found by a
+// (status.DecidingReason, Decision.DecidingStep), never found by a
 // reason's words.
 //
 // A host with several of these gets one Event: the swap's reason, its
 // message followed by the verdict's.
-func Changes(prev, cur *decide.Status) []Event {
-	was := map[string]decide.Verdict{}
+func Changes(prev, cur *status.Status) []Event {
+	was := map[string]status.Verdict{}
 	if prev != nil {
 		for _, h := range prev.Hosts {
 			was[h.Name] = h.Verdict
@@ -86,31 +85,31 @@ func Changes(prev, cur *decide.Status) []Event {
 			p.parts = append(p.parts, part)
 		}
 	}
-	verdicts := map[string]decide.Host{}
+	verdicts := map[string]status.Host{}
 	for _, h := range cur.Hosts {
 		verdicts[h.Name] = h
 		before, ok := was[h.Name]
 		if !ok {
-			before = decide.Unknown
+			before = status.Unknown
 		}
 		if h.Verdict == before {
 			continue
 		}
 		why := "no reason given"
-		if r, ok := decide.DecidingReason(h); ok {
-			why = decide.Summary(r)
+		if r, ok := status.DecidingReason(h); ok {
+			why = status.Summary(r)
 		}
 		add(h.Name, verdictReason(h.Verdict), fmt.Sprintf("fleet-role judges this %s %s (was %s): %s", h.Role, h.Verdict, before, why), false)
 	}
 
 	d := cur.Decision
-	var pd decide.Decision
+	var pd status.Decision
 	if prev != nil {
 		pd = prev.Decision
 	}
 	switch {
-	case d.Action == decide.ActionSwap:
-		if pd.Action != decide.ActionSwap || pd.Out != d.Out || pd.In != d.In {
+	case d.Action == status.ActionSwap:
+		if pd.Action != status.ActionSwap || pd.Out != d.Out || pd.In != d.In {
 			msg := fmt.Sprintf("fleet-role would swap this voter out for %s (dry run: nothing is changed)", d.In)
 			// The step that decides a swap names the voter out and why.
 			if r, ok := d.DecidingStep(); ok {
@@ -121,11 +120,11 @@ func Changes(prev, cur *decide.Status) []Event {
 	default:
 		held, ok := d.DecidingStep()
 		// A swap before holds nothing, so any step that holds now is new.
-		if before, was := pd.DecidingStep(); !ok || was && pd.Action != decide.ActionSwap && before.Code == held.Code {
+		if before, was := pd.DecidingStep(); !ok || was && pd.Action != status.ActionSwap && before.Code == held.Code {
 			break
 		}
 		for _, h := range cur.Hosts {
-			if h.Role == decide.RoleVoter && h.Verdict == decide.Unfit {
+			if h.Role == status.RoleVoter && h.Verdict == status.Unfit {
 				add(h.Name, ReasonSwapHeld, fmt.Sprintf("fleet-role would swap no voter: step %s holds it back: %s", held.Signal, held.Detail), true)
 			}
 		}
@@ -135,24 +134,24 @@ func Changes(prev, cur *decide.Status) []Event {
 	for _, host := range order {
 		p := byHost[host]
 		typ := corev1.EventTypeNormal
-		if verdicts[host].Verdict == decide.Unfit {
+		if verdicts[host].Verdict == status.Unfit {
 			typ = corev1.EventTypeWarning
 		}
-		// Escaped as the CLI escapes what it prints (decide.Printable), then
+		// Escaped as the CLI escapes what it prints (status.Printable), then
 		// clipped: a reason's detail may carry a record's text, and
 		// `kubectl describe node` and `kubectl get events` print a message
 		// as it is, so that a terminal escape or a line break in it would
 		// act on the operator's terminal or forge a line of the listing.
-		out = append(out, Event{Node: host, Type: typ, Reason: p.reason, Message: clip(decide.Printable(strings.Join(p.parts, "; ")))})
+		out = append(out, Event{Node: host, Type: typ, Reason: p.reason, Message: clip(status.Printable(strings.Join(p.parts, "; ")))})
 	}
 	return out
 }
 
-func verdictReason(v decide.Verdict) string {
+func verdictReason(v status.Verdict) string {
 	switch v {
-	case decide.Fit:
+	case status.Fit:
 		return ReasonFit
-	case decide.Unfit:
+	case status.Unfit:
 		return ReasonUnfit
 	}
 	return ReasonUnknown
@@ -184,7 +183,7 @@ func New(rec record.EventRecorder) *Recorder { return &Recorder{rec: rec} }
 // Observe records the Events from prev to cur on the Nodes of nodes; a
 // host whose Node is not among them gets none. A nil Recorder records
 // nothing.
-func (r *Recorder) Observe(prev, cur *decide.Status, nodes []corev1.Node) {
+func (r *Recorder) Observe(prev, cur *status.Status, nodes []corev1.Node) {
 	if r == nil {
 		return
 	}

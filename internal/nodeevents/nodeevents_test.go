@@ -11,66 +11,66 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 func num(v float64) *float64 { return &v }
 
 // host is a voter (or standby) with one reason that decides its verdict.
-func host(name string, role decide.Role, v decide.Verdict) decide.Host {
-	r := decide.Reason{Signal: decide.SignalPeerRTT, Subject: "voter-1", Value: num(0.4014), Limit: num(0.1), Unit: "seconds", Rule: "at_most", OK: v != decide.Unfit}
-	if v == decide.Fit {
+func host(name string, role status.Role, v status.Verdict) status.Host {
+	r := status.Reason{Signal: status.SignalPeerRTT, Subject: "voter-1", Value: num(0.4014), Limit: num(0.1), Unit: "seconds", Rule: "at_most", OK: v != status.Unfit}
+	if v == status.Fit {
 		r.Value = num(0.002)
 	}
-	return decide.Host{Name: name, Role: role, Verdict: v, Reasons: []decide.Reason{r}, Deciding: at(0)}
+	return status.Host{Name: name, Role: role, Verdict: v, Reasons: []status.Reason{r}, Deciding: at(0)}
 }
 
-func status(d decide.Decision, hosts ...decide.Host) *decide.Status {
-	return &decide.Status{Hosts: hosts, Decision: d}
+func statusOf(d status.Decision, hosts ...status.Host) *status.Status {
+	return &status.Status{Hosts: hosts, Decision: d}
 }
 
 func at(i int) *int { return &i }
 
-var none = decide.Decision{Action: decide.ActionNone, Deciding: at(0), Reasons: []decide.Reason{
-	{Signal: decide.StepReplace, Code: decide.CodeAllVotersFit, OK: false, Detail: "every voter is fit: nothing to replace"}}}
+var none = status.Decision{Action: status.ActionNone, Deciding: at(0), Reasons: []status.Reason{
+	{Signal: status.StepReplace, Code: status.CodeAllVotersFit, OK: false, Detail: "every voter is fit: nothing to replace"}}}
 
-func held(code decide.Code, detail string) decide.Decision {
-	return decide.Decision{Action: decide.ActionNone, Deciding: at(2), Reasons: []decide.Reason{
-		{Signal: decide.StepReplace, Code: decide.CodeMostSlowLinks, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links"},
-		{Signal: decide.StepCandidate, Code: decide.CodeCandidateUnfit, Subject: "standby-2", OK: false, Detail: "standby-2 is unfit"},
-		{Signal: decide.SignalOfCode(code), Code: code, OK: false, Detail: detail}}}
+func held(code status.Code, detail string) status.Decision {
+	return status.Decision{Action: status.ActionNone, Deciding: at(2), Reasons: []status.Reason{
+		{Signal: status.StepReplace, Code: status.CodeMostSlowLinks, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links"},
+		{Signal: status.StepCandidate, Code: status.CodeCandidateUnfit, Subject: "standby-2", OK: false, Detail: "standby-2 is unfit"},
+		{Signal: status.SignalOfCode(code), Code: code, OK: false, Detail: detail}}}
 }
 
-var swap = decide.Decision{Action: decide.ActionSwap, Out: "voter-2", In: "standby-1", Deciding: at(0), Reasons: []decide.Reason{
-	{Signal: decide.StepReplace, Code: decide.CodeMostSlowLinks, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links (2: voter-1, voter-3)"}}}
+var swap = status.Decision{Action: status.ActionSwap, Out: "voter-2", In: "standby-1", Deciding: at(0), Reasons: []status.Reason{
+	{Signal: status.StepReplace, Code: status.CodeMostSlowLinks, Subject: "voter-2", OK: true, Detail: "voter-2 is the voter on the most slow links (2: voter-1, voter-3)"}}}
 
 func TestChanges(t *testing.T) {
-	fit3 := []decide.Host{host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Fit), host("standby-1", decide.RoleStandby, decide.Fit)}
-	slow := []decide.Host{host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Unfit), host("standby-1", decide.RoleStandby, decide.Fit)}
+	fit3 := []status.Host{host("voter-1", status.RoleVoter, status.Fit), host("voter-2", status.RoleVoter, status.Fit), host("standby-1", status.RoleStandby, status.Fit)}
+	slow := []status.Host{host("voter-1", status.RoleVoter, status.Fit), host("voter-2", status.RoleVoter, status.Unfit), host("standby-1", status.RoleStandby, status.Fit)}
 	for _, tc := range []struct {
 		name      string
-		prev, cur *decide.Status
+		prev, cur *status.Status
 		want      []string // node reason type, and a part of the message
 	}{
-		{"nothing changed", status(none, fit3...), status(none, fit3...), nil},
+		{"nothing changed", statusOf(none, fit3...), statusOf(none, fit3...), nil},
 		{"a voter turns unfit, the swap held by the cooldown",
-			status(none, fit3...), status(held(decide.CodeCooldownRunning, "the voter set changed 5m ago"), slow...),
+			statusOf(none, fit3...), statusOf(held(status.CodeCooldownRunning, "the voter set changed 5m ago"), slow...),
 			[]string{"voter-2 SwapHeld Warning step gate_cooldown holds it back: the voter set changed 5m ago; fleet-role judges this voter unfit (was fit): peer_rtt voter-1: 401.4ms, must be at most 100ms"}},
 		{"the same step holds again: the verdict alone said it",
-			status(held(decide.CodeCooldownRunning, "4m ago"), slow...), status(held(decide.CodeCooldownRunning, "3m ago"), slow...), nil},
+			statusOf(held(status.CodeCooldownRunning, "4m ago"), slow...), statusOf(held(status.CodeCooldownRunning, "3m ago"), slow...), nil},
 		{"another step holds",
-			status(held(decide.CodeCooldownRunning, "1m ago"), slow...), status(held(decide.CodeVoterUnreported, "voter-1 is stale"), slow...),
+			statusOf(held(status.CodeCooldownRunning, "1m ago"), slow...), statusOf(held(status.CodeVoterUnreported, "voter-1 is stale"), slow...),
 			[]string{"voter-2 SwapHeld Warning step gate_reported holds it back: voter-1 is stale"}},
 		{"the swap is advised",
-			status(held(decide.CodeCooldownRunning, "1m ago"), slow...), status(swap, slow...),
+			statusOf(held(status.CodeCooldownRunning, "1m ago"), slow...), statusOf(swap, slow...),
 			[]string{"voter-2 SwapAdvised Warning would swap this voter out for standby-1 (dry run: nothing is changed): voter-2 is the voter on the most slow links"}},
-		{"the same swap again says nothing", status(swap, slow...), status(swap, slow...), nil},
+		{"the same swap again says nothing", statusOf(swap, slow...), statusOf(swap, slow...), nil},
 		{"the voter recovers: fit, and no swap held (nothing to hold)",
-			status(swap, slow...), status(none, fit3...),
+			statusOf(swap, slow...), statusOf(none, fit3...),
 			[]string{"voter-2 Fit Normal fleet-role judges this voter fit (was unfit): peer_rtt voter-1: 2ms, must be at most 100ms"}},
 		{"a first decision: a new host unknown says nothing, fit says so",
-			nil, status(none, host("voter-1", decide.RoleVoter, decide.Unknown), host("standby-1", decide.RoleStandby, decide.Fit)),
+			nil, statusOf(none, host("voter-1", status.RoleVoter, status.Unknown), host("standby-1", status.RoleStandby, status.Fit)),
 			[]string{"standby-1 Fit Normal judges this standby fit (was unknown)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,13 +95,13 @@ func TestChanges(t *testing.T) {
 
 // golden reads a golden scenario's status document, as the controller reads
 // its previous one back.
-func golden(t *testing.T, scenario string) *decide.Status {
+func golden(t *testing.T, scenario string) *status.Status {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "decide", "testdata", scenario, "status.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := decide.UnmarshalStatus(b)
+	st, err := status.UnmarshalStatus(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +138,13 @@ func TestChangesOfGoldenDecisions(t *testing.T) {
 
 // A message is cut to what the API server takes, at a character boundary.
 func TestMessageBound(t *testing.T) {
-	long := held(decide.CodeVoterUnreported, strings.Repeat("é", nodeevents.MaxMessageBytes))
-	slow := host("voter-2", decide.RoleVoter, decide.Unfit)
+	long := held(status.CodeVoterUnreported, strings.Repeat("é", nodeevents.MaxMessageBytes))
+	slow := host("voter-2", status.RoleVoter, status.Unfit)
 	for _, extra := range []int{0, 1} {
 		d := long
-		d.Reasons = append([]decide.Reason{}, long.Reasons...)
+		d.Reasons = append([]status.Reason{}, long.Reasons...)
 		d.Reasons[2].Detail += strings.Repeat("x", extra)
-		got := nodeevents.Changes(status(none, slow), status(d, slow))
+		got := nodeevents.Changes(statusOf(none, slow), statusOf(d, slow))
 		if len(got) != 1 || len(got[0].Message) > nodeevents.MaxMessageBytes || !strings.HasSuffix(got[0].Message, "…") {
 			t.Fatalf("message of %d bytes: %q", len(got[0].Message), got[0].Message)
 		}
@@ -157,16 +157,16 @@ func TestMessageBound(t *testing.T) {
 const hostile = "record cannot be read: \x1b[2J\nNormal  Fit  node/voter-9  all is well \u202eevil\xff"
 
 // unknownHost is a host judged unknown by a reason that carries hostile.
-func unknownHost(name string) decide.Host {
-	return decide.Host{Name: name, Role: decide.RoleVoter, Verdict: decide.Unknown, Deciding: at(0),
-		Reasons: []decide.Reason{{Signal: decide.SignalEntry, Detail: hostile}}}
+func unknownHost(name string) status.Host {
+	return status.Host{Name: name, Role: status.RoleVoter, Verdict: status.Unknown, Deciding: at(0),
+		Reasons: []status.Reason{{Signal: status.SignalEntry, Detail: hostile}}}
 }
 
 // A message carries a record's text escaped as the CLI prints it, so that
 // `kubectl describe node` prints no terminal escape and no forged line; the
 // escaping counts against the bound, which still holds.
 func TestMessageEscapesRecordText(t *testing.T) {
-	got := nodeevents.Changes(status(none, host("voter-3", decide.RoleVoter, decide.Fit)), status(none, unknownHost("voter-3")))
+	got := nodeevents.Changes(statusOf(none, host("voter-3", status.RoleVoter, status.Fit)), statusOf(none, unknownHost("voter-3")))
 	if len(got) != 1 {
 		t.Fatalf("events %+v, want one", got)
 	}
@@ -176,12 +176,12 @@ func TestMessageEscapesRecordText(t *testing.T) {
 			t.Errorf("message %q holds %q as it is", m, bad)
 		}
 	}
-	if want := decide.Printable(hostile); !strings.Contains(m, want) {
+	if want := status.Printable(hostile); !strings.Contains(m, want) {
 		t.Errorf("message %q lacks the escaped text %q", m, want)
 	}
 	long := unknownHost("voter-3")
 	long.Reasons[0].Detail = strings.Repeat("\x1b", nodeevents.MaxMessageBytes)
-	got = nodeevents.Changes(status(none, host("voter-3", decide.RoleVoter, decide.Fit)), status(none, long))
+	got = nodeevents.Changes(statusOf(none, host("voter-3", status.RoleVoter, status.Fit)), statusOf(none, long))
 	if m := got[0].Message; len(m) > nodeevents.MaxMessageBytes || strings.Contains(m, "\x1b") || !strings.HasSuffix(m, "…") {
 		t.Errorf("a message of escapes: %d bytes (bound %d), %q", len(m), nodeevents.MaxMessageBytes, m[:min(len(m), 80)])
 	}
@@ -192,8 +192,8 @@ func TestMessageEscapesRecordText(t *testing.T) {
 func TestObserveRecordsOnTheNode(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	r := nodeevents.New(rec)
-	prev := status(none, host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Fit))
-	cur := status(none, host("voter-1", decide.RoleVoter, decide.Unfit), host("voter-2", decide.RoleVoter, decide.Unfit))
+	prev := statusOf(none, host("voter-1", status.RoleVoter, status.Fit), host("voter-2", status.RoleVoter, status.Fit))
+	cur := statusOf(none, host("voter-1", status.RoleVoter, status.Unfit), host("voter-2", status.RoleVoter, status.Unfit))
 	r.Observe(prev, cur, []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "voter-1", UID: "u1"}}})
 	close(rec.Events)
 	var got []string

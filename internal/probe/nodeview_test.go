@@ -9,14 +9,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 // The probe plans its sample from the view of the Nodes its command's
-// informer keeps (decide.NodeView with PeerAddressAnnotation) as it does
+// informer keeps (kube.NodeView with PeerAddressAnnotation) as it does
 // from the whole Nodes a kubelet reports: the same peers at the same
 // addresses, the same role, and its record owned by the same Node. (In
 // memory: the plan, not the API, is under test; the informer's cache is
@@ -36,11 +37,11 @@ func TestPlanFromTheNodeView(t *testing.T) {
 		k.UID = types.UID("uid-" + n.Name)
 		if i == 2 {
 			// No k3s address annotation: the first InternalIP is the peer.
-			delete(k.Annotations, decide.NodeAddressAnnotation)
+			delete(k.Annotations, k3snode.NodeAddressAnnotation)
 		}
 		whole = append(whole, *k)
 	}
-	view := decide.NodeView(s, probe.PeerAddressAnnotation)
+	view := kube.NodeView(s, probe.PeerAddressAnnotation)
 	var viewed []corev1.Node
 	for i := range whole {
 		viewed = append(viewed, *view(&whole[i]))

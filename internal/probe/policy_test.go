@@ -16,11 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -188,7 +188,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 		}
 		for _, n := range []string{"agent-1", "server-1"} {
 			h := hostIn(st, n)
-			if h == nil || h.Verdict != decide.Unknown || len(h.Reasons) == 0 || h.Reasons[0].Signal != decide.SignalRecord ||
+			if h == nil || h.Verdict != status.Unknown || len(h.Reasons) == 0 || h.Reasons[0].Signal != status.SignalRecord ||
 				!strings.HasPrefix(h.Reasons[0].Detail, "withheld: the probe writes no samples: the API server admitted") {
 				return fmt.Errorf("%s: %+v", n, h)
 			}
@@ -249,9 +249,9 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 
 // protectedGate says whether st's decision holds (held) or does not hold
 // every swap for the records unprotected, its detail carrying want.
-func protectedGate(st *decide.Status, held bool, want string) error {
+func protectedGate(st *status.Status, held bool, want string) error {
 	for _, r := range st.Decision.Reasons {
-		if r.Signal != decide.GateProtected {
+		if r.Signal != status.GateProtected {
 			continue
 		}
 		if !held {
@@ -268,7 +268,7 @@ func protectedGate(st *decide.Status, held bool, want string) error {
 	return nil
 }
 
-func hostIn(st *decide.Status, name string) *decide.Host {
+func hostIn(st *status.Status, name string) *status.Host {
 	for i := range st.Hosts {
 		if st.Hosts[i].Name == name {
 			return &st.Hosts[i]

@@ -13,8 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -256,8 +256,8 @@ func (p *Prober) tick(ctx context.Context) {
 // takes. A node that is neither a voter nor marked eligible records nothing,
 // so that records exist only for the hosts that decide the control plane.
 func (p *Prober) plan(kubeNodes []corev1.Node) (Plan, bool) {
-	nodes := decide.NodesFromKube(kubeNodes, p.cfg.Settings)
-	var self *decide.Node
+	nodes := kube.NodesFromKube(kubeNodes, p.cfg.Settings)
+	var self *k3snode.Node
 	var plan Plan
 	for i := range nodes {
 		n := &nodes[i]
@@ -292,7 +292,7 @@ func (p *Prober) plan(kubeNodes []corev1.Node) (Plan, bool) {
 const PeerAddressAnnotation = "fleet-role.io/peer-address"
 
 // peerAddress is where this host connects to measure the path to voter n.
-func peerAddress(k corev1.Node, n decide.Node, port int) string {
+func peerAddress(k corev1.Node, n k3snode.Node, port int) string {
 	if a := k.Annotations[PeerAddressAnnotation]; a != "" {
 		return a
 	}

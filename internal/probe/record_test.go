@@ -14,9 +14,11 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
@@ -169,18 +171,18 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	// The controller's view of that record.
 	raw, _ := store.Get(context.Background(), "agent-1")
 	st := decide.Decide(decide.Input{Now: time.Now(), Settings: s, Entries: map[string]string{"agent-1": raw},
-		Nodes: []decide.Node{{Name: "agent-1", Eligible: true}, {Name: "server-1", Voter: true}}})
-	var h *decide.Host
+		Nodes: []k3snode.Node{{Name: "agent-1", Eligible: true}, {Name: "server-1", Voter: true}}})
+	var h *status.Host
 	for i := range st.Hosts {
 		if st.Hosts[i].Name == "agent-1" {
 			h = &st.Hosts[i]
 		}
 	}
-	if h == nil || h.Verdict != decide.Unknown {
+	if h == nil || h.Verdict != status.Unknown {
 		t.Fatalf("agent-1 in the status: %+v", h)
 	}
-	dr, _ := decide.DecidingReason(*h)
-	if dr.Signal != decide.SignalRecord || !strings.HasPrefix(dr.Detail, "refused: ") || !strings.Contains(dr.Detail, "holds at most 600 bytes") {
+	dr, _ := status.DecidingReason(*h)
+	if dr.Signal != status.SignalRecord || !strings.HasPrefix(dr.Detail, "refused: ") || !strings.Contains(dr.Detail, "holds at most 600 bytes") {
 		t.Errorf("deciding reason %+v, want the record refused with the API server's words", dr)
 	}
 
@@ -244,14 +246,14 @@ func TestShrunkRecordReadsFull(t *testing.T) {
 		t.Fatalf("shrunk %d, %v", shrunk, err)
 	}
 	st := decide.Decide(decide.Input{Now: time.Now(), Settings: s, Entries: map[string]string{"agent-1": text},
-		Nodes: []decide.Node{{Name: "agent-1", Eligible: true}, {Name: "server-1", Voter: true}}})
+		Nodes: []k3snode.Node{{Name: "agent-1", Eligible: true}, {Name: "server-1", Voter: true}}})
 	for _, h := range st.Hosts {
 		if h.Name != "agent-1" {
 			continue
 		}
-		dr, _ := decide.DecidingReason(h)
+		dr, _ := status.DecidingReason(h)
 		want := fmt.Sprintf("full: the %d oldest samples were left out so that the record fits its cap", shrunk)
-		if h.Verdict != decide.Unknown || dr.Signal != decide.SignalRecord || dr.Detail != want ||
+		if h.Verdict != status.Unknown || dr.Signal != status.SignalRecord || dr.Detail != want ||
 			dr.Value == nil || *dr.Value != float64(len(text)) || dr.Limit == nil || *dr.Limit != float64(record.CapBytes(s.Window, s.MaxServers)) {
 			t.Fatalf("agent-1 %s, deciding reason %+v; want %q with the record's %d bytes", h.Verdict, dr, want, len(text))
 		}

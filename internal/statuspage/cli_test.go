@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fleet-role/fleet-role/internal/cli"
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 )
 
@@ -32,7 +32,7 @@ func TestDecideWritesThePage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := decide.UnmarshalStatus(b)
+	st, err := status.UnmarshalStatus(b)
 	if err != nil {
 		t.Fatal(err)
 	}

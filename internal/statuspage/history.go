@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // History is the verdicts of the last decisions, oldest first: what the
@@ -23,17 +23,17 @@ type History struct {
 // Marks of a verdict in the history; a host a decision did not list has
 // none there.
 const (
-	markFit     = decide.MarkFit
-	markUnfit   = decide.MarkUnfit
-	markUnknown = decide.MarkUnknown
-	markAbsent  = decide.MarkAbsent
+	markFit     = status.MarkFit
+	markUnfit   = status.MarkUnfit
+	markUnknown = status.MarkUnknown
+	markAbsent  = status.MarkAbsent
 )
 
-func markOf(v decide.Verdict) byte {
+func markOf(v status.Verdict) byte {
 	switch v {
-	case decide.Fit:
+	case status.Fit:
 		return markFit
-	case decide.Unfit:
+	case status.Unfit:
 		return markUnfit
 	}
 	return markUnknown
@@ -46,7 +46,7 @@ func NewHistory(size int) *History {
 
 // Add remembers a decision's verdicts, forgetting the oldest past the size
 // and every host that none of the remembered decisions lists.
-func (h *History) Add(st *decide.Status) {
+func (h *History) Add(st *status.Status) {
 	drop := 0
 	if len(h.times) == h.size {
 		drop = 1
@@ -96,9 +96,9 @@ func (h *History) Resize(size int) {
 	h.size = size
 }
 
-// Export is the history as the status carries it (decide.History), its
+// Export is the history as the status carries it (status.History), its
 // hosts by name.
-func (h *History) Export() *decide.History {
+func (h *History) Export() *status.History {
 	if h == nil || len(h.times) == 0 {
 		return nil
 	}
@@ -107,16 +107,16 @@ func (h *History) Export() *decide.History {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	out := &decide.History{TimesMS: decide.EncodeTimes(h.times), Hosts: make([]decide.HostHistory, 0, len(names))}
+	out := &status.History{TimesMS: status.EncodeTimes(h.times), Hosts: make([]status.HostHistory, 0, len(names))}
 	marks := make([]byte, len(h.times))
 	for _, name := range names {
 		for i, m := range h.marks[name] {
 			if m == 0 {
-				m = decide.MarkAbsent
+				m = status.MarkAbsent
 			}
 			marks[i] = m
 		}
-		out.Hosts = append(out.Hosts, decide.HostHistory{Name: name, Marks: decide.EncodeMarks(marks)})
+		out.Hosts = append(out.Hosts, status.HostHistory{Name: name, Marks: status.EncodeMarks(marks)})
 	}
 	return out
 }
@@ -125,7 +125,7 @@ func (h *History) Export() *decide.History {
 // them, when dh holds more): what the status carried, read back at a
 // controller's start or a new term. It refuses a history whose marks do not
 // decode, or that names a host twice.
-func ImportHistory(size int, dh *decide.History) (*History, error) {
+func ImportHistory(size int, dh *status.History) (*History, error) {
 	h := NewHistory(size)
 	if dh == nil {
 		return h, nil
@@ -136,12 +136,12 @@ func ImportHistory(size int, dh *decide.History) (*History, error) {
 		if _, twice := h.marks[x.Name]; twice {
 			return nil, fmt.Errorf("history: host %q named twice", x.Name)
 		}
-		marks, err := decide.DecodeMarks(x.Marks, n)
+		marks, err := status.DecodeMarks(x.Marks, n)
 		if err != nil {
 			return nil, fmt.Errorf("history: host %q: %w", x.Name, err)
 		}
 		for i, m := range marks {
-			if m == decide.MarkAbsent {
+			if m == status.MarkAbsent {
 				marks[i] = 0
 			}
 		}

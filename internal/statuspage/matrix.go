@@ -3,8 +3,8 @@ package statuspage
 import (
 	"fmt"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Matrix is the link matrix: a row per host the decision lists (also one
@@ -24,7 +24,7 @@ type Matrix struct {
 // MatrixRow is one measuring host's links.
 type MatrixRow struct {
 	Host    string
-	Verdict decide.Verdict
+	Verdict status.Verdict
 	// Note says why the row has no readings at all (no record, an
 	// unreadable one, too few samples, left out of the document); empty
 	// when it has some.
@@ -42,7 +42,7 @@ type Cell struct {
 }
 
 // Reading is one tail figure of a link against its limit: a copy of the
-// status's decide.LinkReading, which the page keeps between decisions
+// status's status.LinkReading, which the page keeps between decisions
 // without the status it came from.
 type Reading struct {
 	// Present: the host makes this reading of the link (it connects to the
@@ -59,7 +59,7 @@ type Reading struct {
 	OK         bool
 }
 
-func readingOf(x *decide.LinkReading) Reading {
+func readingOf(x *status.LinkReading) Reading {
 	if x == nil {
 		return Reading{}
 	}
@@ -72,21 +72,21 @@ func readingOf(x *decide.LinkReading) Reading {
 
 // matrixOf lays the status's link matrix out over rows: the columns are the
 // etcd members among them, in their order.
-func matrixOf(st *decide.Status, rows []HostRow) Matrix {
+func matrixOf(st *status.Status, rows []HostRow) Matrix {
 	m := Matrix{Missing: st.Links == nil}
 	for _, x := range st.Dropped {
-		if x.Part == decide.PartLinks {
+		if x.Part == status.PartLinks {
 			m.Dropped = x.Count
 		}
 	}
 	col := map[string]int{}
 	for _, h := range rows {
-		if h.Role == decide.RoleVoter || h.Role == decide.RoleLearner {
+		if h.Role == status.RoleVoter || h.Role == status.RoleLearner {
 			col[h.Name] = len(m.Peers)
 			m.Peers = append(m.Peers, h.Name)
 		}
 	}
-	links := make(map[string]*decide.LinkRow, len(st.Links))
+	links := make(map[string]*status.LinkRow, len(st.Links))
 	for i := range st.Links {
 		links[st.Links[i].From] = &st.Links[i]
 	}
@@ -115,8 +115,8 @@ func matrixOf(st *decide.Status, rows []HostRow) Matrix {
 // (no record, too few samples), or that the document left its row out.
 func rowNote(h HostRow, m Matrix) string {
 	switch {
-	case h.Verdict == decide.Unknown && h.Deciding != nil:
-		return decide.Summary(*h.Deciding)
+	case h.Verdict == status.Unknown && h.Deciding != nil:
+		return status.Summary(*h.Deciding)
 	case m.Missing:
 		return "this status document has no link matrix"
 	case m.Dropped > 0:
@@ -137,9 +137,9 @@ func (r Reading) mark() string {
 	case !r.HasSeconds:
 		s = "✗ failed"
 	case r.OK:
-		s = decide.FormatValue(r.Seconds, "seconds") + " ✓"
+		s = status.FormatValue(r.Seconds, "seconds") + " ✓"
 	default:
-		s = decide.FormatValue(r.Seconds, "seconds") + " ✗"
+		s = status.FormatValue(r.Seconds, "seconds") + " ✗"
 	}
 	if r.Failed > 0 {
 		s += fmt.Sprintf(", %d of %d failed", r.Failed, r.Count)
@@ -172,7 +172,7 @@ func (r Reading) title(what, pn string, limit settings.Limit) string {
 	s := fmt.Sprintf("p%s of %d %s: ", pn, r.Count, what)
 	switch {
 	case r.HasSeconds:
-		s += decide.FormatValue(r.Seconds, "seconds")
+		s += status.FormatValue(r.Seconds, "seconds")
 	case r.Failed > 0:
 		s += "failed"
 	default:
@@ -194,5 +194,5 @@ func (r Reading) title(what, pn string, limit settings.Limit) string {
 // mustBe is a limit as it ends a sentence: "at most 250ms".
 func mustBe(l settings.Limit) string {
 	words := map[settings.Rule]string{settings.AtMost: "at most", settings.Under: "under", settings.AtLeast: "at least"}
-	return words[l.Rule] + " " + decide.FormatValue(l.Value, l.Unit)
+	return words[l.Rule] + " " + status.FormatValue(l.Value, l.Unit)
 }

@@ -18,8 +18,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Model is what the page shows of one decision, and nothing more: the
@@ -33,42 +33,42 @@ type Model struct {
 	Version  string
 	DryRun   bool
 	Form     string
-	Dropped  []decide.Dropped
+	Dropped  []status.Dropped
 	Settings settings.Settings
 	// Percentile names the tail percentile ("99").
 	Percentile string
 	// Connect and RTT are the limits the matrix's cells are held to.
 	Connect, RTT settings.Limit
 	Hosts        []HostRow
-	Decision     decide.Decision
-	Tolerance    decide.FailureTolerance
-	Timing       decide.Timing
+	Decision     status.Decision
+	Tolerance    status.FailureTolerance
+	Timing       status.Timing
 	Matrix       Matrix
 }
 
 // HostRow is one host's line: its verdict and the reason that decides it.
 type HostRow struct {
 	Name    string
-	Role    decide.Role
-	Verdict decide.Verdict
+	Role    status.Role
+	Verdict status.Verdict
 	// UnfitByLinksTo: unfit only by its links to these implicated voters
-	// (decide.Host).
+	// (status.Host).
 	UnfitByLinksTo []string
 	Eligible       bool
 	Pinned         bool
 	Samples        int
 	// Deciding is the reason the status names as deciding the verdict
-	// (the host's deciding index, decide.DecidingReason); nil when this
+	// (the host's deciding index, status.DecidingReason); nil when this
 	// form of the document keeps none of its reasons.
-	Deciding *decide.Reason
+	Deciding *status.Reason
 }
 
 // roleOrder puts the voters first, as an operator reads a fleet: the hosts
 // that hold the quorum, those becoming voters, the standbys, the rest.
-var roleOrder = map[decide.Role]int{decide.RoleVoter: 0, decide.RoleLearner: 1, decide.RoleStandby: 2, decide.RoleOther: 3}
+var roleOrder = map[status.Role]int{status.RoleVoter: 0, status.RoleLearner: 1, status.RoleStandby: 2, status.RoleOther: 3}
 
 // ModelOf is the page's view of a decision.
-func ModelOf(st *decide.Status) *Model {
+func ModelOf(st *status.Status) *Model {
 	s := st.Settings.Values
 	m := &Model{
 		GeneratedAt: st.GeneratedAt,
@@ -92,7 +92,7 @@ func ModelOf(st *decide.Status) *Model {
 	}
 	for _, h := range st.Hosts {
 		row := HostRow{Name: h.Name, Role: h.Role, Verdict: h.Verdict, UnfitByLinksTo: h.UnfitByLinksTo, Eligible: h.Eligible, Pinned: h.Pinned, Samples: h.Samples}
-		if r, ok := decide.DecidingReason(h); ok {
+		if r, ok := status.DecidingReason(h); ok {
 			row.Deciding = &r
 		}
 		m.Hosts = append(m.Hosts, row)

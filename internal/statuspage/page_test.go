@@ -17,7 +17,10 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/browser"
 	"github.com/fleet-role/fleet-role/lab/probetest"
@@ -31,7 +34,7 @@ const payload = `</td><script>document.title="owned"</script><img src=x onerror=
 // realistic full window (lab/probetest, the bench's generator); with
 // hostile, every standby's disk directory, every connect error to voter-2
 // and every reading error is payload, repeated up to the entry's cap.
-func fleet(t testing.TB, standbys int, hostile bool) *decide.Status {
+func fleet(t testing.TB, standbys int, hostile bool) *status.Status {
 	t.Helper()
 	s := settings.Defaults()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -49,8 +52,8 @@ func fleet(t testing.TB, standbys int, hostile bool) *decide.Status {
 		}
 		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{s.EligibleLabel: "true"}}}
 		if self >= 0 {
-			n.Labels[decide.EtcdRoleLabel] = "true"
-			n.Status.Conditions = []corev1.NodeCondition{{Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue,
+			n.Labels[k3snode.EtcdRoleLabel] = "true"
+			n.Status.Conditions = []corev1.NodeCondition{{Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue,
 				LastTransitionTime: metav1.NewTime(now.Add(-24 * time.Hour))}}
 		}
 		nodes = append(nodes, n)
@@ -68,7 +71,7 @@ func fleet(t testing.TB, standbys int, hostile bool) *decide.Status {
 		}
 		in.Entries[name] = raw
 	}
-	in.Nodes = decide.NodesFromKube(nodes, s)
+	in.Nodes = kube.NodesFromKube(nodes, s)
 	// Twice, so that every entry has been seen: the second decision's
 	// previous is the first.
 	st := decide.Decide(in)
@@ -77,7 +80,7 @@ func fleet(t testing.TB, standbys int, hostile bool) *decide.Status {
 	return &st
 }
 
-func render(t testing.TB, st *decide.Status, h *statuspage.History) []byte {
+func render(t testing.TB, st *status.Status, h *statuspage.History) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	if err := statuspage.Render(&b, statuspage.Page{Model: statuspage.ModelOf(st), History: h, Source: "test"}); err != nil {
@@ -105,7 +108,7 @@ func TestRecordTextIsEscaped(t *testing.T) {
 		h := &st.Hosts[i]
 		for j := range h.Reasons {
 			r := &h.Reasons[j]
-			if r.Signal == decide.SignalFdatasync {
+			if r.Signal == status.SignalFdatasync {
 				r.Subject = payload
 			}
 		}
@@ -182,7 +185,7 @@ func TestMatrixIsTheStatusLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := decide.UnmarshalStatus(b)
+	st, err := status.UnmarshalStatus(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +193,7 @@ func TestMatrixIsTheStatusLinks(t *testing.T) {
 	if strings.Join(m.Peers, ",") != "alpha,bravo,charlie" || m.Missing || m.Dropped != 0 {
 		t.Fatalf("peers %q, missing %v, dropped %d", m.Peers, m.Missing, m.Dropped)
 	}
-	want := map[string]decide.LinkCell{}
+	want := map[string]status.LinkCell{}
 	for _, r := range st.Links {
 		for _, c := range r.To {
 			want[r.From+">"+c.Peer] = c
@@ -227,7 +230,7 @@ func TestMatrixIsTheStatusLinks(t *testing.T) {
 	// On the page: marked, its numbers (the status's) and its count over the
 	// limit in words.
 	ab := want["alpha>bravo"]
-	connect, rtt := decide.FormatValue(*ab.Connect.Seconds, "seconds"), decide.FormatValue(*ab.RTT.Seconds, "seconds")
+	connect, rtt := status.FormatValue(*ab.Connect.Seconds, "seconds"), status.FormatValue(*ab.RTT.Seconds, "seconds")
 	var cell *html.Node
 	browser.Walk(parse(t, render(t, st, nil)), func(n *html.Node) {
 		if title, _ := browser.Attr(n, "title"); n.Data == "td" && cell == nil && strings.Contains(title, "connects: "+connect) {
@@ -254,7 +257,7 @@ func TestMatrixLeftOut(t *testing.T) {
 	}
 	reduced := *st
 	reduced.Links = st.Links[:3]
-	reduced.Dropped = []decide.Dropped{{Part: decide.PartLinks, Count: dropped}}
+	reduced.Dropped = []status.Dropped{{Part: status.PartLinks, Count: dropped}}
 	page := string(render(t, &reduced, nil))
 	if !strings.Contains(page, fmt.Sprintf("left %d link cells out", dropped)) || !strings.Contains(page, "its links were left out of this document") {
 		t.Fatalf("the page does not say what was left out:\n%s", page)
@@ -269,7 +272,7 @@ func TestMatrixLeftOut(t *testing.T) {
 // A host with no record has its row, which says why it has no readings.
 func TestHostWithoutRecordHasARow(t *testing.T) {
 	st := fleet(t, 2, false)
-	in := decide.Input{Now: st.GeneratedAt, Settings: st.Settings.Values, Nodes: []decide.Node{{Name: "voter-4", Voter: true}}}
+	in := decide.Input{Now: st.GeneratedAt, Settings: st.Settings.Values, Nodes: []k3snode.Node{{Name: "voter-4", Voter: true}}}
 	lone := decide.Decide(in)
 	st.Hosts = append(st.Hosts, lone.Hosts...)
 	m := statuspage.ModelOf(st)
@@ -327,21 +330,21 @@ func TestPageSizeAt500Hosts(t *testing.T) {
 }
 
 func TestHistory(t *testing.T) {
-	st := func(verdicts map[string]decide.Verdict, at int) *decide.Status {
-		s := &decide.Status{GeneratedAt: time.Unix(int64(at), 0)}
+	st := func(verdicts map[string]status.Verdict, at int) *status.Status {
+		s := &status.Status{GeneratedAt: time.Unix(int64(at), 0)}
 		for _, n := range []string{"a", "b", "c"} {
 			if v, ok := verdicts[n]; ok {
-				s.Hosts = append(s.Hosts, decide.Host{Name: n, Verdict: v})
+				s.Hosts = append(s.Hosts, status.Host{Name: n, Verdict: v})
 			}
 		}
 		return s
 	}
 	h := statuspage.NewHistory(3)
-	h.Add(st(map[string]decide.Verdict{"a": decide.Fit}, 1))
-	h.Add(st(map[string]decide.Verdict{"a": decide.Fit, "b": decide.Unfit}, 2))
+	h.Add(st(map[string]status.Verdict{"a": status.Fit}, 1))
+	h.Add(st(map[string]status.Verdict{"a": status.Fit, "b": status.Unfit}, 2))
 	c := h.Clone()
-	h.Add(st(map[string]decide.Verdict{"a": decide.Unknown, "b": decide.Unfit}, 3))
-	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit}, 4))
+	h.Add(st(map[string]status.Verdict{"a": status.Unknown, "b": status.Unfit}, 3))
+	h.Add(st(map[string]status.Verdict{"a": status.Unfit}, 4))
 	got := func(h *statuspage.History, host string) string {
 		var b strings.Builder
 		for _, c := range h.Cells(host, 0) {
@@ -364,17 +367,17 @@ func TestHistory(t *testing.T) {
 	// A new window resizes it: smaller, the oldest go at once, and a host
 	// only they listed with them; larger, it fills up to the new size.
 	h = statuspage.NewHistory(4)
-	h.Add(st(map[string]decide.Verdict{"c": decide.Fit}, 1))
-	h.Add(st(map[string]decide.Verdict{"a": decide.Fit}, 2))
-	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit}, 3))
-	h.Add(st(map[string]decide.Verdict{"a": decide.Unknown}, 4))
+	h.Add(st(map[string]status.Verdict{"c": status.Fit}, 1))
+	h.Add(st(map[string]status.Verdict{"a": status.Fit}, 2))
+	h.Add(st(map[string]status.Verdict{"a": status.Unfit}, 3))
+	h.Add(st(map[string]status.Verdict{"a": status.Unknown}, 4))
 	h.Resize(2)
 	if h.Len() != 2 || got(h, "a") != "U?" || got(h, "c") != "" {
 		t.Fatalf("resized from 4 to 2: len %d, a %q, c %q; want 2, \"U?\" and c forgotten", h.Len(), got(h, "a"), got(h, "c"))
 	}
 	h.Resize(3)
 	for at := 5; at <= 7; at++ {
-		h.Add(st(map[string]decide.Verdict{"a": decide.Fit}, at))
+		h.Add(st(map[string]status.Verdict{"a": status.Fit}, at))
 	}
 	if h.Len() != 3 || got(h, "a") != "FFF" {
 		t.Fatalf("resized to 3 and three more added: len %d, a %q; want 3 and \"FFF\"", h.Len(), got(h, "a"))
@@ -389,20 +392,20 @@ func TestHistory(t *testing.T) {
 // smaller size, the newest decisions; a history naming a host twice, or
 // whose marks do not add up, is refused.
 func TestHistoryExportImport(t *testing.T) {
-	st := func(verdicts map[string]decide.Verdict, at time.Duration) *decide.Status {
-		s := &decide.Status{GeneratedAt: time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC).Add(at)}
+	st := func(verdicts map[string]status.Verdict, at time.Duration) *status.Status {
+		s := &status.Status{GeneratedAt: time.Date(2026, 12, 5, 11, 0, 0, 0, time.UTC).Add(at)}
 		for _, n := range []string{"a", "b"} {
 			if v, ok := verdicts[n]; ok {
-				s.Hosts = append(s.Hosts, decide.Host{Name: n, Verdict: v})
+				s.Hosts = append(s.Hosts, status.Host{Name: n, Verdict: v})
 			}
 		}
 		return s
 	}
 	h := statuspage.NewHistory(10)
-	h.Add(st(map[string]decide.Verdict{"a": decide.Fit}, 0))
-	h.Add(st(map[string]decide.Verdict{"a": decide.Fit, "b": decide.Unknown}, 500*time.Millisecond))
-	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit, "b": decide.Fit}, 5*time.Second)) // a gap
-	h.Add(st(map[string]decide.Verdict{"a": decide.Unfit}, 5500*time.Millisecond))
+	h.Add(st(map[string]status.Verdict{"a": status.Fit}, 0))
+	h.Add(st(map[string]status.Verdict{"a": status.Fit, "b": status.Unknown}, 500*time.Millisecond))
+	h.Add(st(map[string]status.Verdict{"a": status.Unfit, "b": status.Fit}, 5*time.Second)) // a gap
+	h.Add(st(map[string]status.Verdict{"a": status.Unfit}, 5500*time.Millisecond))
 	rows := func(h *statuspage.History) string {
 		var b strings.Builder
 		b.WriteString(h.Ruler(time.Second))
@@ -438,7 +441,7 @@ func TestHistoryExportImport(t *testing.T) {
 		t.Errorf("a host named twice: %v", err)
 	}
 	short := *dh
-	short.Hosts = []decide.HostHistory{{Name: "a", Marks: "F3"}}
+	short.Hosts = []status.HostHistory{{Name: "a", Marks: "F3"}}
 	if _, err := statuspage.ImportHistory(10, &short); err == nil {
 		t.Error("marks for 3 of 4 decisions read")
 	}
@@ -454,7 +457,7 @@ func TestPageNamesTheWritersVersion(t *testing.T) {
 		t.Fatalf("a decision with no writer shows a version: %q", browser.Text(n))
 	}
 	const v = `v0.1.0-<b>"rc"</b>`
-	st.Writer = &decide.Writer{Identity: "controller-a", Lease: "fleet-role/fleet-role-controller", Term: 3, Version: v}
+	st.Writer = &status.Writer{Identity: "controller-a", Lease: "fleet-role/fleet-role-controller", Term: 3, Version: v}
 	n := versionShown(t, render(t, st, nil))
 	if n == nil {
 		t.Fatalf("the page shows no version for a writer of %q", v)
@@ -477,10 +480,10 @@ func TestPageSaysWhoseLinkMakesAVoterUnfit(t *testing.T) {
 	var cleared, own string
 	for i := range st.Hosts {
 		h := &st.Hosts[i]
-		if h.Role != decide.RoleVoter {
+		if h.Role != status.RoleVoter {
 			continue
 		}
-		h.Verdict = decide.Unfit
+		h.Verdict = status.Unfit
 		if cleared == "" {
 			cleared, h.UnfitByLinksTo = h.Name, []string{"voter-x"}
 		} else if own == "" {
@@ -490,7 +493,7 @@ func TestPageSaysWhoseLinkMakesAVoterUnfit(t *testing.T) {
 	if cleared == "" || own == "" {
 		t.Fatal("the fleet has fewer than two voters")
 	}
-	st.FailureTolerance = decide.FailureTolerance{Voters: 5, Quorum: 3, Unfit: 5, Cleared: 4, Attributed: 1, Tolerance: 0, OptimisticTolerance: 2, DesignTolerance: 2}
+	st.FailureTolerance = status.FailureTolerance{Voters: 5, Quorum: 3, Unfit: 5, Cleared: 4, Attributed: 1, Tolerance: 0, OptimisticTolerance: 2, DesignTolerance: 2}
 	doc := parse(t, render(t, st, nil))
 	cells := map[string]string{}
 	browser.Walk(browser.ByID(doc, "hosts"), func(tr *html.Node) {
@@ -522,9 +525,9 @@ func TestPageTimingAdvice(t *testing.T) {
 	if got := browser.Text(browser.ByID(parse(t, render(t, st, nil)), "timing-verdict")); got != "✓ covered" {
 		t.Errorf("a healthy fleet's timing verdict %q, want ✓ covered", got)
 	}
-	st.Timing = decide.Timing{CurrentHeartbeatMs: 500, CurrentElectionMs: 5000, HeartbeatMs: 610, ElectionMs: 6100,
-		RTT:     &decide.TimingReading{Seconds: 0.601, Needs: 0.601, Signal: decide.SignalPeerRTT, From: "voter-1", To: "voter-2"},
-		Verdict: decide.TimingRaise, EtcdArgs: []string{"heartbeat-interval=610", "election-timeout=6100"}}
+	st.Timing = status.Timing{CurrentHeartbeatMs: 500, CurrentElectionMs: 5000, HeartbeatMs: 610, ElectionMs: 6100,
+		RTT:     &status.TimingReading{Seconds: 0.601, Needs: 0.601, Signal: status.SignalPeerRTT, From: "voter-1", To: "voter-2"},
+		Verdict: status.TimingRaise, EtcdArgs: []string{"heartbeat-interval=610", "election-timeout=6100"}}
 	doc := parse(t, render(t, st, nil))
 	for id, want := range map[string]string{
 		"timing-verdict":   "✗ raise",
@@ -550,31 +553,31 @@ func TestHistoryTimeAxis(t *testing.T) {
 		h    = statuspage.NewHistory(40)
 		want = map[string]string{"a": "", "b": ""}
 	)
-	add := func(after time.Duration, gap bool, a, b decide.Verdict) {
+	add := func(after time.Duration, gap bool, a, b status.Verdict) {
 		t0 = t0.Add(after)
-		h.Add(&decide.Status{GeneratedAt: t0, Hosts: []decide.Host{{Name: "a", Verdict: a}, {Name: "b", Verdict: b}}})
-		for host, v := range map[string]decide.Verdict{"a": a, "b": b} {
+		h.Add(&status.Status{GeneratedAt: t0, Hosts: []status.Host{{Name: "a", Verdict: a}, {Name: "b", Verdict: b}}})
+		for host, v := range map[string]status.Verdict{"a": a, "b": b} {
 			if gap {
 				want[host] += "┆"
 			}
-			want[host] += map[decide.Verdict]string{decide.Fit: "F", decide.Unfit: "U", decide.Unknown: "?"}[v]
+			want[host] += map[status.Verdict]string{status.Fit: "F", status.Unfit: "U", status.Unknown: "?"}[v]
 		}
 	}
 	// Enough decisions on each side of the gaps that the ruler's two
 	// times, which take its first and last columns, cover none.
-	add(0, false, decide.Fit, decide.Fit)
+	add(0, false, status.Fit, status.Fit)
 	for range 10 {
-		add(period/2, false, decide.Fit, decide.Fit)
+		add(period/2, false, status.Fit, status.Fit)
 	}
-	add(period/2, false, decide.Fit, decide.Unfit)
-	add(period, false, decide.Fit, decide.Unfit)                    // at the gap: none
-	add(period-time.Millisecond, false, decide.Unfit, decide.Unfit) // under
-	add(period+time.Millisecond, true, decide.Unfit, decide.Fit)    // over
-	add(3*period, true, decide.Unknown, decide.Fit)                 // a failover's silence
-	add(period/2, false, decide.Unknown, decide.Fit)
-	add(-period, false, decide.Fit, decide.Fit) // a clock behind the one before: no gap
+	add(period/2, false, status.Fit, status.Unfit)
+	add(period, false, status.Fit, status.Unfit)                    // at the gap: none
+	add(period-time.Millisecond, false, status.Unfit, status.Unfit) // under
+	add(period+time.Millisecond, true, status.Unfit, status.Fit)    // over
+	add(3*period, true, status.Unknown, status.Fit)                 // a failover's silence
+	add(period/2, false, status.Unknown, status.Fit)
+	add(-period, false, status.Fit, status.Fit) // a clock behind the one before: no gap
 	for range 10 {
-		add(period/2, false, decide.Fit, decide.Fit)
+		add(period/2, false, status.Fit, status.Fit)
 	}
 
 	row := func(host string, over time.Duration) string {

@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Page is one rendering: a decision's model, the verdicts of the decisions
@@ -34,7 +34,7 @@ type Page struct {
 // history it carries (the controller's page's, as it was when it wrote the
 // document), gaps marked at its sample period. A history that does not read
 // is left out, and the page says it was written from one decision.
-func PageOf(st *decide.Status, source string) Page {
+func PageOf(st *status.Status, source string) Page {
 	p := Page{Model: ModelOf(st), Source: source}
 	if st.History != nil {
 		if h, err := ImportHistory(len(st.History.TimesMS), st.History); err == nil {
@@ -50,7 +50,7 @@ func PageOf(st *decide.Status, source string) Page {
 const ContentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
 
 // TextRunes is the most characters of one text the page shows in a cell:
-// a reason's detail can quote an entry's error text, up to decide.TextCap
+// a reason's detail can quote an entry's error text, up to status.TextCap
 // bytes; the page shows its start and says it was cut, and `fleet-role
 // status HOST` prints it whole. It bounds what each host adds to the page
 // whatever its record holds (docs/operators.md, "Size").
@@ -112,7 +112,7 @@ func write(b *bufio.Writer, p Page) {
 	pr := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	str := b.WriteString
 	d, t := m.Decision, m.Tolerance
-	swap := d.Action == decide.ActionSwap
+	swap := d.Action == status.ActionSwap
 
 	str(head)
 	if secs := int((p.Refresh + time.Second - 1) / time.Second); secs > 0 {
@@ -155,7 +155,7 @@ func write(b *bufio.Writer, p Page) {
 		mark, class = "✗", "bad"
 	}
 	// The attributed figure first: the voters unfit only by their links to
-	// an implicated voter hold sound votes (decide.FailureTolerance).
+	// an implicated voter hold sound votes (status.FailureTolerance).
 	pr(`<section id="tolerance"><h2>Failure tolerance</h2>`+"\n"+`<p class="big %s"><span id="tolerance-value">%d</span> %s</p>`+"\n", class, t.Attributed, mark)
 	pr(`<p>%s. Counting every unfit voter as lost: <b id="tolerance-strict">%d</b>; only the unknown voters: <b id="tolerance-optimistic">%d</b>; by the voter count alone: %d.</p></section>`+"\n",
 		esc(t.Sentence()), t.Tolerance, t.OptimisticTolerance, t.DesignTolerance)
@@ -169,16 +169,16 @@ func write(b *bufio.Writer, p Page) {
 		if h.Pinned {
 			str(", pinned")
 		}
-		if h.Eligible && h.Role != decide.RoleStandby {
+		if h.Eligible && h.Role != status.RoleStandby {
 			str(", eligible")
 		}
 		why := "-"
 		if h.Deciding != nil {
-			why = short(decide.Summary(*h.Deciding))
+			why = short(status.Summary(*h.Deciding))
 		}
 		verdict := verdictMark(h.Verdict)
 		if len(h.UnfitByLinksTo) > 0 {
-			verdict = verdictSymbol(h.Verdict) + " " + decide.VerdictText(decide.Host{Verdict: h.Verdict, UnfitByLinksTo: h.UnfitByLinksTo})
+			verdict = verdictSymbol(h.Verdict) + " " + status.VerdictText(status.Host{Verdict: h.Verdict, UnfitByLinksTo: h.UnfitByLinksTo})
 		}
 		pr(`</td><td class="%s">%s</td><td class="n">%d/%d</td><td>%s</td></tr>`, verdictClass(h.Verdict), esc(verdict), h.Samples, m.Settings.Window, esc(why))
 	}
@@ -186,7 +186,7 @@ func write(b *bufio.Writer, p Page) {
 
 	str(`<section id="links"><h2>Link matrix</h2>` + "\n")
 	pr("<p>Each row is the host that measured, each column the etcd member it connected to. A cell is the p%s of the window's TCP connects to the member's peer port (limit %s, %s) and, on a member's row, etcd's own peer round trip, <i>rtt</i> (limit %s): ✓ within its limit, ✗ over it, <b>✗ failed</b> the connects at the tail failed (and how many of the window's failed), ? not judged, · none no reading in the window. A link is slow when either is over its limit; the tooltip says each reading in words.",
-		esc(m.Percentile), decide.FormatValue(m.Connect.Value, "seconds"), esc(string(m.Connect.Rule)), decide.FormatValue(m.RTT.Value, "seconds"))
+		esc(m.Percentile), status.FormatValue(m.Connect.Value, "seconds"), esc(string(m.Connect.Rule)), status.FormatValue(m.RTT.Value, "seconds"))
 	switch {
 	case m.Matrix.Missing:
 		str(" <b>This status document has no link matrix (it was written by a fleet-role before the status published one).</b>")
@@ -305,7 +305,7 @@ func cut(s string, most int) string {
 }
 
 // verdictMark is a verdict with its mark, so that it reads without colour.
-func verdictMark(v decide.Verdict) string {
+func verdictMark(v status.Verdict) string {
 	if v == "" {
 		return verdictSymbol(v)
 	}
@@ -313,21 +313,21 @@ func verdictMark(v decide.Verdict) string {
 }
 
 // verdictSymbol is a verdict's mark alone: ✓ fit, ✗ unfit, ? otherwise.
-func verdictSymbol(v decide.Verdict) string {
+func verdictSymbol(v status.Verdict) string {
 	switch v {
-	case decide.Fit:
+	case status.Fit:
 		return "✓"
-	case decide.Unfit:
+	case status.Unfit:
 		return "✗"
 	}
 	return "?"
 }
 
-func verdictClass(v decide.Verdict) string {
+func verdictClass(v status.Verdict) string {
 	switch v {
-	case decide.Fit:
+	case status.Fit:
 		return "ok"
-	case decide.Unfit:
+	case status.Unfit:
 		return "bad"
 	}
 	return "unk"
@@ -335,20 +335,20 @@ func verdictClass(v decide.Verdict) string {
 
 // writeTiming writes the timing advice: the cluster's heartbeat and
 // election timeout beside what the voters' readings call for, and the k3s
-// lines that set it when they fall short (decide.Timing).
-func writeTiming(b *bufio.Writer, t decide.Timing) {
+// lines that set it when they fall short (status.Timing).
+func writeTiming(b *bufio.Writer, t status.Timing) {
 	if t.Verdict == "" {
 		return // a document from before the advice
 	}
 	class, mark := "ok", "✓"
 	switch t.Verdict {
-	case decide.TimingRaise, decide.TimingBeyondEtcd:
+	case status.TimingRaise, status.TimingBeyondEtcd:
 		class, mark = "bad", "✗"
-	case decide.TimingUnmeasured:
+	case status.TimingUnmeasured:
 		class, mark = "unk", "?"
 	}
 	fmt.Fprintf(b, `<section id="timing"><h2>Timing</h2>`+"\n"+`<p class="%s" id="timing-verdict">%s %s</p>`+"\n", class, mark, esc(string(t.Verdict)))
-	if t.Verdict != decide.TimingUnmeasured {
+	if t.Verdict != status.TimingUnmeasured {
 		fmt.Fprintf(b, `<table><tr><th></th><th>the cluster's</th><th>called for</th></tr>`+
 			`<tr><th scope="row">heartbeat interval</th><td class="n">%d ms</td><td class="n" id="timing-heartbeat">%d ms</td></tr>`+
 			`<tr><th scope="row">election timeout</th><td class="n">%d ms</td><td class="n" id="timing-election">%d ms</td></tr></table>`+"\n",

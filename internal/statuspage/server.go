@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Path is where the controller serves the page, on its metrics port.
@@ -48,7 +48,7 @@ func NewServer(historySize int, source string) *Server {
 }
 
 // Observe takes a decision. A nil Server observes nothing.
-func (s *Server) Observe(st *decide.Status) {
+func (s *Server) Observe(st *status.Status) {
 	if s == nil {
 		return
 	}
@@ -73,7 +73,7 @@ func (s *Server) SetHistorySize(n int) {
 
 // ExportHistory is the page's history as the status carries it; nil for a
 // nil Server or no decision yet.
-func (s *Server) ExportHistory() *decide.History {
+func (s *Server) ExportHistory() *status.History {
 	if s == nil {
 		return nil
 	}
@@ -85,7 +85,7 @@ func (s *Server) ExportHistory() *decide.History {
 // RestoreHistory replaces the page's history by dh, the one the status it
 // starts from carried (ImportHistory), keeping its size. A nil Server
 // ignores it.
-func (s *Server) RestoreHistory(dh *decide.History) error {
+func (s *Server) RestoreHistory(dh *status.History) error {
 	if s == nil {
 		return nil
 	}

@@ -9,13 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleet-role/fleet-role/internal/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/fleet-role/fleet-role/internal/decide"
 )
 
 // observer sees every status the controller publishes: a watch on the
@@ -28,7 +27,7 @@ type observer struct {
 	mu        sync.Mutex
 	decisions []Decision
 	seen      map[time.Time]bool
-	last      *decide.Status
+	last      *status.Status
 	changed   chan struct{} // closed and replaced at every new status
 	err       error         // the last error reading the status
 }
@@ -96,11 +95,11 @@ func (o *observer) watch(ctx context.Context, rv string) error {
 }
 
 func (o *observer) add(cm *corev1.ConfigMap) {
-	raw, ok := cm.Data[decide.StatusKey]
+	raw, ok := cm.Data[status.StatusKey]
 	if !ok {
 		return
 	}
-	st, err := decide.UnmarshalStatus([]byte(raw))
+	st, err := status.UnmarshalStatus([]byte(raw))
 	if err != nil {
 		o.mu.Lock()
 		o.err = fmt.Errorf("decode the status: %w", err)
@@ -123,7 +122,7 @@ func (o *observer) add(cm *corev1.ConfigMap) {
 
 // latest is the newest status seen, and a channel closed when a newer one
 // arrives.
-func (o *observer) latest() (*decide.Status, <-chan struct{}, error) {
+func (o *observer) latest() (*status.Status, <-chan struct{}, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.last, o.changed, o.err
@@ -137,14 +136,14 @@ func (o *observer) all() []Decision {
 }
 
 // decisionOf is what decisions.jsonl keeps of a status.
-func decisionOf(st *decide.Status) Decision {
+func decisionOf(st *status.Status) Decision {
 	d := Decision{Time: st.GeneratedAt, Action: st.Decision.Action, Hosts: map[string]string{}}
-	if d.Action == decide.ActionSwap {
+	if d.Action == status.ActionSwap {
 		d.Out, d.In = st.Decision.Out, st.Decision.In
 	}
 	for _, h := range st.Hosts {
 		d.Hosts[h.Name] = string(h.Verdict)
-		if h.Verdict != decide.Unfit {
+		if h.Verdict != status.Unfit {
 			continue
 		}
 		if d.UnfitBy == nil {
@@ -158,7 +157,7 @@ func decisionOf(st *decide.Status) Decision {
 	}
 	for _, r := range st.Decision.Reasons {
 		if !r.OK {
-			d.Why = r.Signal + " " + r.Subject + ": " + decide.Summary(r)
+			d.Why = r.Signal + " " + r.Subject + ": " + status.Summary(r)
 			break
 		}
 	}

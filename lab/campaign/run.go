@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/cpulimit"
 	"github.com/fleet-role/fleet-role/lab/fleet"
 	"github.com/fleet-role/fleet-role/lab/slowdisk"
@@ -262,19 +262,19 @@ func heldSpans(faults []Fault, held map[string][]Interval, why string, extend ti
 
 // allFit holds when every host is fit on a full window and nothing is
 // swapped.
-func (r *runner) allFit(st *decide.Status) error {
+func (r *runner) allFit(st *status.Status) error {
 	return statuscheck.EveryFit(st, r.fl.Settings.Window)
 }
 
 // baseline holds when every host is fit with a full window, nothing is
 // swapped and the cooldown has passed: a swap must not be held back by the
 // cooldown, or a fault would time the cooldown rather than the detection.
-func (r *runner) baseline(st *decide.Status) error {
+func (r *runner) baseline(st *status.Status) error {
 	if err := r.allFit(st); err != nil {
 		return err
 	}
 	for _, r := range st.Decision.Reasons {
-		if r.Signal == decide.GateCooldown && !r.OK {
+		if r.Signal == status.GateCooldown && !r.OK {
 			return errors.New("the cooldown has not passed yet")
 		}
 	}
@@ -284,7 +284,7 @@ func (r *runner) baseline(st *decide.Status) error {
 // waitFor waits for a status generated after since that cond accepts, and
 // fails after timeout with the last reason, or at once when a fleet-role
 // process has exited.
-func (r *runner) waitFor(ctx context.Context, what string, timeout time.Duration, since time.Time, cond func(*decide.Status) error) (*decide.Status, error) {
+func (r *runner) waitFor(ctx context.Context, what string, timeout time.Duration, since time.Time, cond func(*status.Status) error) (*status.Status, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(time.Second)

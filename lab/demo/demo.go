@@ -34,11 +34,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/httpserve"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
@@ -116,7 +117,7 @@ type Live struct {
 	ControllerURL string
 
 	mu     sync.Mutex
-	recent []*decide.Status
+	recent []*status.Status
 }
 
 // recentDecisions is how many of the last decisions Live keeps, so that a
@@ -124,13 +125,13 @@ type Live struct {
 const recentDecisions = 10
 
 // Recent are the last decisions, oldest first.
-func (l *Live) Recent() []*decide.Status {
+func (l *Live) Recent() []*status.Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]*decide.Status(nil), l.recent...)
+	return append([]*status.Status(nil), l.recent...)
 }
 
-func (l *Live) add(st *decide.Status) {
+func (l *Live) add(st *status.Status) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.recent = append(l.recent, st)
@@ -164,7 +165,7 @@ func DelayFor(electionTimeout time.Duration) time.Duration { return electionTime
 
 // Result is what a finished demo reports.
 type Result struct {
-	Status     *decide.Status
+	Status     *status.Status
 	StatusPath string        // where the last status document was written
 	Slowed     string        // the voter the fault was put on
 	Detected   int           // periods from the fault to the verdict it was put for
@@ -355,7 +356,7 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 		}
 	}
 	phase(out, "baseline: every host samples once a %s until each has a full window of %d and is fit", f.set.SamplePeriod, f.set.Window)
-	st, err := f.until(ctx, ui, res, func(st *decide.Status) bool {
+	st, err := f.until(ctx, ui, res, func(st *status.Status) bool {
 		return statuscheck.EveryFit(st, f.set.Window, CraftedHost) == nil
 	})
 	if err != nil {
@@ -374,15 +375,15 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 	target := f.hosts[1] // the first voter is pinned; the second is not
 	res.Slowed = target.name
 	faultAt := time.Now()
-	var want func(*decide.Status) bool
+	var want func(*status.Status) bool
 	switch opt.Fault {
 	case FaultSlow:
 		phase(out, "fault: %s's peer traffic delayed by %s each way (etcd proxy DelayTx and DelayRx); round-trip limit %s",
 			target.name, opt.Delay, f.set.RTTLimit().Duration())
 		target.proxy.DelayTx(opt.Delay, 0)
 		target.proxy.DelayRx(opt.Delay, 0)
-		want = func(st *decide.Status) bool {
-			return st.Decision.Action == decide.ActionSwap && st.Decision.Out == target.name
+		want = func(st *status.Status) bool {
+			return st.Decision.Action == status.ActionSwap && st.Decision.Out == target.name
 		}
 	case FaultPause:
 		phase(out, "fault: %s paused (its etcd member stopped with SIGSTOP, its probe stopped)", target.name)
@@ -390,13 +391,13 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 			return res, err
 		}
 		f.stopProbe(target)
-		want = func(st *decide.Status) bool {
-			return verdictOf(st, target.name) == decide.Unknown && st.Decision.Action == decide.ActionNone
+		want = func(st *status.Status) bool {
+			return verdictOf(st, target.name) == status.Unknown && st.Decision.Action == status.ActionNone
 		}
 	case FaultNone:
 		phase(out, "no fault: one more window, in which nothing should change")
 		until := time.Now().Add(time.Duration(f.set.Window) * f.set.SamplePeriod)
-		want = func(*decide.Status) bool { return time.Now().After(until) }
+		want = func(*status.Status) bool { return time.Now().After(until) }
 	}
 	st, err = f.until(ctx, ui, res, want)
 	if err != nil {
@@ -415,7 +416,7 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 	if opt.Hold > 0 {
 		phase(out, "hold: the fault stays in place and the controller decides for %s more", opt.Hold)
 		until := time.Now().Add(opt.Hold)
-		if st, err = f.until(ctx, ui, res, func(*decide.Status) bool { return !time.Now().Before(until) }); err != nil {
+		if st, err = f.until(ctx, ui, res, func(*status.Status) bool { return !time.Now().Before(until) }); err != nil {
 			return res, fmt.Errorf("hold: %w", err)
 		}
 		ui.table(st)
@@ -440,7 +441,7 @@ func Run(ctx context.Context, opt Options) (res *Result, err error) {
 // period, and since the hysteresis waits on the records' changes rather than
 // on a count of decisions, its swaps are published at most half a period
 // later than the deployed controller's would be.
-func (f *fleet) until(ctx context.Context, ui *view, res *Result, done func(*decide.Status) bool) (*decide.Status, error) {
+func (f *fleet) until(ctx context.Context, ui *view, res *Result, done func(*status.Status) bool) (*status.Status, error) {
 	deadline := time.Now().Add(f.opt.PhaseTimeout)
 	tick := time.NewTicker(f.set.SamplePeriod)
 	defer tick.Stop()
@@ -472,14 +473,14 @@ func (f *fleet) until(ctx context.Context, ui *view, res *Result, done func(*dec
 
 // during runs hook while the controller goes on deciding, and returns when
 // it does (or the phase times out, which cancels it).
-func (f *fleet) during(ctx context.Context, ui *view, res *Result, hook func(context.Context, *Live) error) (*decide.Status, error) {
+func (f *fleet) during(ctx context.Context, ui *view, res *Result, hook func(context.Context, *Live) error) (*status.Status, error) {
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- hook(hctx, f.live) }()
 	var herr error
 	finished := false
-	st, err := f.until(ctx, ui, res, func(*decide.Status) bool {
+	st, err := f.until(ctx, ui, res, func(*status.Status) bool {
 		select {
 		case herr = <-done:
 			finished = true
@@ -645,15 +646,15 @@ func (f *fleet) registerNodes() {
 			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}},
 		}
 		if h.voter {
-			n.Labels[decide.EtcdRoleLabel] = "true"
-			n.Annotations[decide.NodeAddressAnnotation] = "127.0.0.1"
+			n.Labels[k3snode.EtcdRoleLabel] = "true"
+			n.Annotations[k3snode.NodeAddressAnnotation] = "127.0.0.1"
 			// Peers reach the member through its proxy, on a port of its
 			// own: all the demo's hosts share one address.
 			n.Annotations[probe.PeerAddressAnnotation] = hostPort(h.member.AdvertisePeerURL)
 			// k3s dates the condition from when the member became a
 			// voter: here, when the cluster formed.
 			n.Status.Conditions = []corev1.NodeCondition{{
-				Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
+				Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
 				LastTransitionTime: metav1.NewTime(f.formed),
 			}}
 		}
@@ -764,7 +765,7 @@ func (f *fleet) pids() []int {
 // reason; or, when every host is fit, the decision that was not none. The
 // crafted host is unknown by design (its disk reading fails) and holds
 // nothing.
-func heldBy(st *decide.Status, window int) string {
+func heldBy(st *status.Status, window int) string {
 	var lines []string
 	for _, h := range statuscheck.HeldHosts(st, window, CraftedHost) {
 		lines = append(lines, fmt.Sprintf("  %s (%s): %s", h.Host.Name, h.Host.Role, strings.Join(h.Why, "; ")))
@@ -772,13 +773,13 @@ func heldBy(st *decide.Status, window int) string {
 	if len(st.Hosts) == 0 {
 		lines = append(lines, "  no host has reported")
 	}
-	if len(lines) == 0 && st.Decision.Action != decide.ActionNone {
+	if len(lines) == 0 && st.Decision.Action != status.ActionNone {
 		lines = append(lines, "  every host is fit, but the decision is "+decisionLine(st.Decision))
 	}
 	return strings.Join(lines, "\n")
 }
 
-func verdictOf(st *decide.Status, name string) decide.Verdict {
+func verdictOf(st *status.Status, name string) status.Verdict {
 	for _, h := range st.Hosts {
 		if h.Name == name {
 			return h.Verdict
@@ -787,7 +788,7 @@ func verdictOf(st *decide.Status, name string) decide.Verdict {
 	return ""
 }
 
-func writeStatus(path string, st *decide.Status) error {
+func writeStatus(path string, st *status.Status) error {
 	b, err := st.Marshal()
 	if err != nil {
 		return err

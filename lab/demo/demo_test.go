@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
 
@@ -38,10 +38,10 @@ func TestDemoSlowVoterNamesTheSwap(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	d := res.Status.Decision
-	if d.Action != decide.ActionSwap || d.Out != "voter-2" || !strings.HasPrefix(d.In, "standby-") {
+	if d.Action != status.ActionSwap || d.Out != "voter-2" || !strings.HasPrefix(d.In, "standby-") {
 		t.Fatalf("decision = %+v, want a swap of voter-2 for a standby\n%s", d, out.String())
 	}
-	if got := verdictOf(res.Status, "voter-2"); got != decide.Unfit {
+	if got := verdictOf(res.Status, "voter-2"); got != status.Unfit {
 		t.Fatalf("voter-2 is %s, want unfit", got)
 	}
 	res.WriteSummary(&out, opt)
@@ -73,13 +73,13 @@ func TestDemoPausedVoterHoldsEverySwap(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	if got := verdictOf(res.Status, "voter-2"); got != decide.Unknown {
+	if got := verdictOf(res.Status, "voter-2"); got != status.Unknown {
 		t.Fatalf("voter-2 is %s, want unknown", got)
 	}
-	if res.Status.Decision.Action != decide.ActionNone {
+	if res.Status.Decision.Action != status.ActionNone {
 		t.Fatalf("decision = %+v, want none", res.Status.Decision)
 	}
-	var gate *decide.Reason
+	var gate *status.Reason
 	for i, r := range res.Status.Decision.Reasons {
 		if r.Signal == "gate_reported" {
 			gate = &res.Status.Decision.Reasons[i]

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/html"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/httpserve"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/browser"
 	"github.com/fleet-role/fleet-role/lab/probetest"
@@ -289,7 +289,7 @@ func (o *operators) alerts(ctx context.Context) error {
 func (o *operators) page(ctx context.Context, live *Live) error {
 	url := live.ControllerURL + statuspage.Path
 	var doc *html.Node
-	var st *decide.Status
+	var st *status.Status
 	err := poll(ctx, time.Minute, func() error {
 		dom, err := o.chrome.DumpDOM(ctx, url)
 		if err != nil {
@@ -423,8 +423,8 @@ func (o *operators) page(ctx context.Context, live *Live) error {
 // expectCell is what the status says the cell from h to peer reads: the
 // status's link matrix (links) for that pair, each reading its number and
 // mark, the failed connects counted, and etcd's round trip where measured.
-func expectCell(st *decide.Status, h *decide.Host, peer string) string {
-	reading := func(x *decide.LinkReading) string {
+func expectCell(st *status.Status, h *status.Host, peer string) string {
+	reading := func(x *status.LinkReading) string {
 		var s string
 		switch {
 		case x == nil || x.Count == 0 && x.Seconds == nil && x.Unmerged == 0:
@@ -434,16 +434,16 @@ func expectCell(st *decide.Status, h *decide.Host, peer string) string {
 		case x.Seconds == nil:
 			s = "✗ failed"
 		case x.OK:
-			s = decide.FormatValue(*x.Seconds, "seconds") + " ✓"
+			s = status.FormatValue(*x.Seconds, "seconds") + " ✓"
 		default:
-			s = decide.FormatValue(*x.Seconds, "seconds") + " ✗"
+			s = status.FormatValue(*x.Seconds, "seconds") + " ✗"
 		}
 		if x.Failed > 0 {
 			s += fmt.Sprintf(", %d of %d failed", x.Failed, x.Count)
 		}
 		return s
 	}
-	var cell decide.LinkCell
+	var cell status.LinkCell
 	for _, r := range st.Links {
 		if r.From != h.Name {
 			continue
@@ -464,8 +464,8 @@ func expectCell(st *decide.Status, h *decide.Host, peer string) string {
 // linkAsReason holds the status's link from h to peer to h's own connect
 // reason about peer (a copy from the other end starts "measured by"): the
 // same tail and ok, on a real fleet's decision. It says how they differ.
-func linkAsReason(st *decide.Status, h *decide.Host, peer string) string {
-	var link *decide.LinkReading
+func linkAsReason(st *status.Status, h *status.Host, peer string) string {
+	var link *status.LinkReading
 	for _, r := range st.Links {
 		for _, c := range r.To {
 			if r.From == h.Name && c.Peer == peer {
@@ -474,7 +474,7 @@ func linkAsReason(st *decide.Status, h *decide.Host, peer string) string {
 		}
 	}
 	for _, r := range h.Reasons {
-		if r.Signal != decide.SignalConnect || r.Subject != peer || strings.HasPrefix(r.Detail, "measured by ") {
+		if r.Signal != status.SignalConnect || r.Subject != peer || strings.HasPrefix(r.Detail, "measured by ") {
 			continue
 		}
 		if link == nil || (link.Seconds == nil) != (r.Value == nil) || link.Seconds != nil && *link.Seconds != *r.Value || link.OK != r.OK {
@@ -488,7 +488,7 @@ func linkAsReason(st *decide.Status, h *decide.Host, peer string) string {
 	return ""
 }
 
-func hostOf(st *decide.Status, name string) *decide.Host {
+func hostOf(st *status.Status, name string) *status.Host {
 	for i := range st.Hosts {
 		if st.Hosts[i].Name == name {
 			return &st.Hosts[i]

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/quantile"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // readings is n readings of v.
@@ -178,11 +178,11 @@ func TestMeasureMachine(t *testing.T) {
 // A missed baseline names each host that held it and why.
 func TestHeldBy(t *testing.T) {
 	v, l := 0.114, 0.05
-	st := &decide.Status{Hosts: []decide.Host{
-		{Name: "voter-1", Role: "voter", Verdict: decide.Fit, Samples: 50},
-		{Name: "voter-2", Role: "voter", Verdict: decide.Unfit, Samples: 50, Reasons: []decide.Reason{
+	st := &status.Status{Hosts: []status.Host{
+		{Name: "voter-1", Role: "voter", Verdict: status.Fit, Samples: 50},
+		{Name: "voter-2", Role: "voter", Verdict: status.Unfit, Samples: 50, Reasons: []status.Reason{
 			{Signal: "connect", Subject: "voter-1", Value: &v, Limit: &l, Unit: "seconds", Rule: "at_most", OK: false}}},
-		{Name: "standby-1", Role: "standby", Verdict: decide.Fit, Samples: 32},
+		{Name: "standby-1", Role: "standby", Verdict: status.Fit, Samples: 32},
 	}}
 	got := heldBy(st, 50)
 	for _, want := range []string{"voter-2 (voter): unfit: connect voter-1", "standby-1 (standby): 32 of 50 samples"} {

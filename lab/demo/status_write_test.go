@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // Two demos writing the status at once (tests on one machine) both succeed,
@@ -22,7 +22,7 @@ func TestWriteStatusConcurrently(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				errs <- writeStatus(path, &decide.Status{})
+				errs <- writeStatus(path, &status.Status{})
 			}
 		}()
 	}

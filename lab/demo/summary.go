@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // WriteSummary tells what the demo showed: the decision in words, the numbers
@@ -36,12 +36,12 @@ func (r *Result) WriteSummary(w io.Writer, opt Options) {
 			if reason.OK {
 				continue
 			}
-			fmt.Fprintf(w, "  %s  [%s]\n", decide.Summary(reason), reason.Basis)
+			fmt.Fprintf(w, "  %s  [%s]\n", status.Summary(reason), reason.Basis)
 			shown++
 		}
 		if shown == 0 {
-			if reason, ok := decide.DecidingReason(h); ok {
-				fmt.Fprintf(w, "  closest to its limit: %s  [%s]\n", decide.Summary(reason), reason.Basis)
+			if reason, ok := status.DecidingReason(h); ok {
+				fmt.Fprintf(w, "  closest to its limit: %s  [%s]\n", status.Summary(reason), reason.Basis)
 			}
 		}
 	}
@@ -51,7 +51,7 @@ func (r *Result) WriteSummary(w io.Writer, opt Options) {
 		if !reason.OK {
 			mark = "NO"
 		}
-		fmt.Fprintf(w, "  %-3s %s\n", mark, decide.Summary(reason))
+		fmt.Fprintf(w, "  %-3s %s\n", mark, status.Summary(reason))
 	}
 	fmt.Fprintf(w, "the whole status document: %s\n", r.StatusPath)
 	fmt.Fprintf(w, "wall time: %s\n", r.Elapsed.Round(1e9))

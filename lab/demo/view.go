@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // view shows the fleet as the demo goes: on a terminal a table redrawn in
@@ -27,7 +27,7 @@ func newView(w io.Writer, live bool, s settings.Settings) *view {
 }
 
 // update shows one period's status.
-func (v *view) update(st *decide.Status) {
+func (v *view) update(st *status.Status) {
 	if v.live {
 		if v.lines > 0 {
 			fmt.Fprintf(v.w, "\x1b[%dA\x1b[J", v.lines) // up over the last table, clear below
@@ -41,7 +41,7 @@ func (v *view) update(st *decide.Status) {
 }
 
 // table prints the whole table once, ending a phase.
-func (v *view) table(st *decide.Status) {
+func (v *view) table(st *status.Status) {
 	if v.live {
 		v.lines = 0 // leave this one on screen
 		return
@@ -51,8 +51,8 @@ func (v *view) table(st *decide.Status) {
 
 // line is one period in a few words: verdict counts, the fullest window and
 // the decision.
-func (v *view) line(st *decide.Status) string {
-	count := map[decide.Verdict]int{}
+func (v *view) line(st *status.Status) string {
+	count := map[status.Verdict]int{}
 	least := -1
 	for _, h := range st.Hosts {
 		count[h.Verdict]++
@@ -61,17 +61,17 @@ func (v *view) line(st *decide.Status) string {
 		}
 	}
 	return fmt.Sprintf("fit %d, unfit %d, unknown %d; samples %d/%d; %s",
-		count[decide.Fit], count[decide.Unfit], count[decide.Unknown], max(least, 0), v.set.Window, decisionLine(st.Decision))
+		count[status.Fit], count[status.Unfit], count[status.Unknown], max(least, 0), v.set.Window, decisionLine(st.Decision))
 }
 
-func (v *view) render(st *decide.Status) string {
+func (v *view) render(st *status.Status) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tROLE\tVERDICT\tSAMPLES\tDECIDING REASON")
 	for _, h := range st.Hosts {
 		why := "-"
-		if r, ok := decide.DecidingReason(h); ok {
-			why = decide.Summary(r)
+		if r, ok := status.DecidingReason(h); ok {
+			why = status.Summary(r)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", h.Name, h.Role, h.Verdict, h.Samples, v.set.Window, why)
 	}
@@ -81,17 +81,17 @@ func (v *view) render(st *decide.Status) string {
 }
 
 // decisionLine is the decision in words.
-func decisionLine(d decide.Decision) string {
-	if d.Action == decide.ActionSwap {
+func decisionLine(d status.Decision) string {
+	if d.Action == status.ActionSwap {
 		return fmt.Sprintf("would swap %s out for %s (dry run: nothing is changed)", d.Out, d.In)
 	}
 	for _, r := range d.Reasons {
 		if !r.OK {
-			return "would not swap: " + decide.Summary(r)
+			return "would not swap: " + status.Summary(r)
 		}
 	}
 	if len(d.Reasons) > 0 {
-		return "would not swap: " + decide.Summary(d.Reasons[0])
+		return "would not swap: " + status.Summary(d.Reasons[0])
 	}
 	return "would not swap"
 }

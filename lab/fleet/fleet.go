@@ -38,8 +38,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/apiserver"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
 	"github.com/fleet-role/fleet-role/lab/netlab"
@@ -415,13 +417,13 @@ func (f *Fleet) registerNodes(ctx context.Context) error {
 		annotations := map[string]string{}
 		var conds []corev1.NodeCondition
 		if voter {
-			labels[decide.EtcdRoleLabel] = "true"
+			labels[k3snode.EtcdRoleLabel] = "true"
 			labels["node-role.kubernetes.io/control-plane"] = "true"
 			labels["node-role.kubernetes.io/master"] = "true"
 			annotations["etcd.k3s.cattle.io/node-name"] = h.Name
-			annotations[decide.NodeAddressAnnotation] = h.Addr.String()
+			annotations[k3snode.NodeAddressAnnotation] = h.Addr.String()
 			now := metav1.Now()
-			conds = append(conds, corev1.NodeCondition{Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue,
+			conds = append(conds, corev1.NodeCondition{Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue,
 				Reason: "MemberNotLearner", Message: "Node is a voting member of the etcd cluster",
 				LastHeartbeatTime: now, LastTransitionTime: now})
 		}
@@ -447,7 +449,7 @@ func (f *Fleet) registerNodes(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fleet: list nodes: %w", err)
 	}
-	nodes := decide.NodesFromKube(got.Items, f.Settings)
+	nodes := kube.NodesFromKube(got.Items, f.Settings)
 	if len(nodes) != len(f.Hosts) {
 		return fmt.Errorf("fleet: %d nodes registered, want %d", len(nodes), len(f.Hosts))
 	}
@@ -652,16 +654,16 @@ func (f *Fleet) StopComponents() error {
 }
 
 // Status reads the published status document as the admin would.
-func (f *Fleet) Status(ctx context.Context) (*decide.Status, error) {
+func (f *Fleet) Status(ctx context.Context) (*status.Status, error) {
 	cm, err := f.Admin.CoreV1().ConfigMaps(f.Settings.Namespace).Get(ctx, f.Settings.StatusConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	raw, ok := cm.Data[decide.StatusKey]
+	raw, ok := cm.Data[status.StatusKey]
 	if !ok {
-		return nil, fmt.Errorf("%s has no %s yet", f.Settings.StatusConfigMap, decide.StatusKey)
+		return nil, fmt.Errorf("%s has no %s yet", f.Settings.StatusConfigMap, status.StatusKey)
 	}
-	return decide.UnmarshalStatus([]byte(raw))
+	return status.UnmarshalStatus([]byte(raw))
 }
 
 // Member is the etcd member of a voter, or nil.

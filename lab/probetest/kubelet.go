@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/fleet-role/fleet-role/internal/decide"
 )
 
 // KubeletImages is how many images a kubelet reports in a Node's status at
@@ -72,7 +71,7 @@ func (n Node) Kubelet(voterSince time.Time) *corev1.Node {
 	}
 	if n.Voter {
 		st.Conditions = append(st.Conditions, corev1.NodeCondition{
-			Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
+			Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
 			Message:           "Node is a voting member of the etcd cluster",
 			LastHeartbeatTime: since, LastTransitionTime: metav1.NewTime(voterSince),
 		})

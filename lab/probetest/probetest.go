@@ -38,8 +38,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
@@ -265,10 +265,10 @@ func (n Node) Object() *corev1.Node {
 		Annotations: map[string]string{},
 	}}
 	if n.Voter {
-		k.Labels[decide.EtcdRoleLabel] = "true"
+		k.Labels[k3snode.EtcdRoleLabel] = "true"
 		k.Labels["node-role.kubernetes.io/control-plane"] = "true"
 		k.Annotations["etcd.k3s.cattle.io/node-name"] = n.Name + "-1a2b3c4d"
-		k.Annotations[decide.NodeAddressAnnotation] = n.Address
+		k.Annotations[k3snode.NodeAddressAnnotation] = n.Address
 	}
 	if n.PeerAddress != "" {
 		k.Annotations[probe.PeerAddressAnnotation] = n.PeerAddress

@@ -15,13 +15,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // HostOf is the host named name in st, or nil.
-func HostOf(st *decide.Status, name string) *decide.Host {
+func HostOf(st *status.Status, name string) *status.Host {
 	for i := range st.Hosts {
 		if st.Hosts[i].Name == name {
 			return &st.Hosts[i]
@@ -31,7 +31,7 @@ func HostOf(st *decide.Status, name string) *decide.Host {
 }
 
 // ReasonOf is h's reason of signal about subject, or nil.
-func ReasonOf(h *decide.Host, signal, subject string) *decide.Reason {
+func ReasonOf(h *status.Host, signal, subject string) *status.Reason {
 	for i := range h.Reasons {
 		if r := &h.Reasons[i]; r.Signal == signal && r.Subject == subject {
 			return r
@@ -41,7 +41,7 @@ func ReasonOf(h *decide.Host, signal, subject string) *decide.Reason {
 }
 
 // DecisionReason is the decision's reason of signal about subject, or nil.
-func DecisionReason(st *decide.Status, signal, subject string) *decide.Reason {
+func DecisionReason(st *status.Status, signal, subject string) *status.Reason {
 	for i := range st.Decision.Reasons {
 		if r := &st.Decision.Reasons[i]; r.Signal == signal && r.Subject == subject {
 			return r
@@ -55,13 +55,13 @@ func DecisionReason(st *decide.Status, signal, subject string) *decide.Reason {
 // "...: held until every voter has written again (for STANDBY)"). ok is
 // false when it names none; in is empty when the held swap's detail names
 // no standby.
-func NamedSwap(st *decide.Status) (out, in string, published, ok bool) {
+func NamedSwap(st *status.Status) (out, in string, published, ok bool) {
 	d := st.Decision
-	if d.Action == decide.ActionSwap {
+	if d.Action == status.ActionSwap {
 		return d.Out, d.In, true, true
 	}
 	for _, r := range d.Reasons {
-		if r.Signal == decide.StepSteady && r.Subject != "" {
+		if r.Signal == status.StepSteady && r.Subject != "" {
 			if _, rest, found := strings.Cut(r.Detail, "(for "); found {
 				in, _, _ = strings.Cut(rest, ")")
 			}
@@ -73,25 +73,25 @@ func NamedSwap(st *decide.Status) (out, in string, published, ok bool) {
 
 // Brief is a status in one line: every host's verdict, and the decision,
 // with what holds a host or the decision back.
-func Brief(st *decide.Status) string {
+func Brief(st *status.Status) string {
 	var parts []string
 	for _, h := range st.Hosts {
 		p := h.Name + " " + string(h.Verdict)
-		if h.Verdict != decide.Fit {
-			if r, ok := decide.DecidingReason(h); ok {
-				p += " (" + decide.Summary(r) + ")"
+		if h.Verdict != status.Fit {
+			if r, ok := status.DecidingReason(h); ok {
+				p += " (" + status.Summary(r) + ")"
 			}
 		}
 		parts = append(parts, p)
 	}
 	d := st.Decision
 	what := "decision " + d.Action
-	if d.Action == decide.ActionSwap {
+	if d.Action == status.ActionSwap {
 		what += " " + d.Out + " -> " + d.In
 	} else {
 		for _, r := range d.Reasons {
 			if !r.OK {
-				what += ": " + decide.Summary(r)
+				what += ": " + status.Summary(r)
 				break
 			}
 		}
@@ -103,13 +103,13 @@ func Brief(st *decide.Status) string {
 // window not yet full, or its verdict other than fit with its deciding
 // reason.
 type Held struct {
-	Host decide.Host
+	Host status.Host
 	Why  []string
 }
 
 // HeldHosts are the hosts of st, but those named in skip, that are not fit
 // with a full window of window samples, in the status's order.
-func HeldHosts(st *decide.Status, window int, skip ...string) []Held {
+func HeldHosts(st *status.Status, window int, skip ...string) []Held {
 	var out []Held
 	for _, h := range st.Hosts {
 		if slices.Contains(skip, h.Name) {
@@ -119,10 +119,10 @@ func HeldHosts(st *decide.Status, window int, skip ...string) []Held {
 		if h.Samples < window {
 			why = append(why, fmt.Sprintf("%d of %d samples", h.Samples, window))
 		}
-		if h.Verdict != decide.Fit {
+		if h.Verdict != status.Fit {
 			w := string(h.Verdict)
-			if r, ok := decide.DecidingReason(h); ok {
-				w += ": " + decide.Summary(r)
+			if r, ok := status.DecidingReason(h); ok {
+				w += ": " + status.Summary(r)
 			}
 			why = append(why, w)
 		}
@@ -137,7 +137,7 @@ func HeldHosts(st *decide.Status, window int, skip ...string) []Held {
 // fit with a full window of window samples, and the decision is none: the
 // baseline every harness waits for before a fault, and again after it. Its
 // error names every host that holds it and why.
-func EveryFit(st *decide.Status, window int, skip ...string) error {
+func EveryFit(st *status.Status, window int, skip ...string) error {
 	if len(st.Hosts) == 0 {
 		return errors.New("no host in the status")
 	}
@@ -148,7 +148,7 @@ func EveryFit(st *decide.Status, window int, skip ...string) error {
 		}
 		return errors.New(strings.Join(parts, "; "))
 	}
-	if st.Decision.Action != decide.ActionNone {
+	if st.Decision.Action != status.ActionNone {
 		return fmt.Errorf("every host is fit, but the decision is %s %s -> %s, want none", st.Decision.Action, st.Decision.Out, st.Decision.In)
 	}
 	return nil
@@ -156,7 +156,7 @@ func EveryFit(st *decide.Status, window int, skip ...string) error {
 
 // AllFit holds every one of hosts present with a full window and fit, no
 // other host, and the decision none because every voter is fit.
-func AllFit(st *decide.Status, hosts []string, s settings.Settings) error {
+func AllFit(st *status.Status, hosts []string, s settings.Settings) error {
 	for _, name := range hosts {
 		if HostOf(st, name) == nil {
 			return fmt.Errorf("%s is not in the status", name)
@@ -168,7 +168,7 @@ func AllFit(st *decide.Status, hosts []string, s settings.Settings) error {
 	if err := EveryFit(st, s.Window); err != nil {
 		return err
 	}
-	r := DecisionReason(st, decide.StepReplace, "")
+	r := DecisionReason(st, status.StepReplace, "")
 	if r == nil || r.OK || r.Detail != "every voter is fit: nothing to replace" {
 		return errors.New("the decision does not say that nothing is unfit")
 	}

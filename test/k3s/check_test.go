@@ -21,11 +21,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/auditlog"
 	"github.com/fleet-role/fleet-role/lab/k3sfleet"
@@ -125,16 +126,16 @@ func (snap snapshot) memberOf(addr string) *member {
 }
 
 // checkNodes holds what k3s put on each Node against what fleet-role reads
-// (decide.NodesFromKube): on a server, k3s's etcd role label, its two etcd
+// (kube.NodesFromKube): on a server, k3s's etcd role label, its two etcd
 // annotations naming the member and its peer address, and its EtcdIsVoter
 // condition True/MemberNotLearner, whose transition time fleet-role takes
 // as the voter's since; on the agent none of them; on every host the two
 // labels of its fleet-role drop-in, set by k3s from its configuration.
 func (s *scenario) checkNodes(t *testing.T, ctx context.Context, snap snapshot) {
 	t.Helper()
-	if decide.EtcdRoleLabel != k3sEtcdRoleLabel || decide.NodeAddressAnnotation != k3sAddrAnnotation || decide.EtcdIsVoterCondition != k3sfleet.EtcdIsVoter {
+	if k3snode.EtcdRoleLabel != k3sEtcdRoleLabel || k3snode.NodeAddressAnnotation != k3sAddrAnnotation || k3snode.EtcdIsVoterCondition != k3sfleet.EtcdIsVoter {
 		t.Errorf("fleet-role reads %s, %s and %s; k3s writes %s, %s and %s",
-			decide.EtcdRoleLabel, decide.NodeAddressAnnotation, decide.EtcdIsVoterCondition, k3sEtcdRoleLabel, k3sAddrAnnotation, k3sfleet.EtcdIsVoter)
+			k3snode.EtcdRoleLabel, k3snode.NodeAddressAnnotation, k3snode.EtcdIsVoterCondition, k3sEtcdRoleLabel, k3sAddrAnnotation, k3sfleet.EtcdIsVoter)
 	}
 	if len(snap.members) != len(servers) {
 		t.Errorf("etcd has %d members, want %d: %+v", len(snap.members), len(servers), snap.members)
@@ -145,8 +146,8 @@ func (s *scenario) checkNodes(t *testing.T, ctx context.Context, snap snapshot) 
 	}
 	// The shipped label keys: the drop-ins were rendered with them.
 	st := settings.Defaults()
-	read := map[string]decide.Node{}
-	for _, n := range decide.NodesFromKube(l.Items, st) {
+	read := map[string]k3snode.Node{}
+	for _, n := range kube.NodesFromKube(l.Items, st) {
 		read[n.Name] = n
 	}
 	for _, k := range l.Items {
@@ -358,7 +359,7 @@ func (s *scenario) tokenConfig(token string) *rest.Config {
 // reason, and the voter set dated by k3s's EtcdIsVoter transitions (the
 // controller's first decision had no earlier status: the cooldown runs
 // from the latest transition, not from the controller's start).
-func (s *scenario) checkBaseline(t *testing.T, ctx context.Context, st *decide.Status, snap snapshot) {
+func (s *scenario) checkBaseline(t *testing.T, ctx context.Context, st *status.Status, snap snapshot) {
 	t.Helper()
 	logStatus(t, st)
 	if !st.DryRun {
@@ -366,17 +367,17 @@ func (s *scenario) checkBaseline(t *testing.T, ctx context.Context, st *decide.S
 	}
 	for _, name := range hosts {
 		h := statuscheck.HostOf(st, name)
-		role := decide.RoleVoter
+		role := status.RoleVoter
 		if name == standby {
-			role = decide.RoleStandby
+			role = status.RoleStandby
 		}
 		if h.Role != role || !h.Eligible || h.Pinned != (name == pinnedHost) {
 			t.Errorf("%s: role %s eligible %v pinned %v, want %s, eligible, pinned %v", name, h.Role, h.Eligible, h.Pinned, role, name == pinnedHost)
 		}
 	}
-	var fs *decide.Reason
+	var fs *status.Reason
 	for i, r := range statuscheck.HostOf(st, standby).Reasons {
-		if r.Signal == decide.SignalFdatasync {
+		if r.Signal == status.SignalFdatasync {
 			fs = &statuscheck.HostOf(st, standby).Reasons[i]
 		}
 	}
@@ -407,9 +408,9 @@ func (s *scenario) checkBaseline(t *testing.T, ctx context.Context, st *decide.S
 		t.Errorf("the voter set dates from %s; k3s's latest EtcdIsVoter transition to True is %s (the controller pod was created at %s)",
 			got.Format(time.RFC3339Nano), latest.Format(time.RFC3339), started.Format(time.RFC3339))
 	} else {
-		r := statuscheck.DecisionReason(st, decide.GateCooldown, "")
+		r := statuscheck.DecisionReason(st, status.GateCooldown, "")
 		t.Logf("the voter set dates from k3s's latest EtcdIsVoter transition, %s, %.0f s before the controller pod was created; %s",
-			latest.Format(time.RFC3339), started.Sub(latest).Seconds(), decide.Summary(*r))
+			latest.Format(time.RFC3339), started.Sub(latest).Seconds(), status.Summary(*r))
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/auditlog"
 	"github.com/fleet-role/fleet-role/lab/k3sfleet"
 	"github.com/fleet-role/fleet-role/lab/statuscheck"
@@ -87,7 +87,7 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 		}
 		// The new leader's first status: until it writes, the status is
 		// still the deleted leader's, and holds its date.
-		first := s.waitFor(t, "the new leader's first status", baselineTimeout, func(st *decide.Status) error {
+		first := s.waitFor(t, "the new leader's first status", baselineTimeout, func(st *status.Status) error {
 			if st.Writer == nil || last.Writer != nil && st.Writer.Identity == last.Writer.Identity {
 				return fmt.Errorf("the status is still the deleted leader's")
 			}
@@ -108,7 +108,7 @@ func (s *scenario) chooseTarget(t *testing.T, ctx context.Context) string {
 // moves later by that status's age when read, which lengthens the
 // cooldown and never shortens it. So the date may move later, by at most
 // the time from last's generation to st's, and never earlier.
-func (s *scenario) redate(t *testing.T, last, st *decide.Status) {
+func (s *scenario) redate(t *testing.T, last, st *status.Status) {
 	t.Helper()
 	got := st.Memory.VotersChangedAt.UTC()
 	moved, most := got.Sub(s.votersChangedAt), st.GeneratedAt.Sub(last.GeneratedAt)
@@ -201,15 +201,15 @@ func (s *scenario) slowVoter(t *testing.T, target string) {
 	period := s.settings.SamplePeriod
 	need, bound := statuscheck.DetectBound(s.settings)
 	delayed := time.Now()
-	stop := s.watchDecisions(t, delayed, func(st *decide.Status) {
+	stop := s.watchDecisions(t, delayed, func(st *status.Status) {
 		s.fig.slowDecisions++
 		for _, h := range st.Hosts {
 			if h.Name == target {
 				continue
 			}
-			if r := statuscheck.ReasonOf(&h, decide.SignalFreshness, ""); r != nil && !r.OK {
+			if r := statuscheck.ReasonOf(&h, status.SignalFreshness, ""); r != nil && !r.OK {
 				t.Errorf("%s: %s, a healthy host, reported as not reporting while %s is delayed: %s",
-					st.GeneratedAt.Format("15:04:05.000"), h.Name, target, decide.Summary(*r))
+					st.GeneratedAt.Format("15:04:05.000"), h.Name, target, status.Summary(*r))
 			}
 		}
 	})
@@ -221,8 +221,8 @@ func (s *scenario) slowVoter(t *testing.T, target string) {
 			t.Error(err)
 		}
 	})
-	st := s.waitFor(t, "the slow voter unfit and its swap named", slowTimeout, func(st *decide.Status) error {
-		if h := statuscheck.HostOf(st, target); h == nil || h.Verdict != decide.Unfit {
+	st := s.waitFor(t, "the slow voter unfit and its swap named", slowTimeout, func(st *status.Status) error {
+		if h := statuscheck.HostOf(st, target); h == nil || h.Verdict != status.Unfit {
 			return fmt.Errorf("%s is not unfit yet", target)
 		}
 		if out, in, _, ok := statuscheck.NamedSwap(st); !ok || out != target || in != standby {
@@ -233,8 +233,8 @@ func (s *scenario) slowVoter(t *testing.T, target string) {
 	s.fig.swapAfter = st.GeneratedAt.Sub(delayed)
 	s.fig.swapPeriods = statuscheck.Periods(s.fig.swapAfter, period)
 	if _, _, published, _ := statuscheck.NamedSwap(st); !published {
-		st = s.waitFor(t, "the swap published", slowTimeout, func(st *decide.Status) error {
-			if d := st.Decision; d.Action != decide.ActionSwap || d.Out != target || d.In != standby {
+		st = s.waitFor(t, "the swap published", slowTimeout, func(st *status.Status) error {
+			if d := st.Decision; d.Action != status.ActionSwap || d.Out != target || d.In != standby {
 				return fmt.Errorf("decision %s %s -> %s, want swap %s -> %s", d.Action, d.Out, d.In, target, standby)
 			}
 			return nil
@@ -258,7 +258,7 @@ func (s *scenario) slowVoter(t *testing.T, target string) {
 	}
 	restored := time.Now()
 	stop()
-	st = s.waitFor(t, "every host fit again after the delay is removed", recoverTimeout, func(st *decide.Status) error {
+	st = s.waitFor(t, "every host fit again after the delay is removed", recoverTimeout, func(st *status.Status) error {
 		return statuscheck.AllFit(st, hosts, s.settings)
 	})
 	s.fig.slowRestore = st.GeneratedAt.Sub(restored)
@@ -268,7 +268,7 @@ func (s *scenario) slowVoter(t *testing.T, target string) {
 // to the other servers each over the connect limit in its reasons (its own
 // measurement or the other end's, mirrored), the decision replacing it for
 // them, and the standby a fit candidate.
-func (s *scenario) checkSwap(t *testing.T, st *decide.Status, target string) {
+func (s *scenario) checkSwap(t *testing.T, st *status.Status, target string) {
 	t.Helper()
 	logStatus(t, st)
 	h := statuscheck.HostOf(st, target)
@@ -279,9 +279,9 @@ func (s *scenario) checkSwap(t *testing.T, st *decide.Status, target string) {
 			continue
 		}
 		others = append(others, other)
-		var slow *decide.Reason
+		var slow *status.Reason
 		for i := range h.Reasons {
-			if r := &h.Reasons[i]; r.Signal == decide.SignalConnect && r.Subject == other && !r.OK {
+			if r := &h.Reasons[i]; r.Signal == status.SignalConnect && r.Subject == other && !r.OK {
 				slow = r
 			}
 		}
@@ -292,15 +292,15 @@ func (s *scenario) checkSwap(t *testing.T, st *decide.Status, target string) {
 		if slow.Value != nil && *slow.Value <= limit.Value {
 			t.Errorf("%s's slow link to %s reads %v, not over %v", target, other, *slow.Value, limit.Value)
 		}
-		t.Logf("%s: %s (%s)", target, decide.Summary(*slow), slow.Detail)
+		t.Logf("%s: %s (%s)", target, status.Summary(*slow), slow.Detail)
 	}
-	r := statuscheck.DecisionReason(st, decide.StepReplace, target)
+	r := statuscheck.DecisionReason(st, status.StepReplace, target)
 	if r == nil || !r.OK || r.Value == nil || *r.Value < 2 || !strings.Contains(r.Detail, others[0]) || !strings.Contains(r.Detail, others[1]) {
 		t.Errorf("the decision does not replace %s for its slow links to %s: %+v", target, strings.Join(others, " and "), r)
 	} else {
 		t.Logf("decision: %s", r.Detail)
 	}
-	if c := statuscheck.DecisionReason(st, decide.StepCandidate, standby); c == nil || !c.OK {
+	if c := statuscheck.DecisionReason(st, status.StepCandidate, standby); c == nil || !c.OK {
 		t.Errorf("%s is not a fit candidate: %+v", standby, c)
 	}
 }
@@ -330,27 +330,27 @@ func (s *scenario) pausedVoter(t *testing.T, ctx context.Context, target string)
 	})
 	t.Logf("froze %s's %d processes", target, len(h.Processes()))
 	s.probeFrozen(t, ctx, target)
-	st := s.waitFor(t, "the paused voter's probe reported stale and the controller would not act", pauseTimeout, func(st *decide.Status) error {
+	st := s.waitFor(t, "the paused voter's probe reported stale and the controller would not act", pauseTimeout, func(st *status.Status) error {
 		x := statuscheck.HostOf(st, target)
-		if x == nil || x.Verdict != decide.Unknown {
+		if x == nil || x.Verdict != status.Unknown {
 			return fmt.Errorf("%s is not unknown yet", target)
 		}
-		if r := statuscheck.ReasonOf(x, decide.SignalFreshness, ""); r == nil || r.OK || !strings.Contains(r.Detail, "stopped reporting") {
+		if r := statuscheck.ReasonOf(x, status.SignalFreshness, ""); r == nil || r.OK || !strings.Contains(r.Detail, "stopped reporting") {
 			return fmt.Errorf("%s's entry is not reported stale", target)
 		}
-		if st.Decision.Action != decide.ActionNone {
+		if st.Decision.Action != status.ActionNone {
 			return fmt.Errorf("decision %s, want none", st.Decision.Action)
 		}
-		if r := statuscheck.DecisionReason(st, decide.GateReported, target); r == nil || r.OK {
-			return fmt.Errorf("no %s reason naming %s", decide.GateReported, target)
+		if r := statuscheck.DecisionReason(st, status.GateReported, target); r == nil || r.OK {
+			return fmt.Errorf("no %s reason naming %s", status.GateReported, target)
 		}
 		return nil
 	})
 	s.fig.staleAfter = st.GeneratedAt.Sub(paused)
 	s.fig.stalePeriods = statuscheck.Periods(s.fig.staleAfter, period)
-	s.fig.staleReason = decide.Summary(*statuscheck.DecisionReason(st, decide.GateReported, target))
+	s.fig.staleReason = status.Summary(*statuscheck.DecisionReason(st, status.GateReported, target))
 	for _, x := range st.Hosts {
-		if r := statuscheck.ReasonOf(&x, decide.SignalFreshness, ""); x.Name != target && r != nil && !r.OK {
+		if r := statuscheck.ReasonOf(&x, status.SignalFreshness, ""); x.Name != target && r != nil && !r.OK {
 			s.fig.alsoStale = append(s.fig.alsoStale, x.Name)
 		}
 	}
@@ -367,14 +367,14 @@ func (s *scenario) pausedVoter(t *testing.T, ctx context.Context, target string)
 	// cannot reach, but on this release it asks its own member instead
 	// (docs/k3s.md), and the scenario records what k3s did. Every decision
 	// meanwhile must still say it would not act.
-	stopWatch := s.watchDecisions(t, st.GeneratedAt, func(st *decide.Status) {
-		if st.Decision.Action != decide.ActionNone {
+	stopWatch := s.watchDecisions(t, st.GeneratedAt, func(st *status.Status) {
+		if st.Decision.Action != status.ActionNone {
 			t.Errorf("%s: decision %s %s -> %s while %s is paused", st.GeneratedAt.Format("15:04:05.000"), st.Decision.Action, st.Decision.Out, st.Decision.In, target)
-		} else if r := statuscheck.DecisionReason(st, decide.GateReported, target); r == nil || r.OK {
-			t.Errorf("%s: no %s reason naming %s while it is paused", st.GeneratedAt.Format("15:04:05.000"), decide.GateReported, target)
+		} else if r := statuscheck.DecisionReason(st, status.GateReported, target); r == nil || r.OK {
+			t.Errorf("%s: no %s reason naming %s while it is paused", st.GeneratedAt.Format("15:04:05.000"), status.GateReported, target)
 		}
 	})
-	s.waitFor(t, fmt.Sprintf("k3s to see %s paused (%s no longer True), or %v", target, k3sfleet.EtcdIsVoter, pauseHold), pauseHold+time.Minute, func(*decide.Status) error {
+	s.waitFor(t, fmt.Sprintf("k3s to see %s paused (%s no longer True), or %v", target, k3sfleet.EtcdIsVoter, pauseHold), pauseHold+time.Minute, func(*status.Status) error {
 		if time.Since(paused) > pauseHold {
 			return nil
 		}
@@ -396,7 +396,7 @@ func (s *scenario) pausedVoter(t *testing.T, ctx context.Context, target string)
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	st = s.waitFor(t, "every host fit again after the thaw", recoverTimeout, func(st *decide.Status) error {
+	st = s.waitFor(t, "every host fit again after the thaw", recoverTimeout, func(st *status.Status) error {
 		return statuscheck.AllFit(st, hosts, s.settings)
 	})
 	s.fig.resumeAfter = st.GeneratedAt.Sub(resumed)
@@ -526,12 +526,12 @@ func (s *scenario) relabel(t *testing.T, ctx context.Context) {
 	}
 	s.fig.relabelled = time.Since(restarted)
 	t.Logf("%s: k3s set %s=false %.1f s after it was restarted (field manager %q)", standby, label, s.fig.relabelled.Seconds(), manager)
-	st := s.waitFor(t, "the controller to read the standby ineligible", slowTimeout, func(st *decide.Status) error {
+	st := s.waitFor(t, "the controller to read the standby ineligible", slowTimeout, func(st *status.Status) error {
 		x := statuscheck.HostOf(st, standby)
-		if x != nil && (x.Eligible || x.Role != decide.RoleOther) {
+		if x != nil && (x.Eligible || x.Role != status.RoleOther) {
 			return fmt.Errorf("%s reads role %s, eligible %v", standby, x.Role, x.Eligible)
 		}
-		if c := statuscheck.DecisionReason(st, decide.StepCandidate, standby); c != nil && c.OK {
+		if c := statuscheck.DecisionReason(st, status.StepCandidate, standby); c != nil && c.OK {
 			return fmt.Errorf("%s is still a fit candidate", standby)
 		}
 		return nil

@@ -18,8 +18,8 @@ import (
 
 	"github.com/fleet-role/fleet-role/bench"
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/cluster"
 	"github.com/fleet-role/fleet-role/lab/image"
 	"github.com/fleet-role/fleet-role/lab/k3sfleet"
@@ -120,7 +120,7 @@ type scenario struct {
 	// votersChangedAt is when the baseline's status dates the voter set.
 	votersChangedAt time.Time
 	// observe, when set, sees every status waitFor reads.
-	observe func(*decide.Status)
+	observe func(*status.Status)
 }
 
 func TestK3s(t *testing.T) {
@@ -421,25 +421,25 @@ func (s *scenario) podStates(t *testing.T, ctx context.Context) {
 }
 
 // status reads the status document as the admin would.
-func (s *scenario) status(ctx context.Context) (*decide.Status, error) {
+func (s *scenario) status(ctx context.Context) (*status.Status, error) {
 	cm, err := s.fleet.Admin.CoreV1().ConfigMaps(namespace).Get(ctx, s.settings.StatusConfigMap, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	raw, ok := cm.Data[decide.StatusKey]
+	raw, ok := cm.Data[status.StatusKey]
 	if !ok {
-		return nil, fmt.Errorf("%s has no %s yet", s.settings.StatusConfigMap, decide.StatusKey)
+		return nil, fmt.Errorf("%s has no %s yet", s.settings.StatusConfigMap, status.StatusKey)
 	}
-	return decide.UnmarshalStatus([]byte(raw))
+	return status.UnmarshalStatus([]byte(raw))
 }
 
 // waitFor polls the published status until cond accepts it, failing after
 // timeout with what it waited for, why the last status did not do, and
 // that status. Every process of the fleet must stay up.
-func (s *scenario) waitFor(t *testing.T, what string, timeout time.Duration, cond func(*decide.Status) error) *decide.Status {
+func (s *scenario) waitFor(t *testing.T, what string, timeout time.Duration, cond func(*status.Status) error) *status.Status {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var last *decide.Status
+	var last *status.Status
 	var why error
 	for {
 		if ex := s.fleet.Exited(); len(ex) > 0 {
@@ -479,10 +479,10 @@ func (s *scenario) waitFor(t *testing.T, what string, timeout time.Duration, con
 
 // watchDecisions has fn see, once each, the decisions generated from since
 // on that waitFor reads, until stop is called or the test ends.
-func (s *scenario) watchDecisions(t *testing.T, since time.Time, fn func(*decide.Status)) (stop func()) {
+func (s *scenario) watchDecisions(t *testing.T, since time.Time, fn func(*status.Status)) (stop func()) {
 	t.Helper()
 	seen := map[time.Time]bool{}
-	s.observe = func(st *decide.Status) {
+	s.observe = func(st *status.Status) {
 		if st.GeneratedAt.Before(since) || seen[st.GeneratedAt] {
 			return
 		}
@@ -496,20 +496,20 @@ func (s *scenario) watchDecisions(t *testing.T, since time.Time, fn func(*decide
 
 // waitForBaseline waits for every host fit with a full window and the
 // cooldown passed, so that a fault's swap is not held back by it.
-func (s *scenario) waitForBaseline(t *testing.T) *decide.Status {
+func (s *scenario) waitForBaseline(t *testing.T) *status.Status {
 	t.Helper()
-	return s.waitFor(t, "every host fit with a full window and nothing to replace", baselineTimeout, func(st *decide.Status) error {
+	return s.waitFor(t, "every host fit with a full window and nothing to replace", baselineTimeout, func(st *status.Status) error {
 		if err := statuscheck.AllFit(st, hosts, s.settings); err != nil {
 			return err
 		}
-		if r := statuscheck.DecisionReason(st, decide.GateCooldown, ""); r == nil || !r.OK {
+		if r := statuscheck.DecisionReason(st, status.GateCooldown, ""); r == nil || !r.OK {
 			return fmt.Errorf("the cooldown has not passed yet")
 		}
 		return nil
 	})
 }
 
-func logStatus(t *testing.T, st *decide.Status) {
+func logStatus(t *testing.T, st *status.Status) {
 	t.Helper()
 	var b strings.Builder
 	_ = st.WriteTable(&b)

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/auditlog"
 )
 
@@ -183,7 +183,7 @@ func (m *mesh) checkAdmission(t *testing.T) {
 	if err != nil {
 		fatal(t, err)
 	}
-	ns, rns, status := m.settings.Namespace, m.settings.RecordsNamespace(), m.settings.StatusConfigMap
+	ns, rns, statusCM := m.settings.Namespace, m.settings.RecordsNamespace(), m.settings.StatusConfigMap
 	cms, own := cs.CoreV1().ConfigMaps(rns), cs.CoreV1().ConfigMaps(ns)
 	dry := []string{metav1.DryRunAll}
 	recordOf := func(name string) *corev1.ConfigMap {
@@ -193,7 +193,7 @@ func (m *mesh) checkAdmission(t *testing.T) {
 		}
 		return record.Object(rns, record.Owner{Name: n.Name, UID: n.UID}, "mesh admission check")
 	}
-	statusPatch := fmt.Sprintf(`{"data":{%q:"{}"}}`, decide.StatusKey)
+	statusPatch := fmt.Sprintf(`{"data":{%q:"{}"}}`, status.StatusKey)
 	attempts := []struct {
 		what    string
 		allowed bool
@@ -207,12 +207,12 @@ func (m *mesh) checkAdmission(t *testing.T) {
 			_, err := cms.Create(ctx, recordOf(other), metav1.CreateOptions{DryRun: dry})
 			return err
 		}},
-		{"patch " + status, false, func() error {
-			_, err := own.Patch(ctx, status, types.MergePatchType, []byte(statusPatch), metav1.PatchOptions{DryRun: dry})
+		{"patch " + statusCM, false, func() error {
+			_, err := own.Patch(ctx, statusCM, types.MergePatchType, []byte(statusPatch), metav1.PatchOptions{DryRun: dry})
 			return err
 		}},
-		{"delete " + status, false, func() error {
-			return own.Delete(ctx, status, metav1.DeleteOptions{DryRun: dry})
+		{"delete " + statusCM, false, func() error {
+			return own.Delete(ctx, statusCM, metav1.DeleteOptions{DryRun: dry})
 		}},
 	}
 	for _, a := range attempts {

@@ -21,11 +21,13 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/link"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/cluster"
 	"github.com/fleet-role/fleet-role/lab/image"
 	"github.com/fleet-role/fleet-role/lab/probetest"
@@ -207,7 +209,7 @@ func (s *scenario) labelAsK3s(t *testing.T, ctx context.Context) {
 		"labels": serverLabelValues(),
 		"annotations": map[string]string{
 			"etcd.k3s.cattle.io/node-name": s.c.Etcd.Members[0].Name,
-			decide.NodeAddressAnnotation:   cluster.NodeIP.String(),
+			k3snode.NodeAddressAnnotation:  cluster.NodeIP.String(),
 		},
 	}}
 	b, _ := json.Marshal(patch)
@@ -216,7 +218,7 @@ func (s *scenario) labelAsK3s(t *testing.T, ctx context.Context) {
 	}
 	now := metav1.Now()
 	cond := map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
-		Type: decide.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
+		Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
 		Message: "Node is a voting member of the etcd cluster", LastHeartbeatTime: now, LastTransitionTime: now,
 	}}}}
 	b, _ = json.Marshal(cond)
@@ -227,7 +229,7 @@ func (s *scenario) labelAsK3s(t *testing.T, ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := decide.NodesFromKube([]corev1.Node{*n}, settings.Defaults())
+	got := kube.NodesFromKube([]corev1.Node{*n}, settings.Defaults())
 	if len(got) != 1 || !got[0].Voter || !got[0].Eligible || !got[0].Pinned || got[0].PeerAddress != cluster.NodeIP.String() {
 		t.Fatalf("node %s reads %+v: want a voter, eligible and pinned, at %s", node, got, cluster.NodeIP)
 	}
@@ -244,7 +246,7 @@ func (s *scenario) kubectl(t *testing.T, ctx context.Context, args ...string) st
 
 // serverLabels are the labels k3s itself gives a server's Node, which its
 // kubelet may not set (NodeRestriction): labelAsK3s sets them.
-var serverLabels = []string{decide.EtcdRoleLabel, "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+var serverLabels = []string{k3snode.EtcdRoleLabel, "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
 
 func serverLabelValues() map[string]string {
 	m := map[string]string{}
@@ -464,24 +466,24 @@ func (s *scenario) checkRecord(t *testing.T, ctx context.Context) {
 func (s *scenario) checkStatus(t *testing.T, ctx context.Context) {
 	window := s.settings.Window
 	bound := time.Duration(window+5) * s.settings.SamplePeriod * 2 // a window, with room for a loaded machine
-	var st *decide.Status
-	var h decide.Host
+	var st *status.Status
+	var h status.Host
 	err := poll(ctx, bound, func() error {
 		cm, err := s.c.Admin.CoreV1().ConfigMaps(namespace).Get(ctx, "fleet-role-status", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		raw := cm.Data[decide.StatusKey]
+		raw := cm.Data[status.StatusKey]
 		if raw == "" {
 			return fmt.Errorf("no status published yet")
 		}
-		if st, err = decide.UnmarshalStatus([]byte(raw)); err != nil {
+		if st, err = status.UnmarshalStatus([]byte(raw)); err != nil {
 			return err
 		}
 		for _, x := range st.Hosts {
 			if x.Name == node {
 				h = x
-				if x.Samples >= window && x.Verdict != decide.Unknown {
+				if x.Samples >= window && x.Verdict != status.Unknown {
 					return nil
 				}
 				return fmt.Errorf("host %s: %s with %d/%d samples", node, x.Verdict, x.Samples, window)

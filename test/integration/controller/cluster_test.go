@@ -24,12 +24,12 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/testenv"
@@ -70,16 +70,16 @@ func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node st
 }
 
 // status reads and decodes status.json as a reader would.
-func status(t *testing.T, c *probetest.Cluster) (*decide.Status, error) {
+func statusOf(t *testing.T, c *probetest.Cluster) (*status.Status, error) {
 	t.Helper()
-	raw, ok := c.Data(t, "fleet-role-status")[decide.StatusKey]
+	raw, ok := c.Data(t, "fleet-role-status")[status.StatusKey]
 	if !ok {
 		return nil, errors.New("no status.json yet")
 	}
-	return decide.UnmarshalStatus([]byte(raw))
+	return status.UnmarshalStatus([]byte(raw))
 }
 
-func hostOf(st *decide.Status, name string) *decide.Host {
+func hostOf(st *status.Status, name string) *status.Host {
 	for i := range st.Hosts {
 		if st.Hosts[i].Name == name {
 			return &st.Hosts[i]
@@ -88,8 +88,8 @@ func hostOf(st *decide.Status, name string) *decide.Host {
 	return nil
 }
 
-func verdicts(st *decide.Status) map[string]decide.Verdict {
-	out := map[string]decide.Verdict{}
+func verdicts(st *status.Status) map[string]status.Verdict {
+	out := map[string]status.Verdict{}
 	for _, h := range st.Hosts {
 		out[h.Name] = h.Verdict
 	}
@@ -154,26 +154,26 @@ func TestStatusOnAPIServer(t *testing.T) {
 	began := time.Now()
 	cl0 := probetest.Go(t, "controller", ctrl.Run)
 
-	var st *decide.Status
+	var st *status.Status
 	probetest.Eventually(t, 2*time.Minute, func() error {
 		var err error
-		if st, err = status(t, c); err != nil {
+		if st, err = statusOf(t, c); err != nil {
 			return err
 		}
-		if st.Decision.Action != decide.ActionSwap {
+		if st.Decision.Action != status.ActionSwap {
 			return fmt.Errorf("decision %s: %s", st.Decision.Action, firstFailed(st.Decision.Reasons))
 		}
 		return nil
 	})
 	t.Logf("the controller decided a swap %.1f s after it started (cooldown %v)", time.Since(began).Seconds(), s.Cooldown().Duration())
-	if !st.DryRun || st.Schema != decide.Schema || st.GeneratedAt.IsZero() {
+	if !st.DryRun || st.Schema != status.Schema || st.GeneratedAt.IsZero() {
 		t.Errorf("status dry_run %v schema %q generated_at %v", st.DryRun, st.Schema, st.GeneratedAt)
 	}
 	if st.Decision.Out != "server-3" || st.Decision.In != "agent-1" {
 		t.Errorf("swap out %s in %s, want out server-3 (its WAL fsyncs are over 10 ms) in agent-1 (agent-2's disk is slow)", st.Decision.Out, st.Decision.In)
 	}
-	want := map[string]decide.Verdict{"server-1": decide.Fit, "server-2": decide.Fit, "server-3": decide.Unfit,
-		"agent-1": decide.Fit, "agent-2": decide.Unfit, "agent-3": decide.Unknown}
+	want := map[string]status.Verdict{"server-1": status.Fit, "server-2": status.Fit, "server-3": status.Unfit,
+		"agent-1": status.Fit, "agent-2": status.Unfit, "agent-3": status.Unknown}
 	if got := verdicts(st); !mapsEqual(got, want) {
 		t.Errorf("verdicts %v, want %v (agent-4 records nothing and is not listed)", got, want)
 	}
@@ -198,21 +198,21 @@ func TestStatusOnAPIServer(t *testing.T) {
 	}
 	probetest.Eventually(t, time.Minute, func() error {
 		var err error
-		if st, err = status(t, c); err != nil {
+		if st, err = statusOf(t, c); err != nil {
 			return err
 		}
 		h := hostOf(st, "agent-3")
-		if h == nil || h.Verdict != decide.Unknown || len(h.Reasons) == 0 || h.Reasons[0].Signal != decide.SignalEntry ||
+		if h == nil || h.Verdict != status.Unknown || len(h.Reasons) == 0 || h.Reasons[0].Signal != status.SignalEntry ||
 			!strings.Contains(h.Reasons[0].Detail, "record cannot be read") {
 			return fmt.Errorf("agent-3 is %+v", h)
 		}
 		return nil
 	})
-	want["agent-3"] = decide.Unknown
+	want["agent-3"] = status.Unknown
 	if got := verdicts(st); !mapsEqual(got, want) {
 		t.Errorf("with agent-3's entry malformed: verdicts %v, want %v", got, want)
 	}
-	if st.Decision.Action != decide.ActionSwap || st.Decision.Out != "server-3" || st.Decision.In != "agent-1" {
+	if st.Decision.Action != status.ActionSwap || st.Decision.Out != "server-3" || st.Decision.In != "agent-1" {
 		t.Errorf("with agent-3's entry malformed the decision is %s %s -> %s", st.Decision.Action, st.Decision.Out, st.Decision.In)
 	}
 	t.Logf("agent-3 with a malformed entry: %s: %s", hostOf(st, "agent-3").Verdict, hostOf(st, "agent-3").Reasons[0].Detail)
@@ -225,7 +225,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 	t.Logf("%v rounds, %d decision changes logged: %v", rounds, len(decisions), decisions)
 }
 
-func firstFailed(rs []decide.Reason) string {
+func firstFailed(rs []status.Reason) string {
 	for _, r := range rs {
 		if !r.OK {
 			return r.Signal + " " + r.Subject + ": " + r.Detail
@@ -333,7 +333,7 @@ func TestWritesOnlyOnChange(t *testing.T) {
 		}
 		// A reader can always tell the controller is alive: what the
 		// ConfigMap holds is never older than a window.
-		got, err := status(t, c)
+		got, err := statusOf(t, c)
 		if err != nil {
 			t.Fatalf("tick %d: %v", i, err)
 		}
@@ -393,7 +393,7 @@ func TestAPIServerRestart(t *testing.T) {
 				return fmt.Errorf("%s has not written two samples", n)
 			}
 		}
-		if _, err := status(t, c); err != nil {
+		if _, err := statusOf(t, c); err != nil {
 			return err
 		}
 		return readyErr(ctrl)
@@ -459,12 +459,12 @@ func TestAPIServerRestart(t *testing.T) {
 	if mostDuring >= s.Window {
 		t.Fatalf("the outage took %d samples, a window or more: the test no longer tests an outage shorter than a window", mostDuring)
 	}
-	st, err := status(t, c)
+	st, err := statusOf(t, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	probetest.Eventually(t, time.Minute, func() error {
-		if st, err = status(t, c); err != nil {
+		if st, err = statusOf(t, c); err != nil {
 			return err
 		}
 		if !st.GeneratedAt.After(stopped.Add(outage)) {

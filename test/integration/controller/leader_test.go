@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
@@ -61,7 +61,7 @@ func (l *cutLeases) Update(ctx context.Context, name string, r kube.LeaseRecord,
 type written struct {
 	rv     string
 	at     time.Time // when the watch saw it
-	writer *decide.Writer
+	writer *status.Writer
 	gen    time.Time
 }
 
@@ -83,10 +83,10 @@ func watchStatus(t *testing.T, c *probetest.Cluster, name string) *statusHistory
 	go func() {
 		for ev := range w.ResultChan() {
 			cm, ok := ev.Object.(*corev1.ConfigMap)
-			if !ok || ev.Type == watch.Deleted || cm.Data[decide.StatusKey] == "" {
+			if !ok || ev.Type == watch.Deleted || cm.Data[status.StatusKey] == "" {
 				continue
 			}
-			st, err := decide.UnmarshalStatus([]byte(cm.Data[decide.StatusKey]))
+			st, err := status.UnmarshalStatus([]byte(cm.Data[status.StatusKey]))
 			if err != nil {
 				continue
 			}
@@ -240,7 +240,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	// A late write of the deposed leader: conditioned on the last status
 	// it wrote, it fails.
 	store := c.Client(t, probetest.ControllerSA).StatusStore(s.Namespace)
-	if _, err := store.PatchKeyAt(context.Background(), s.StatusConfigMap, decide.StatusKey, "{}", lastA.rv); !errors.Is(err, kube.ErrConflict) {
+	if _, err := store.PatchKeyAt(context.Background(), s.StatusConfigMap, status.StatusKey, "{}", lastA.rv); !errors.Is(err, kube.ErrConflict) {
 		t.Errorf("a write conditioned on a's last version %s after b wrote: %v, want a conflict", lastA.rv, err)
 	}
 	// Back in touch, a follows: it writes nothing more.

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/livesettings"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -84,11 +84,11 @@ func TestSettingsFollowedLive(t *testing.T) {
 	probetest.Go(t, "settings follower", f.Run)
 
 	// published waits for a status whose settings pass check.
-	published := func(what string, check func(decide.Settings) error) {
+	published := func(what string, check func(status.Settings) error) {
 		t.Helper()
 		start := time.Now()
 		probetest.Eventually(t, time.Minute, func() error {
-			st, err := status(t, c)
+			st, err := statusOf(t, c)
 			if err != nil {
 				return err
 			}
@@ -99,8 +99,8 @@ func TestSettingsFollowedLive(t *testing.T) {
 		})
 		t.Logf("%s: in the status %.2f s after the write", what, time.Since(start).Seconds())
 	}
-	inForce := func(window int, rv string) func(decide.Settings) error {
-		return func(got decide.Settings) error {
+	inForce := func(window int, rv string) func(status.Settings) error {
+		return func(got status.Settings) error {
 			if got.Values.Window != window || got.Source.ResourceVersion != rv || got.Source.Refused != nil {
 				return fmt.Errorf("settings window %d at resourceVersion %q, refused %+v; want window %d at %q, none refused",
 					got.Values.Window, got.Source.ResourceVersion, got.Source.Refused, window, rv)
@@ -111,8 +111,8 @@ func TestSettingsFollowedLive(t *testing.T) {
 			return nil
 		}
 	}
-	refused := func(window int, rv string, result settings.SourceResult) func(decide.Settings) error {
-		return func(got decide.Settings) error {
+	refused := func(window int, rv string, result settings.SourceResult) func(status.Settings) error {
+		return func(got status.Settings) error {
 			ref := got.Source.Refused
 			if ref == nil || ref.Result != result || ref.ResourceVersion != rv || ref.Message == "" {
 				return fmt.Errorf("refused %+v, want %s of resourceVersion %q with why", ref, result, rv)
@@ -129,7 +129,7 @@ func TestSettingsFollowedLive(t *testing.T) {
 	next := s
 	next.Window, next.TailPercentile = 40, 0.975
 	rv = put(fileOf(next))
-	published("a longer window and a higher percentile", func(got decide.Settings) error {
+	published("a longer window and a higher percentile", func(got status.Settings) error {
 		if err := inForce(40, rv)(got); err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func TestSettingsFollowedLive(t *testing.T) {
 	slow := next
 	slow.SamplePeriod = time.Second
 	rv = put(fileOf(slow))
-	published("a period of 1s", func(got decide.Settings) error {
+	published("a period of 1s", func(got status.Settings) error {
 		if err := inForce(40, rv)(got); err != nil {
 			return err
 		}
@@ -233,7 +233,7 @@ func TestHistorySurvivesAFailover(t *testing.T) {
 	// four decisions).
 	var first time.Time
 	probetest.Eventually(t, time.Minute, func() error {
-		st, err := status(t, c)
+		st, err := statusOf(t, c)
 		if err != nil {
 			return err
 		}
@@ -257,7 +257,7 @@ func TestHistorySurvivesAFailover(t *testing.T) {
 		if pg.Model == nil {
 			return fmt.Errorf("no model")
 		}
-		st, err := status(t, c)
+		st, err := statusOf(t, c)
 		if err != nil || st.Writer == nil || st.Writer.Identity != "b" {
 			return fmt.Errorf("no status by b yet (%v)", err)
 		}

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -60,7 +60,7 @@ func TestDeletedStatusIsMadeAnew(t *testing.T) {
 			if cm, err = cms.Get(ctx, s.StatusConfigMap, metav1.GetOptions{}); err != nil {
 				return err
 			}
-			st, err := decide.UnmarshalStatus([]byte(cm.Data[decide.StatusKey]))
+			st, err := status.UnmarshalStatus([]byte(cm.Data[status.StatusKey]))
 			if err != nil {
 				return fmt.Errorf("the status made anew: %w", err)
 			}

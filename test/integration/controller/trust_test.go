@@ -11,19 +11,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
 // namedToLeave is every voter a decision names to leave: its out, and the
 // subject of a replace step that lets the swap go on.
-func namedToLeave(st *decide.Status) []string {
+func namedToLeave(st *status.Status) []string {
 	var out []string
 	for _, r := range st.Decision.Reasons {
-		if r.Signal == decide.StepReplace && r.OK && r.Subject != "" {
+		if r.Signal == status.StepReplace && r.OK && r.Subject != "" {
 			out = append(out, r.Subject)
 		}
 	}
@@ -83,9 +83,9 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	decisions := 0
 	// decide ticks the controller until done holds of a decision, holding
 	// every decision on the way to never naming server-1.
-	decideUntil := func(within time.Duration, done func(st *decide.Status) error) *decide.Status {
+	decideUntil := func(within time.Duration, done func(st *status.Status) error) *status.Status {
 		t.Helper()
-		var last *decide.Status
+		var last *status.Status
 		probetest.Eventually(t, within, func() error {
 			st, err := ctrl.Tick(ctx)
 			if err != nil {
@@ -100,8 +100,8 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 		})
 		return last
 	}
-	st := decideUntil(2*time.Minute, func(st *decide.Status) error {
-		if st.Decision.Action != decide.ActionSwap {
+	st := decideUntil(2*time.Minute, func(st *status.Status) error {
+		if st.Decision.Action != status.ActionSwap {
 			return fmt.Errorf("decision %s: %s", st.Decision.Action, firstFailed(st.Decision.Reasons))
 		}
 		return nil
@@ -109,11 +109,11 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	if st.Decision.Out != "server-3" || st.Decision.In != "agent-1" {
 		t.Fatalf("swap %s -> %s, want server-3 (the liar, on its own record's word) -> agent-1", st.Decision.Out, st.Decision.In)
 	}
-	if v := hostOf(st, "server-1").Verdict; v != decide.Unfit {
+	if v := hostOf(st, "server-1").Verdict; v != status.Unfit {
 		t.Errorf("server-1 is %s, want unfit: the link the liar measures is its to change", v)
 	}
 	for _, r := range st.Decision.Reasons {
-		if r.Signal == decide.StepReplace {
+		if r.Signal == status.StepReplace {
 			if !strings.Contains(r.Detail, "server-1's slow links rest on server-3's record alone") {
 				t.Errorf("replace: %s", r.Detail)
 			}
@@ -151,14 +151,14 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	if err := p3.Records(s.RecordsNamespace()).Put(ctx, record.Owner{Name: "server-3", UID: node.UID}, text); err != nil {
 		t.Fatalf("the policy refused server-3's own record: %v", err)
 	}
-	st = decideUntil(time.Minute, func(st *decide.Status) error {
+	st = decideUntil(time.Minute, func(st *status.Status) error {
 		h := hostOf(st, "server-3")
-		if h == nil || h.Verdict != decide.Unknown || !strings.Contains(h.Reasons[0].Detail, "is already reported by server-1's record") {
+		if h == nil || h.Verdict != status.Unknown || !strings.Contains(h.Reasons[0].Detail, "is already reported by server-1's record") {
 			return fmt.Errorf("server-3: %+v", h)
 		}
 		return nil
 	})
-	if v := hostOf(st, "server-1").Verdict; v != decide.Fit {
+	if v := hostOf(st, "server-1").Verdict; v != status.Fit {
 		t.Errorf("server-1 is %s once the liar claims its member ID, want fit (its record held the ID first)", v)
 	}
 	if o := hostOf(st, "server-1").Observation; o == nil || o.MemberID != probetest.MemberID("server-1") {

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
@@ -643,7 +643,7 @@ func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interf
 		t.Fatal(err)
 	}
 	st := settings.Defaults()
-	view := decide.NodeView(st, probe.PeerAddressAnnotation)
+	view := kube.NodeView(st, probe.PeerAddressAnnotation)
 	inf := c.NewNodeInformer(view)
 	if _, err := inf.List(ctx); err == nil {
 		t.Fatal("the informer lists Nodes before it has run: an empty cache would read as no Nodes at all")
@@ -723,7 +723,7 @@ func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interf
 	}
 }
 
-// testNodeSelectors: the informer made with decide.NodeSelectors holds the
+// testNodeSelectors: the informer made with kube.NodeSelectors holds the
 // Nodes that could vote, each once, and never receives a change of a Node
 // none selects: an agent's labels churned 200 times reach no view, where
 // the same churn of an eligible Node reaches it at every change. Its
@@ -734,7 +734,7 @@ func testNodeSelectors(t *testing.T, s *apiserver.Server, admin kubernetes.Inter
 	st := settings.Defaults()
 	const server, eligible, agent = "sel-server", "sel-eligible", "sel-agent"
 	for name, labels := range map[string]map[string]string{
-		server:   {decide.EtcdRoleLabel: "true", st.EligibleLabel: "true"},
+		server:   {k3snode.EtcdRoleLabel: "true", st.EligibleLabel: "true"},
 		eligible: {st.EligibleLabel: "true"},
 		agent:    {"kubernetes.io/os": "linux"},
 	} {
@@ -761,13 +761,13 @@ func testNodeSelectors(t *testing.T, s *apiserver.Server, admin kubernetes.Inter
 		t.Fatal(err)
 	}
 	viewed := map[string]int{} // the views made, by Node
-	view := decide.NodeView(st)
+	view := kube.NodeView(st)
 	inf := c.NewNodeInformer(func(n *corev1.Node) *corev1.Node {
 		mu.Lock()
 		viewed[n.Name]++
 		mu.Unlock()
 		return view(n)
-	}, decide.NodeSelectors(st)...)
+	}, kube.NodeSelectors(st)...)
 	if inf.HasSynced() {
 		t.Fatal("the informer says it has synced before it ran")
 	}

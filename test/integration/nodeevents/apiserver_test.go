@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
@@ -40,8 +40,8 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 	}
 	defer stop()
 	r := nodeevents.New(rec)
-	prev := status(none, host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Fit), host("voter-3", decide.RoleVoter, decide.Fit))
-	cur := status(held(decide.GateCooldown, "the voter set changed 5m ago"), host("voter-1", decide.RoleVoter, decide.Fit), host("voter-2", decide.RoleVoter, decide.Unfit), unknownHost("voter-3"))
+	prev := statusOf(none, host("voter-1", status.RoleVoter, status.Fit), host("voter-2", status.RoleVoter, status.Fit), host("voter-3", status.RoleVoter, status.Fit))
+	cur := statusOf(held(status.CodeCooldownRunning, "the voter set changed 5m ago"), host("voter-1", status.RoleVoter, status.Fit), host("voter-2", status.RoleVoter, status.Unfit), unknownHost("voter-3"))
 	r.Observe(prev, cur, nodes)
 
 	kubectl, kc := testenv.Kubectl(t), c.Kubeconfig(t, "")
@@ -103,7 +103,7 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 		if len(l.Items) != 1 {
 			return fmt.Errorf("%d events on voter-3, want 1", len(l.Items))
 		}
-		if m, want := l.Items[0].Message, decide.Printable(hostile); !strings.Contains(m, want) || strings.ContainsAny(m, "\x1b\n\u202e") {
+		if m, want := l.Items[0].Message, status.Printable(hostile); !strings.Contains(m, want) || strings.ContainsAny(m, "\x1b\n\u202e") {
 			return fmt.Errorf("the event on voter-3 holds %q, want the text escaped as %q", m, want)
 		}
 		return nil

@@ -1,4 +1,4 @@
-package decide
+package status
 
 import (
 	"fmt"
@@ -99,7 +99,7 @@ func DecidingReason(h Host) (Reason, bool) {
 				best, bestH = r, headroom(*r)
 			}
 		default:
-			if isMeasure(*r) && r.Value != nil && r.Limit != nil && (best == nil || headroom(*r) < bestH) {
+			if IsMeasure(r.Signal) && r.Value != nil && r.Limit != nil && (best == nil || headroom(*r) < bestH) {
 				best, bestH = r, headroom(*r)
 			}
 		}

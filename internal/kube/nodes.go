@@ -1,55 +1,29 @@
-package decide
+package kube
 
 import (
-	"encoding/json"
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/acting"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/settings"
-)
-
-// What k3s writes on its nodes (docs/facts.md, "k3s").
-const (
-	// EtcdRoleLabel marks every k3s server with embedded etcd ("true").
-	EtcdRoleLabel = etcdRoleLabel
-	// NodeAddressAnnotation is the address k3s's etcd advertises for peers.
-	NodeAddressAnnotation = "etcd.k3s.cattle.io/node-address"
-	// NodeNameAnnotation is the etcd member's name k3s writes on its Node
-	// (pkg/etcd/etcd.go NodeNameAnnotation); its leader matches learners
-	// to Nodes by it.
-	NodeNameAnnotation = "etcd.k3s.cattle.io/node-name"
-	// NodeArgsAnnotation is the k3s command line, as k3s writes it on its
-	// Node (a JSON list, its config files' keys among the flags).
-	NodeArgsAnnotation = "k3s.io/node-args"
-	// NodeEnvAnnotation is k3s's K3S_* environment, as k3s writes it on its
-	// Node (a JSON object; K3S_URL stands for --server).
-	NodeEnvAnnotation = "k3s.io/node-env"
-	// ControlPlaneLabel marks a k3s server.
-	ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
-	// EtcdIsVoterCondition is k3s's node condition; False with reason
-	// MemberIsLearner marks a learner.
-	EtcdIsVoterCondition = "EtcdIsVoter"
-	MemberIsLearner      = "MemberIsLearner"
 )
 
 // NodesFromKube reads what the decision needs from Kubernetes Nodes: the
 // etcd role, k3s's learner condition, the eligible and pinned labels of s,
 // and the peer address.
-func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
-	out := make([]Node, 0, len(nodes))
+func NodesFromKube(nodes []corev1.Node, s settings.Settings) []k3snode.Node {
+	out := make([]k3snode.Node, 0, len(nodes))
 	for _, k := range nodes {
-		n := Node{Name: k.Name, Voter: k.Labels[EtcdRoleLabel] == "true"}
+		n := k3snode.Node{Name: k.Name, Voter: k.Labels[k3snode.EtcdRoleLabel] == "true"}
 		v, marked := k.Labels[s.EligibleLabel]
 		n.Eligible, n.EligibleMarked = v == "true", marked
 		n.Pinned = k.Labels[s.PinnedLabel] == "true"
 		for _, c := range k.Status.Conditions {
-			if string(c.Type) != EtcdIsVoterCondition {
+			if string(c.Type) != k3snode.EtcdIsVoterCondition {
 				continue
 			}
-			if c.Status == corev1.ConditionFalse && c.Reason == MemberIsLearner {
+			if c.Status == corev1.ConditionFalse && c.Reason == k3snode.MemberIsLearner {
 				n.Learner = true
 			}
 			if c.Status == corev1.ConditionTrue {
@@ -63,25 +37,25 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []Node {
 	return out
 }
 
-// CanVote says whether k's host could take a vote at these settings: a
+// NodeCanVote says whether k's host could take a vote at these settings: a
 // voter (or learner), or a host marked eligible. The record of any other is
 // counted and never read (Input.Unheld), so the controller's record cache
 // need not hold it.
-func CanVote(k *corev1.Node, s settings.Settings) bool {
-	return k.Labels[EtcdRoleLabel] == "true" || k.Labels[s.EligibleLabel] == "true"
+func NodeCanVote(k *corev1.Node, s settings.Settings) bool {
+	return k.Labels[k3snode.EtcdRoleLabel] == "true" || k.Labels[s.EligibleLabel] == "true"
 }
 
 // NodeSelectors are the label selectors of the Nodes a probe or the
-// controller needs: those CanVote holds (a voter or learner, which k3s
+// controller needs: those NodeCanVote holds (a voter or learner, which k3s
 // labels, or a host marked eligible) and, when fleet-role acts, k3s's
 // servers (what acting reads of a Node). A Node none selects (an agent's)
 // never reaches either: its kubelet's credentials may churn its labels at
 // will, and each change would cost a decode of the whole Node
 // (kube.NodeInformer).
 func NodeSelectors(s settings.Settings) []string {
-	sel := []string{EtcdRoleLabel + "=true", s.EligibleLabel + "=true"}
+	sel := []string{k3snode.EtcdRoleLabel + "=true", s.EligibleLabel + "=true"}
 	if s.Acting != settings.ActingOff {
-		sel = append(sel, ControlPlaneLabel+"=true")
+		sel = append(sel, k3snode.ControlPlaneLabel+"=true")
 	}
 	return sel
 }
@@ -89,7 +63,7 @@ func NodeSelectors(s settings.Settings) []string {
 // PeerAddressOf is the address k's etcd member is reached at: the
 // annotation etcd.k3s.cattle.io/node-address, else the InternalIP.
 func PeerAddressOf(k *corev1.Node) string {
-	if a := k.Annotations[NodeAddressAnnotation]; a != "" {
+	if a := k.Annotations[k3snode.NodeAddressAnnotation]; a != "" {
 		return a
 	}
 	for _, a := range k.Status.Addresses {
@@ -112,13 +86,13 @@ func PeerAddressOf(k *corev1.Node) string {
 // controller holds. The Node given is not changed: the view shares its
 // strings, and copies its maps and lists.
 func NodeView(s settings.Settings, annotations ...string) func(*corev1.Node) *corev1.Node {
-	labels := []string{EtcdRoleLabel, s.EligibleLabel, s.PinnedLabel}
-	annotations = append([]string{NodeAddressAnnotation}, annotations...)
+	labels := []string{k3snode.EtcdRoleLabel, s.EligibleLabel, s.PinnedLabel}
+	annotations = append([]string{k3snode.NodeAddressAnnotation}, annotations...)
 	acts := s.Acting != settings.ActingOff
 	if acts {
 		// What acting reads of a Node (actingWorld).
-		labels = append(labels, ControlPlaneLabel)
-		annotations = append(annotations, acting.RemoveAnnotation, acting.RemoveRequestedAnnotation, NodeNameAnnotation, NodeArgsAnnotation, NodeEnvAnnotation)
+		labels = append(labels, k3snode.ControlPlaneLabel)
+		annotations = append(annotations, acting.RemoveAnnotation, acting.RemoveRequestedAnnotation, k3snode.NodeNameAnnotation, k3snode.NodeArgsAnnotation, k3snode.NodeEnvAnnotation)
 	}
 	return func(k *corev1.Node) *corev1.Node {
 		v := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
@@ -133,7 +107,7 @@ func NodeView(s settings.Settings, annotations ...string) func(*corev1.Node) *co
 			v.DeletionTimestamp = k.DeletionTimestamp
 		}
 		for _, c := range k.Status.Conditions {
-			if string(c.Type) == EtcdIsVoterCondition || (acts && c.Type == corev1.NodeReady) {
+			if string(c.Type) == k3snode.EtcdIsVoterCondition || (acts && c.Type == corev1.NodeReady) {
 				v.Status.Conditions = append(v.Status.Conditions, corev1.NodeCondition{
 					Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime,
 				})
@@ -161,25 +135,4 @@ func pick(m map[string]string, keys []string) map[string]string {
 		}
 	}
 	return out
-}
-
-// StatusFromJSON reads a previous status from either a status document
-// (status.json) or the fleet-role-status ConfigMap as `kubectl get -o json`
-// prints it.
-func StatusFromJSON(data []byte) (*Status, error) {
-	var probe struct {
-		Kind string            `json:"kind"`
-		Data map[string]string `json:"data"`
-	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, fmt.Errorf("decode previous status: %w", err)
-	}
-	if probe.Kind != "ConfigMap" {
-		return UnmarshalStatus(data)
-	}
-	raw, ok := probe.Data[StatusKey]
-	if !ok {
-		return nil, fmt.Errorf("decode previous status: the ConfigMap has no %s key", StatusKey)
-	}
-	return UnmarshalStatus([]byte(raw))
 }

@@ -1,4 +1,4 @@
-package decide_test
+package kube_test
 
 import (
 	"reflect"
@@ -8,7 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleet-role/fleet-role/internal/decide"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
@@ -19,22 +20,22 @@ func TestNodesFromKubeReadsTheVoterCondition(t *testing.T) {
 	at := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	cond := func(status corev1.ConditionStatus, reason string) corev1.Node {
 		return corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{decide.EtcdRoleLabel: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{k3snode.EtcdRoleLabel: "true"}},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
-				Type: decide.EtcdIsVoterCondition, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(at),
+				Type: k3snode.EtcdIsVoterCondition, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(at),
 			}}},
 		}
 	}
 	s := settings.Defaults()
-	voter := decide.NodesFromKube([]corev1.Node{cond(corev1.ConditionTrue, "MemberNotLearner")}, s)[0]
+	voter := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionTrue, "MemberNotLearner")}, s)[0]
 	if voter.Learner || !voter.VoterSince.Equal(at) {
 		t.Fatalf("voter: %+v, want VoterSince %v and no learner", voter, at)
 	}
-	learner := decide.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, decide.MemberIsLearner)}, s)[0]
+	learner := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, k3snode.MemberIsLearner)}, s)[0]
 	if !learner.Learner || !learner.VoterSince.IsZero() {
 		t.Fatalf("learner: %+v, want a learner with no VoterSince", learner)
 	}
-	unhealthy := decide.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, "Unhealthy")}, s)[0]
+	unhealthy := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, "Unhealthy")}, s)[0]
 	if unhealthy.Learner || !unhealthy.VoterSince.IsZero() {
 		t.Fatalf("unhealthy: %+v, want neither learner nor VoterSince", unhealthy)
 	}
@@ -66,15 +67,15 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 	// A learner, and a voter whose k3s address annotation is missing (the
 	// first InternalIP is its peer address).
 	whole[1].Status.Conditions[len(whole[1].Status.Conditions)-1].Status = corev1.ConditionFalse
-	whole[1].Status.Conditions[len(whole[1].Status.Conditions)-1].Reason = decide.MemberIsLearner
-	delete(whole[0].Annotations, decide.NodeAddressAnnotation)
+	whole[1].Status.Conditions[len(whole[1].Status.Conditions)-1].Reason = k3snode.MemberIsLearner
+	delete(whole[0].Annotations, k3snode.NodeAddressAnnotation)
 	before := make([]corev1.Node, len(whole))
 	for i := range whole {
 		before[i] = *whole[i].DeepCopy()
 	}
 
 	const extra = "fleet-role.io/peer-address"
-	view := decide.NodeView(s, extra)
+	view := kube.NodeView(s, extra)
 	viewed := make([]corev1.Node, len(whole))
 	for i := range whole {
 		viewed[i] = *view(&whole[i])
@@ -82,7 +83,7 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 	if !reflect.DeepEqual(whole, before) {
 		t.Fatal("the view changed the Node it was made from")
 	}
-	got, want := decide.NodesFromKube(viewed, s), decide.NodesFromKube(whole, s)
+	got, want := kube.NodesFromKube(viewed, s), kube.NodesFromKube(whole, s)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("NodesFromKube of the views:\n%+v\nof the whole Nodes:\n%+v", got, want)
 	}
@@ -101,12 +102,12 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 			t.Errorf("%s: the view keeps images, field sets, system information or capacity", k.Name)
 		}
 		for key := range v.Labels {
-			if key != decide.EtcdRoleLabel && key != s.EligibleLabel && key != s.PinnedLabel {
+			if key != k3snode.EtcdRoleLabel && key != s.EligibleLabel && key != s.PinnedLabel {
 				t.Errorf("%s: the view keeps the label %s", k.Name, key)
 			}
 		}
 		for key := range v.Annotations {
-			if key != decide.NodeAddressAnnotation && key != extra {
+			if key != k3snode.NodeAddressAnnotation && key != extra {
 				t.Errorf("%s: the view keeps the annotation %s", k.Name, key)
 			}
 		}
@@ -117,7 +118,7 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 			t.Errorf("%s: the view keeps the addresses %v, want the first InternalIP alone", k.Name, v.Status.Addresses)
 		}
 		for _, c := range v.Status.Conditions {
-			if c.Type != decide.EtcdIsVoterCondition || c.Message != "" || !c.LastHeartbeatTime.IsZero() {
+			if c.Type != k3snode.EtcdIsVoterCondition || c.Message != "" || !c.LastHeartbeatTime.IsZero() {
 				t.Errorf("%s: the view keeps the condition %+v", k.Name, c)
 			}
 		}
@@ -125,52 +126,5 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 		if again := view(&v); !reflect.DeepEqual(*again, v) {
 			t.Errorf("%s: the view of the view differs", k.Name)
 		}
-	}
-}
-
-// With acting on, the view keeps what acting reads of a Node (the
-// control-plane label, Ready, k3s's annotations, a deletion), and acting
-// makes the same plan of the views as of the whole Nodes.
-func TestNodeViewActsAsTheWholeNode(t *testing.T) {
-	s := k3s()
-	s.Acting = settings.ActingPlan
-	f := standardFleet(s)
-	f.slow[pairOf("alpha", "bravo")] = 0.4
-	f.k3sNodes = true
-	f.host("delta").server = true
-	whole := f.nodes().Items
-	for i := range whole {
-		// What a real Node also carries, which the view must drop.
-		whole[i].Status.Images = []corev1.ContainerImage{{Names: []string{"rancher/mirrored-pause:3.6"}}}
-		whole[i].Annotations[decide.NodeNameAnnotation+"-not"] = "x"
-	}
-	view := decide.NodeView(s)
-	viewed := make([]corev1.Node, len(whole))
-	for i := range whole {
-		viewed[i] = *view(&whole[i])
-		if len(viewed[i].Status.Images) != 0 {
-			t.Fatalf("%s: the view keeps images", whole[i].Name)
-		}
-		if _, ok := viewed[i].Annotations[decide.NodeNameAnnotation+"-not"]; ok {
-			t.Fatalf("%s: the view keeps an annotation acting does not read", whole[i].Name)
-		}
-	}
-	plan := func(nodes []corev1.Node) *decide.Status {
-		st := decide.Decide(f.input(t, namedBefore(settled(f, 2*time.Hour), "bravo")))
-		decide.WithActing(&st, nodes, s, f.now)
-		return &st
-	}
-	got, want := plan(viewed), plan(whole)
-	if want.Acting == nil || want.Acting.Plan == nil || !want.Acting.Plan.Ready {
-		t.Fatalf("the whole Nodes make no ready plan: %+v", want.Acting)
-	}
-	if !reflect.DeepEqual(got.Acting, want.Acting) {
-		t.Fatalf("acting of the views:\n%+v\nof the whole Nodes:\n%+v", got.Acting.Plan, want.Acting.Plan)
-	}
-	// Off, the same views plan nothing and the status carries no acting.
-	st := decide.Decide(f.input(t, nil))
-	decide.WithActing(&st, viewed, settings.Defaults(), f.now)
-	if st.Acting != nil {
-		t.Fatalf("acting off: %+v", st.Acting)
 	}
 }

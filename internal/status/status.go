@@ -1,4 +1,4 @@
-package decide
+package status
 
 import (
 	"encoding/json"
@@ -366,4 +366,25 @@ func UnmarshalStatus(data []byte) (*Status, error) {
 		return nil, fmt.Errorf("decode status: %w", err)
 	}
 	return &s, nil
+}
+
+// StatusFromJSON reads a previous status from either a status document
+// (status.json) or the fleet-role-status ConfigMap as `kubectl get -o json`
+// prints it.
+func StatusFromJSON(data []byte) (*Status, error) {
+	var probe struct {
+		Kind string            `json:"kind"`
+		Data map[string]string `json:"data"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("decode previous status: %w", err)
+	}
+	if probe.Kind != "ConfigMap" {
+		return UnmarshalStatus(data)
+	}
+	raw, ok := probe.Data[StatusKey]
+	if !ok {
+		return nil, fmt.Errorf("decode previous status: the ConfigMap has no %s key", StatusKey)
+	}
+	return UnmarshalStatus([]byte(raw))
 }

@@ -1,8 +1,7 @@
-package decide
+package status
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -48,8 +47,8 @@ func Quorum(n int) int {
 	return n/2 + 1
 }
 
-// toleranceOf counts the voters of hosts by verdict.
-func toleranceOf(hosts []Host) FailureTolerance {
+// ToleranceOf counts the voters of hosts by verdict.
+func ToleranceOf(hosts []Host) FailureTolerance {
 	var t FailureTolerance
 	for _, h := range hosts {
 		if h.Role != RoleVoter {
@@ -88,10 +87,10 @@ func (t FailureTolerance) Sentence() string {
 	var beside []string
 	if t.Cleared > 0 && t.Tolerance != t.Attributed {
 		beside = append(beside, fmt.Sprintf("%d counting the %d %s unfit only by %s links to an implicated voter as lost",
-			t.Tolerance, t.Cleared, plural(t.Cleared, "voter", "voters"), plural(t.Cleared, "its", "their")))
+			t.Tolerance, t.Cleared, Plural(t.Cleared, "voter", "voters"), Plural(t.Cleared, "its", "their")))
 	}
 	if t.OptimisticTolerance != t.Attributed {
-		beside = append(beside, fmt.Sprintf("%d if the %d unfit %s", t.OptimisticTolerance, t.Unfit, plural(t.Unfit, "voter holds", "voters hold")))
+		beside = append(beside, fmt.Sprintf("%d if the %d unfit %s", t.OptimisticTolerance, t.Unfit, Plural(t.Unfit, "voter holds", "voters hold")))
 	}
 	if len(beside) > 0 {
 		s += " (" + strings.Join(beside, "; ") + ")"
@@ -99,44 +98,9 @@ func (t FailureTolerance) Sentence() string {
 	s += fmt.Sprintf(": %d of %d voters may still fail before etcd loses quorum (%d); %d unfit and %d unknown counted as lost",
 		t.Attributed, t.Voters, t.Quorum, t.Unfit-t.Cleared, t.Unknown)
 	if t.Cleared > 0 {
-		s += fmt.Sprintf(", %d unfit only by %s links to an implicated voter not", t.Cleared, plural(t.Cleared, "its", "their"))
+		s += fmt.Sprintf(", %d unfit only by %s links to an implicated voter not", t.Cleared, Plural(t.Cleared, "its", "their"))
 	}
 	return s
-}
-
-// clearByAttribution sets UnfitByLinksTo of each unfit voter of hosts that
-// the attribution does not implicate and whose every failing judgement is
-// a link to a voter it does (implicated): what makes it unfit is theirs.
-// judged are the hosts' judgements, hosts their published form, one for
-// one in the same order.
-func clearByAttribution(judged []*host, hosts []Host, implicated []string) {
-	if len(implicated) == 0 {
-		return
-	}
-	for i, h := range judged {
-		if hosts[i].Role != RoleVoter || hosts[i].Verdict != Unfit || slices.Contains(implicated, h.node.Name) {
-			continue
-		}
-		var to []string
-		cleared := true
-		for k := range h.all {
-			g := &h.all[k]
-			if g.out != fail {
-				continue
-			}
-			if !g.kind.isLink() || !slices.Contains(implicated, g.subject) {
-				cleared = false
-				break
-			}
-			if !slices.Contains(to, g.subject) {
-				to = append(to, g.subject)
-			}
-		}
-		if cleared && len(to) > 0 {
-			slices.Sort(to)
-			hosts[i].UnfitByLinksTo = to
-		}
-	}
 }
 
 // VerdictText is a host's verdict as the table and the page show it: a
@@ -147,10 +111,10 @@ func VerdictText(h Host) string {
 	if len(h.UnfitByLinksTo) == 0 {
 		return string(h.Verdict)
 	}
-	return fmt.Sprintf("%s: its %s to %s", h.Verdict, plural(len(h.UnfitByLinksTo), "link", "links"), strings.Join(h.UnfitByLinksTo, ", "))
+	return fmt.Sprintf("%s: its %s to %s", h.Verdict, Plural(len(h.UnfitByLinksTo), "link", "links"), strings.Join(h.UnfitByLinksTo, ", "))
 }
 
-func plural(n int, one, many string) string {
+func Plural(n int, one, many string) string {
 	if n == 1 {
 		return one
 	}

@@ -1,4 +1,4 @@
-package decide
+package status
 
 // Code is a reason's stable cause, in CamelCase, as a Kubernetes condition
 // pairs its reason with a message: the Signal says what was judged, the
@@ -162,66 +162,3 @@ func (c Code) Candidacy() bool {
 // SignalOfCode is the step or gate a plan's code belongs to, "" for a
 // host's.
 func SignalOfCode(c Code) string { return codeSignal[c] }
-
-// code is the host judgement's code: what its variant and outcome say of
-// its kind.
-func (g *judgement) code() Code {
-	switch g.variant {
-	case vMissing:
-		return CodeRecordMissing
-	case vPanic:
-		return CodeJudgingPanicked
-	case vRefused:
-		return CodeWriteRefused
-	case vShrunk:
-		return CodeRecordFull
-	case vClaimed:
-		return CodeMemberClaimed
-	case vWithheld:
-		return CodeRecordWithheld
-	case vUnprotected:
-		return CodeWithheldUnprotected
-	case vWifi:
-		return CodeWifi
-	case vWired:
-		return CodeWired
-	case vUnseen:
-		return CodeLinkUnseen
-	case vSkippedSetting:
-		return CodeSkippedBySetting
-	case vSkipped:
-		return CodeSkippedByProbe
-	case vMemoryFS:
-		return CodeMemoryFilesystem
-	case vSomeFailed:
-		return CodeSomeScrapesLost
-	case vTooFew:
-		return CodeTooFewObserved
-	case vNone:
-		return CodeNotMeasured
-	case vFailed:
-		if g.kind == kindEntry {
-			return CodeRecordUnreadable
-		}
-		return CodeReadingFailed
-	}
-	switch g.kind {
-	case kindSamples:
-		if g.out == pass {
-			return CodeWindowFull
-		}
-		return CodeWindowShort
-	case kindFreshness:
-		if g.out == pass {
-			return CodeEntryFresh
-		}
-		return CodeEntryStale
-	}
-	switch {
-	case g.limit == nil || g.bare:
-		return CodeReported
-	case g.out == pass:
-		return CodeWithinLimit
-	}
-	return CodeOverLimit
-}

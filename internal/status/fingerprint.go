@@ -1,4 +1,4 @@
-package decide
+package status
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package decide
+package kube
 
 import (
 	"encoding/json"
@@ -10,20 +10,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleet-role/fleet-role/internal/acting"
+	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 )
 
 // actingWorld is what acting reads, gathered from the decision and the
 // Nodes (as NodeView keeps them with acting on). Each host's etcd
 // role and member are the decision's, from its record; its Node says what
 // k3s made of it.
-func actingWorld(st *Status, nodes []corev1.Node, s settings.Settings, now time.Time) acting.World {
+func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, now time.Time) acting.World {
 	w := acting.World{Now: now, Settings: s}
-	if st.Decision.Action == ActionSwap {
+	if st.Decision.Action == status.ActionSwap {
 		w.Out, w.In = st.Decision.Out, st.Decision.In
 	}
 	for _, r := range st.Decision.Reasons {
-		if r.Code == CodeFleetWideFault {
+		if r.Code == status.CodeFleetWideFault {
 			w.FleetWide = true
 		}
 	}
@@ -32,12 +34,12 @@ func actingWorld(st *Status, nodes []corev1.Node, s settings.Settings, now time.
 		byName[nodes[i].Name] = &nodes[i]
 	}
 	for _, h := range st.Hosts {
-		a := acting.Host{Name: h.Name, Voter: h.Role == RoleVoter, Learner: h.Role == RoleLearner, Verdict: string(h.Verdict)}
+		a := acting.Host{Name: h.Name, Voter: h.Role == status.RoleVoter, Learner: h.Role == status.RoleLearner, Verdict: string(h.Verdict)}
 		if m := h.Member; m != nil {
 			a.MemberID, a.Leader = m.ID, m.Leader
 			// Alive by etcd's own gauge, on a record fresh and full enough
 			// to be judged.
-			a.Alive = m.HasLeader && h.Verdict != Unknown
+			a.Alive = m.HasLeader && h.Verdict != status.Unknown
 			if m.NoSpace {
 				w.Alarms++
 			}
@@ -52,12 +54,12 @@ func actingWorld(st *Status, nodes []corev1.Node, s settings.Settings, now time.
 
 // fromNode fills in what a's Node says.
 func fromNode(a *acting.Host, n *corev1.Node, s settings.Settings) {
-	a.Server = n.Labels[ControlPlaneLabel] == "true"
-	a.EtcdLabel = n.Labels[EtcdRoleLabel] == "true"
+	a.Server = n.Labels[k3snode.ControlPlaneLabel] == "true"
+	a.EtcdLabel = n.Labels[k3snode.EtcdRoleLabel] == "true"
 	a.Deleting = n.DeletionTimestamp != nil
 	a.RemoveAnnotation = n.Annotations[acting.RemoveAnnotation] == "true"
 	a.RemoveRequested = n.Annotations[acting.RemoveRequestedAnnotation]
-	_, a.NodeNamed = n.Annotations[NodeNameAnnotation]
+	_, a.NodeNamed = n.Annotations[k3snode.NodeNameAnnotation]
 	a.Joined = joined(n.Annotations)
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -73,18 +75,18 @@ func fromNode(a *acting.Host, n *corev1.Node, s settings.Settings) {
 // (its config files' keys included) or K3S_URL in its node-env.
 func joined(ann map[string]string) bool {
 	var args []string
-	if json.Unmarshal([]byte(ann[NodeArgsAnnotation]), &args) == nil && slices.Contains(args, "--server") {
+	if json.Unmarshal([]byte(ann[k3snode.NodeArgsAnnotation]), &args) == nil && slices.Contains(args, "--server") {
 		return true
 	}
 	var env map[string]string
-	return json.Unmarshal([]byte(ann[NodeEnvAnnotation]), &env) == nil && env["K3S_URL"] != ""
+	return json.Unmarshal([]byte(ann[k3snode.NodeEnvAnnotation]), &env) == nil && env["K3S_URL"] != ""
 }
 
 // WithActing adds to st what acting makes of it: with acting plan, the
 // published swap's step table; off, nothing, so that the document stays
 // what it was before acting existed. nodes are the Nodes st was decided
 // on, as NodeView keeps them.
-func WithActing(st *Status, nodes []corev1.Node, s settings.Settings, now time.Time) {
+func WithActing(st *status.Status, nodes []corev1.Node, s settings.Settings, now time.Time) {
 	if s.Acting == settings.ActingOff {
 		return
 	}

@@ -1,4 +1,4 @@
-package decide
+package status
 
 import (
 	"bytes"
@@ -180,7 +180,7 @@ func (s Status) reduced(form string) Status {
 			r.Dropped = append(r.Dropped, Dropped{PartHosts, len(s.Hosts)})
 		}
 		d := s.Decision
-		d.Out, d.In, d.Reasons, d.Deciding = clip(d.Out), clip(d.In), []Reason{}, nil
+		d.Out, d.In, d.Reasons, d.Deciding = Clip(d.Out), Clip(d.In), []Reason{}, nil
 		if n := len(s.Decision.Reasons); n > 0 {
 			r.Dropped = append(r.Dropped, Dropped{PartDecisionReasons, n})
 		}
