@@ -81,11 +81,11 @@ func TestDemoPausedVoterHoldsEverySwap(t *testing.T) {
 	}
 	var gate *status.Reason
 	for i, r := range res.Status.Decision.Reasons {
-		if r.Signal == "gate_reported" {
+		if r.Signal == status.GateReported && r.Subject == "voter-2" {
 			gate = &res.Status.Decision.Reasons[i]
 		}
 	}
-	if gate == nil || gate.OK || !strings.Contains(gate.Detail, "voter-2") {
+	if gate == nil || gate.OK || gate.Code != status.CodeVoterUnreported {
 		t.Fatalf("gate_reported = %+v, want it failed naming voter-2", gate)
 	}
 	assertGone(t, res)

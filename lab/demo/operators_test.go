@@ -474,7 +474,7 @@ func linkAsReason(st *status.Status, h *status.Host, peer string) string {
 		}
 	}
 	for _, r := range h.Reasons {
-		if r.Signal != status.SignalConnect || r.Subject != peer || strings.HasPrefix(r.Detail, "measured by ") {
+		if r.Signal != status.SignalConnect || r.Subject != peer || r.Code == status.CodeMeasuredByOther || r.Code == status.CodeHeldAgainstBy {
 			continue
 		}
 		if link == nil || (link.Seconds == nil) != (r.Value == nil) || link.Seconds != nil && *link.Seconds != *r.Value || link.OK != r.OK {

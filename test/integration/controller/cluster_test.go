@@ -203,7 +203,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 		}
 		h := hostOf(st, "agent-3")
 		if h == nil || h.Verdict != status.Unknown || len(h.Reasons) == 0 || h.Reasons[0].Signal != status.SignalEntry ||
-			!strings.Contains(h.Reasons[0].Detail, "record cannot be read") {
+			h.Reasons[0].Code != status.CodeRecordUnreadable {
 			return fmt.Errorf("agent-3 is %+v", h)
 		}
 		return nil

@@ -153,7 +153,7 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	}
 	st = decideUntil(time.Minute, func(st *status.Status) error {
 		h := hostOf(st, "server-3")
-		if h == nil || h.Verdict != status.Unknown || !strings.Contains(h.Reasons[0].Detail, "is already reported by server-1's record") {
+		if h == nil || h.Verdict != status.Unknown || h.Reasons[0].Code != status.CodeMemberClaimed {
 			return fmt.Errorf("server-3: %+v", h)
 		}
 		return nil
