@@ -161,8 +161,10 @@ failed=()
 # started last, the slowest (about 200 s each raced) ran on after the rest
 # had ended, with cores idle. By their times in the race step at 9bd1424
 # (controller 221 s, deploy 198, cli 183, probe 133, image 110, hack 85,
-# campaign 73, kube 65; the next, bench, 44).
-slowest='test/integration/controller deploy internal/cli internal/probe lab/image hack lab/campaign test/integration/kube'
+# campaign 73, kube 65; the next, bench, 44). cli's and probe's tests on a
+# real API server, etcd and root, which took those times, are now
+# test/integration/cli's and test/integration/probe's.
+slowest='test/integration/controller deploy test/integration/cli test/integration/probe lab/image hack lab/campaign test/integration/kube'
 module=$(go list -m)
 raced=$(go list ./... | grep -Ev "$e2e_pattern|$pure_pattern")
 first=""

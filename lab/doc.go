@@ -10,7 +10,8 @@
 // leftovers can be swept (leftover) and shown gone (mountinfo); what
 // builds the tools and the image (toolcache, image); and what drives the
 // product's code from tests (testenv, probetest, statuscheck, auditlog,
-// which reads an API server's audit log, and kubefake's in-memory doubles
-// of internal/kube) and from the demo (demo, run by cmd/fleet-role-demo).
+// which reads an API server's audit log, fleetbin, which builds
+// cmd/fleet-role and runs it, and kubefake's in-memory doubles of
+// internal/kube) and from the demo (demo, run by cmd/fleet-role-demo).
 // No product package imports it outside its tests.
 package lab

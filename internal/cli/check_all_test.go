@@ -14,8 +14,8 @@ func TestCheckAllThisHost(t *testing.T) {
 	dir := fsyncTestDir(t, "/var/tmp")
 	r := runMain("check", "all", "--dir", dir, "--wakeup-for", "300ms", "--json")
 	var rep allReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("exit %d, stdout %q, stderr %q: %v", r.code, r.stdout, r.stderr, err)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("exit %d, stdout %q, stderr %q: %v", r.Code, r.Stdout, r.Stderr, err)
 	}
 	unfit := false
 	var names []string
@@ -34,23 +34,23 @@ func TestCheckAllThisHost(t *testing.T) {
 	if unfit {
 		want, code = checkUnfit, ExitUnfit // a busy machine's disk or timer
 	}
-	if rep.Verdict != want || r.code != code {
-		t.Errorf("verdict %s with exit %d, want %s and %d: %+v", rep.Verdict, r.code, want, code, rep)
+	if rep.Verdict != want || r.Code != code {
+		t.Errorf("verdict %s with exit %d, want %s and %d: %+v", rep.Verdict, r.Code, want, code, rep)
 	}
 	for _, p := range []string{"link...", "memory...", "wakeup, a 500ms timer for 300ms...", "fsync in " + dir + "..."} {
-		if !strings.Contains(r.stderr, p) {
-			t.Errorf("progress lacks %q: %q", p, r.stderr)
+		if !strings.Contains(r.Stderr, p) {
+			t.Errorf("progress lacks %q: %q", p, r.Stderr)
 		}
 	}
 	assertDirEmpty(t, dir)
 
 	// A peer that refuses: the connect reading is unfit, and so the host.
 	r = runMain("check", "all", "--dir", dir, "--wakeup-for", "100ms", "--peer", "127.0.0.1:1")
-	if r.code != ExitUnfit || !strings.Contains(r.stdout, "connect  unfit    the connect to 127.0.0.1:1 failed") || !strings.HasSuffix(r.stdout, "this host: unfit\n") {
-		t.Errorf("with a refusing peer: exit %d, output:\n%s", r.code, r.stdout)
+	if r.Code != ExitUnfit || !strings.Contains(r.Stdout, "connect  unfit    the connect to 127.0.0.1:1 failed") || !strings.HasSuffix(r.Stdout, "this host: unfit\n") {
+		t.Errorf("with a refusing peer: exit %d, output:\n%s", r.Code, r.Stdout)
 	}
-	if r := runMain("check", "all", "--peer", "nohost"); r.code != ExitUsage || !strings.Contains(r.stderr, `"nohost"`) {
-		t.Errorf("--peer nohost: exit %d, %q", r.code, r.stderr)
+	if r := runMain("check", "all", "--peer", "nohost"); r.Code != ExitUsage || !strings.Contains(r.Stderr, `"nohost"`) {
+		t.Errorf("--peer nohost: exit %d, %q", r.Code, r.Stderr)
 	}
 }
 

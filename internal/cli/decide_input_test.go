@@ -46,13 +46,13 @@ func TestDecideSaysWhatItWants(t *testing.T) {
 			args = append(args, "--previous", c.previous)
 		}
 		r := runMain(args...)
-		if r.code != ExitUsage || !strings.Contains(r.stderr, c.want) || r.stdout != "" {
-			t.Errorf("%s: exit %d, stdout %d bytes, stderr %q; want 2 saying %q", c.name, r.code, len(r.stdout), r.stderr, c.want)
+		if r.Code != ExitUsage || !strings.Contains(r.Stderr, c.want) || r.Stdout != "" {
+			t.Errorf("%s: exit %d, stdout %d bytes, stderr %q; want 2 saying %q", c.name, r.Code, len(r.Stdout), r.Stderr, c.want)
 		}
 	}
 	// The scenario itself is decided.
-	if r := runMain("decide", "--probe", records, "--nodes", nodes, "--now", "2026-11-29T12:00:00Z", "-o", "table"); r.code != 0 {
-		t.Errorf("the scenario: exit %d: %s", r.code, r.stderr)
+	if r := runMain("decide", "--probe", records, "--nodes", nodes, "--now", "2026-11-29T12:00:00Z", "-o", "table"); r.Code != 0 {
+		t.Errorf("the scenario: exit %d: %s", r.Code, r.Stderr)
 	}
 }
 
@@ -69,17 +69,17 @@ func TestHelpListsOnlyTheFlagsUsed(t *testing.T) {
 	} {
 		r := runMain(append(c.cmd, "--help")...)
 		for _, w := range c.has {
-			if !strings.Contains(r.stdout, w) {
+			if !strings.Contains(r.Stdout, w) {
 				t.Errorf("%v --help lacks %s", c.cmd, w)
 			}
 		}
 		for _, w := range c.hasnt {
-			if strings.Contains(r.stdout, w+" ") {
+			if strings.Contains(r.Stdout, w+" ") {
 				t.Errorf("%v --help lists %s, which it does not read", c.cmd, w)
 			}
 		}
 	}
-	if r := runMain("status", "--window", "50"); r.code != ExitUsage || !strings.Contains(r.stderr, "unknown flag: --window") {
-		t.Errorf("status --window 50: exit %d, stderr %q; want 2, unknown flag", r.code, r.stderr)
+	if r := runMain("status", "--window", "50"); r.Code != ExitUsage || !strings.Contains(r.Stderr, "unknown flag: --window") {
+		t.Errorf("status --window 50: exit %d, stderr %q; want 2, unknown flag", r.Code, r.Stderr)
 	}
 }

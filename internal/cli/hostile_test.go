@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/status"
+	"github.com/fleet-role/fleet-role/lab/fleetbin"
 )
 
 // hostileRecords are the shapes issue 11 found, and others: each a record a
@@ -49,7 +50,7 @@ func jsonText(s string) string {
 // judged as without the hostile ones, its table holds no control character,
 // and its peak resident memory stays under 128 MiB.
 func TestDecideOnHostileRecords(t *testing.T) {
-	bin := buildBinary(t)
+	bin := fleetbin.Build(t)
 	dir := t.TempDir()
 	base := filepath.Join("..", "decide", "testdata", "all-fit")
 	var nodes corev1.NodeList

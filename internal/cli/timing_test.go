@@ -28,12 +28,12 @@ func TestTimingCommand(t *testing.T) {
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			r := runMain("timing", "--from", golden(tc.scenario))
-			if r.code != tc.code {
-				t.Fatalf("exit %d, want %d: %s%s", r.code, tc.code, r.stdout, r.stderr)
+			if r.Code != tc.code {
+				t.Fatalf("exit %d, want %d: %s%s", r.Code, tc.code, r.Stdout, r.Stderr)
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(r.stdout, w) {
-					t.Errorf("the table lacks %q:\n%s", w, r.stdout)
+				if !strings.Contains(r.Stdout, w) {
+					t.Errorf("the table lacks %q:\n%s", w, r.Stdout)
 				}
 			}
 			raw, err := os.ReadFile(golden(tc.scenario))
@@ -46,8 +46,8 @@ func TestTimingCommand(t *testing.T) {
 			}
 			r = runMain("timing", "--from", golden(tc.scenario), "-o", "json")
 			var got status.Timing
-			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != tc.code {
-				t.Fatalf("-o json: exit %d, %v: %s", r.code, err, r.stdout)
+			if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil || r.Code != tc.code {
+				t.Fatalf("-o json: exit %d, %v: %s", r.Code, err, r.Stdout)
 			}
 			if a, b := mustMarshal(t, got), mustMarshal(t, st.Timing); a != b {
 				t.Errorf("-o json printed %s, the status holds %s", a, b)
@@ -59,8 +59,8 @@ func TestTimingCommand(t *testing.T) {
 		{"timing", "--from", golden("all-fit"), "--kubeconfig", "x"},
 		{"timing", "--from", filepath.Join(t.TempDir(), "missing.json")},
 	} {
-		if r := runMain(bad...); r.code != StatusExitError {
-			t.Errorf("%v: exit %d, want 2: %s", bad, r.code, r.stderr)
+		if r := runMain(bad...); r.Code != StatusExitError {
+			t.Errorf("%v: exit %d, want 2: %s", bad, r.Code, r.Stderr)
 		}
 	}
 }

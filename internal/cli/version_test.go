@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fleet-role/fleet-role/internal/version"
+	"github.com/fleet-role/fleet-role/lab/fleetbin"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
 
@@ -16,7 +17,7 @@ import (
 // (and -dirty when the tree has changes), the Go that built it and its
 // platform; --version says the same line as `version`.
 func TestVersionOfTheBuiltBinary(t *testing.T) {
-	bin := buildBinary(t)
+	bin := fleetbin.Build(t)
 	root := probetest.RepoRoot(t)
 	git := func(args ...string) string {
 		t.Helper()

@@ -29,10 +29,10 @@ func TestReadingFailuresBounded(t *testing.T) {
 			{Reading: probe.ReadingLink, Err: fmt.Errorf("reading%d: %d", seq, seq)},
 		}
 	}}
-	c := newClocked(s.SamplePeriod)
-	loop := c.watch(nodes)
-	m := loop.metrics
-	p, err := probe.New(c.config(probe.Config{Node: "agent-1", Settings: s, Records: store, Sampler: sampler}, loop))
+	c := probetest.NewClocked(s.SamplePeriod)
+	loop := c.Watch(nodes)
+	m := loop.Metrics
+	p, err := probe.New(c.Config(probe.Config{Node: "agent-1", Settings: s, Records: store, Sampler: sampler}, loop))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +40,8 @@ func TestReadingFailuresBounded(t *testing.T) {
 	seen := map[string]bool{}
 	first := 0
 	for period := range 10 {
-		c.await(t, time.Minute, func() error {
-			if n := loop.ended(); n < period+1 {
+		c.Await(t, time.Minute, func() error {
+			if n := loop.Ended(); n < period+1 {
 				return fmt.Errorf("agent-1 has ended %d periods", n)
 			}
 			return nil

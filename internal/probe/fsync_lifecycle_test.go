@@ -84,22 +84,22 @@ func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kubef
 }
 
 // runProbe runs agent-1's probe on clk's clock.
-func runProbe(t *testing.T, clk *clocked, s settings.Settings, sampler probe.Sampler, store kube.Records, nodes kube.Nodes, log *probetest.Log) *probetest.Loop {
+func runProbe(t *testing.T, clk *probetest.Clocked, s settings.Settings, sampler probe.Sampler, store kube.Records, nodes kube.Nodes, log *probetest.Log) *probetest.Loop {
 	t.Helper()
-	periods := clk.watch(nodes)
-	p, err := probe.New(clk.config(probe.Config{Node: "agent-1", Settings: s, Records: store, Sampler: sampler, Log: log.Logger}, periods))
+	periods := clk.Watch(nodes)
+	p, err := probe.New(clk.Config(probe.Config{Node: "agent-1", Settings: s, Records: store, Sampler: sampler, Log: log.Logger}, periods))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(periods.stop)
+	t.Cleanup(periods.Stop)
 	return probetest.Go(t, "probe agent-1", p.Run)
 }
 
 // poll steps clk until cond holds, and fails the test when it has not
 // within a real deadline.
-func poll(t *testing.T, clk *clocked, within time.Duration, what string, cond func() bool) {
+func poll(t *testing.T, clk *probetest.Clocked, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	clk.await(t, within, func() error {
+	clk.Await(t, within, func() error {
 		if cond() {
 			return nil
 		}
@@ -115,7 +115,7 @@ func TestStopDuringDiskReadingLeavesNoFile(t *testing.T) {
 	store, nodes := eligibleAgent(t, s, nil)
 	ds := newDiskSampler(dir)
 	log := probetest.NewLog()
-	clk := newClocked(s.SamplePeriod)
+	clk := probetest.NewClocked(s.SamplePeriod)
 	loop := runProbe(t, clk, s, ds, store, nodes, log)
 
 	// The first sample of a host with no reading starts one at once.
@@ -156,7 +156,7 @@ func TestStartRemovesStaleReadingFiles(t *testing.T) {
 	log := probetest.NewLog()
 	host := &probe.Host{FsyncDir: dir, FsyncSkipReason: s.FsyncSkipReason}
 	ds := diskSampler{Sampler: &probetest.Sampler{FsyncReading: host.Fsync}, host: host}
-	clk := newClocked(s.SamplePeriod)
+	clk := probetest.NewClocked(s.SamplePeriod)
 	loop := runProbe(t, clk, s, ds, store, nodes, log)
 	poll(t, clk, time.Minute, "the start's clean-up is logged", func() bool {
 		return len(log.Records("removed a disk reading's file left by an earlier start")) > 0
@@ -204,16 +204,16 @@ func TestResumedReadingAgeIsTheProbes(t *testing.T) {
 				seed = &entry.Entry{Node: "agent-1", Fsync: &f}
 			}
 			store, nodes := eligibleAgent(t, s, seed)
-			clk := newClocked(s.SamplePeriod)
+			clk := probetest.NewClocked(s.SamplePeriod)
 			var firstReading time.Time
-			sampler := &probetest.Sampler{Clock: clk.clk}
+			sampler := &probetest.Sampler{Clock: clk.Clock}
 			sampler.FsyncReading = func(context.Context) entry.FsyncReading {
 				if firstReading.IsZero() {
-					firstReading = clk.clk.Now()
+					firstReading = clk.Clock.Now()
 				}
-				return probetest.FitFsync(clk.clk.Now())
+				return probetest.FitFsync(clk.Clock.Now())
 			}
-			t0 := clk.clk.Now()
+			t0 := clk.Clock.Now()
 			loop := runProbe(t, clk, s, sampler, store, nodes, probetest.NewLog())
 			poll(t, clk, time.Minute, "a disk reading is taken", func() bool { return sampler.Fsyncs() > 0 })
 			loop.Stop(t)

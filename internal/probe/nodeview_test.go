@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -82,4 +83,25 @@ func TestPlanFromTheNodeView(t *testing.T) {
 	if got := sampler.Plans(); len(got) != 1 || !reflect.DeepEqual(got[0].Peers, want) || !got[0].Voter {
 		t.Fatalf("server-1 from the view: plans %+v, want one voter's plan with peers %+v", got, want)
 	}
+}
+
+// firstPeriod runs a probe with cfg on a fake clock until it has ended its
+// first period, and stops it before a second begins.
+func firstPeriod(t *testing.T, cfg probe.Config) {
+	t.Helper()
+	c := probetest.NewClocked(cfg.Settings.SamplePeriod)
+	periods := c.Watch(cfg.Nodes)
+	p, err := probe.New(c.Config(cfg, periods))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := probetest.Go(t, "probe "+cfg.Node, p.Run)
+	probetest.Eventually(t, time.Minute, func() error {
+		if n := periods.Ended(); n < 1 {
+			return fmt.Errorf("%s has ended %d periods", cfg.Node, n)
+		}
+		return nil
+	})
+	periods.Stop()
+	loop.Stop(t)
 }

@@ -22,14 +22,14 @@ import (
 // policy tests on the real API server hold that).
 type countedPolicy struct {
 	mu     sync.Mutex
-	loop   *periods
+	loop   *probetest.Periods
 	checks []int // the period (begun count) of each check
 }
 
 func (c *countedPolicy) CheckRefused(ctx context.Context, owner record.Owner) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.checks = append(c.checks, c.loop.begun())
+	c.checks = append(c.checks, c.loop.Begun())
 	return nil
 }
 
@@ -51,16 +51,16 @@ func TestPolicyCheckedOnTheProbesClock(t *testing.T) {
 	}
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	c := newClocked(s.SamplePeriod)
-	loop := c.watch(nodes)
+	c := probetest.NewClocked(s.SamplePeriod)
+	loop := c.Watch(nodes)
 	pol := &countedPolicy{loop: loop}
-	p, err := probe.New(c.config(probe.Config{Node: "agent-1", Settings: s, Records: kubefake.NewRecords(s.RecordsNamespace()),
+	p, err := probe.New(c.Config(probe.Config{Node: "agent-1", Settings: s, Records: kubefake.NewRecords(s.RecordsNamespace()),
 		Policy: pol, Sampler: &probetest.Sampler{}}, loop))
 	if err != nil {
 		t.Fatal(err)
 	}
 	probetest.Go(t, "probe agent-1", p.Run)
-	c.await(t, time.Minute, func() error {
+	c.Await(t, time.Minute, func() error {
 		if n := len(pol.at()); n < 3 {
 			return fmt.Errorf("%d checks of the policy so far, at periods %v", n, pol.at())
 		}

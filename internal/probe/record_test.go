@@ -135,11 +135,11 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	store := &refusing{Records: kubefake.NewRecords(s.RecordsNamespace()), max: 600}
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	clk := newClocked(s.SamplePeriod)
-	r := startProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
+	clk := probetest.NewClocked(s.SamplePeriod)
+	r := probetest.StartProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
 
 	var e entry.Entry
-	clk.await(t, time.Minute, func() error {
+	clk.Await(t, time.Minute, func() error {
 		var err error
 		if e, err = recorded(store, "agent-1"); err != nil {
 			return err
@@ -147,7 +147,7 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 		if e.Refused == "" {
 			return errors.New("no refusal marker yet")
 		}
-		if n := len(r.sampler.Taken()); n < 5 {
+		if n := len(r.Sampler.Taken()); n < 5 {
 			return fmt.Errorf("%d samples taken", n)
 		}
 		return nil
@@ -161,10 +161,10 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	if markers != 1 {
 		t.Errorf("%d markers written for one refusal, want 1 (puts %v)", markers, store.sizes())
 	}
-	if n := len(r.prober.Window().Samples); n < 5 {
+	if n := len(r.Prober.Window().Samples); n < 5 {
 		t.Errorf("the probe holds %d samples after the refusals; it must keep its window", n)
 	}
-	if recs := r.log.Records("write record refused by the API server; writing a marker that says so, and trying the window again next period"); len(recs) != 1 {
+	if recs := r.Log.Records("write record refused by the API server; writing a marker that says so, and trying the window again next period"); len(recs) != 1 {
 		t.Errorf("the refusal logged %d times, want once", len(recs))
 	}
 
@@ -182,7 +182,7 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 		t.Fatalf("agent-1 in the status: %+v", h)
 	}
 	dr, _ := status.DecidingReason(*h)
-	if dr.Signal != status.SignalRecord || !strings.HasPrefix(dr.Detail, "refused: ") || !strings.Contains(dr.Detail, "holds at most 600 bytes") {
+	if dr.Signal != status.SignalRecord || dr.Code != status.CodeWriteRefused || !strings.Contains(dr.Detail, "holds at most 600 bytes") {
 		t.Errorf("deciding reason %+v, want the record refused with the API server's words", dr)
 	}
 
@@ -190,7 +190,7 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 	store.mu.Lock()
 	store.max = 1 << 20
 	store.mu.Unlock()
-	clk.await(t, time.Minute, func() error {
+	clk.Await(t, time.Minute, func() error {
 		raw, _ := store.Get(context.Background(), "agent-1")
 		e, err := entry.Decode(raw)
 		if err != nil {
@@ -211,9 +211,9 @@ func TestRefusalMarkerLostIsWrittenAgain(t *testing.T) {
 	store := &refusing{Records: kubefake.NewRecords(s.RecordsNamespace()), max: 600, failMarkers: 1}
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	clk := newClocked(s.SamplePeriod)
-	r := startProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
-	clk.await(t, time.Minute, func() error {
+	clk := probetest.NewClocked(s.SamplePeriod)
+	r := probetest.StartProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
+	clk.Await(t, time.Minute, func() error {
 		e, err := recorded(store, "agent-1")
 		if err != nil {
 			return err
@@ -229,7 +229,7 @@ func TestRefusalMarkerLostIsWrittenAgain(t *testing.T) {
 	if markers != 2 {
 		t.Errorf("%d markers tried, want 2: the lost one and the one taken at the next refusal (puts %v)", markers, store.sizes())
 	}
-	if recs := r.log.Records("write refusal marker failed; will try again at the next refusal"); len(recs) != 1 {
+	if recs := r.Log.Records("write refusal marker failed; will try again at the next refusal"); len(recs) != 1 {
 		t.Errorf("the lost marker logged %d times, want once", len(recs))
 	}
 }
@@ -252,10 +252,12 @@ func TestShrunkRecordReadsFull(t *testing.T) {
 			continue
 		}
 		dr, _ := status.DecidingReason(h)
-		want := fmt.Sprintf("full: the %d oldest samples were left out so that the record fits its cap", shrunk)
-		if h.Verdict != status.Unknown || dr.Signal != status.SignalRecord || dr.Detail != want ||
+		// The count left out is data the reason quotes; the words around it
+		// are the Code's to say.
+		left := fmt.Sprintf(" %d oldest samples ", shrunk)
+		if h.Verdict != status.Unknown || dr.Signal != status.SignalRecord || dr.Code != status.CodeRecordFull || !strings.Contains(dr.Detail, left) ||
 			dr.Value == nil || *dr.Value != float64(len(text)) || dr.Limit == nil || *dr.Limit != float64(record.CapBytes(s.Window, s.MaxServers)) {
-			t.Fatalf("agent-1 %s, deciding reason %+v; want %q with the record's %d bytes", h.Verdict, dr, want, len(text))
+			t.Fatalf("agent-1 %s, deciding reason %+v; want %s naming the%soutside it, with the record's %d bytes", h.Verdict, dr, status.CodeRecordFull, left, len(text))
 		}
 		if h.RecordBytes != len(text) || st.Records.Count != 1 || st.Records.LargestBytes != len(text) || st.Records.Largest != "agent-1" {
 			t.Errorf("record bytes %d, records %+v", h.RecordBytes, st.Records)

@@ -44,9 +44,9 @@ func TestStopFinishesTheSampleInFlight(t *testing.T) {
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &blockingSampler{started: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan bool, 1)}
-	clk := newClocked(s.SamplePeriod)
-	r := startProbeWith(t, clk, s, "agent-1", b, store, nodes)
-	clk.await(t, time.Minute, func() error {
+	clk := probetest.NewClocked(s.SamplePeriod)
+	r := probetest.StartProbeWith(t, clk, s, "agent-1", b, store, nodes)
+	clk.Await(t, time.Minute, func() error {
 		select {
 		case <-b.started:
 			return nil
@@ -68,10 +68,10 @@ func TestStopFinishesTheSampleInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := holdsExactly(e, b.Taken()); err != nil || len(e.Samples) != 2 {
+	if err := probetest.HoldsExactly(e, b.Taken()); err != nil || len(e.Samples) != 2 {
 		t.Errorf("after the stop: %v (%d samples)", err, len(e.Samples))
 	}
-	if recs := r.log.Records("probe stopped"); len(recs) != 1 || recs[0]["unwritten"] != false || recs[0]["samples"] != float64(2) {
+	if recs := r.Log.Records("probe stopped"); len(recs) != 1 || recs[0]["unwritten"] != false || recs[0]["samples"] != float64(2) {
 		t.Errorf("stop logged %v", recs)
 	}
 }

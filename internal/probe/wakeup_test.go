@@ -90,9 +90,9 @@ func TestRunStartsAndStopsTheReadingBeside(t *testing.T) {
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &besideSampler{}
-	clk := newClocked(s.SamplePeriod)
-	r := startProbeWith(t, clk, s, "agent-1", b, store, nodes)
-	clk.await(t, 30*time.Second, func() error {
+	clk := probetest.NewClocked(s.SamplePeriod)
+	r := probetest.StartProbeWith(t, clk, s, "agent-1", b, store, nodes)
+	clk.Await(t, 30*time.Second, func() error {
 		if len(b.Taken()) < 3 {
 			return fmt.Errorf("%d samples, want 3", len(b.Taken()))
 		}

@@ -1,4 +1,4 @@
-package probe_test
+package probe
 
 import (
 	"context"
@@ -188,8 +188,9 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 		}
 		for _, n := range []string{"agent-1", "server-1"} {
 			h := hostIn(st, n)
+			// Withheld, quoting the marker's words: what the API server admitted.
 			if h == nil || h.Verdict != status.Unknown || len(h.Reasons) == 0 || h.Reasons[0].Signal != status.SignalRecord ||
-				!strings.HasPrefix(h.Reasons[0].Detail, "withheld: the probe writes no samples: the API server admitted") {
+				h.Reasons[0].Code != status.CodeRecordWithheld || !strings.Contains(h.Reasons[0].Detail, ": the API server admitted") {
 				return fmt.Errorf("%s: %+v", n, h)
 			}
 		}
@@ -238,7 +239,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 			return err
 		}
 		for _, n := range []string{"agent-1", "server-1"} {
-			if h := hostIn(st, n); h == nil || len(h.Reasons) == 0 || strings.HasPrefix(h.Reasons[0].Detail, "withheld") {
+			if h := hostIn(st, n); h == nil || len(h.Reasons) == 0 || withheld(h.Reasons[0].Code) {
 				return fmt.Errorf("%s still held: %+v", n, h)
 			}
 		}
@@ -257,7 +258,7 @@ func protectedGate(st *status.Status, held bool, want string) error {
 		if !held {
 			return fmt.Errorf("the decision still holds every swap: %s", r.Detail)
 		}
-		if r.OK || !strings.Contains(r.Detail, want) {
+		if r.OK || r.Code != status.CodeRecordsUnprotected || !strings.Contains(r.Detail, want) {
 			return fmt.Errorf("gate_protected %v: %s; want held, saying %q", r.OK, r.Detail, want)
 		}
 		return nil
@@ -266,6 +267,12 @@ func protectedGate(st *status.Status, held bool, want string) error {
 		return fmt.Errorf("no gate_protected among the decision's reasons: %+v", st.Decision.Reasons)
 	}
 	return nil
+}
+
+// withheld says whether a host's reason code holds its samples back: a
+// withheld marker, or one seen while the records were unprotected.
+func withheld(c status.Code) bool {
+	return c == status.CodeRecordWithheld || c == status.CodeWithheldUnprotected
 }
 
 func hostIn(st *status.Status, name string) *status.Host {

@@ -17,107 +17,20 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/apiserver"
+	"github.com/fleet-role/fleet-role/lab/fleetbin"
+	"github.com/fleet-role/fleet-role/lab/metricscrape"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 )
-
-// buildBinary builds cmd/fleet-role as the image does (static, CGO off).
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fleet-role")
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=true", "-o", bin, "./cmd/fleet-role")
-	cmd.Dir = probetest.RepoRoot(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/fleet-role: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// process is one run of the built binary.
-type process struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stderr bytes.Buffer
-	done   chan struct{}
-	err    error
-}
-
-func (p *process) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.Write(b)
-}
-
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
-
-func run(t *testing.T, bin string, env []string, args ...string) *process {
-	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("fleet-role %s log:\n%s", args[0], p.log())
-		}
-	})
-	return p
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *process) wait(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(within):
-		t.Fatalf("the process did not exit within %v", within)
-	}
-	if p.err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if !errors.As(p.err, &ee) {
-		t.Fatal(p.err)
-	}
-	return ee.ExitCode()
-}
-
-func (p *process) running(t *testing.T) {
-	t.Helper()
-	select {
-	case <-p.done:
-		t.Fatalf("the process exited: %v\n%s", p.err, p.log())
-	default:
-	}
-}
 
 // get fetches a URL of a component's metrics server.
 func get(url string) (int, string, error) {
@@ -131,22 +44,28 @@ func get(url string) (int, string, error) {
 	return resp.StatusCode, string(b), err
 }
 
-// metric is the value of the first series of name in a /metrics page whose
-// line contains match, or -1.
-func metric(page, name, match string) float64 {
-	for _, line := range strings.Split(page, "\n") {
-		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") || !strings.Contains(line, match) {
-			continue
-		}
-		rest := strings.TrimPrefix(line, name)
-		if rest != "" && rest[0] != ' ' && rest[0] != '{' {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			return v
-		}
+// scrape fetches a component's /metrics page and parses it as Prometheus
+// would; the text comes back too, for a failure to show.
+func scrape(url string) (*metricscrape.Page, string, error) {
+	_, text, err := get(url)
+	if err != nil {
+		return nil, text, err
+	}
+	p, err := metricscrape.Parse(strings.NewReader(text))
+	if err != nil {
+		return nil, text, fmt.Errorf("%s: %w", url, err)
+	}
+	return p, text, nil
+}
+
+// metric is the value of the first series of name on the page whose
+// labels hold match, or -1 when it has none (or there is no page).
+func metric(p *metricscrape.Page, name string, match metricscrape.Labels) float64 {
+	if p == nil {
+		return -1
+	}
+	if v, ok := p.Value(name, match); ok {
+		return v
 	}
 	return -1
 }
@@ -205,17 +124,17 @@ func TestControllerRefusesWithoutDryRun(t *testing.T) {
 			}
 			var out, errb bytes.Buffer
 			args := append([]string{"controller", "--kubeconfig", kc, "--metrics-address="}, tc.extra...)
-			code := Main(args, &out, &errb)
-			if code != ExitUsage || !strings.Contains(errb.String(), tc.want) {
+			code := cli.Main(args, &out, &errb)
+			if code != cli.ExitUsage || !strings.Contains(errb.String(), tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit 2 saying %s", code, errb.String(), tc.want)
 			}
 		})
 	}
 	// The built binary, as the Deployment would run it without the env.
-	bin := buildBinary(t)
-	p := run(t, bin, []string{"FLEET_ROLE_DRY_RUN=false"}, "controller", "--kubeconfig", kc, "--metrics-address=")
-	if code := p.wait(t, time.Minute); code != ExitUsage || !strings.Contains(p.log(), "FLEET_ROLE_DRY_RUN") {
-		t.Errorf("the binary exited %d: %s", code, p.log())
+	bin := fleetbin.Build(t)
+	p := fleetbin.Run(t, bin, []string{"FLEET_ROLE_DRY_RUN=false"}, "controller", "--kubeconfig", kc, "--metrics-address=")
+	if code := p.Wait(t, time.Minute); code != cli.ExitUsage || !strings.Contains(p.Log(), "FLEET_ROLE_DRY_RUN") {
+		t.Errorf("the binary exited %d: %s", code, p.Log())
 	}
 	after := c.ConfigMap(t, "fleet-role-status")
 	if after.ResourceVersion != before.ResourceVersion || len(after.Data) != 0 {
@@ -224,26 +143,6 @@ func TestControllerRefusesWithoutDryRun(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// A bad setting stops the probe with exit 2 and a message naming it.
-func TestProbeRefusesBadSettings(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--node=", "--metrics-address="}, "--node is empty"},
-		{[]string{"--node=n1", "--window=5", "--metrics-address="}, "window = 5"},
-		{[]string{"--node=n1", "--sample-period=0s", "--metrics-address="}, "sample_period = 0s"},
-		{[]string{"--node=n1", "--host-root=", "--metrics-address="}, "--host-root is empty"},
-	} {
-		t.Setenv("NODE_NAME", "")
-		var out, errb bytes.Buffer
-		code := Main(append([]string{"probe"}, tc.args...), &out, &errb)
-		if code != ExitUsage || !strings.Contains(errb.String(), tc.want) {
-			t.Errorf("probe %v: exit %d, stderr %q; want exit 2 saying %s", tc.args, code, errb.String(), tc.want)
-		}
-	}
-}
 
 // The controller as a process, running for the Lease as the Deployment's
 // replicas do: /healthz answers from the start; /readyz fails while it has
@@ -257,16 +156,16 @@ func TestControllerProcess(t *testing.T) {
 	c := probetest.Start(t)
 	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.10.1"})
 	kc := c.Kubeconfig(t, probetest.ControllerSA)
-	bin := buildBinary(t)
+	bin := fleetbin.Build(t)
 	addr := freeAddr(t)
 	period := 300 * time.Millisecond
 	c.Server.Stop()
 	args := append([]string{"controller", "--kubeconfig", kc, "--metrics-address", addr}, timeFlags(period)...)
-	p := run(t, bin, []string{"FLEET_ROLE_DRY_RUN=true"}, args...)
+	p := fleetbin.Run(t, bin, []string{"FLEET_ROLE_DRY_RUN=true"}, args...)
 	base := "http://" + addr
 
 	probetest.Eventually(t, time.Minute, func() error {
-		p.running(t)
+		p.Running(t)
 		if code, _, err := get(base + "/healthz"); err != nil || code != 200 {
 			return fmt.Errorf("/healthz %d %v", code, err)
 		}
@@ -274,8 +173,11 @@ func TestControllerProcess(t *testing.T) {
 		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "not leading: the lease fleet-role/fleet-role has not been read: get lease") || !strings.Contains(body, "connection refused") {
 			return fmt.Errorf("/readyz before the lease was read: %d %q %v", code, body, err)
 		}
-		_, page, _ := get(base + "/metrics")
-		if !strings.Contains(page, "\nfleet_role_leader 0\n") || strings.Contains(page, "fleet_role_decisions_total{") {
+		page, _, err := scrape(base + "/metrics")
+		if err != nil {
+			return err
+		}
+		if v, ok := page.Value("fleet_role_leader", nil); !ok || v != 0 || len(page.Series("fleet_role_decisions_total", nil)) != 0 {
 			return errors.New("not yet following without deciding")
 		}
 		// Not leading, the page serves no decision, and says why.
@@ -307,14 +209,15 @@ func TestControllerProcess(t *testing.T) {
 	if w := st.Writer; w == nil || w.Lease != "fleet-role/fleet-role" || !strings.HasPrefix(w.Identity, hostname(t)+"_") {
 		t.Errorf("status writer %+v, want this host's name and a suffix, holding fleet-role/fleet-role", w)
 	}
-	_, page, err := get(base + "/metrics")
-	if err != nil || metric(page, "fleet_role_host_verdict", `host="server-1",role="voter",verdict="unknown"`) != 1 ||
-		metric(page, "fleet_role_status_writes_total", "") < 1 || metric(page, "fleet_role_leader", "") != 1 {
-		t.Errorf("/metrics (%v) lacks server-1's verdict or the status write:\n%s", err, page)
+	page, text, err := scrape(base + "/metrics")
+	if err != nil || metric(page, "fleet_role_host_verdict", metricscrape.Labels{"host": "server-1", "role": "voter", "verdict": "unknown"}) != 1 ||
+		metric(page, "fleet_role_status_writes_total", nil) < 1 || metric(page, "fleet_role_leader", nil) != 1 {
+		t.Errorf("/metrics (%v) lacks server-1's verdict or the status write:\n%s", err, text)
 	}
 	// One voter, unknown: no margin by design, none counting it lost.
-	if metric(page, "fleet_role_failure_tolerance", `lost="none"`) != 0 || !strings.Contains(page, `fleet_role_failure_tolerance{lost="unfit_and_unknown"} 0`) {
-		t.Errorf("/metrics lacks the failure tolerance:\n%s", page)
+	if metric(page, "fleet_role_failure_tolerance", metricscrape.Labels{"lost": "none"}) != 0 ||
+		metric(page, "fleet_role_failure_tolerance", metricscrape.Labels{"lost": "unfit_and_unknown"}) != 0 {
+		t.Errorf("/metrics lacks the failure tolerance:\n%s", text)
 	}
 	// The status page, on the same port.
 	if code, body, err := get(base + "/status"); err != nil || code != http.StatusOK ||
@@ -344,14 +247,14 @@ func TestControllerProcess(t *testing.T) {
 	if !strings.Contains(notReady, "over three sample periods") && !strings.Contains(notReady, "not leading: the lease fleet-role/fleet-role was last read") {
 		t.Errorf("/readyz said %q", notReady)
 	}
-	p.running(t)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	p.Running(t)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t, time.Minute); code != 0 {
+	if code := p.Wait(t, time.Minute); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
-	if recs := probetest.ParseLog(p.log(), "controller stopped"); len(recs) != 1 {
+	if recs := probetest.ParseLog(p.Log(), "controller stopped"); len(recs) != 1 {
 		t.Errorf("no 'controller stopped' log line")
 	}
 	t.Logf("controller process: /readyz 503 before the first decision, 200 after, 503 %.1f s after the API server stopped (%s), exit 0 on SIGTERM",
@@ -383,17 +286,17 @@ func TestProbeProcess(t *testing.T) {
 		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.11.2"},
 	)
 	kc := c.ProbeKubeconfig(t, "agent-1")
-	bin := buildBinary(t)
+	bin := fleetbin.Build(t)
 	addr := freeAddr(t)
 	// A period long enough that the write SIGTERM forces is not the
 	// next period's.
 	period := time.Second
 	args := append([]string{"probe", "--kubeconfig", kc, "--metrics-address", addr, "--host-root=/", "--fsync-dir", t.TempDir()}, timeFlags(period)...)
-	p := run(t, bin, []string{"NODE_NAME=agent-1"}, args...)
+	p := fleetbin.Run(t, bin, []string{"NODE_NAME=agent-1"}, args...)
 	base := "http://" + addr
 
 	probetest.Eventually(t, time.Minute, func() error {
-		p.running(t)
+		p.Running(t)
 		raw, ok := c.Records(t)["agent-1"]
 		if !ok {
 			return errors.New("no entry yet")
@@ -412,22 +315,22 @@ func TestProbeProcess(t *testing.T) {
 			t.Errorf("%s: %d %q %v", path, code, body, err)
 		}
 	}
-	_, page, err := get(base + "/metrics")
-	if err != nil || metric(page, "fleet_role_probe_samples_total", "") < 2 || metric(page, "fleet_role_probe_writes_total", `result="ok"`) < 2 {
-		t.Errorf("/metrics (%v):\n%s", err, page)
+	page, text, err := scrape(base + "/metrics")
+	if err != nil || metric(page, "fleet_role_probe_samples_total", nil) < 2 || metric(page, "fleet_role_probe_writes_total", metricscrape.Labels{"result": "ok"}) < 2 {
+		t.Errorf("/metrics (%v):\n%s", err, text)
 	}
 
 	c.Server.Stop()
 	var taken float64
 	probetest.Eventually(t, time.Minute, func() error {
-		_, page, err := get(base + "/metrics")
+		page, _, err := scrape(base + "/metrics")
 		if err != nil {
 			return err
 		}
-		if metric(page, "fleet_role_probe_writes_total", `result="error"`) < 2 {
+		if metric(page, "fleet_role_probe_writes_total", metricscrape.Labels{"result": "error"}) < 2 {
 			return errors.New("fewer than two failed writes")
 		}
-		taken = metric(page, "fleet_role_probe_samples_total", "")
+		taken = metric(page, "fleet_role_probe_samples_total", nil)
 		return nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -435,14 +338,14 @@ func TestProbeProcess(t *testing.T) {
 	if err := c.Server.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p.running(t)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	p.Running(t)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := p.wait(t, time.Minute); code != 0 {
+	if code := p.Wait(t, time.Minute); code != 0 {
 		t.Fatalf("SIGTERM: exit %d, want 0", code)
 	}
-	recs := probetest.ParseLog(p.log(), "probe stopped")
+	recs := probetest.ParseLog(p.Log(), "probe stopped")
 	if len(recs) != 1 {
 		t.Fatalf("'probe stopped' logged %d times", len(recs))
 	}

@@ -1,4 +1,4 @@
-package probe_test
+package probe
 
 // These tests run the probe on a real kube-apiserver (on a real etcd) with
 // deploy/fleet-role.yaml applied server-side and real RBAC: every probe acts
@@ -6,7 +6,7 @@ package probe_test
 // kubelet is the only fake: there is none, so no pod runs; the Nodes are
 // created through the API with the labels and annotations k3s sets, and the
 // probes run here as in-process loops, on a fake clock the test steps a
-// period at a time (clocked). Where a test compares exactly what a probe
+// period at a time (probetest.Clocked). Where a test compares exactly what a probe
 // took with what the ConfigMap holds, a Sampler of its own
 // (probetest.Sampler) stands in for the host readings; TestRealHostSampler
 // runs the real probe.Host against a real etcd member.
@@ -18,67 +18,17 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
-	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
-	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/etcdproc"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
 	"github.com/fleet-role/fleet-role/lab/probetest"
 	"github.com/fleet-role/fleet-role/lab/testenv"
 )
-
-// running is one probe loop started by a test.
-type running struct {
-	node    string
-	prober  *probe.Prober
-	sampler *probetest.Sampler
-	store   *kubefake.CountingRecords
-	log     *probetest.Log
-	periods *periods
-	*probetest.Loop
-}
-
-// Stop stops the loop, and the clock stops waiting for it.
-func (r *running) Stop(t testing.TB) {
-	t.Helper()
-	r.periods.stop()
-	r.Loop.Stop(t)
-}
-
-// startProbe runs a probe for node on clk's clock with its own client (its
-// own token of the probe ServiceAccount).
-func startProbe(t *testing.T, clk *clocked, c *probetest.Cluster, s settings.Settings, node string, sampler probe.Sampler) *running {
-	t.Helper()
-	cl := c.ProbeClient(t, node)
-	return startProbeWith(t, clk, s, node, sampler, cl.Records(s.RecordsNamespace()), cl.Nodes())
-}
-
-// startProbeWith runs a probe for node on clk's clock with store and nodes.
-// A probetest.Sampler without a clock is given clk's.
-func startProbeWith(t *testing.T, clk *clocked, s settings.Settings, node string, sampler probe.Sampler, store kube.Records, nodes kube.Nodes) *running {
-	t.Helper()
-	r := &running{node: node, store: &kubefake.CountingRecords{Inner: store}, log: probetest.NewLog(), periods: clk.watch(nodes)}
-	if ps, ok := sampler.(*probetest.Sampler); ok {
-		r.sampler = ps
-	}
-	if r.sampler != nil && r.sampler.Clock == nil {
-		r.sampler.Clock = clk.clk
-	}
-	p, err := probe.New(clk.config(probe.Config{Node: node, Settings: s, Records: r.store, Sampler: sampler, Log: r.log.Logger}, r.periods))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.prober = p
-	r.Loop = probetest.Go(t, "probe "+node, p.Run)
-	return r
-}
 
 // lastN is the last n of samples.
 func lastN(samples []entry.Sample, n int) []entry.Sample {
@@ -86,21 +36,6 @@ func lastN(samples []entry.Sample, n int) []entry.Sample {
 		return samples[len(samples)-n:]
 	}
 	return samples
-}
-
-// holdsExactly says whether e holds exactly want (to the millisecond, with
-// Fit's sequence numbers), or why not.
-func holdsExactly(e entry.Entry, want []entry.Sample) error {
-	got := probetest.Millis(e.Samples)
-	if !slices.Equal(got, probetest.Millis(want)) {
-		return fmt.Errorf("entry %s holds %d samples at %v, want %d at %v", e.Node, len(got), got, len(want), probetest.Millis(want))
-	}
-	for i := range want {
-		if probetest.Seq(e.Samples[i]) != probetest.Seq(want[i]) {
-			return fmt.Errorf("entry %s sample %d is seq %d, want %d", e.Node, i, probetest.Seq(e.Samples[i]), probetest.Seq(want[i]))
-		}
-	}
-	return nil
 }
 
 // Ten probes, one per Node, each with its own token, write their records at
@@ -129,15 +64,15 @@ func TestConcurrentProbes(t *testing.T) {
 	hist := c.WatchRecords(wctx, t)
 
 	began := time.Now()
-	clk := newClocked(s.SamplePeriod)
-	var probes []*running
+	clk := probetest.NewClocked(s.SamplePeriod)
+	var probes []*probetest.Running
 	for _, n := range nodes {
-		probes = append(probes, startProbe(t, clk, c, s, n.Name, &probetest.Sampler{}))
+		probes = append(probes, c.StartProbe(t, clk, s, n.Name, &probetest.Sampler{}))
 	}
-	clk.await(t, 2*time.Minute, func() error {
+	clk.Await(t, 2*time.Minute, func() error {
 		for _, r := range probes {
-			if n := len(r.sampler.Taken()); n < periods {
-				return fmt.Errorf("%s has taken %d of %d samples", r.node, n, periods)
+			if n := len(r.Sampler.Taken()); n < periods {
+				return fmt.Errorf("%s has taken %d of %d samples", r.Node, n, periods)
 			}
 		}
 		return nil
@@ -154,9 +89,9 @@ func TestConcurrentProbes(t *testing.T) {
 		}
 		last := c.Records(t) // one list a try, not one per probe
 		for _, r := range probes {
-			v := hist.Versions(r.node)
-			if len(v) == 0 || v[len(v)-1] != last[r.node] {
-				return fmt.Errorf("the watch has not yet seen %s's last write", r.node)
+			v := hist.Versions(r.Node)
+			if len(v) == 0 || v[len(v)-1] != last[r.Node] {
+				return fmt.Errorf("the watch has not yet seen %s's last write", r.Node)
 			}
 		}
 		return nil
@@ -168,14 +103,14 @@ func TestConcurrentProbes(t *testing.T) {
 
 	var taken, patches, written, cancelled, minBytes, maxBytes int
 	for i, r := range probes {
-		all := r.sampler.Taken()
+		all := r.Sampler.Taken()
 		taken += len(all)
 		// The record's last word is the last window the probe took.
-		e, ok := c.Entry(t, r.node)
+		e, ok := c.Entry(t, r.Node)
 		if !ok {
-			t.Fatalf("no entry for %s", r.node)
+			t.Fatalf("no entry for %s", r.Node)
 		}
-		if err := holdsExactly(e, lastN(all, s.Window)); err != nil {
+		if err := probetest.HoldsExactly(e, lastN(all, s.Window)); err != nil {
 			t.Error(err)
 		}
 		// Every version of the record is this node's own and holds only
@@ -185,19 +120,19 @@ func TestConcurrentProbes(t *testing.T) {
 			byMilli[x.At.UnixMilli()] = x
 		}
 		seen := map[int64]bool{}
-		versions := hist.Versions(r.node)
+		versions := hist.Versions(r.Node)
 		for _, raw := range versions {
 			v, err := entry.Decode(raw)
 			if err != nil {
-				t.Fatalf("a version of %s's entry: %v", r.node, err)
+				t.Fatalf("a version of %s's entry: %v", r.Node, err)
 			}
-			if v.Node != r.node {
-				t.Fatalf("the record of %s held %s's entry", r.node, v.Node)
+			if v.Node != r.Node {
+				t.Fatalf("the record of %s held %s's entry", r.Node, v.Node)
 			}
 			for _, x := range v.Samples {
 				want, ok := byMilli[x.At.UnixMilli()]
 				if !ok || probetest.Seq(want) != probetest.Seq(x) {
-					t.Fatalf("%s's entry held a sample at %v (seq %d) it never took", r.node, x.At, probetest.Seq(x))
+					t.Fatalf("%s's entry held a sample at %v (seq %d) it never took", r.Node, x.At, probetest.Seq(x))
 				}
 				seen[x.At.UnixMilli()] = true
 			}
@@ -209,37 +144,37 @@ func TestConcurrentProbes(t *testing.T) {
 					missing = append(missing, probetest.Seq(x))
 				}
 			}
-			t.Errorf("%s took %d samples, %d reached its record; missing seq %v", r.node, len(all), len(seen), missing)
+			t.Errorf("%s took %d samples, %d reached its record; missing seq %v", r.Node, len(all), len(seen), missing)
 		}
 		// Only the first sample since the start carries the restart mark.
 		if v, _ := entry.Decode(versions[0]); len(v.Samples) == 0 || !v.Samples[0].Restart {
-			t.Errorf("%s: the first sample written has no restart mark: %.200s", r.node, versions[0])
+			t.Errorf("%s: the first sample written has no restart mark: %.200s", r.Node, versions[0])
 		}
 		for i, x := range e.Samples {
 			if x.Restart {
-				t.Errorf("%s: sample %d of the last window (not the first since the start) has the restart mark", r.node, i)
+				t.Errorf("%s: sample %d of the last window (not the first since the start) has the restart mark", r.Node, i)
 			}
 		}
 		if i >= voters && e.Fsync == nil {
-			t.Errorf("standby %s has no disk reading in its entry", r.node)
+			t.Errorf("standby %s has no disk reading in its entry", r.Node)
 		}
 		if i < voters && e.Fsync != nil {
-			t.Errorf("voter %s took a disk reading", r.node)
+			t.Errorf("voter %s took a disk reading", r.Node)
 		}
-		_, p, ok2 := r.store.Counts()
+		_, p, ok2 := r.Store.Counts()
 		patches += p
 		written += ok2
-		lo, hi := r.store.Sizes()
+		lo, hi := r.Store.Sizes()
 		if minBytes == 0 || lo < minBytes {
 			minBytes = lo
 		}
 		maxBytes = max(maxBytes, hi)
-		if errs := r.store.Errors(); len(errs) > 0 {
-			t.Errorf("%s: %d of %d patches failed: %v", r.node, len(errs), p, errs)
+		if errs := r.Store.Errors(); len(errs) > 0 {
+			t.Errorf("%s: %d of %d patches failed: %v", r.Node, len(errs), p, errs)
 		}
-		cancelled += r.store.Cancelled()
-		if n := r.store.Cancelled(); n > 1 {
-			t.Logf("%s: %d cancelled: %v", r.node, n, r.store.LastErr())
+		cancelled += r.Store.Cancelled()
+		if n := r.Store.Cancelled(); n > 1 {
+			t.Logf("%s: %d cancelled: %v", r.Node, n, r.Store.LastErr())
 		}
 	}
 	t.Logf("%d probes, one per node, each its own token: %d periods of %v on a fake clock, %d samples taken and all written, "+
@@ -289,12 +224,12 @@ func TestRealHostSampler(t *testing.T) {
 		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.3.4"},
 	)
 	metricsURL := m.MetricsURL
-	clk := newClocked(s.SamplePeriod)
-	voter := startProbe(t, clk, c, s, "server-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
-	standby := startProbe(t, clk, c, s, "agent-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
+	clk := probetest.NewClocked(s.SamplePeriod)
+	voter := c.StartProbe(t, clk, s, "server-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
+	standby := c.StartProbe(t, clk, s, "agent-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
 
 	var e entry.Entry
-	clk.await(t, 2*time.Minute, func() error {
+	clk.Await(t, 2*time.Minute, func() error {
 		var ok bool
 		if e, ok = c.Entry(t, "server-1"); !ok || len(e.Samples) < 4 {
 			return fmt.Errorf("server-1's entry holds %d samples", len(e.Samples))
@@ -339,7 +274,7 @@ func TestRealHostSampler(t *testing.T) {
 	// The standby takes no etcd reading, connects to every voter, and once
 	// a window the real fdatasync reading on this disk.
 	var se entry.Entry
-	clk.await(t, readingWait, func() error {
+	clk.Await(t, readingWait, func() error {
 		var ok bool
 		if se, ok = c.Entry(t, "agent-1"); !ok || se.Fsync == nil {
 			return errors.New("agent-1's entry has no disk reading yet")
@@ -371,20 +306,20 @@ func TestRestartMarkAndResume(t *testing.T) {
 	c := probetest.Start(t)
 	s := probetest.Settings(t, 100*time.Millisecond)
 	c.AddNodes(t, probetest.Node{Name: "agent-1", Address: "127.0.4.1"}, probetest.Node{Name: "server-1", Voter: true, Address: "127.0.4.2"})
-	clk := newClocked(s.SamplePeriod)
-	first := startProbe(t, clk, c, s, "agent-1", &probetest.Sampler{})
+	clk := probetest.NewClocked(s.SamplePeriod)
+	first := c.StartProbe(t, clk, s, "agent-1", &probetest.Sampler{})
 	// A node that is neither a voter nor eligible records nothing and
 	// never writes.
-	clk.await(t, time.Minute, func() error {
-		if n := first.periods.begun(); n < 5 {
+	clk.Await(t, time.Minute, func() error {
+		if n := first.Periods.Begun(); n < 5 {
 			return fmt.Errorf("%d periods so far", n)
 		}
 		return nil
 	})
-	if n := len(first.sampler.Taken()); n != 0 {
+	if n := len(first.Sampler.Taken()); n != 0 {
 		t.Fatalf("a node not eligible took %d samples", n)
 	}
-	if _, p, _ := first.store.Counts(); p != 0 {
+	if _, p, _ := first.Store.Counts(); p != 0 {
 		t.Fatalf("a node not eligible wrote its record %d times", p)
 	}
 	if _, ok := c.Records(t)["agent-1"]; ok {
@@ -392,19 +327,19 @@ func TestRestartMarkAndResume(t *testing.T) {
 	}
 
 	c.SetLabel(t, "agent-1", s.EligibleLabel, "true")
-	clk.await(t, time.Minute, func() error {
-		if n := len(first.sampler.Taken()); n < 8 {
+	clk.Await(t, time.Minute, func() error {
+		if n := len(first.Sampler.Taken()); n < 8 {
 			return fmt.Errorf("%d samples taken", n)
 		}
 		return nil
 	})
 	first.Stop(t)
-	a := first.sampler.Taken()
+	a := first.Sampler.Taken()
 	e, ok := c.Entry(t, "agent-1")
 	if !ok {
 		t.Fatal("no entry after the first probe stopped")
 	}
-	if err := holdsExactly(e, a); err != nil {
+	if err := probetest.HoldsExactly(e, a); err != nil {
 		t.Fatalf("after the first probe stopped: %v", err)
 	}
 	for i, x := range e.Samples {
@@ -414,27 +349,27 @@ func TestRestartMarkAndResume(t *testing.T) {
 	}
 
 	// Started again, it reads its own entry once and carries on from it.
-	second := startProbe(t, clk, c, s, "agent-1", &probetest.Sampler{})
-	clk.await(t, time.Minute, func() error {
-		b := second.sampler.Taken()
+	second := c.StartProbe(t, clk, s, "agent-1", &probetest.Sampler{})
+	clk.Await(t, time.Minute, func() error {
+		b := second.Sampler.Taken()
 		if len(b) < s.Window {
 			return fmt.Errorf("second run took %d samples", len(b))
 		}
 		e, _ := c.Entry(t, "agent-1")
-		return holdsExactly(e, lastN(append(append([]entry.Sample(nil), a...), b...), s.Window))
+		return probetest.HoldsExactly(e, lastN(append(append([]entry.Sample(nil), a...), b...), s.Window))
 	})
 	// Midway through the second run the window held both runs.
 	second.Stop(t)
-	if g, _, _ := second.store.Counts(); g != 1 {
+	if g, _, _ := second.Store.Counts(); g != 1 {
 		t.Errorf("the restarted probe read its entry %d times, want once", g)
 	}
-	if recs := second.log.Records("resumed window"); len(recs) != 1 || recs[0]["samples"] != float64(len(a)) {
+	if recs := second.Log.Records("resumed window"); len(recs) != 1 || recs[0]["samples"] != float64(len(a)) {
 		t.Errorf("resumed-window log records %v, want one resuming the %d samples of the first run", recs, len(a))
 	}
-	b := second.sampler.Taken()
+	b := second.Sampler.Taken()
 	e, _ = c.Entry(t, "agent-1")
 	all := append(append([]entry.Sample(nil), a...), b...)
-	if err := holdsExactly(e, lastN(all, s.Window)); err != nil {
+	if err := probetest.HoldsExactly(e, lastN(all, s.Window)); err != nil {
 		t.Fatal(err)
 	}
 	restartAt := len(all) - s.Window
@@ -458,50 +393,50 @@ func TestStopsBeingEligible(t *testing.T) {
 		probetest.Node{Name: "agent-2", Address: "127.0.5.2"},
 		probetest.Node{Name: "server-1", Voter: true, Address: "127.0.5.3"},
 	)
-	clk := newClocked(s.SamplePeriod)
-	on := startProbe(t, clk, c, s, "agent-1", &probetest.Sampler{})
-	off := startProbe(t, clk, c, s, "agent-2", &probetest.Sampler{})
-	clk.await(t, time.Minute, func() error {
+	clk := probetest.NewClocked(s.SamplePeriod)
+	on := c.StartProbe(t, clk, s, "agent-1", &probetest.Sampler{})
+	off := c.StartProbe(t, clk, s, "agent-2", &probetest.Sampler{})
+	clk.Await(t, time.Minute, func() error {
 		if e, ok := c.Entry(t, "agent-1"); !ok || len(e.Samples) < 3 {
 			return errors.New("agent-1 has not written three samples")
 		}
 		return nil
 	})
 	c.SetLabel(t, "agent-1", s.EligibleLabel, "false")
-	clk.await(t, time.Minute, func() error {
+	clk.Await(t, time.Minute, func() error {
 		if _, ok := c.Records(t)["agent-1"]; ok {
 			return errors.New("agent-1's entry is still there")
 		}
 		return nil
 	})
-	_, removed, _ := on.store.Counts()
-	taken := len(on.sampler.Taken())
+	_, removed, _ := on.Store.Counts()
+	taken := len(on.Sampler.Taken())
 	// It goes on reading the Nodes, and writes nothing more.
-	before := len(on.log.Records("node is neither a voter nor eligible; record removed"))
-	clk.await(t, time.Minute, func() error {
-		if _, p, _ := on.store.Counts(); p != removed {
+	before := len(on.Log.Records("node is neither a voter nor eligible; record removed"))
+	clk.Await(t, time.Minute, func() error {
+		if _, p, _ := on.Store.Counts(); p != removed {
 			return fmt.Errorf("agent-1 patched %d times after its entry was removed", p-removed)
 		}
 		return nil
 	})
 	on.Alive(t)
-	if n := len(on.sampler.Taken()); n > taken+1 {
+	if n := len(on.Sampler.Taken()); n > taken+1 {
 		t.Errorf("agent-1 took %d samples after it stopped being eligible", n-taken)
 	}
 	if before != 1 {
 		t.Errorf("the removal was logged %d times, want once", before)
 	}
-	if n := len(off.sampler.Taken()); n != 0 {
+	if n := len(off.Sampler.Taken()); n != 0 {
 		t.Errorf("agent-2 (eligible=false) took %d samples", n)
 	}
-	if _, p, _ := off.store.Counts(); p != 0 {
+	if _, p, _ := off.Store.Counts(); p != 0 {
 		t.Errorf("agent-2 (eligible=false) patched %d times", p)
 	}
 	off.Alive(t)
 
 	// Eligible again: a new window.
 	c.SetLabel(t, "agent-1", s.EligibleLabel, "true")
-	clk.await(t, time.Minute, func() error {
+	clk.Await(t, time.Minute, func() error {
 		e, ok := c.Entry(t, "agent-1")
 		if !ok || len(e.Samples) == 0 {
 			return errors.New("agent-1 has not written again")
@@ -530,10 +465,10 @@ func TestRecordGoesWithItsNode(t *testing.T) {
 		probetest.Node{Name: "agent-2", Eligible: true, Address: "127.0.12.2"},
 		probetest.Node{Name: "server-1", Voter: true, Address: "127.0.12.3"},
 	)
-	clk := newClocked(s.SamplePeriod)
-	gone := startProbe(t, clk, c, s, "agent-1", &probetest.Sampler{})
-	stays := startProbe(t, clk, c, s, "agent-2", &probetest.Sampler{})
-	clk.await(t, time.Minute, func() error {
+	clk := probetest.NewClocked(s.SamplePeriod)
+	gone := c.StartProbe(t, clk, s, "agent-1", &probetest.Sampler{})
+	stays := c.StartProbe(t, clk, s, "agent-2", &probetest.Sampler{})
+	clk.Await(t, time.Minute, func() error {
 		for _, n := range []string{"agent-1", "agent-2"} {
 			if e, ok := c.Entry(t, n); !ok || len(e.Samples) < 2 {
 				return fmt.Errorf("%s has not written two samples", n)
@@ -561,7 +496,7 @@ func TestRecordGoesWithItsNode(t *testing.T) {
 	if err := c.Admin.CoreV1().Nodes().Delete(ctx, "agent-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	clk.await(t, 2*time.Minute, func() error {
+	clk.Await(t, 2*time.Minute, func() error {
 		if _, ok := c.Records(t)["agent-1"]; ok {
 			return errors.New("agent-1's record is still there")
 		}
