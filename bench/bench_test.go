@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // startEnv brings the fleet up for a benchmark or test and stops it

@@ -14,10 +14,10 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/demo"
-	"github.com/fleet-role/fleet-role/lab/etcdproc"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/statuscheck"
+	"github.com/fleet-role/fleet-role/lab/fleets/demo"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/statuscheck"
+	"github.com/fleet-role/fleet-role/lab/run/etcdproc"
 )
 
 // Detection runs the demo with its slow fault and returns the periods from

@@ -27,8 +27,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/apiserver"
-	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver"
+	"github.com/fleet-role/fleet-role/lab/run/etcdproc"
 )
 
 // The fleet the samples are taken in: three voters, each its own etcd

@@ -10,7 +10,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
-	"github.com/fleet-role/fleet-role/lab/etcdproc"
+	"github.com/fleet-role/fleet-role/lab/run/etcdproc"
 )
 
 // gate stops the in-process probes as SIGSTOP stops a process: while it is

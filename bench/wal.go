@@ -23,7 +23,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The bounds the "Done when" sets on what one sample costs the etcd
@@ -107,7 +107,7 @@ type walEvent struct {
 // standby has an eligible Node and a token bound to a Pod on that Node, so
 // that its writes pass the admission policy as in a cluster. Before the
 // probes start, each record is written as the admin with a full realistic
-// window of a standby (probetest.RealisticEntry, connects to the three
+// window of a standby (testkit.RealisticEntry, connects to the three
 // voters, a disk reading), shaped as the probe writes it, so that each probe
 // resumes a full window and every write it makes is a full window's. Once
 // every probe has written twice, the WAL counter and revision of every etcd
@@ -138,7 +138,7 @@ func (e *Env) WALPerSample(ctx context.Context, binary string, hosts, periods in
 	admin := kube.NewRecordsFor(e.Admin.CoreV1().ConfigMaps(s.RecordsNamespace()), s.RecordsNamespace())
 	names := map[string]bool{}
 	for _, n := range nodes {
-		en := probetest.RealisticEntry(n.Name, voters, -1, s.Window, s.SamplePeriod, t0)
+		en := testkit.RealisticEntry(n.Name, voters, -1, s.Window, s.SamplePeriod, t0)
 		en.Fsync.At = time.Now().UTC()
 		text, err := entry.Encode(en)
 		if err != nil {

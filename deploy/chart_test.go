@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver/apiservertest"
 )
 
 // The Helm chart, deploy/chart, is deploy/fleet-role.yaml (the kustomize

@@ -43,16 +43,16 @@ import (
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
-	"github.com/fleet-role/fleet-role/lab/probetest"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver/apiservertest"
 )
 
 const (
 	ns       = "fleet-role"
 	rns      = "fleet-role-records" // the records' own namespace
 	rendered = "fleet-role.yaml"
-	image    = probetest.ImageTag
+	image    = testkit.ImageTag
 )
 
 // TestRenderedIsBase: deploy/fleet-role.yaml is exactly `kubectl kustomize
@@ -643,7 +643,7 @@ func TestOnAPIServer(t *testing.T) {
 	}
 	startPolicyStatusController(t, kc)
 	checkTypeChecking(t, ctx, admin)
-	c := &probetest.Cluster{Server: s, Admin: admin, Namespace: ns}
+	c := &testkit.Cluster{Server: s, Admin: admin, Namespace: ns}
 
 	cm, err := admin.CoreV1().ConfigMaps(ns).Get(ctx, "fleet-role-status", metav1.GetOptions{})
 	if err != nil {
@@ -674,7 +674,7 @@ func TestOnAPIServer(t *testing.T) {
 	// Applying again (k3s re-applies its manifests on every start) leaves
 	// what the controller wrote to its status: the installer never owned it.
 	status := `{"hosts":[]}`
-	ctrl := c.Client(t, probetest.ControllerSA)
+	ctrl := c.Client(t, testkit.ControllerSA)
 	if err := ctrl.ConfigMaps(ns).PatchKey(ctx, "fleet-role-status", "status.json", &status); err != nil {
 		t.Fatalf("controller patches status.json of fleet-role-status: %v", err)
 	}
@@ -731,7 +731,7 @@ func checkWarnings(t *testing.T, out string) {
 // status.typeChecking, as it does in a cluster. Stopped when the test ends.
 func startPolicyStatusController(t *testing.T, kubeconfig string) {
 	t.Helper()
-	probetest.StartControllerManager(t, kubeconfig, "validatingadmissionpolicy-status-controller")
+	testkit.StartControllerManager(t, kubeconfig, "validatingadmissionpolicy-status-controller")
 }
 
 // checkTypeChecking waits for the API server to type-check the admission
@@ -740,7 +740,7 @@ func startPolicyStatusController(t *testing.T, kubeconfig string) {
 func checkTypeChecking(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
 	t.Helper()
 	var p *admissionregistrationv1.ValidatingAdmissionPolicy
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		var err error
 		p, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, policyName, metav1.GetOptions{})
 		if err != nil {
@@ -764,7 +764,7 @@ func checkTypeChecking(t *testing.T, ctx context.Context, admin kubernetes.Inter
 	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		got, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, bad.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -793,7 +793,7 @@ type canI struct {
 	note                                   string
 }
 
-func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, kc string) string {
+func testCanI(t *testing.T, ctx context.Context, c *testkit.Cluster, kubectl, kc string) string {
 	const admitted = "RBAC allows it; the admission policy admits only the probe's own record"
 	rows := []canI{
 		{verb: "list", resource: "nodes", probe: true, controller: true},
@@ -896,8 +896,8 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 	// the kubelet issues it).
 	own := map[string]string{}
 	for sa, tok := range map[string]string{
-		probetest.ProbeSA:      c.ProbeToken(t, node1),
-		probetest.ControllerSA: c.Token(t, probetest.ControllerSA),
+		testkit.ProbeSA:      c.ProbeToken(t, node1),
+		testkit.ControllerSA: c.Token(t, testkit.ControllerSA),
 	} {
 		own[sa] = filepath.Join(t.TempDir(), sa+".kubeconfig")
 		if err := c.Server.Kubeconfig(own[sa], tok); err != nil {
@@ -932,7 +932,7 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 	md.WriteString("| verb | resource | namespace | probe | controller | note |\n|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		got := map[string]bool{}
-		for _, sa := range []string{probetest.ProbeSA, probetest.ControllerSA} {
+		for _, sa := range []string{testkit.ProbeSA, testkit.ControllerSA} {
 			as := ask(kc, r, "system:serviceaccount:"+ns+":"+sa)
 			tok := ask(own[sa], r, "")
 			if as != tok {
@@ -948,13 +948,13 @@ func testCanI(t *testing.T, ctx context.Context, c *probetest.Cluster, kubectl, 
 		if scope == "" {
 			scope = "(cluster)"
 		}
-		fmt.Fprintf(&log, "%-17s %-70s %-12s %-6s %-10s\n", r.verb, res, scope, yesNo(got[probetest.ProbeSA]), yesNo(got[probetest.ControllerSA]))
-		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s |\n", r.verb, res, scope, yesNo(got[probetest.ProbeSA]), yesNo(got[probetest.ControllerSA]), r.note)
-		if got[probetest.ProbeSA] != r.probe {
-			t.Errorf("probe can-i %s %s in %s = %v, want %v", r.verb, res, scope, got[probetest.ProbeSA], r.probe)
+		fmt.Fprintf(&log, "%-17s %-70s %-12s %-6s %-10s\n", r.verb, res, scope, yesNo(got[testkit.ProbeSA]), yesNo(got[testkit.ControllerSA]))
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s |\n", r.verb, res, scope, yesNo(got[testkit.ProbeSA]), yesNo(got[testkit.ControllerSA]), r.note)
+		if got[testkit.ProbeSA] != r.probe {
+			t.Errorf("probe can-i %s %s in %s = %v, want %v", r.verb, res, scope, got[testkit.ProbeSA], r.probe)
 		}
-		if got[probetest.ControllerSA] != r.controller {
-			t.Errorf("controller can-i %s %s in %s = %v, want %v", r.verb, res, scope, got[probetest.ControllerSA], r.controller)
+		if got[testkit.ControllerSA] != r.controller {
+			t.Errorf("controller can-i %s %s in %s = %v, want %v", r.verb, res, scope, got[testkit.ControllerSA], r.controller)
 		}
 	}
 	t.Logf("kubectl auth can-i, --as=system:serviceaccount:%s:SA and with each one's own token (the same answers)\n%s", ns, log.String())
@@ -984,12 +984,12 @@ type attempt struct {
 // and on patch; the record cap at, just under and just over; a ConfigMap
 // named after a node that is no record stays out of its probe's reach; the
 // controller writes no record. It returns the table as markdown.
-func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, nodes map[string]*corev1.Node, capBytes int) string {
+func testAdmission(t *testing.T, ctx context.Context, c *testkit.Cluster, nodes map[string]*corev1.Node, capBytes int) string {
 	p1, p2, p3 := c.ProbeClient(t, node1), c.ProbeClient(t, node2), c.ProbeClient(t, node3)
-	unbound := c.Client(t, probetest.ProbeSA) // a plain TokenRequest: bound to no Pod
+	unbound := c.Client(t, testkit.ProbeSA) // a plain TokenRequest: bound to no Pod
 	// A token bound to the Node itself: anyone who may create the probe's
 	// tokens can mint one, with the node's claims and no Pod's.
-	nodeTok, err := c.Server.TokenForNode(ctx, ns, probetest.ProbeSA, node1, nodes[node1].UID, time.Hour)
+	nodeTok, err := c.Server.TokenForNode(ctx, ns, testkit.ProbeSA, node1, nodes[node1].UID, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -997,7 +997,7 @@ func testAdmission(t *testing.T, ctx context.Context, c *probetest.Cluster, node
 	// A token bound to a Pod on a node that did not exist when it was
 	// issued: it names the node, and carries no node UID.
 	early := c.ProbeClient(t, "server-9")
-	ctrl := c.Client(t, probetest.ControllerSA)
+	ctrl := c.Client(t, testkit.ControllerSA)
 	admin := c.Admin
 
 	owner := func(n string) record.Owner { return record.Owner{Name: n, UID: nodes[n].UID} }

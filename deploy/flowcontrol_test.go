@@ -23,7 +23,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The API server's concurrency limit at its defaults,
@@ -39,7 +39,7 @@ const serverConcurrency = 400 + 200
 // X-Kubernetes-PF-* headers); the level has the seats the manifest's
 // comment derives, borrows none, and a burst of the probe's requests is
 // dispatched within it.
-func testFlowControl(t *testing.T, ctx context.Context, c *probetest.Cluster, admin kubernetes.Interface) {
+func testFlowControl(t *testing.T, ctx context.Context, c *testkit.Cluster, admin kubernetes.Interface) {
 	fs, err := admin.FlowcontrolV1().FlowSchemas().Get(ctx, "fleet-role-probe", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +73,10 @@ func testFlowControl(t *testing.T, ctx context.Context, c *probetest.Cluster, ad
 		}
 		return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"), resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")
 	}
-	if schema, level := classify(probetest.ProbeSA, url); schema != string(fs.UID) || level != string(pl.UID) {
+	if schema, level := classify(testkit.ProbeSA, url); schema != string(fs.UID) || level != string(pl.UID) {
 		t.Errorf("the probe's request went to flow schema %s, priority level %s; want fleet-role-probe's, %s and %s", schema, level, fs.UID, pl.UID)
 	}
-	if schema, level := classify(probetest.ControllerSA, cm+"fleet-role-status"); schema == string(fs.UID) || level == string(pl.UID) {
+	if schema, level := classify(testkit.ControllerSA, cm+"fleet-role-status"); schema == string(fs.UID) || level == string(pl.UID) {
 		t.Errorf("the controller's request went to the probe's flow schema or level (%s, %s)", schema, level)
 	}
 
@@ -95,7 +95,7 @@ func testFlowControl(t *testing.T, ctx context.Context, c *probetest.Cluster, ad
 	want := int(math.Ceil(float64(serverConcurrency) * float64(shares) / float64(sum)))
 	// A burst of the probe's requests, more at once than the level has seats.
 	burst := 4 * want
-	probe, err := rest.HTTPClientFor(c.Server.TokenConfig(c.Token(t, probetest.ProbeSA)))
+	probe, err := rest.HTTPClientFor(c.Server.TokenConfig(c.Token(t, testkit.ProbeSA)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ const floodWriters = 96
 // ends. What the honest probe's writes met during the flood is measured
 // and logged, not judged (this test runs beside others): docs/security.md
 // says it.
-func testFloodingProbe(t *testing.T, ctx context.Context, c *probetest.Cluster, admin kubernetes.Interface, nodes map[string]*corev1.Node, capBytes int) {
+func testFloodingProbe(t *testing.T, ctx context.Context, c *testkit.Cluster, admin kubernetes.Interface, nodes map[string]*corev1.Node, capBytes int) {
 	owner := func(n string) record.Owner { return record.Owner{Name: n, UID: nodes[n].UID} }
 	// The flooder ignores the client's rate limit, as an attacker would,
 	// and sends each writer's requests on a connection of its own: on one
@@ -202,7 +202,7 @@ func testFloodingProbe(t *testing.T, ctx context.Context, c *probetest.Cluster, 
 		flooders[i] = cl
 	}
 	honest := c.ProbeClient(t, node2)
-	ctrl := c.Client(t, probetest.ControllerSA)
+	ctrl := c.Client(t, testkit.ControllerSA)
 	big := strings.Repeat("x", capBytes)
 	small := `{"samples":[]}`
 	if err := honest.Records(rns).Put(ctx, owner(node2), small); err != nil {

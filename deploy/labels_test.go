@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver/apiservertest"
 )
 
 // hardened are the label keys docs/install.md recommends: under
@@ -113,7 +113,7 @@ func TestLabelsAnAdminSets(t *testing.T) {
 	// RBAC reads the binding from its informer: wait until it is in force
 	// (a busy machine's API server takes a moment), so that a refusal
 	// below is admission's, never a binding not yet seen.
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		r, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: "system:node:" + node1, Groups: []string{"system:nodes", "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Name: node1}}}, metav1.CreateOptions{})

@@ -20,10 +20,10 @@ import (
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
-	"github.com/fleet-role/fleet-role/lab/docsteps"
-	"github.com/fleet-role/fleet-role/lab/probetest"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/docsteps"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver/apiservertest"
 )
 
 // uninstallSteps are the shell blocks of docs/install.md's Uninstall: the
@@ -82,7 +82,7 @@ func TestUninstallLeavesNothing(t *testing.T) {
 	if err := s.Kubeconfig(kc, ""); err != nil {
 		t.Fatal(err)
 	}
-	probetest.StartControllerManager(t, kc, "namespace")
+	testkit.StartControllerManager(t, kc, "namespace")
 	kubectl := testenv.Kubectl(t)
 	// run is kubectl's standard output: its warnings (a deprecated
 	// resource listed, say) go to standard error.

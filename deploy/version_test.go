@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The image the manifest runs is the release's: the tag
@@ -30,7 +30,7 @@ func TestImageTagIsTheRelease(t *testing.T) {
 	if len(tags) != 1 || string(tags[0][1]) != version {
 		t.Fatalf("deploy/base/kustomization.yaml sets newTag %q, want one, CHANGELOG.md's newest version %s", tags, version)
 	}
-	if want := "ghcr.io/fleet-role/fleet-role:" + version; probetest.ImageTag != want {
-		t.Errorf("probetest.ImageTag is %s, want %s", probetest.ImageTag, want)
+	if want := "ghcr.io/fleet-role/fleet-role:" + version; testkit.ImageTag != want {
+		t.Errorf("testkit.ImageTag is %s, want %s", testkit.ImageTag, want)
 	}
 }

@@ -16,7 +16,7 @@ trap 'rm -rf "$bin"' EXIT
 etcd=$(hack/tools.sh etcd)
 kas=$(hack/tools.sh kube-apiserver)
 go build -o "$bin/fleet-role" ./cmd/fleet-role
-go build -o "$bin/campaign" ./lab/campaign/cmd/campaign
+go build -o "$bin/campaign" ./lab/cmd/campaign
 # Not exec: the trap removes the binaries when the campaign ends. The runner
 # handles SIGINT and SIGTERM itself (it undoes the fault and removes what it
 # made); the shell passes them on.

@@ -46,8 +46,8 @@ out=${1:-dist/$version}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-# The same flags as the image's build (lab/image.FleetRole), and the version
-# stamped as lab/image.Versioned stamps it.
+# The same flags as the image's build (lab/kit/image.FleetRole), and the version
+# stamped as lab/kit/image.Versioned stamps it.
 ldflags="-s -w -X github.com/fleet-role/fleet-role/internal/version.version=$version"
 files=()
 for p in linux/amd64 linux/arm64 linux/arm/v7; do
@@ -59,7 +59,7 @@ for p in linux/amd64 linux/arm64 linux/arm/v7; do
   files+=("$name")
 done
 echo "building the image index" >&2
-go run ./lab/image/cmd/fleet-role-image -platforms all -version "$version" \
+go run ./lab/cmd/fleet-role-image -platforms all -version "$version" \
   -tag "ghcr.io/fleet-role/fleet-role:$version" -o "$out/fleet-role-$version-image.tar" >/dev/null
 files+=("fleet-role-$version-image.tar")
 cp deploy/fleet-role.yaml "$out/fleet-role.yaml"

@@ -83,7 +83,7 @@ func TestReleaseIsReproducible(t *testing.T) {
 	if n := strings.Count(string(manifest), "image: ghcr.io/fleet-role/fleet-role:"+version+"\n"); n != 3 {
 		t.Errorf("the released manifest names ghcr.io/fleet-role/fleet-role:%s %d times, want 3", version, n)
 	}
-	// This machine's binary, natively (lab/image's test runs the others
+	// This machine's binary, natively (lab/kit/image's test runs the others
 	// under qemu).
 	platform := "linux/" + runtime.GOARCH
 	name := "fleet-role-" + version + "-linux-" + runtime.GOARCH

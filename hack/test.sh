@@ -58,18 +58,18 @@ prewarm() {
   go list -test -export -race $(go list ./... | grep -Ev "$e2e_pattern|$pure_pattern") >/dev/null || true
   go list -test -export $(go list ./... | grep -E "$pure_pattern|$e2e_pattern|$timed_pattern") >/dev/null || true
   # The release's three platforms, compiled as hack/release.sh and
-  # lab/image build them (CGO_ENABLED=0, -trimpath), and the image tool
-  # the release runs: hack's and lab/image's tests both build them, and
+  # lab/kit/image build them (CGO_ENABLED=0, -trimpath), and the image tool
+  # the release runs: hack's and lab/kit/image's tests both build them, and
   # with the race step's packages two a core they could compile them at
   # the same time (about 75 CPU seconds a platform, cold).
   CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go list -export -trimpath ./cmd/fleet-role >/dev/null || true
   CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go list -export -trimpath ./cmd/fleet-role >/dev/null || true
   CGO_ENABLED=0 GOOS=linux GOARCH=arm GOARM=7 go list -export -trimpath ./cmd/fleet-role >/dev/null || true
-  go list -export ./lab/image/cmd/fleet-role-image >/dev/null || true
+  go list -export ./lab/cmd/fleet-role-image >/dev/null || true
 }
 # The end-to-end scenarios and the fsync comparison judge real latencies, so
 # they run after the raced packages, alone (hack/timed-tests.sh says why).
-e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$|/test/k3s$'
+e2e_pattern='/lab/fleets/demo$|/test/mesh$|/test/pods$|/test/k3s$'
 # The decision core, the entry format, the quantiles and the settings are
 # pure: no goroutine in their code, none in their tests but a benchmark's
 # heap sampler, no state but sync.Once and sync.Map caches. The race
@@ -80,7 +80,7 @@ e2e_pattern='/lab/demo$|/test/mesh$|/test/pods$|/test/k3s$'
 pure_pattern='/internal/(decide|entry|quantile|settings)$'
 # The packages of the timing-judging tests below, which hack/timed-tests.sh
 # runs again without the race detector.
-timed_pattern='/test/integration/(fsync|wakeup)$|/lab/(slowdisk|cpulimit)$'
+timed_pattern='/test/integration/(fsync|wakeup)$|/lab/fault/(slowdisk|cpulimit)$'
 # setsid makes a session, and with the kernel's autogroups (on by default
 # in Debian's kernel) every session is scheduled as one group whatever its
 # processes' nice: the group's own nice is what keeps it behind the tool
@@ -103,7 +103,7 @@ FLEET_ROLE_PROMETHEUS=$(hack/tools.sh prometheus)
 hack/tools.sh chromium >/dev/null
 # helm: deploy's chart tests render and install the chart with it.
 FLEET_ROLE_HELM=$(hack/tools.sh helm)
-# lab/image runs the image's arm64 and arm/v7 binaries under Debian's
+# lab/kit/image runs the image's arm64 and arm/v7 binaries under Debian's
 # qemu-user-static.
 hack/tools.sh qemu
 if ! wait "$k3s_build"; then echo "hack/tools.sh k3s failed (its messages are above)" >&2; exit 1; fi
@@ -164,7 +164,7 @@ failed=()
 # campaign 73, kube 65; the next, bench, 44). cli's and probe's tests on a
 # real API server, etcd and root, which took those times, are now
 # test/integration/cli's and test/integration/probe's.
-slowest='test/integration/controller deploy test/integration/cli test/integration/probe lab/image hack lab/campaign test/integration/kube'
+slowest='test/integration/controller deploy test/integration/cli test/integration/probe lab/kit/image hack lab/fault/campaign test/integration/kube'
 module=$(go list -m)
 raced=$(go list ./... | grep -Ev "$e2e_pattern|$pure_pattern")
 first=""

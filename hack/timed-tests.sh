@@ -57,15 +57,15 @@ host_tests() {
   # The slow disk's delay as fio reads it, and the CPU share a quota leaves a
   # busy loop: both judge real latencies and shares against measured noise.
   step "the slow disk against fio"
-  gotest -count=1 -p 1 -v -run '^TestFioSeesTheDelay$' -timeout 10m "$@" ./lab/slowdisk
+  gotest -count=1 -p 1 -v -run '^TestFioSeesTheDelay$' -timeout 10m "$@" ./lab/fault/slowdisk
   step "a CPU quota against a busy loop"
-  gotest -count=1 -p 1 -v -run '^TestQuotaStarvesABusyLoop$' -timeout 10m "$@" ./lab/cpulimit
+  gotest -count=1 -p 1 -v -run '^TestQuotaStarvesABusyLoop$' -timeout 10m "$@" ./lab/fault/cpulimit
   # The wake-up reading (the wakeup_late signal) of a process starved by a
   # quota, against its own reading unstarved: it judges timing.
   step "a starved process's wake-up lateness"
   gotest -count=1 -p 1 -v -run '^TestStarvedProcessWakesLate$' -timeout 10m "$@" ./test/integration/wakeup
   step "the demo"
-  gotest -count=1 -p 1 -timeout 30m "$@" ./lab/demo
+  gotest -count=1 -p 1 -timeout 30m "$@" ./lab/fleets/demo
 }
 
 # cluster_tests: the end-to-end scenarios that run Kubernetes and k3s.

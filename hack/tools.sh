@@ -55,7 +55,7 @@ build() { # name version dir [ldflags] [package] [go build flags]
   local name=$1 version=$2 dir=$3 ldflags=${4:-} pkg=${5:-.} flags=${6:-}
   local out="$cache/bin/$name-$version"
   # One build at a time per tool: a second caller waits and then finds it built.
-  exec 9>"$cache/bin/.$name.lock"  # lab/toolcache takes the same lock
+  exec 9>"$cache/bin/.$name.lock"  # lab/kit/toolcache takes the same lock
   flock 9
   if [ ! -x "$out" ]; then
     echo "building $name $version (cached in $out; the first build takes minutes)" >&2
@@ -146,11 +146,11 @@ k3s() { # k3s|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler
   # k3s and the four Kubernetes commands are one binary, built from
   # tools/k3s/main.go in k3s's tree: named by the tarball's checksum and the
   # main's, so that a change to either builds anew. Each name the tests run
-  # it by (k3s-VERSION-SUM, as lab/toolcache finds it, and the Kubernetes
+  # it by (k3s-VERSION-SUM, as lab/kit/toolcache finds it, and the Kubernetes
   # commands' names) is a link to it.
   local main_sum; main_sum=$(sha256sum "$top/tools/k3s/main.go" | cut -c1-8)
   local bin="$cache/bin/fleet-role-k3s-$k3s_version-$sum-$main_sum"
-  exec 9>"$cache/bin/.k3s.lock"  # lab/toolcache takes the same lock
+  exec 9>"$cache/bin/.k3s.lock"  # lab/kit/toolcache takes the same lock
   flock 9
   if [ ! -x "$bin" ]; then
     local tree="$cache/src/k3s-$k3s_version-$sum"
@@ -207,7 +207,7 @@ case "${1:-}" in
   promtool|prometheus)
     # Built from the tool directive of its own nested module, whose pins
     # never touch the project's go.mod; the rules promtool checks are the
-    # rules this server evaluates (lab/promserver).
+    # rules this server evaluates (lab/run/promserver).
     prom "$1"
     ;;
   helm)
@@ -234,7 +234,7 @@ case "${1:-}" in
     k3s k3s
     ;;
   qemu)
-    # Debian's qemu-user-static: lab/image runs the arm64 and arm/v7
+    # Debian's qemu-user-static: lab/kit/image runs the arm64 and arm/v7
     # builds of the image's binary under it, named on the command line
     # (qemu-aarch64-static BINARY), so no binfmt registration is needed.
     if ! command -v qemu-aarch64-static >/dev/null 2>&1 || ! command -v qemu-arm-static >/dev/null 2>&1; then
@@ -250,7 +250,7 @@ case "${1:-}" in
     ;;
   chromium)
     # Debian's Chromium, for the status page's test in a real browser
-    # (lab/browser); its fonts are fonts-dejavu-core's, which the page's
+    # (lab/run/browser); its fonts are fonts-dejavu-core's, which the page's
     # screenshot needs and a minimal image may lack.
     missing=()
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)

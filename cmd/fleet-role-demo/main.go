@@ -3,13 +3,13 @@
 // controller, a fault on one voter, and the swap the controller would make.
 // It is the bench's, not the product's: fleet-role itself (cmd/fleet-role)
 // links nothing that starts etcd or builds tools. The command lives in
-// lab/demo.
+// lab/fleets/demo.
 package main
 
 import (
 	"os"
 
-	"github.com/fleet-role/fleet-role/lab/demo"
+	"github.com/fleet-role/fleet-role/lab/fleets/demo"
 )
 
 func main() {

@@ -13,20 +13,20 @@ const module = "github.com/fleet-role/fleet-role/"
 // everything under it: the bench and test harness (real etcd, the API
 // server, network namespaces, the tool builder that runs go build, the
 // demo), the test doubles and fixtures (the in-memory Kubernetes stores of
-// lab/kubefake, the sysfs trees of internal/link/linktest), where they are
+// lab/kit/kubefake, the sysfs trees of internal/link/linktest), where they are
 // now and where they moved from (lab/), and the libraries only the harness
 // needs.
 var banned = []string{
-	module + "lab/etcdproc",
-	module + "lab/apiserver",
-	module + "lab/netlab",
-	module + "lab/toolcache",
-	module + "lab/testenv",
-	module + "lab/probetest",
-	module + "lab/kubefake",
-	module + "internal/probetest",
+	module + "lab/run/etcdproc",
+	module + "lab/run/apiserver",
+	module + "lab/fault/netlab",
+	module + "lab/kit/toolcache",
+	module + "lab/kit/testenv",
+	module + "lab/kit/testkit",
+	module + "lab/kit/kubefake",
+	module + "internal/testkit",
 	module + "internal/link/linktest",
-	module + "lab/demo",
+	module + "lab/fleets/demo",
 	module + "lab",
 	module + "bench",
 	module + "test",
@@ -35,7 +35,7 @@ var banned = []string{
 	"go.etcd.io/etcd/server",
 	"google.golang.org/grpc",
 	"go.uber.org/zap",
-	"github.com/hanwen/go-fuse", // the slow disk's FUSE server (lab/slowdisk)
+	"github.com/hanwen/go-fuse", // the slow disk's FUSE server (lab/fault/slowdisk)
 }
 
 // harnessIn lists the packages of deps that banned names.
@@ -92,7 +92,7 @@ func TestProductBinaryLinksNoHarness(t *testing.T) {
 // proof that the check can fail on a real list.
 func TestDemoBinaryLinksTheHarness(t *testing.T) {
 	found := harnessIn(goListDeps(t, "./cmd/fleet-role-demo"))
-	for _, want := range []string{module + "lab/demo", module + "lab/etcdproc", module + "lab/toolcache", module + "lab/kubefake",
+	for _, want := range []string{module + "lab/fleets/demo", module + "lab/run/etcdproc", module + "lab/kit/toolcache", module + "lab/kit/kubefake",
 		"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3/proxy", "google.golang.org/grpc", "go.uber.org/zap"} {
 		if !slices.Contains(found, want) {
 			t.Errorf("harnessIn(go list -deps ./cmd/fleet-role-demo) lacks %s; found %d: %s", want, len(found), strings.Join(found, " "))
@@ -103,11 +103,11 @@ func TestDemoBinaryLinksTheHarness(t *testing.T) {
 // apiGroupsIn finds the clientset where it is linked: the API server
 // harness links it.
 func TestAPIGroupsInFindsTheClientset(t *testing.T) {
-	found := apiGroupsIn(goListDeps(t, "./lab/apiserver"))
+	found := apiGroupsIn(goListDeps(t, "./lab/run/apiserver"))
 	for _, want := range []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/kubernetes/scheme",
 		"k8s.io/client-go/kubernetes/typed/core/v1", "k8s.io/api/apps/v1"} {
 		if !slices.Contains(found, want) {
-			t.Errorf("apiGroupsIn(go list -deps ./lab/apiserver) lacks %s; found %d", want, len(found))
+			t.Errorf("apiGroupsIn(go list -deps ./lab/run/apiserver) lacks %s; found %d", want, len(found))
 		}
 	}
 	if slices.Contains(found, "k8s.io/api/core/v1") {

@@ -24,7 +24,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 )
 
-// testdata holds the recordings (lab/recordseries) and the promtool unit
+// testdata holds the recordings (lab/cmd/recordseries) and the promtool unit
 // tests and rules generated from them.
 const testdata = monitoring + "/testdata"
 
@@ -58,7 +58,7 @@ func recordedRuns(t *testing.T) []*recording {
 		t.Fatal(err)
 	}
 	if len(files) == 0 {
-		t.Fatalf("no recordings in %s: go run ./lab/recordseries", filepath.Join(testdata, "recorded"))
+		t.Fatalf("no recordings in %s: go run ./lab/cmd/recordseries", filepath.Join(testdata, "recorded"))
 	}
 	var out []*recording
 	for _, f := range files {
@@ -564,7 +564,7 @@ func (r *recording) unitTests(t *testing.T) ([]byte, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := fmt.Sprintf("# promtool unit tests generated from the recorded run %q (recorded/%s.prom.gz, lab/recordseries)\n"+
+	head := fmt.Sprintf("# promtool unit tests generated from the recorded run %q (recorded/%s.prom.gz, lab/cmd/recordseries)\n"+
 		"# by go test ./internal/alerts -run TestPromtoolFiles -update. Do not edit.\n", r.name, r.name)
 	for _, e := range r.events {
 		head += e + "\n"

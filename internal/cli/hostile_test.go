@@ -16,7 +16,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/fleetbin"
+	"github.com/fleet-role/fleet-role/lab/run/fleetbin"
 )
 
 // hostileRecords are the shapes issue 11 found, and others: each a record a

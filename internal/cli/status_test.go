@@ -17,7 +17,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/fleetbin"
+	"github.com/fleet-role/fleet-role/lab/run/fleetbin"
 )
 
 // runMain runs the command line through Main.

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/fleet-role/fleet-role/internal/version"
-	"github.com/fleet-role/fleet-role/lab/fleetbin"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/fleetbin"
 )
 
 // The binary built from this checkout names the commit it was built from
@@ -18,7 +18,7 @@ import (
 // platform; --version says the same line as `version`.
 func TestVersionOfTheBuiltBinary(t *testing.T) {
 	bin := fleetbin.Build(t)
-	root := probetest.RepoRoot(t)
+	root := testkit.RepoRoot(t)
 	git := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()

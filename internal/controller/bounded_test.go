@@ -15,8 +15,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // seriesOf adds the identity (name and labels) of every series the registry
@@ -45,9 +45,9 @@ func seriesOf(t *testing.T, m *controller.Metrics, seen map[string]bool) {
 // ever saw would count them. Before, the deciding reason's subject was such
 // a text, and each new one a new series every round.
 func TestMetricsBoundedAgainstRecordTexts(t *testing.T) {
-	s := probetest.Settings(t, 200*time.Millisecond)
+	s := testkit.Settings(t, 200*time.Millisecond)
 	voters := []string{"server-1", "server-2", "server-3"}
-	nodes, records, mem := inMemory(t, s, voters, "127.0.9.%d", *probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.9.9"}.Object())
+	nodes, records, mem := inMemory(t, s, voters, "127.0.9.%d", *testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.9.9"}.Object())
 	ctx := context.Background()
 	metrics := controller.NewMetrics()
 	now := time.Now().UTC().Truncate(time.Second)
@@ -69,7 +69,7 @@ func TestMetricsBoundedAgainstRecordTexts(t *testing.T) {
 			if n == "agent-1" {
 				self = -1
 			}
-			e := probetest.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))
+			e := testkit.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))
 			for j := range e.Samples {
 				x := &e.Samples[j]
 				x.Link = entry.Link{Interface: "if" + text, Class: entry.ClassUnknown}
@@ -142,7 +142,7 @@ func inMemory(t *testing.T, s settings.Settings, voters []string, addrFormat str
 	nodes := &kubefake.Nodes{}
 	var objs []corev1.Node
 	for i, v := range voters {
-		objs = append(objs, *probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf(addrFormat, i+1)}.Object())
+		objs = append(objs, *testkit.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf(addrFormat, i+1)}.Object())
 	}
 	nodes.Set(append(objs, others...)...)
 	mem := kubefake.NewConfigMaps()

@@ -17,7 +17,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The election's rules, one try at a time on a fake clock. The Lease here
@@ -381,7 +381,7 @@ func TestFailedTriesSayWhy(t *testing.T) {
 	// Three tries: the first at once, then one a jittered retry period.
 	const tries = 3
 	for i := range tries {
-		probetest.Eventually(t, 10*time.Second, func() error {
+		testkit.Eventually(t, 10*time.Second, func() error {
 			if n := strings.Count(log.String(), "try for the lease failed"); n <= i {
 				return fmt.Errorf("%d failed tries logged, want %d", n, i+1)
 			}
@@ -407,7 +407,7 @@ func TestFailedTriesSayWhy(t *testing.T) {
 	l.set(kube.LeaseRecord{Holder: "b", LeaseDuration: controller.DefaultLeaseDuration, AcquireTime: clk.Now(), RenewTime: clk.Now()})
 	waitForTimer(t, clk)
 	clk.Step(controller.DefaultRetryPeriod * 22 / 10)
-	probetest.Eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if !strings.Contains(log.String(), "holder=b") {
 			return errors.New("no log line names the holder b yet")
 		}
@@ -442,7 +442,7 @@ func (s *syncBuffer) String() string {
 // stepped clock; the bound is for a busy machine).
 func waitForTimer(t *testing.T, clk *clocktesting.FakeClock) {
 	t.Helper()
-	probetest.Eventually(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		if !clk.HasWaiters() {
 			return errors.New("the elector is not waiting on the clock yet")
 		}

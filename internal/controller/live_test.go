@@ -12,7 +12,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // A window shrunk to less than half: the records written at the window
@@ -21,7 +21,7 @@ import (
 // that, a record still at the old window is over the limits and its host
 // unknown. A record written at the new window reads as ever.
 func TestShrunkWindowReadsTheRecordsBefore(t *testing.T) {
-	s := probetest.Settings(t, 200*time.Millisecond)
+	s := testkit.Settings(t, 200*time.Millisecond)
 	s.Window = 50 // p95
 	voters := []string{"server-1", "server-2", "server-3"}
 	nodes, records, mem := inMemory(t, s, voters, "127.0.17.%d")
@@ -35,7 +35,7 @@ func TestShrunkWindowReadsTheRecordsBefore(t *testing.T) {
 	write := func(window int) {
 		t.Helper()
 		for i, n := range voters {
-			e := probetest.RealisticEntry(n, voters, i, window, s.SamplePeriod, clk.Now().Add(-time.Duration(window)*s.SamplePeriod))
+			e := testkit.RealisticEntry(n, voters, i, window, s.SamplePeriod, clk.Now().Add(-time.Duration(window)*s.SamplePeriod))
 			raw, err := entry.Encode(e)
 			if err != nil {
 				t.Fatal(err)

@@ -17,8 +17,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // largeFleet is three voters and standbys standbys, every one with a Node
@@ -45,7 +45,7 @@ func largeFleet(t testing.TB, standbys int) (controller.Config, time.Time) {
 			n.Status.Conditions = []corev1.NodeCondition{{Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner"}}
 		}
 		nodes = append(nodes, n)
-		e := probetest.RealisticEntry(name, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))
+		e := testkit.RealisticEntry(name, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))
 		text, err := entry.Encode(e)
 		if err != nil {
 			t.Fatal(err)

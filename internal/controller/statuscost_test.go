@@ -12,8 +12,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // countingStore counts the status writes and their bytes: what each costs
@@ -65,7 +65,7 @@ func statusCost(t testing.TB, standbys, periods int, live bool) (writes, bytes i
 			name, self = voters[i], i
 		}
 		if live {
-			hosts = append(hosts, host{name, probetest.RealisticEntry(name, voters, self, s.Window+periods, s.SamplePeriod, t0)})
+			hosts = append(hosts, host{name, testkit.RealisticEntry(name, voters, self, s.Window+periods, s.SamplePeriod, t0)})
 		}
 	}
 	c, err := controller.New(cfg)

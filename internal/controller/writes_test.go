@@ -10,8 +10,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/record"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -29,21 +29,21 @@ func TestWritesAtMostOncePerPeriod(t *testing.T) {
 	if controller.DecisionsPerPeriod != 2 {
 		t.Fatalf("DecisionsPerPeriod %d: the ticks below are for 2", controller.DecisionsPerPeriod)
 	}
-	s := probetest.Settings(t, 200*time.Millisecond)
+	s := testkit.Settings(t, 200*time.Millisecond)
 	voters := []string{"server-1", "server-2", "server-3"}
 	nodes := &kubefake.Nodes{}
 	var objs []corev1.Node
 	for i, v := range voters {
-		objs = append(objs, *probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.8.%d", i+1)}.Object())
+		objs = append(objs, *testkit.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.8.%d", i+1)}.Object())
 	}
-	objs = append(objs, *probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.9"}.Object())
+	objs = append(objs, *testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.9"}.Object())
 	nodes.Set(objs...)
 	ctx := context.Background()
 	t0 := time.Now().UTC().Truncate(time.Second)
 	records := kubefake.NewRecords(s.RecordsNamespace())
 	put := func(n string, self int, until time.Time) {
 		t.Helper()
-		text, err := entry.Encode(probetest.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, until))
+		text, err := entry.Encode(testkit.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, until))
 		if err != nil {
 			t.Fatal(err)
 		}

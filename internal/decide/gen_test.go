@@ -252,11 +252,11 @@ func (f *gFleet) entryOf(h *gHost) entry.Entry {
 }
 
 // healthyLate is an unstarved host's wake-up lateness: 1 to 16 ms
-// (lab/votercpu measured 5 to 17 ms on a quiet machine).
+// (lab/cmd/votercpu measured 5 to 17 ms on a quiet machine).
 func healthyLate(rng *rand.Rand) float64 { return float64(1000+rng.IntN(15000)) * 1e-6 }
 
 // starvedLate is a host starved of CPU: its timer wakes 850 to 950 ms late
-// (lab/votercpu: about 900 ms at 1 to 2% of a core with a 1 s CFS period).
+// (lab/cmd/votercpu: about 900 ms at 1 to 2% of a core with a 1 s CFS period).
 func starvedLate(i, n int) float64 {
 	return 0.85 + float64(seed("starved", strconv.Itoa(i))%100_000)*1e-6
 }

@@ -428,7 +428,7 @@ func scenarios(t testing.TB) []scenario {
 	}})
 
 	// A voter starved of CPU: its timer wakes about 900 ms late every
-	// period, and nothing else it reads moves (lab/votercpu: its disks,
+	// period, and nothing else it reads moves (lab/cmd/votercpu: its disks,
 	// the connects to it and its memory did not). It is swapped by
 	// wakeup_late alone.
 	f = standardFleet(k3s())

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/lab/etcdproc"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/run/etcdproc"
 )
 
 // The pages under testdata/ are re-captured from a real cluster with
@@ -93,7 +93,7 @@ func TestCapture(t *testing.T) {
 		t.Logf("wrote %s", p)
 	}
 	how := func(m *etcdproc.Member) string {
-		return fmt.Sprintf("separate processes (lab/etcdproc), captured with an HTTP GET of %s after %d s of writes", m.MetricsURL, secs())
+		return fmt.Sprintf("separate processes (lab/run/etcdproc), captured with an HTTP GET of %s after %d s of writes", m.MetricsURL, secs())
 	}
 
 	save("leader.prom", "etcd v3.6.15, member "+role(leader, "leader")+", "+how(leader), page(leader))

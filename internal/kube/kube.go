@@ -3,7 +3,7 @@
 // RecordSource, Nodes) and their client-go implementation, over a core/v1
 // client of its own (core.go) and informers for the records and the Nodes.
 // Their in-memory doubles, with the API server's semantics that matter
-// here, are in lab/kubefake, outside the product.
+// here, are in lab/kit/kubefake, outside the product.
 package kube
 
 import (
@@ -14,7 +14,7 @@ import (
 )
 
 // Errors the implementations return (the client-go one here, the doubles of
-// lab/kubefake), tested with errors.Is. The client-go implementation wraps
+// lab/kit/kubefake), tested with errors.Is. The client-go implementation wraps
 // the API server's own error as well, so apierrors' predicates (IsNotFound,
 // IsInvalid, IsForbidden) keep working on it.
 var (

@@ -11,7 +11,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // NodesFromKube reads k3s's EtcdIsVoter condition: False/MemberIsLearner is
@@ -52,14 +52,14 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 	// settings' labels, not fixed ones.
 	s.EligibleLabel, s.PinnedLabel = "example.com/may-vote", "example.com/keep-vote"
 	var whole []corev1.Node
-	for _, n := range []probetest.Node{
+	for _, n := range []testkit.Node{
 		{Name: "server-1", Voter: true, Pinned: true, Address: "10.0.0.1"},
 		{Name: "server-2", Voter: true, Address: "10.0.0.2", PeerAddress: "10.9.0.2:12380"},
 		{Name: "agent-1", Eligible: true, Address: "10.0.0.3"},
 		{Name: "agent-2", Address: "10.0.0.4"},
 	} {
 		k := n.Kubelet(since)
-		// probetest writes the default label names; these settings read others.
+		// testkit writes the default label names; these settings read others.
 		k.Labels[s.EligibleLabel], k.Labels[s.PinnedLabel] = k.Labels[settings.Defaults().EligibleLabel], k.Labels[settings.Defaults().PinnedLabel]
 		k.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "k3s", Operation: metav1.ManagedFieldsOperationUpdate}}
 		whole = append(whole, *k)

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/probe"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The reading-failures metric's label is the failed reading's name, one of
@@ -19,24 +19,24 @@ import (
 // text every period add no series after the first period's. The texts go
 // to the sample's Errors, as "reading: error".
 func TestReadingFailuresBounded(t *testing.T) {
-	s := probetest.Settings(t, 100*time.Millisecond)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	sampler := &probetest.Sampler{Fail: func(seq int) []probe.Failure {
+	sampler := &testkit.Sampler{Fail: func(seq int) []probe.Failure {
 		return []probe.Failure{
 			{Reading: probe.ReadingEtcd, Err: fmt.Errorf("scrape %d failed", seq)},
 			{Reading: probe.ReadingLink, Err: fmt.Errorf("reading%d: %d", seq, seq)},
 		}
 	}}
-	c := probetest.NewClocked(s.SamplePeriod)
+	c := testkit.NewClocked(s.SamplePeriod)
 	loop := c.Watch(nodes)
 	m := loop.Metrics
 	p, err := probe.New(c.Config(probe.Config{Node: "agent-1", Settings: s, Records: store, Sampler: sampler}, loop))
 	if err != nil {
 		t.Fatal(err)
 	}
-	probetest.Go(t, "probe agent-1", p.Run)
+	testkit.Go(t, "probe agent-1", p.Run)
 	seen := map[string]bool{}
 	first := 0
 	for period := range 10 {
@@ -70,7 +70,7 @@ func TestReadingFailuresBounded(t *testing.T) {
 		}
 	}
 	// The record holds each failure as its text.
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		e, err := recorded(store, "agent-1")
 		if err != nil {
 			return err

@@ -18,14 +18,14 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // diskSampler takes the real disk reading (probe.Host's, on a real
 // directory) and fakes the rest.
 type diskSampler struct {
-	*probetest.Sampler
+	*testkit.Sampler
 	host *probe.Host
 }
 
@@ -33,7 +33,7 @@ func (d diskSampler) RemoveStale() ([]string, error) { return d.host.RemoveStale
 
 func newDiskSampler(dir string) diskSampler {
 	h := &probe.Host{FsyncDir: dir}
-	return diskSampler{Sampler: &probetest.Sampler{FsyncReading: h.Fsync}, host: h}
+	return diskSampler{Sampler: &testkit.Sampler{FsyncReading: h.Fsync}, host: h}
 }
 
 // diskDir is a fresh directory under fsync.DefaultDir, which must be on a
@@ -84,7 +84,7 @@ func eligibleAgent(t *testing.T, s settings.Settings, seed *entry.Entry) (*kubef
 }
 
 // runProbe runs agent-1's probe on clk's clock.
-func runProbe(t *testing.T, clk *probetest.Clocked, s settings.Settings, sampler probe.Sampler, store kube.Records, nodes kube.Nodes, log *probetest.Log) *probetest.Loop {
+func runProbe(t *testing.T, clk *testkit.Clocked, s settings.Settings, sampler probe.Sampler, store kube.Records, nodes kube.Nodes, log *testkit.Log) *testkit.Loop {
 	t.Helper()
 	periods := clk.Watch(nodes)
 	p, err := probe.New(clk.Config(probe.Config{Node: "agent-1", Settings: s, Records: store, Sampler: sampler, Log: log.Logger}, periods))
@@ -92,12 +92,12 @@ func runProbe(t *testing.T, clk *probetest.Clocked, s settings.Settings, sampler
 		t.Fatal(err)
 	}
 	t.Cleanup(periods.Stop)
-	return probetest.Go(t, "probe agent-1", p.Run)
+	return testkit.Go(t, "probe agent-1", p.Run)
 }
 
 // poll steps clk until cond holds, and fails the test when it has not
 // within a real deadline.
-func poll(t *testing.T, clk *probetest.Clocked, within time.Duration, what string, cond func() bool) {
+func poll(t *testing.T, clk *testkit.Clocked, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	clk.Await(t, within, func() error {
 		if cond() {
@@ -110,12 +110,12 @@ func poll(t *testing.T, clk *probetest.Clocked, within time.Duration, what strin
 // SIGTERM during the disk reading: Run returns only once the reading has
 // stopped and removed its 22 MiB file. The real reading, on a real disk.
 func TestStopDuringDiskReadingLeavesNoFile(t *testing.T) {
-	s := probetest.Settings(t, 100*time.Millisecond)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	dir := diskDir(t)
 	store, nodes := eligibleAgent(t, s, nil)
 	ds := newDiskSampler(dir)
-	log := probetest.NewLog()
-	clk := probetest.NewClocked(s.SamplePeriod)
+	log := testkit.NewLog()
+	clk := testkit.NewClocked(s.SamplePeriod)
 	loop := runProbe(t, clk, s, ds, store, nodes, log)
 
 	// The first sample of a host with no reading starts one at once.
@@ -142,7 +142,7 @@ func TestStopDuringDiskReadingLeavesNoFile(t *testing.T) {
 // A reading's file left by a killed probe is removed when the next starts;
 // files of any other name, and a reading in use, are not.
 func TestStartRemovesStaleReadingFiles(t *testing.T) {
-	s := probetest.Settings(t, 100*time.Millisecond)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	s.FsyncSkipReason = "no reading in this test: only the start's clean-up is under test"
 	dir := diskDir(t)
 	stale := filepath.Join(dir, fsync.FilePrefix+"1234567")
@@ -153,10 +153,10 @@ func TestStartRemovesStaleReadingFiles(t *testing.T) {
 		}
 	}
 	store, nodes := eligibleAgent(t, s, nil)
-	log := probetest.NewLog()
+	log := testkit.NewLog()
 	host := &probe.Host{FsyncDir: dir, FsyncSkipReason: s.FsyncSkipReason}
-	ds := diskSampler{Sampler: &probetest.Sampler{FsyncReading: host.Fsync}, host: host}
-	clk := probetest.NewClocked(s.SamplePeriod)
+	ds := diskSampler{Sampler: &testkit.Sampler{FsyncReading: host.Fsync}, host: host}
+	clk := testkit.NewClocked(s.SamplePeriod)
 	loop := runProbe(t, clk, s, ds, store, nodes, log)
 	poll(t, clk, time.Minute, "the start's clean-up is logged", func() bool {
 		return len(log.Records("removed a disk reading's file left by an earlier start")) > 0
@@ -186,7 +186,7 @@ func TestStartRemovesStaleReadingFiles(t *testing.T) {
 // is any resumed reading, and a host with none takes one with its first
 // sample.
 func TestResumedReadingAgeIsTheProbes(t *testing.T) {
-	s := probetest.Settings(t, 100*time.Millisecond)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	window := time.Duration(s.Window) * s.SamplePeriod
 	for _, tc := range []struct {
 		name string
@@ -200,21 +200,21 @@ func TestResumedReadingAgeIsTheProbes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var seed *entry.Entry
 			if tc.age != nil {
-				f := probetest.FitFsync(time.Now().Add(-*tc.age))
+				f := testkit.FitFsync(time.Now().Add(-*tc.age))
 				seed = &entry.Entry{Node: "agent-1", Fsync: &f}
 			}
 			store, nodes := eligibleAgent(t, s, seed)
-			clk := probetest.NewClocked(s.SamplePeriod)
+			clk := testkit.NewClocked(s.SamplePeriod)
 			var firstReading time.Time
-			sampler := &probetest.Sampler{Clock: clk.Clock}
+			sampler := &testkit.Sampler{Clock: clk.Clock}
 			sampler.FsyncReading = func(context.Context) entry.FsyncReading {
 				if firstReading.IsZero() {
 					firstReading = clk.Clock.Now()
 				}
-				return probetest.FitFsync(clk.Clock.Now())
+				return testkit.FitFsync(clk.Clock.Now())
 			}
 			t0 := clk.Clock.Now()
-			loop := runProbe(t, clk, s, sampler, store, nodes, probetest.NewLog())
+			loop := runProbe(t, clk, s, sampler, store, nodes, testkit.NewLog())
 			poll(t, clk, time.Minute, "a disk reading is taken", func() bool { return sampler.Fsyncs() > 0 })
 			loop.Stop(t)
 			plans := sampler.Plans()

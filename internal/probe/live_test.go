@@ -14,8 +14,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // liveSampler records the settings the loop hands it, and its reading
@@ -47,7 +47,7 @@ var _ probe.SettingsTaker = (*liveSampler)(nil)
 // restarts the reading beside the loop (the wake-up timer). On the real
 // clock: the ticker's period is what is tested.
 func TestSettingsTakenBetweenSamples(t *testing.T) {
-	s := probetest.Settings(t, 50*time.Millisecond) // window 20 at p95
+	s := testkit.Settings(t, 50*time.Millisecond) // window 20 at p95
 	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
@@ -56,7 +56,7 @@ func TestSettingsTakenBetweenSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop := probetest.Go(t, "probe agent-1", p.Run)
+	loop := testkit.Go(t, "probe agent-1", p.Run)
 	defer loop.Stop(t)
 	ctx := context.Background()
 	held := func() (entry.Entry, error) {
@@ -66,7 +66,7 @@ func TestSettingsTakenBetweenSamples(t *testing.T) {
 		}
 		return entry.Decode(raw)
 	}
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		e, err := held()
 		if err != nil || len(e.Samples) < 15 {
 			return fmt.Errorf("the record holds %d samples (%v), want 15", len(e.Samples), err)
@@ -83,7 +83,7 @@ func TestSettingsTakenBetweenSamples(t *testing.T) {
 	}
 	before := len(ls.Taken())
 	p.SetSettings(next)
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if n := len(ls.Taken()) - before; n < 5 {
 			return fmt.Errorf("%d samples since the change, want 5", n)
 		}
@@ -114,7 +114,7 @@ func TestSettingsTakenBetweenSamples(t *testing.T) {
 	// The same settings handed again change nothing.
 	p.SetSettings(next)
 	n := len(ls.Taken())
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if len(ls.Taken()) < n+2 {
 			return fmt.Errorf("%d samples since, want 2", len(ls.Taken())-n)
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The probe plans its sample from the view of the Nodes its command's
@@ -24,10 +24,10 @@ import (
 // memory: the plan, not the API, is under test; the informer's cache is
 // tested against the API server in internal/kube.)
 func TestPlanFromTheNodeView(t *testing.T) {
-	s := probetest.Settings(t, time.Minute) // each probe ticks once, by hand
+	s := testkit.Settings(t, time.Minute) // each probe ticks once, by hand
 	since := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	var whole []corev1.Node
-	for i, n := range []probetest.Node{
+	for i, n := range []testkit.Node{
 		{Name: "server-1", Voter: true, Address: "127.0.4.1"},
 		{Name: "server-2", Voter: true, Address: "127.0.4.2", PeerAddress: "127.0.9.2:12380"},
 		{Name: "server-3", Voter: true, Address: "127.0.4.3"},
@@ -54,8 +54,8 @@ func TestPlanFromTheNodeView(t *testing.T) {
 			mem := &kubefake.Nodes{}
 			mem.Set(nodes...)
 			store := kubefake.NewRecords(s.RecordsNamespace())
-			sampler := &probetest.Sampler{}
-			firstPeriod(t, probe.Config{Node: self, Settings: s, Records: store, Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
+			sampler := &testkit.Sampler{}
+			firstPeriod(t, probe.Config{Node: self, Settings: s, Records: store, Nodes: mem, Sampler: sampler, Log: testkit.NewLog().Logger})
 			plans[name] = sampler.Plans()
 			l, err := store.List(context.Background())
 			if err != nil {
@@ -78,8 +78,8 @@ func TestPlanFromTheNodeView(t *testing.T) {
 	want := []probe.Peer{{Node: "server-2", Address: "127.0.9.2:12380"}, {Node: "server-3", Address: "127.0.4.3:2380"}}
 	mem := &kubefake.Nodes{}
 	mem.Set(viewed...)
-	sampler := &probetest.Sampler{}
-	firstPeriod(t, probe.Config{Node: "server-1", Settings: s, Records: kubefake.NewRecords(s.RecordsNamespace()), Nodes: mem, Sampler: sampler, Log: probetest.NewLog().Logger})
+	sampler := &testkit.Sampler{}
+	firstPeriod(t, probe.Config{Node: "server-1", Settings: s, Records: kubefake.NewRecords(s.RecordsNamespace()), Nodes: mem, Sampler: sampler, Log: testkit.NewLog().Logger})
 	if got := sampler.Plans(); len(got) != 1 || !reflect.DeepEqual(got[0].Peers, want) || !got[0].Voter {
 		t.Fatalf("server-1 from the view: plans %+v, want one voter's plan with peers %+v", got, want)
 	}
@@ -89,14 +89,14 @@ func TestPlanFromTheNodeView(t *testing.T) {
 // first period, and stops it before a second begins.
 func firstPeriod(t *testing.T, cfg probe.Config) {
 	t.Helper()
-	c := probetest.NewClocked(cfg.Settings.SamplePeriod)
+	c := testkit.NewClocked(cfg.Settings.SamplePeriod)
 	periods := c.Watch(cfg.Nodes)
 	p, err := probe.New(c.Config(cfg, periods))
 	if err != nil {
 		t.Fatal(err)
 	}
-	loop := probetest.Go(t, "probe "+cfg.Node, p.Run)
-	probetest.Eventually(t, time.Minute, func() error {
+	loop := testkit.Go(t, "probe "+cfg.Node, p.Run)
+	testkit.Eventually(t, time.Minute, func() error {
 		if n := periods.Ended(); n < 1 {
 			return fmt.Errorf("%s has ended %d periods", cfg.Node, n)
 		}

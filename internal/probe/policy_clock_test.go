@@ -12,8 +12,8 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // countedPolicy is a PolicyCheck that always finds the policy in force and
@@ -22,7 +22,7 @@ import (
 // policy tests on the real API server hold that).
 type countedPolicy struct {
 	mu     sync.Mutex
-	loop   *probetest.Periods
+	loop   *testkit.Periods
 	checks []int // the period (begun count) of each check
 }
 
@@ -44,22 +44,22 @@ func (c *countedPolicy) at() []int {
 // second check comes at the first period that is entry_unchanged after
 // the first, not a period before, and the third as long after.
 func TestPolicyCheckedOnTheProbesClock(t *testing.T) {
-	s := probetest.Settings(t, 100*time.Millisecond)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	every := int((s.StaleAfter().Duration() + s.SamplePeriod - 1) / s.SamplePeriod)
 	if every < 2 {
 		t.Fatalf("entry_unchanged %v is under two periods of %v: the test needs a gap", s.StaleAfter().Duration(), s.SamplePeriod)
 	}
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	c := probetest.NewClocked(s.SamplePeriod)
+	c := testkit.NewClocked(s.SamplePeriod)
 	loop := c.Watch(nodes)
 	pol := &countedPolicy{loop: loop}
 	p, err := probe.New(c.Config(probe.Config{Node: "agent-1", Settings: s, Records: kubefake.NewRecords(s.RecordsNamespace()),
-		Policy: pol, Sampler: &probetest.Sampler{}}, loop))
+		Policy: pol, Sampler: &testkit.Sampler{}}, loop))
 	if err != nil {
 		t.Fatal(err)
 	}
-	probetest.Go(t, "probe agent-1", p.Run)
+	testkit.Go(t, "probe agent-1", p.Run)
 	c.Await(t, time.Minute, func() error {
 		if n := len(pol.at()); n < 3 {
 			return fmt.Errorf("%d checks of the policy so far, at periods %v", n, pol.at())

@@ -19,8 +19,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // windowOf is a standby's window of n distinct samples.
@@ -28,7 +28,7 @@ func windowOf(n int) entry.Entry {
 	e := entry.Entry{Node: "agent-1"}
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for i := range n {
-		x := probetest.Fit(probe.Plan{Peers: []probe.Peer{{Node: "server-1"}, {Node: "server-2"}}}, i, t0.Add(time.Duration(i)*time.Second))
+		x := testkit.Fit(probe.Plan{Peers: []probe.Peer{{Node: "server-1"}, {Node: "server-2"}}}, i, t0.Add(time.Duration(i)*time.Second))
 		x.MemAvailableBytes += uint64(i) << 10
 		entry.Append(&e, x, n)
 	}
@@ -131,12 +131,12 @@ func (r *refusing) sizes() []int {
 // then reads the host as refused, with the refusal's words, not as a host
 // that stopped reporting. Once the refusal ends, the whole window is written.
 func TestRefusedWriteLeavesAMarker(t *testing.T) {
-	s := probetest.Settings(t, 50*time.Millisecond)
+	s := testkit.Settings(t, 50*time.Millisecond)
 	store := &refusing{Records: kubefake.NewRecords(s.RecordsNamespace()), max: 600}
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	clk := probetest.NewClocked(s.SamplePeriod)
-	r := probetest.StartProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
+	clk := testkit.NewClocked(s.SamplePeriod)
+	r := testkit.StartProbeWith(t, clk, s, "agent-1", &testkit.Sampler{}, store, nodes)
 
 	var e entry.Entry
 	clk.Await(t, time.Minute, func() error {
@@ -207,12 +207,12 @@ func TestRefusedWriteLeavesAMarker(t *testing.T) {
 // probe knows what its record holds only from writes that were taken, so the
 // record, which still holds the last window, is not read as marked.
 func TestRefusalMarkerLostIsWrittenAgain(t *testing.T) {
-	s := probetest.Settings(t, 50*time.Millisecond)
+	s := testkit.Settings(t, 50*time.Millisecond)
 	store := &refusing{Records: kubefake.NewRecords(s.RecordsNamespace()), max: 600, failMarkers: 1}
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", UID: "uid-agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
-	clk := probetest.NewClocked(s.SamplePeriod)
-	r := probetest.StartProbeWith(t, clk, s, "agent-1", &probetest.Sampler{}, store, nodes)
+	clk := testkit.NewClocked(s.SamplePeriod)
+	r := testkit.StartProbeWith(t, clk, s, "agent-1", &testkit.Sampler{}, store, nodes)
 	clk.Await(t, time.Minute, func() error {
 		e, err := recorded(store, "agent-1")
 		if err != nil {
@@ -238,7 +238,7 @@ func TestRefusalMarkerLostIsWrittenAgain(t *testing.T) {
 // that reason, with the record's bytes against the cap, rather than for
 // too few samples alone.
 func TestShrunkRecordReadsFull(t *testing.T) {
-	s := probetest.Settings(t, time.Second)
+	s := testkit.Settings(t, time.Second)
 	e := windowOf(s.Window)
 	whole, _ := entry.Encode(e)
 	text, shrunk, err := probe.Fit(e, len(whole)*3/4)

@@ -11,14 +11,14 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/probe"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // blockingSampler holds its first sample until released, and records
 // whether the context it was given had been cancelled by then.
 type blockingSampler struct {
-	probetest.Sampler
+	testkit.Sampler
 	started, release chan struct{}
 	cancelled        chan bool
 }
@@ -39,13 +39,13 @@ func (b *blockingSampler) Sample(ctx context.Context, plan probe.Plan) (entry.Sa
 // then written with what the probe holds. (In memory: the ordering, not the
 // API, is under test.)
 func TestStopFinishesTheSampleInFlight(t *testing.T) {
-	s := probetest.Settings(t, 100*time.Millisecond)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &blockingSampler{started: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan bool, 1)}
-	clk := probetest.NewClocked(s.SamplePeriod)
-	r := probetest.StartProbeWith(t, clk, s, "agent-1", b, store, nodes)
+	clk := testkit.NewClocked(s.SamplePeriod)
+	r := testkit.StartProbeWith(t, clk, s, "agent-1", b, store, nodes)
 	clk.Await(t, time.Minute, func() error {
 		select {
 		case <-b.started:
@@ -68,7 +68,7 @@ func TestStopFinishesTheSampleInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := probetest.HoldsExactly(e, b.Taken()); err != nil || len(e.Samples) != 2 {
+	if err := testkit.HoldsExactly(e, b.Taken()); err != nil || len(e.Samples) != 2 {
 		t.Errorf("after the stop: %v (%d samples)", err, len(e.Samples))
 	}
 	if recs := r.Log.Records("probe stopped"); len(recs) != 1 || recs[0]["unwritten"] != false || recs[0]["samples"] != float64(2) {

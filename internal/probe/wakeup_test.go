@@ -13,8 +13,8 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/wakeup"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The host's sampler records the wake-up timer's largest lateness since the
@@ -34,7 +34,7 @@ func TestHostRecordsTheWakeUpLateness(t *testing.T) {
 	h := &probe.Host{HostRoot: "/", Wakeup: wakeup.New(5 * time.Millisecond)}
 	stop = h.StartBeside(ctx)
 	defer stop()
-	probetest.Eventually(t, 30*time.Second, func() error {
+	testkit.Eventually(t, 30*time.Second, func() error {
 		s, _ = h.Sample(ctx, probe.Plan{})
 		if s.WakeupLateSeconds == nil {
 			return errNoReading
@@ -58,7 +58,7 @@ var errNoReading = errors.New("no wake-up reading yet")
 
 // besideSampler records when its reading beside the loop starts and stops.
 type besideSampler struct {
-	probetest.Sampler
+	testkit.Sampler
 	mu                 sync.Mutex
 	events             []string
 	startedBeforeFirst bool
@@ -85,13 +85,13 @@ func (b *besideSampler) Events() []string {
 // Run starts the reading beside the loop before its first sample, once, and
 // stops it when it returns: it lives as long as the loop.
 func TestRunStartsAndStopsTheReadingBeside(t *testing.T) {
-	s := probetest.Settings(t, 50*time.Millisecond)
+	s := testkit.Settings(t, 50*time.Millisecond)
 	store := kubefake.NewRecords(s.RecordsNamespace())
 	nodes := &kubefake.Nodes{}
 	nodes.Set(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-1", Labels: map[string]string{s.EligibleLabel: "true"}}})
 	b := &besideSampler{}
-	clk := probetest.NewClocked(s.SamplePeriod)
-	r := probetest.StartProbeWith(t, clk, s, "agent-1", b, store, nodes)
+	clk := testkit.NewClocked(s.SamplePeriod)
+	r := testkit.StartProbeWith(t, clk, s, "agent-1", b, store, nodes)
 	clk.Await(t, 30*time.Second, func() error {
 		if len(b.Taken()) < 3 {
 			return fmt.Errorf("%d samples, want 3", len(b.Taken()))

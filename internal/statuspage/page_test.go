@@ -22,8 +22,8 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
-	"github.com/fleet-role/fleet-role/lab/browser"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/browser"
 )
 
 // payload is a record's text crafted as markup and script: shown as
@@ -31,7 +31,7 @@ import (
 const payload = `</td><script>document.title="owned"</script><img src=x onerror="document.title='owned'"><b title='x'>&amp;`
 
 // fleet decides over three voters and standbys standbys, each recording a
-// realistic full window (lab/probetest, the bench's generator); with
+// realistic full window (lab/kit/testkit, the bench's generator); with
 // hostile, every standby's disk directory, every connect error to voter-2
 // and every reading error is payload, repeated up to the entry's cap.
 func fleet(t testing.TB, standbys int, hostile bool) *status.Status {
@@ -57,7 +57,7 @@ func fleet(t testing.TB, standbys int, hostile bool) *status.Status {
 				LastTransitionTime: metav1.NewTime(now.Add(-24 * time.Hour))}}
 		}
 		nodes = append(nodes, n)
-		e := probetest.RealisticEntry(name, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))
+		e := testkit.RealisticEntry(name, voters, self, s.Window, s.SamplePeriod, now.Add(-time.Duration(s.Window)*s.SamplePeriod))
 		if hostile && self < 0 {
 			e.Fsync.Dir = text
 			for j := range e.Samples {

@@ -11,7 +11,7 @@
 // A Meter keeps a timer due once an interval, on a fixed schedule as
 // etcd's ticker is, and keeps the largest lateness (the wake minus when it
 // was due, on the monotonic clock) seen since it was last read. None of
-// etcd's own metrics sees starvation as starvation (lab/votercpu): its late
+// etcd's own metrics sees starvation as starvation (lab/cmd/votercpu): its late
 // heartbeats come from a starved leader only, and its disk and round-trip
 // histograms move little and name the disk or the path. A timer in the
 // starved process itself does.

@@ -28,12 +28,12 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
-	"github.com/fleet-role/fleet-role/lab/auditlog"
-	"github.com/fleet-role/fleet-role/lab/k3sfleet"
-	"github.com/fleet-role/fleet-role/lab/metricscrape"
-	"github.com/fleet-role/fleet-role/lab/probetest"
-	"github.com/fleet-role/fleet-role/lab/statuscheck"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/fleets/k3sfleet"
+	"github.com/fleet-role/fleet-role/lab/kit/auditlog"
+	"github.com/fleet-role/fleet-role/lab/kit/metricscrape"
+	"github.com/fleet-role/fleet-role/lab/kit/statuscheck"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // What k3s writes on a server's Node that fleet-role reads, by k3s's own
@@ -332,12 +332,12 @@ func (s *scenario) checkAdmission(t *testing.T, ctx context.Context) {
 	if pod == nil {
 		t.Fatalf("no probe pod on %s", pinnedHost)
 	}
-	tok := probetest.PodToken(t, s.fleet.Host(pinnedHost).File("/var/lib/kubelet"), pod)
+	tok := testkit.PodToken(t, s.fleet.Host(pinnedHost).File("/var/lib/kubelet"), pod)
 	other, err := s.fleet.Admin.CoreV1().Nodes().Get(ctx, servers[1], metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	probetest.CheckProbePodToken(t, ctx, s.tokenConfig(tok), namespace, recordsNS, pod, record.Owner{Name: other.Name, UID: other.UID})
+	testkit.CheckProbePodToken(t, ctx, s.tokenConfig(tok), namespace, recordsNS, pod, record.Owner{Name: other.Name, UID: other.UID})
 }
 
 // admissionCheckAgent marks the requests checkAdmission makes with the
@@ -754,7 +754,7 @@ func (s *scenario) checkStatusPage(t *testing.T, ctx context.Context) {
 	t.Helper()
 	start := time.Now()
 	var named string
-	probetest.Eventually(t, time.Minute, func() error { return s.pageThroughService(ctx, &named) })
+	testkit.Eventually(t, time.Minute, func() error { return s.pageThroughService(ctx, &named) })
 	t.Logf("the Service fleet-role reaches the leader %s's status page (%.1f s)", named, time.Since(start).Seconds())
 }
 

@@ -1,7 +1,7 @@
 // Package k3s is the scenario on real k3s (TestK3s): three k3s servers with
 // embedded etcd, each with its agent, and a k3s agent as the standby, every
 // host in its own network, mount and UTS namespaces with its own containerd
-// (lab/k3sfleet), built from the k3s source kept beside the checkout
+// (lab/fleets/k3sfleet), built from the k3s source kept beside the checkout
 // (hack/tools.sh k3s). fleet-role is installed as a k3s user installs it:
 // each host's labels from the drop-in `fleet-role render k3s-config`
 // prints, in the host's k3s configuration; the rendered manifest dropped

@@ -16,9 +16,9 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/auditlog"
-	"github.com/fleet-role/fleet-role/lab/k3sfleet"
-	"github.com/fleet-role/fleet-role/lab/statuscheck"
+	"github.com/fleet-role/fleet-role/lab/fleets/k3sfleet"
+	"github.com/fleet-role/fleet-role/lab/kit/auditlog"
+	"github.com/fleet-role/fleet-role/lab/kit/statuscheck"
 )
 
 // chooseTarget picks the voter the faults are put on, so that each fault

@@ -20,12 +20,12 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/cluster"
-	"github.com/fleet-role/fleet-role/lab/image"
-	"github.com/fleet-role/fleet-role/lab/k3sfleet"
-	"github.com/fleet-role/fleet-role/lab/probetest"
-	"github.com/fleet-role/fleet-role/lab/statuscheck"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/fleets/cluster"
+	"github.com/fleet-role/fleet-role/lab/fleets/k3sfleet"
+	"github.com/fleet-role/fleet-role/lab/kit/image"
+	"github.com/fleet-role/fleet-role/lab/kit/statuscheck"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The hosts: three k3s servers, the first pinned (as an owner pins the
@@ -42,8 +42,8 @@ const (
 	namespace  = "fleet-role"
 	// recordsNS holds the probes' records (settings records_namespace).
 	recordsNS  = "fleet-role-records"
-	probeSA    = probetest.ProbeSA
-	ctrlSA     = probetest.ControllerSA
+	probeSA    = testkit.ProbeSA
+	ctrlSA     = testkit.ControllerSA
 	probeLabel = "app.kubernetes.io/name=fleet-role-probe"
 	ctrlLabel  = "app.kubernetes.io/name=fleet-role"
 	// manifestPath is k3s's manifests directory on a server (k3s's
@@ -54,7 +54,7 @@ const (
 	dropInDir  = "/etc/rancher/k3s/config.yaml.d"
 	dropInName = "fleet-role.yaml"
 	// fsyncSkipReason: every host's /var/lib/rancher is a memory
-	// filesystem of its own (lab/k3sfleet), so etcd's WAL and the
+	// filesystem of its own (lab/fleets/k3sfleet), so etcd's WAL and the
 	// standby's disk reading are on tmpfs, and this machine's shared disk
 	// does not decide the verdicts; the fsync reading's own tests hold the
 	// disk limit on a real disk.
@@ -67,10 +67,10 @@ const (
 
 // settingsSubstitutions are what the scenario changes in
 // deploy/fleet-role.yaml beside the image pull policy
-// (probetest.LocalManifest), each for the reason given:
+// (testkit.LocalManifest), each for the reason given:
 //
 //   - the time, as every scenario with real pods compresses it
-//     (probetest.CompressedTime: a full window in 40 s);
+//     (testkit.CompressedTime: a full window in 40 s);
 //   - learner_stall_time 30s rather than k3s's 5m: the cooldown (learner
 //     stall + one window) runs from the voter set's last change, which on a
 //     controller's first decision is the latest EtcdIsVoter transition
@@ -78,7 +78,7 @@ const (
 //     cluster formed before any swap could be named. The decision core's
 //     own tests hold the cooldown at its figure;
 //   - fsync_skip_reason, see fsyncSkipReason.
-var settingsSubstitutions = append(slices.Clone(probetest.CompressedTime),
+var settingsSubstitutions = append(slices.Clone(testkit.CompressedTime),
 	[2]string{"learner_stall_time: 5m ", "learner_stall_time: 30s "},
 	[2]string{`fsync_skip_reason: "" `, `fsync_skip_reason: "` + fsyncSkipReason + `" `},
 )
@@ -127,7 +127,7 @@ func TestK3s(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.HoldHost(t)
 	began := time.Now()
-	s := &scenario{dir: t.TempDir(), root: probetest.RepoRoot(t)}
+	s := &scenario{dir: t.TempDir(), root: testkit.RepoRoot(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 
@@ -144,7 +144,7 @@ func TestK3s(t *testing.T) {
 
 	t0 := time.Now()
 	frTar, pauseTar := filepath.Join(s.dir, "fleet-role.tar"), filepath.Join(s.dir, "pause.tar")
-	if err := image.Build(ctx, s.root, image.FleetRole, probetest.ImageTag, frTar); err != nil {
+	if err := image.Build(ctx, s.root, image.FleetRole, testkit.ImageTag, frTar); err != nil {
 		t.Fatal(err)
 	}
 	if err := image.Build(ctx, s.root, image.Pause, pauseTag, pauseTar); err != nil {
@@ -273,7 +273,7 @@ func (s *scenario) install(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	written := time.Now()
-	if err := os.WriteFile(path, probetest.LocalManifest(t, settingsSubstitutions), 0o644); err != nil {
+	if err := os.WriteFile(path, testkit.LocalManifest(t, settingsSubstitutions), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var applied time.Duration
@@ -344,7 +344,7 @@ func (s *scenario) install(t *testing.T, ctx context.Context) {
 // readSettings reads the settings as the cluster holds them.
 func (s *scenario) readSettings(t *testing.T, ctx context.Context) {
 	t.Helper()
-	s.settings = probetest.AppliedSettings(t, ctx, s.fleet.Admin, namespace, s.dir)
+	s.settings = testkit.AppliedSettings(t, ctx, s.fleet.Admin, namespace, s.dir)
 }
 
 // readyPods lists the pods matching selector that are Running with every

@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/fleet-role/fleet-role/lab/docsteps"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/docsteps"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // decoy is a manifest of the test's own beside fleet-role's on every
@@ -32,7 +32,7 @@ const (
 
 var addons = schema.GroupVersionResource{Group: "k3s.cattle.io", Version: "v1", Resource: "addons"}
 
-// uninstall runs docs/install.md's Uninstall as written (lab/docsteps
+// uninstall runs docs/install.md's Uninstall as written (lab/kit/docsteps
 // reads it): step 1 on every server and once, step 2 against the cluster
 // with the real kubectl, step 3 on every host; then restarts k3s on the
 // server that holds k3s's leader lease, whose deploy controller applies

@@ -23,7 +23,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/auditlog"
+	"github.com/fleet-role/fleet-role/lab/kit/auditlog"
 )
 
 // canI is one question to the API server's authorizer, in fleet-role's

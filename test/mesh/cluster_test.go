@@ -11,11 +11,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/apiserver"
-	"github.com/fleet-role/fleet-role/lab/campaign"
-	"github.com/fleet-role/fleet-role/lab/etcdproc"
-	"github.com/fleet-role/fleet-role/lab/fleet"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/fault/campaign"
+	"github.com/fleet-role/fleet-role/lab/fleets/fleet"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver"
+	"github.com/fleet-role/fleet-role/lab/run/etcdproc"
 )
 
 // The fleet: three voters, each a network namespace with an etcd member,
@@ -28,7 +28,7 @@ const (
 // startTimeout bounds each real component's start on a loaded 2-core machine.
 const startTimeout = 3 * time.Minute
 
-// mesh is the running scenario: a lab/fleet and what the checks read of it.
+// mesh is the running scenario: a lab/fleets/fleet and what the checks read of it.
 type mesh struct {
 	fl         *fleet.Fleet
 	dir        string
@@ -41,7 +41,7 @@ type mesh struct {
 	audit      string
 	hosts      []string
 	// probeTokens are the probes' tokens, each bound to a Pod on its host's
-	// node (lab/fleet issues them as the kubelet would).
+	// node (lab/fleets/fleet issues them as the kubelet would).
 	probeTokens map[string]string
 }
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleet-role/fleet-role/lab/campaign"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/fault/campaign"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // ciSeed is the seed of the short campaign CI runs: its first round injects
@@ -23,12 +23,12 @@ const ciSeed = 20
 const campaignTimeout = 40 * time.Minute
 
 // TestMesh is the end-to-end proof that fleet-role tells the truth about a
-// real cluster: the campaign's fleet (lab/fleet: three voters with real etcd
+// real cluster: the campaign's fleet (lab/fleets/fleet: three voters with real etcd
 // members and two standbys, each a network namespace, the real API server
 // with RBAC and the admission policy, a real probe process in every host and
 // the controller beside the API server), checked as an operator's cluster is
 // (RBAC, the admission policy against a probe's real token), then the fault
-// campaign's first round on it (lab/campaign: every kind of fault once, every
+// campaign's first round on it (lab/fault/campaign: every kind of fault once, every
 // published decision scored against the truth of its moment), and at the
 // end nothing in the cluster changed but fleet-role's status and each
 // host's record, each written only by its own component (the etcd keys and

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleet-role/fleet-role/lab/campaign"
+	"github.com/fleet-role/fleet-role/lab/fault/campaign"
 )
 
 // A failed score is said in lines CI's tail shows: the totals, and each

@@ -19,8 +19,8 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/fsync"
-	"github.com/fleet-role/fleet-role/lab/metricscrape"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/metricscrape"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // readmeRow is one row of docs/install.md's "Check a real host by hand" table.

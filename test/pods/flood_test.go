@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/httpserve"
-	"github.com/fleet-role/fleet-role/lab/cluster"
+	"github.com/fleet-role/fleet-role/lab/fleets/cluster"
 )
 
 // slowFlood holds every connection place the probe's server gives other

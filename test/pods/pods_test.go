@@ -28,10 +28,10 @@ import (
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/cluster"
-	"github.com/fleet-role/fleet-role/lab/image"
-	"github.com/fleet-role/fleet-role/lab/probetest"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/fleets/cluster"
+	"github.com/fleet-role/fleet-role/lab/kit/image"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 const (
@@ -39,7 +39,7 @@ const (
 	node = "server-1"
 	// imageTag is the image deploy/fleet-role.yaml names; the scenario
 	// imports the image built from the checkout under it.
-	imageTag  = probetest.ImageTag
+	imageTag  = testkit.ImageTag
 	pauseTag  = "fleet-role.test/pause:v1"
 	namespace = "fleet-role"
 	// recordsNS holds the probes' records (settings records_namespace).
@@ -57,9 +57,9 @@ const (
 
 // settingsSubstitutions are what the scenario changes in
 // deploy/fleet-role.yaml beside the image pull policy
-// (probetest.LocalManifest): the time, compressed as every scenario with
-// real pods compresses it (probetest.CompressedTime), and nothing else.
-var settingsSubstitutions = probetest.CompressedTime
+// (testkit.LocalManifest): the time, compressed as every scenario with
+// real pods compresses it (testkit.CompressedTime), and nothing else.
+var settingsSubstitutions = testkit.CompressedTime
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
@@ -74,10 +74,10 @@ func repoRoot(t *testing.T) string {
 }
 
 // manifest is deploy/fleet-role.yaml with the settings substitutions made
-// and the image never pulled (probetest.LocalManifest).
+// and the image never pulled (testkit.LocalManifest).
 func manifest(t *testing.T) []byte {
 	t.Helper()
-	return probetest.LocalManifest(t, settingsSubstitutions)
+	return testkit.LocalManifest(t, settingsSubstitutions)
 }
 
 // scenario is the running cluster with fleet-role installed.
@@ -312,7 +312,7 @@ func (s *scenario) checkServersOnly(t *testing.T, ctx context.Context) {
 // readSettings reads the settings as the cluster holds them.
 func (s *scenario) readSettings(t *testing.T, ctx context.Context) {
 	t.Helper()
-	s.settings = probetest.AppliedSettings(t, ctx, s.c.Admin, namespace, s.dir)
+	s.settings = testkit.AppliedSettings(t, ctx, s.c.Admin, namespace, s.dir)
 }
 
 // waitReady waits for the one pod matching selector, other than the pod
@@ -544,9 +544,9 @@ func (s *scenario) exec(ctx context.Context, pod *corev1.Pod, container string, 
 // projected volume on the host): it carries the node, may write its own
 // record, and may not write another node's record or the status.
 func (s *scenario) checkAdmission(t *testing.T, ctx context.Context, pod *corev1.Pod) {
-	tok := probetest.PodToken(t, s.c.KubeletRoot, pod)
+	tok := testkit.PodToken(t, s.c.KubeletRoot, pod)
 	other := record.Owner{Name: "server-2", UID: "00000000-0000-0000-0000-000000000002"}
-	probetest.CheckProbePodToken(t, ctx, s.c.API.TokenConfig(tok), namespace, recordsNS, pod, other)
+	testkit.CheckProbePodToken(t, ctx, s.c.API.TokenConfig(tok), namespace, recordsNS, pod, other)
 }
 
 // checkResume: deleting the probe pod leaves its record, and the pod the

@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// reachTag is the attacker image the scenario builds (lab/image Reach).
+// reachTag is the attacker image the scenario builds (lab/kit/image Reach).
 const reachTag = "fleet-role.test/reach:v1"
 
-// reachResult is what lab/image/reach prints.
+// reachResult is what lab/cmd/reach prints.
 type reachResult struct {
 	UID, GID int
 	Seen     map[string]int
@@ -45,7 +45,7 @@ func probeTemplate(t *testing.T) corev1.PodSpec {
 	return corev1.PodSpec{}
 }
 
-// runReach runs the attacker, lab/image/reach, in place of the probe in a
+// runReach runs the attacker, lab/cmd/reach, in place of the probe in a
 // pod made from spec on the node, waits for it to finish and returns what
 // it printed.
 func (s *scenario) runReach(t *testing.T, ctx context.Context, name string, spec corev1.PodSpec, procDirs ...string) reachResult {

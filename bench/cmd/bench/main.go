@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/bench"
-	"github.com/fleet-role/fleet-role/lab/demo"
-	"github.com/fleet-role/fleet-role/lab/toolcache"
+	"github.com/fleet-role/fleet-role/lab/fleets/demo"
+	"github.com/fleet-role/fleet-role/lab/kit/toolcache"
 )
 
 type options struct {

@@ -26,10 +26,10 @@ import (
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/apiserver"
-	"github.com/fleet-role/fleet-role/lab/fleetbin"
-	"github.com/fleet-role/fleet-role/lab/metricscrape"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/metricscrape"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver"
+	"github.com/fleet-role/fleet-role/lab/run/fleetbin"
 )
 
 // get fetches a URL of a component's metrics server.
@@ -89,8 +89,8 @@ func timeFlags(period time.Duration) []string {
 // in the settings: the controller exits 2 with a clear message before it
 // reads or writes anything; the status ConfigMap is untouched.
 func TestControllerRefusesWithoutDryRun(t *testing.T) {
-	c := probetest.Start(t)
-	kc := c.Kubeconfig(t, probetest.ControllerSA)
+	c := testkit.Start(t)
+	kc := c.Kubeconfig(t, testkit.ControllerSA)
 	before := c.ConfigMap(t, "fleet-role-status")
 	for _, tc := range []struct {
 		name  string
@@ -153,9 +153,9 @@ func ptr[T any](v T) *T { return &v }
 // stops; /metrics carries the verdicts, the leader gauge and the failed
 // rounds. SIGTERM stops it with exit 0.
 func TestControllerProcess(t *testing.T) {
-	c := probetest.Start(t)
-	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.10.1"})
-	kc := c.Kubeconfig(t, probetest.ControllerSA)
+	c := testkit.Start(t)
+	c.AddNodes(t, testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.10.1"})
+	kc := c.Kubeconfig(t, testkit.ControllerSA)
 	bin := fleetbin.Build(t)
 	addr := freeAddr(t)
 	period := 300 * time.Millisecond
@@ -164,7 +164,7 @@ func TestControllerProcess(t *testing.T) {
 	p := fleetbin.Run(t, bin, []string{"FLEET_ROLE_DRY_RUN=true"}, args...)
 	base := "http://" + addr
 
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		p.Running(t)
 		if code, _, err := get(base + "/healthz"); err != nil || code != 200 {
 			return fmt.Errorf("/healthz %d %v", code, err)
@@ -192,7 +192,7 @@ func TestControllerProcess(t *testing.T) {
 	if err := c.Server.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if code, body, err := get(base + "/readyz"); err != nil || code != 200 {
 			return fmt.Errorf("/readyz %d %q %v", code, body, err)
 		}
@@ -230,7 +230,7 @@ func TestControllerProcess(t *testing.T) {
 	stopped := time.Now()
 	c.Server.Stop()
 	var notReady string
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		code, body, err := get(base + "/readyz")
 		if err != nil || code != http.StatusServiceUnavailable {
 			return fmt.Errorf("/readyz %d %v with the API server stopped", code, err)
@@ -254,7 +254,7 @@ func TestControllerProcess(t *testing.T) {
 	if code := p.Wait(t, time.Minute); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0", code)
 	}
-	if recs := probetest.ParseLog(p.Log(), "controller stopped"); len(recs) != 1 {
+	if recs := testkit.ParseLog(p.Log(), "controller stopped"); len(recs) != 1 {
 		t.Errorf("no 'controller stopped' log line")
 	}
 	t.Logf("controller process: /readyz 503 before the first decision, 200 after, 503 %.1f s after the API server stopped (%s), exit 0 on SIGTERM",
@@ -265,7 +265,7 @@ func TestControllerProcess(t *testing.T) {
 // serves /metrics, /healthz and /readyz, keeps sampling while the API server
 // is away, and on SIGTERM writes what it holds and exits 0.
 func TestProbeProcess(t *testing.T) {
-	c := probetest.Start(t)
+	c := testkit.Start(t)
 	// The voters' peer listener: a real TCP listener here.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -282,8 +282,8 @@ func TestProbeProcess(t *testing.T) {
 		}
 	}()
 	c.AddNodes(t,
-		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.11.1", PeerAddress: ln.Addr().String()},
-		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.11.2"},
+		testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.11.1", PeerAddress: ln.Addr().String()},
+		testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.11.2"},
 	)
 	kc := c.ProbeKubeconfig(t, "agent-1")
 	bin := fleetbin.Build(t)
@@ -295,7 +295,7 @@ func TestProbeProcess(t *testing.T) {
 	p := fleetbin.Run(t, bin, []string{"NODE_NAME=agent-1"}, args...)
 	base := "http://" + addr
 
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		p.Running(t)
 		raw, ok := c.Records(t)["agent-1"]
 		if !ok {
@@ -322,7 +322,7 @@ func TestProbeProcess(t *testing.T) {
 
 	c.Server.Stop()
 	var taken float64
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		page, _, err := scrape(base + "/metrics")
 		if err != nil {
 			return err
@@ -345,7 +345,7 @@ func TestProbeProcess(t *testing.T) {
 	if code := p.Wait(t, time.Minute); code != 0 {
 		t.Fatalf("SIGTERM: exit %d, want 0", code)
 	}
-	recs := probetest.ParseLog(p.Log(), "probe stopped")
+	recs := testkit.ParseLog(p.Log(), "probe stopped")
 	if len(recs) != 1 {
 		t.Fatalf("'probe stopped' logged %d times", len(recs))
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // The controller command ends with the context it was run with, not only
@@ -19,9 +19,9 @@ import (
 // stop, and the command returns 0 once they all have; its metrics port is
 // then closed.
 func TestControllerEndsWithItsContext(t *testing.T) {
-	c := probetest.Start(t)
-	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.13.1"})
-	kc := c.Kubeconfig(t, probetest.ControllerSA)
+	c := testkit.Start(t)
+	c.AddNodes(t, testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.13.1"})
+	kc := c.Kubeconfig(t, testkit.ControllerSA)
 	addr := freeAddr(t)
 	t.Setenv("FLEET_ROLE_DRY_RUN", "true")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -32,7 +32,7 @@ func TestControllerEndsWithItsContext(t *testing.T) {
 		args := append([]string{"controller", "--kubeconfig", kc, "--metrics-address", addr}, timeFlags(200*time.Millisecond)...)
 		code <- cli.MainContext(ctx, args, &out, &errb)
 	}()
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		select {
 		case n := <-code:
 			t.Fatalf("the controller exited %d before its context ended: %s", n, errb.String())

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/fleet-role/fleet-role/internal/cli"
-	"github.com/fleet-role/fleet-role/lab/etcdproc"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/run/etcdproc"
 )
 
 // mainEtcd runs fleet-role check etcd through Main.

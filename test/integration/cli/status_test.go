@@ -18,9 +18,9 @@ import (
 	"github.com/fleet-role/fleet-role/internal/cli"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
-	"github.com/fleet-role/fleet-role/lab/fleetbin"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver/apiservertest"
+	"github.com/fleet-role/fleet-role/lab/run/fleetbin"
 )
 
 // runMain runs the command line through cli.Main.
@@ -351,28 +351,28 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 		go func() {
 			done <- cli.MainContext(wctx, []string{"status", "--watch", "--kubeconfig", kc, "--namespace", ns, "--status-configmap", name, "--now", readAt}, &out, &errb)
 		}()
-		probetest.Eventually(t, time.Minute, func() error {
+		testkit.Eventually(t, time.Minute, func() error {
 			if out.String() == noneTable {
 				return nil
 			}
 			return fmt.Errorf("printed %q, not yet the first table", out.String())
 		})
 		publish(t, doc)
-		probetest.Eventually(t, time.Minute, func() error {
+		testkit.Eventually(t, time.Minute, func() error {
 			if out.String() == noneTable+"\n"+table {
 				return nil
 			}
 			return fmt.Errorf("printed %q, not yet the swap's table after the first", out.String())
 		})
 		publish(t, "{")
-		probetest.Eventually(t, time.Minute, func() error {
+		testkit.Eventually(t, time.Minute, func() error {
 			if strings.Contains(errb.String(), "decode status") {
 				return nil
 			}
 			return fmt.Errorf("stderr %q does not yet report the malformed document", errb.String())
 		})
 		publish(t, doc)
-		probetest.Eventually(t, time.Minute, func() error {
+		testkit.Eventually(t, time.Minute, func() error {
 			if out.String() == noneTable+"\n"+table+"\n"+table {
 				return nil
 			}

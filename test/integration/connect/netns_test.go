@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleet-role/fleet-role/internal/connect"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // acceptAll accepts connections on l until it is closed and reports each.

@@ -7,7 +7,7 @@ package controller
 // fleet-role-probe (TokenRequest). The kubelet is the only fake: there is
 // none, so no pod runs; the Nodes are created through the API with the labels
 // and annotations k3s sets, and the loops run here in-process. The probes
-// take their samples from a Sampler of the test's own (probetest.Sampler), so
+// take their samples from a Sampler of the test's own (testkit.Sampler), so
 // that each host's verdict is known in advance.
 
 import (
@@ -30,9 +30,9 @@ import (
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // diskBounds are etcd's disk histogram buckets (1 ms doubling, 14 bounds).
@@ -48,7 +48,7 @@ var diskBounds = func() []float64 {
 // (bucket 1: 1 to 2 ms, fit; bucket 5: 16 to 32 ms, over etcd's 10 ms).
 func walIn(b int) func(probe.Plan, int, time.Time) entry.Sample {
 	return func(plan probe.Plan, seq int, at time.Time) entry.Sample {
-		x := probetest.Fit(plan, seq, at)
+		x := testkit.Fit(plan, seq, at)
 		if x.Etcd != nil {
 			h := quantile.Histogram{Bounds: diskBounds, Counts: make([]uint64, len(diskBounds)+1)}
 			h.Counts[b] = 120
@@ -58,19 +58,19 @@ func walIn(b int) func(probe.Plan, int, time.Time) entry.Sample {
 	}
 }
 
-func startProbe(t *testing.T, c *probetest.Cluster, s settings.Settings, node string, sampler *probetest.Sampler) (*probetest.Loop, *probetest.Log) {
+func startProbe(t *testing.T, c *testkit.Cluster, s settings.Settings, node string, sampler *testkit.Sampler) (*testkit.Loop, *testkit.Log) {
 	t.Helper()
 	cl := c.ProbeClient(t, node)
-	log := probetest.NewLog()
+	log := testkit.NewLog()
 	p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.RecordsNamespace()), Nodes: cl.Nodes(), Sampler: sampler, Log: log.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return probetest.Go(t, "probe "+node, p.Run), log
+	return testkit.Go(t, "probe "+node, p.Run), log
 }
 
 // status reads and decodes status.json as a reader would.
-func statusOf(t *testing.T, c *probetest.Cluster) (*status.Status, error) {
+func statusOf(t *testing.T, c *testkit.Cluster) (*status.Status, error) {
 	t.Helper()
 	raw, ok := c.Data(t, "fleet-role-status")[status.StatusKey]
 	if !ok {
@@ -102,26 +102,26 @@ func verdicts(st *status.Status) map[string]status.Verdict {
 // malformed entry written by hand makes that host unknown with the error and
 // leaves the others decided.
 func TestStatusOnAPIServer(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 200*time.Millisecond)
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 200*time.Millisecond)
 	// The cooldown runs from the first decision when there is no previous
 	// status: learner_stall_time 0 leaves one window of it.
 	s.LearnerStallTime = 0
 	c.AddNodes(t,
-		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.7.1"},
-		probetest.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.7.2"},
-		probetest.Node{Name: "server-3", Voter: true, Eligible: true, Address: "127.0.7.3"},
-		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.7.4"},
-		probetest.Node{Name: "agent-2", Eligible: true, Address: "127.0.7.5"},
-		probetest.Node{Name: "agent-3", Eligible: true, Address: "127.0.7.6"},
-		probetest.Node{Name: "agent-4", Address: "127.0.7.7"},
+		testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.7.1"},
+		testkit.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.7.2"},
+		testkit.Node{Name: "server-3", Voter: true, Eligible: true, Address: "127.0.7.3"},
+		testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.7.4"},
+		testkit.Node{Name: "agent-2", Eligible: true, Address: "127.0.7.5"},
+		testkit.Node{Name: "agent-3", Eligible: true, Address: "127.0.7.6"},
+		testkit.Node{Name: "agent-4", Address: "127.0.7.7"},
 	)
 	slowDisk := func(ctx context.Context) entry.FsyncReading {
-		f := probetest.FitFsync(time.Now())
+		f := testkit.FitFsync(time.Now())
 		f.P99Seconds = 0.05
 		return f
 	}
-	samplers := map[string]*probetest.Sampler{
+	samplers := map[string]*testkit.Sampler{
 		"server-1": {Make: walIn(1)},
 		"server-2": {Make: walIn(1)},
 		"server-3": {Make: walIn(5)},
@@ -137,25 +137,25 @@ func TestStatusOnAPIServer(t *testing.T) {
 	}) {
 		startProbe(t, c, s, n, samplers[n])
 	}
-	cl := c.Client(t, probetest.ControllerSA)
+	cl := c.Client(t, testkit.ControllerSA)
 	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
 	metrics := controller.NewMetrics()
-	log := probetest.NewLog()
+	log := testkit.NewLog()
 	rec, stopEvents, err := cl.EventRecorder()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stopEvents()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics,
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: testkit.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics,
 		Events: nodeevents.New(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	cl0 := probetest.Go(t, "controller", ctrl.Run)
+	cl0 := testkit.Go(t, "controller", ctrl.Run)
 
 	var st *status.Status
-	probetest.Eventually(t, 2*time.Minute, func() error {
+	testkit.Eventually(t, 2*time.Minute, func() error {
 		var err error
 		if st, err = statusOf(t, c); err != nil {
 			return err
@@ -196,7 +196,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 	if err := c.WriteRecord(context.Background(), "agent-3", bad); err != nil {
 		t.Fatal(err)
 	}
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		var err error
 		if st, err = statusOf(t, c); err != nil {
 			return err
@@ -288,13 +288,13 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 // after three periods, a change written at tick 4; then nothing changes and
 // it writes once a window, at ticks 24 and 44.
 func TestWritesOnlyOnChange(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 200*time.Millisecond)
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 200*time.Millisecond)
 	voters := []string{"server-1", "server-2", "server-3"}
 	for i, v := range voters {
-		c.AddNodes(t, probetest.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.8.%d", i+1)})
+		c.AddNodes(t, testkit.Node{Name: v, Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.8.%d", i+1)})
 	}
-	c.AddNodes(t, probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.9"})
+	c.AddNodes(t, testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.9"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	t0 := time.Now().UTC().Truncate(time.Second)
@@ -303,7 +303,7 @@ func TestWritesOnlyOnChange(t *testing.T) {
 		if n == "agent-1" {
 			self = -1
 		}
-		text, err := entry.Encode(probetest.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, t0))
+		text, err := entry.Encode(testkit.RealisticEntry(n, voters, self, s.Window, s.SamplePeriod, t0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,11 +311,11 @@ func TestWritesOnlyOnChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cl := c.Client(t, probetest.ControllerSA)
+	cl := c.Client(t, testkit.ControllerSA)
 	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
 	clk := clocktesting.NewFakeClock(t0)
 	metrics := controller.NewMetrics()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics, Clock: clk})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: testkit.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,34 +360,34 @@ func TestWritesOnlyOnChange(t *testing.T) {
 // window is written whole at the next write). The controller is not ready
 // after three periods without a decision, and ready again after.
 func TestAPIServerRestart(t *testing.T) {
-	c := probetest.Start(t)
+	c := testkit.Start(t)
 	// The outage lasts about as long as the API server takes to start
 	// again (3 to 5 s here); a 400 ms period makes the window 8 s.
-	s := probetest.Settings(t, 400*time.Millisecond)
+	s := testkit.Settings(t, 400*time.Millisecond)
 	var names []string
 	for i := range 8 {
-		n := probetest.Node{Name: fmt.Sprintf("agent-%d", i+1), Eligible: true, Address: fmt.Sprintf("127.0.9.%d", i+1)}
+		n := testkit.Node{Name: fmt.Sprintf("agent-%d", i+1), Eligible: true, Address: fmt.Sprintf("127.0.9.%d", i+1)}
 		if i < 3 {
 			n.Name, n.Voter = fmt.Sprintf("server-%d", i+1), true
 		}
 		c.AddNodes(t, n)
 		names = append(names, n.Name)
 	}
-	samplers := map[string]*probetest.Sampler{}
-	probes := map[string]*probetest.Loop{}
-	logs := map[string]*probetest.Log{}
+	samplers := map[string]*testkit.Sampler{}
+	probes := map[string]*testkit.Loop{}
+	logs := map[string]*testkit.Log{}
 	for _, n := range names {
-		samplers[n] = &probetest.Sampler{}
+		samplers[n] = &testkit.Sampler{}
 		probes[n], logs[n] = startProbe(t, c, s, n, samplers[n])
 	}
-	cl := c.Client(t, probetest.ControllerSA)
+	cl := c.Client(t, testkit.ControllerSA)
 	metrics := controller.NewMetrics()
-	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace), Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics})
+	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace), Records: testkit.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cloop := probetest.Go(t, "controller", ctrl.Run)
-	probetest.Eventually(t, time.Minute, func() error {
+	cloop := testkit.Go(t, "controller", ctrl.Run)
+	testkit.Eventually(t, time.Minute, func() error {
 		for _, n := range names {
 			if e, ok := c.Entry(t, n); !ok || len(e.Samples) < 2 {
 				return fmt.Errorf("%s has not written two samples", n)
@@ -405,7 +405,7 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	stopped := time.Now()
 	c.Server.Stop()
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		for _, n := range names {
 			if got := len(samplers[n].Taken()) - before[n]; got < 3 {
 				return fmt.Errorf("%s took %d samples since the API server stopped", n, got)
@@ -429,7 +429,7 @@ func TestAPIServerRestart(t *testing.T) {
 		during[n] = all[before[n]:]
 	}
 	// Every sample taken while the API server was away arrives.
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		for _, n := range names {
 			e, ok := c.Entry(t, n)
 			if !ok {
@@ -441,7 +441,7 @@ func TestAPIServerRestart(t *testing.T) {
 			}
 			for _, x := range during[n] {
 				if !have[x.At.UnixMilli()] {
-					return fmt.Errorf("%s: sample seq %d taken at %v during the outage is not in the ConfigMap", n, probetest.Seq(x), x.At)
+					return fmt.Errorf("%s: sample seq %d taken at %v during the outage is not in the ConfigMap", n, testkit.Seq(x), x.At)
 				}
 			}
 		}
@@ -463,7 +463,7 @@ func TestAPIServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if st, err = statusOf(t, c); err != nil {
 			return err
 		}
@@ -484,7 +484,7 @@ func TestAPIServerRestart(t *testing.T) {
 // kubectl describe node shows them: server-3, unfit and advised out, has a
 // Warning for each; server-1's first full window made it fit (from
 // unknown): Normal; agent-4, which the decision never lists, has none.
-func checkEvents(t *testing.T, c *probetest.Cluster) {
+func checkEvents(t *testing.T, c *testkit.Cluster) {
 	t.Helper()
 	kubectl, kc := testenv.Kubectl(t), c.Kubeconfig(t, "")
 	events := func(node string) (string, error) {
@@ -502,7 +502,7 @@ func checkEvents(t *testing.T, c *probetest.Cluster) {
 	}
 	for node, words := range want {
 		var got string
-		probetest.Eventually(t, time.Minute, func() (err error) {
+		testkit.Eventually(t, time.Minute, func() (err error) {
 			if got, err = events(node); err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/statuspage"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // cutLeases is a Lease client that can be cut off from the API server, as
@@ -71,7 +71,7 @@ type statusHistory struct {
 	all []written
 }
 
-func watchStatus(t *testing.T, c *probetest.Cluster, name string) *statusHistory {
+func watchStatus(t *testing.T, c *testkit.Cluster, name string) *statusHistory {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -147,14 +147,14 @@ func (h *statusHistory) oneWriter(t *testing.T) {
 // written by two (the terms, which the status names, never go back), and a
 // write conditioned on a resourceVersion a deposed leader last wrote fails.
 func TestOneWriterOnAPIServer(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 200*time.Millisecond)
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 200*time.Millisecond)
 	c.AddNodes(t,
-		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.13.1"},
-		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.13.2"},
+		testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.13.1"},
+		testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.13.2"},
 	)
 	for _, n := range []string{"server-1", "agent-1"} {
-		startProbe(t, c, s, n, &probetest.Sampler{})
+		startProbe(t, c, s, n, &testkit.Sampler{})
 	}
 	history := watchStatus(t, c, s.StatusConfigMap)
 	// Timings short enough for a test, as the defaults relate: lease >
@@ -165,7 +165,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	waitWriter := func(id string, within time.Duration) written {
 		t.Helper()
 		var got written
-		probetest.Eventually(t, within, func() error {
+		testkit.Eventually(t, within, func() error {
 			v, ok := history.lastBy(id)
 			if !ok {
 				return fmt.Errorf("no status written by %s yet", id)
@@ -180,7 +180,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	first := waitWriter("a", time.Minute)
 	// The watch may see the write before the decision that made it has
 	// returned: the leader is ready within a period of it.
-	probetest.Eventually(t, 3*s.SamplePeriod, func() error {
+	testkit.Eventually(t, 3*s.SamplePeriod, func() error {
 		if err := readyErr(a.ctrl); err != nil {
 			return fmt.Errorf("the leader is not ready: %w", err)
 		}
@@ -205,7 +205,7 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	// The leader's gauges hold verdicts once a decision has listed the
 	// hosts: on a busy machine the probes' first records can come after
 	// its first decisions.
-	probetest.Eventually(t, time.Minute, func() error { return a.leads(t) })
+	testkit.Eventually(t, time.Minute, func() error { return a.leads(t) })
 	if n := len(history.versions()); n < 2 {
 		t.Fatalf("the leader wrote %d versions in %v", n, 2*e.LeaseDuration)
 	}
@@ -231,15 +231,15 @@ func TestOneWriterOnAPIServer(t *testing.T) {
 	// ends with its term's context it exports none and its page says it
 	// cannot read the Lease. Bounded by a renew deadline more, not a
 	// period: on a busy machine the ending decision may wait for a core.
-	probetest.Eventually(t, e.RenewDeadline, func() error { return a.follows(t, "not leading: the lease") })
-	probetest.Eventually(t, 3*s.SamplePeriod, func() error { return b.leads(t) })
+	testkit.Eventually(t, e.RenewDeadline, func() error { return a.follows(t, "not leading: the lease") })
+	testkit.Eventually(t, 3*s.SamplePeriod, func() error { return b.leads(t) })
 	servedBy(t, c, s.Namespace, "pod-b", pageWithin)
 	if took.writer.Term <= first.writer.Term {
 		t.Errorf("b's term %d is not after a's %d", took.writer.Term, first.writer.Term)
 	}
 	// A late write of the deposed leader: conditioned on the last status
 	// it wrote, it fails.
-	store := c.Client(t, probetest.ControllerSA).StatusStore(s.Namespace)
+	store := c.Client(t, testkit.ControllerSA).StatusStore(s.Namespace)
 	if _, err := store.PatchKeyAt(context.Background(), s.StatusConfigMap, status.StatusKey, "{}", lastA.rv); !errors.Is(err, kube.ErrConflict) {
 		t.Errorf("a write conditioned on a's last version %s after b wrote: %v, want a conflict", lastA.rv, err)
 	}
@@ -278,10 +278,10 @@ const pageWithin = 30 * time.Second
 
 // servedBy waits for the Service fleet-role's Endpoints to name pod alone,
 // as the API server's service proxy reads them.
-func servedBy(t *testing.T, c *probetest.Cluster, namespace, pod string, within time.Duration) {
+func servedBy(t *testing.T, c *testkit.Cluster, namespace, pod string, within time.Duration) {
 	t.Helper()
 	start := time.Now()
-	probetest.Eventually(t, within, func() error {
+	testkit.Eventually(t, within, func() error {
 		ep, err := c.Admin.CoreV1().Endpoints(namespace).Get(context.Background(), "fleet-role", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -304,7 +304,7 @@ type replica struct {
 	ctrl    *controller.Controller
 	metrics *controller.Metrics
 	page    *statuspage.Server
-	loop    *probetest.Loop
+	loop    *testkit.Loop
 }
 
 // decisionGauges are the gauges a decision sets.
@@ -355,9 +355,9 @@ func (r *replica) leads(t *testing.T) error {
 
 // startReplica starts a controller with the controller's own token running
 // for the Lease e names, its Lease client wrapped by wrap when set.
-func startReplica(t *testing.T, c *probetest.Cluster, s settings.Settings, e controller.Election, id string, release bool, wrap func(kube.Leases) kube.Leases) *replica {
+func startReplica(t *testing.T, c *testkit.Cluster, s settings.Settings, e controller.Election, id string, release bool, wrap func(kube.Leases) kube.Leases) *replica {
 	t.Helper()
-	cl := c.Client(t, probetest.ControllerSA)
+	cl := c.Client(t, testkit.ControllerSA)
 	leases, err := cl.Leases(s.Namespace)
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +367,7 @@ func startReplica(t *testing.T, c *probetest.Cluster, s settings.Settings, e con
 	}
 	r := &replica{id: id, leases: &cutLeases{Leases: leases}, metrics: controller.NewMetrics(), page: statuspage.NewServer(4, "controller "+id)}
 	r.ctrl, err = controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
-		Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: r.metrics, Page: r.page})
+		Records: testkit.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: r.metrics, Page: r.page})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +381,7 @@ func startReplica(t *testing.T, c *probetest.Cluster, s settings.Settings, e con
 	}
 	el.Page = &controller.PageAdvert{Endpoints: eps, Name: "fleet-role",
 		Self: kube.PageAddress{Namespace: s.Namespace, Pod: "pod-" + id, IP: fmt.Sprintf("10.244.0.%d", 1+int(id[0]-'a')), Port: 9870}}
-	r.loop = probetest.Go(t, "controller "+id, func(ctx context.Context) error { return r.ctrl.RunElected(ctx, el) })
+	r.loop = testkit.Go(t, "controller "+id, func(ctx context.Context) error { return r.ctrl.RunElected(ctx, el) })
 	return r
 }
 
@@ -389,7 +389,7 @@ func startReplica(t *testing.T, c *probetest.Cluster, s settings.Settings, e con
 func waitWriter2(t *testing.T, h *statusHistory, id, rv string, within time.Duration) written {
 	t.Helper()
 	var got written
-	probetest.Eventually(t, within, func() error {
+	testkit.Eventually(t, within, func() error {
 		v, ok := h.lastBy(id)
 		if !ok || v.rv == rv {
 			return fmt.Errorf("no new status by %s", id)
@@ -436,10 +436,10 @@ func (l *slowLeases) Get(ctx context.Context, name string) (kube.LeaseRecord, st
 // duration, and the terms never go back, in the Lease and in the status,
 // across the deletion too.
 func TestElectionOnAPIServer(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 200*time.Millisecond)
-	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.13.1"})
-	startProbe(t, c, s, "server-1", &probetest.Sampler{})
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 200*time.Millisecond)
+	c.AddNodes(t, testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.13.1"})
+	startProbe(t, c, s, "server-1", &testkit.Sampler{})
 	history := watchStatus(t, c, s.StatusConfigMap)
 	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
@@ -455,7 +455,7 @@ func TestElectionOnAPIServer(t *testing.T) {
 	leader := func(within time.Duration, not string) string {
 		t.Helper()
 		var who string
-		probetest.Eventually(t, within, func() error {
+		testkit.Eventually(t, within, func() error {
 			l, err := leases.Get(ctx, controller.LeaseName, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -473,7 +473,7 @@ func TestElectionOnAPIServer(t *testing.T) {
 	leader(time.Minute, "")
 	b := startReplica(t, c, s, e, "b", false, func(l kube.Leases) kube.Leases { return &slowLeases{Leases: l, delay: e.RenewDeadline / 2} })
 	// b follows, reading slowly: ready, and naming a as the holder.
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if note, err := b.ctrl.Ready(); err != nil || !strings.Contains(note, "following: a holds the lease") {
 			return fmt.Errorf("b's readiness: %q, %v", note, err)
 		}
@@ -529,7 +529,7 @@ func TestElectionOnAPIServer(t *testing.T) {
 	leader(time.Minute, "")
 	switch got, by := leaseTerm(), holderOf(); {
 	case got > high:
-		probetest.Eventually(t, time.Minute, func() error {
+		testkit.Eventually(t, time.Minute, func() error {
 			v := history.versions()
 			if len(v) == 0 || v[len(v)-1].writer == nil || v[len(v)-1].writer.Term <= high {
 				return fmt.Errorf("no status written in a term above %d yet", high)

@@ -13,7 +13,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/livesettings"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // On the real API server, with the install's RBAC: a controller that
@@ -24,10 +24,10 @@ import (
 // and the settings in force stay; a version that holds them again clears
 // the refusal.
 func TestSettingsFollowedLive(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 200*time.Millisecond)
-	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.15.1"})
-	startProbe(t, c, s, "server-1", &probetest.Sampler{})
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 200*time.Millisecond)
+	c.AddNodes(t, testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.15.1"})
+	startProbe(t, c, s, "server-1", &testkit.Sampler{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -68,9 +68,9 @@ func TestSettingsFollowedLive(t *testing.T) {
 	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
 	r := startReplica(t, c, s, e, "a", false, nil)
-	cl := c.Client(t, probetest.ControllerSA)
+	cl := c.Client(t, testkit.ControllerSA)
 	watch := cl.NewSettingsInformer(s.Namespace, "fleet-role-settings")
-	probetest.Go(t, "settings informer", watch.Run)
+	testkit.Go(t, "settings informer", watch.Run)
 	f := &livesettings.Follower{Watch: watch, ConfigMap: s.Namespace + "/fleet-role-settings",
 		Load: func(data []byte) (settings.Settings, error) {
 			next, err := settings.Parse(data, settings.Defaults())
@@ -81,13 +81,13 @@ func TestSettingsFollowedLive(t *testing.T) {
 		},
 		Apply: r.ctrl.SetSettings, Log: slog.New(slog.DiscardHandler), Metrics: livesettings.NewMetrics(r.metrics.Registry)}
 	f.Start(s)
-	probetest.Go(t, "settings follower", f.Run)
+	testkit.Go(t, "settings follower", f.Run)
 
 	// published waits for a status whose settings pass check.
 	published := func(what string, check func(status.Settings) error) {
 		t.Helper()
 		start := time.Now()
-		probetest.Eventually(t, time.Minute, func() error {
+		testkit.Eventually(t, time.Minute, func() error {
 			st, err := statusOf(t, c)
 			if err != nil {
 				return err
@@ -155,7 +155,7 @@ func TestSettingsFollowedLive(t *testing.T) {
 		return nil
 	})
 	from, start := decisions(t, r.metrics), time.Now()
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if d := decisions(t, r.metrics) - from; d < 4 {
 			return fmt.Errorf("%v decisions since the new period, want 4", d)
 		}
@@ -188,7 +188,7 @@ func TestSettingsFollowedLive(t *testing.T) {
 	// The probe follows the same ConfigMap with its own token, which RBAC
 	// lets list and watch that ConfigMap by name alone.
 	pw := c.ProbeClient(t, "server-1").NewSettingsInformer(s.Namespace, "fleet-role-settings")
-	probetest.Go(t, "probe's settings informer", pw.Run)
+	testkit.Go(t, "probe's settings informer", pw.Run)
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	if err := pw.WaitForSync(wctx); err != nil {
@@ -222,17 +222,17 @@ func decisions(t *testing.T, m *controller.Metrics) float64 {
 // decisions its predecessor published, with their times, and goes on from
 // them.
 func TestHistorySurvivesAFailover(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 200*time.Millisecond)
-	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.16.1"})
-	startProbe(t, c, s, "server-1", &probetest.Sampler{})
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 200*time.Millisecond)
+	c.AddNodes(t, testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.16.1"})
+	startProbe(t, c, s, "server-1", &testkit.Sampler{})
 	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
 	a := startReplica(t, c, s, e, "a", true, nil)
 	// A status written by a with a full history (the replicas' pages hold
 	// four decisions).
 	var first time.Time
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		st, err := statusOf(t, c)
 		if err != nil {
 			return err
@@ -245,7 +245,7 @@ func TestHistorySurvivesAFailover(t *testing.T) {
 	})
 	a.loop.Stop(t) // gives the Lease up
 	b := startReplica(t, c, s, e, "b", true, nil)
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		pg, ok := b.page.Page()
 		if !ok {
 			return fmt.Errorf("b has decided nothing yet")

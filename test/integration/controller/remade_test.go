@@ -16,7 +16,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // On the real API server with the install's RBAC: a status ConfigMap
@@ -25,16 +25,16 @@ import (
 // controller's token may not create it, or any other ConfigMap, by a POST. A
 // leader whose term starts with the status gone makes it too.
 func TestDeletedStatusIsMadeAnew(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 200*time.Millisecond)
-	c.AddNodes(t, probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.14.1"})
-	startProbe(t, c, s, "server-1", &probetest.Sampler{})
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 200*time.Millisecond)
+	c.AddNodes(t, testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.14.1"})
+	startProbe(t, c, s, "server-1", &testkit.Sampler{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig(t, probetest.ControllerSA))
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig(t, testkit.ControllerSA))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestDeletedStatusIsMadeAnew(t *testing.T) {
 	remade := func(since time.Time, what string) {
 		t.Helper()
 		var cm *corev1.ConfigMap
-		probetest.Eventually(t, time.Minute, func() error {
+		testkit.Eventually(t, time.Minute, func() error {
 			var err error
 			if cm, err = cms.Get(ctx, s.StatusConfigMap, metav1.GetOptions{}); err != nil {
 				return err

@@ -14,7 +14,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // namedToLeave is every voter a decision names to leave: its out, and the
@@ -43,28 +43,28 @@ func namedToLeave(st *status.Status) []string {
 // server-1's etcd member ID: refused by the decision, server-1 judged as
 // before.
 func TestCraftedRecordOnAPIServer(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 200*time.Millisecond)
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 200*time.Millisecond)
 	s.LearnerStallTime = 0
 	c.AddNodes(t,
-		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.8.1"},
-		probetest.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.8.2"},
-		probetest.Node{Name: "server-3", Voter: true, Eligible: true, Address: "127.0.8.3"},
-		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.4"},
+		testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.8.1"},
+		testkit.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.8.2"},
+		testkit.Node{Name: "server-3", Voter: true, Eligible: true, Address: "127.0.8.3"},
+		testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.4"},
 	)
 	withID := func(node string) func(probe.Plan, int, time.Time) entry.Sample {
 		return func(plan probe.Plan, seq int, at time.Time) entry.Sample {
-			x := probetest.Fit(plan, seq, at)
+			x := testkit.Fit(plan, seq, at)
 			if x.Etcd != nil {
-				x.Etcd.MemberID = probetest.MemberID(node)
+				x.Etcd.MemberID = testkit.MemberID(node)
 			}
 			return x
 		}
 	}
 	for _, n := range []string{"server-1", "server-2", "agent-1"} {
-		startProbe(t, c, s, n, &probetest.Sampler{Make: withID(n)})
+		startProbe(t, c, s, n, &testkit.Sampler{Make: withID(n)})
 	}
-	liar, _ := startProbe(t, c, s, "server-3", &probetest.Sampler{Make: func(plan probe.Plan, seq int, at time.Time) entry.Sample {
+	liar, _ := startProbe(t, c, s, "server-3", &testkit.Sampler{Make: func(plan probe.Plan, seq int, at time.Time) entry.Sample {
 		x := withID("server-3")(plan, seq, at)
 		if _, ok := x.Connect["server-1"]; ok {
 			x.Connect["server-1"] = entry.Connect{Seconds: 0.6}
@@ -72,9 +72,9 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 		return x
 	}})
 
-	cl := c.Client(t, probetest.ControllerSA)
+	cl := c.Client(t, testkit.ControllerSA)
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
-		Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes()})
+		Records: testkit.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	decideUntil := func(within time.Duration, done func(st *status.Status) error) *status.Status {
 		t.Helper()
 		var last *status.Status
-		probetest.Eventually(t, within, func() error {
+		testkit.Eventually(t, within, func() error {
 			st, err := ctrl.Tick(ctx)
 			if err != nil {
 				return err
@@ -135,7 +135,7 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	}
 	for i := range e.Samples {
 		if x := e.Samples[i].Etcd; x != nil {
-			x.MemberID = probetest.MemberID("server-1")
+			x.MemberID = testkit.MemberID("server-1")
 		}
 		delete(e.Samples[i].Connect, "server-1")
 		e.Samples[i].At = time.Now().Add(-time.Duration(len(e.Samples)-i) * s.SamplePeriod)
@@ -161,8 +161,8 @@ func TestCraftedRecordOnAPIServer(t *testing.T) {
 	if v := hostOf(st, "server-1").Verdict; v != status.Fit {
 		t.Errorf("server-1 is %s once the liar claims its member ID, want fit (its record held the ID first)", v)
 	}
-	if o := hostOf(st, "server-1").Observation; o == nil || o.MemberID != probetest.MemberID("server-1") {
-		t.Errorf("server-1's observation %+v, want member ID %s", o, probetest.MemberID("server-1"))
+	if o := hostOf(st, "server-1").Observation; o == nil || o.MemberID != testkit.MemberID("server-1") {
+		t.Errorf("server-1's observation %+v, want member ID %s", o, testkit.MemberID("server-1"))
 	}
 	t.Logf("server-3: %s", hostOf(st, "server-3").Reasons[0].Detail)
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/etcdmetrics"
-	"github.com/fleet-role/fleet-role/lab/etcdproc"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/run/etcdproc"
 )
 
 func startCluster(t *testing.T) *etcdproc.Cluster {

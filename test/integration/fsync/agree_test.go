@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/fleet-role/fleet-role/internal/fsync"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // The comparison of the native reading with fio, which judges real

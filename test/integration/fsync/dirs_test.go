@@ -7,7 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleet-role/fleet-role/internal/fsync"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // diskDir is a fresh directory on this machine's disk: under fsync.DefaultDir,

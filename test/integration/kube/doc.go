@@ -1,3 +1,3 @@
 // Package kube holds internal/kube's clients and informers, and the
-// in-memory fakes of lab/kubefake beside them, to a real kube-apiserver.
+// in-memory fakes of lab/kit/kubefake beside them, to a real kube-apiserver.
 package kube

@@ -28,10 +28,10 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/lab/apiserver"
-	"github.com/fleet-role/fleet-role/lab/apiserver/apiservertest"
-	"github.com/fleet-role/fleet-role/lab/kubefake"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/kubefake"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver"
+	"github.com/fleet-role/fleet-role/lab/run/apiserver/apiservertest"
 )
 
 const ns = "kube-test"
@@ -127,7 +127,7 @@ func writerClient(t *testing.T, s *apiserver.Server, admin kubernetes.Interface,
 }
 
 // TestKube runs every ConfigMaps and Nodes test against the real API server
-// (on real etcd) and against lab/kubefake's in-memory doubles, which must
+// (on real etcd) and against lab/kit/kubefake's in-memory doubles, which must
 // agree.
 func TestKube(t *testing.T) {
 	s := apiservertest.Start(t)
@@ -601,7 +601,7 @@ func testSettingsInformer(t *testing.T, s *apiserver.Server, admin kubernetes.In
 func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k := probetest.Node{Name: "kubelet-1", Voter: true, Address: "127.0.5.1", PeerAddress: "127.0.9.1:12380"}.Kubelet(time.Now())
+	k := testkit.Node{Name: "kubelet-1", Voter: true, Address: "127.0.5.1", PeerAddress: "127.0.9.1:12380"}.Kubelet(time.Now())
 	created, err := admin.CoreV1().Nodes().Create(ctx, k, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -618,7 +618,7 @@ func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interf
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(held.ManagedFields) == 0 || len(held.Status.Images) != probetest.KubeletImages {
+	if len(held.ManagedFields) == 0 || len(held.Status.Images) != testkit.KubeletImages {
 		t.Fatalf("the server holds %d managedFields and %d images of the Node: the test would show nothing", len(held.ManagedFields), len(held.Status.Images))
 	}
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/fleet-role/fleet-role/internal/link"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // ipRoute is what `ip -j route show default` says of one route.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/probetest"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // On a real API server with deploy/fleet-role.yaml applied, the controller's
@@ -23,7 +23,7 @@ import (
 // server admits an Event on a Node and describe looks, its repeat counted
 // by the recorder rather than written again.
 func TestDescribeNodeShowsTheEvents(t *testing.T) {
-	c := probetest.Start(t)
+	c := testkit.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var nodes []corev1.Node
@@ -34,7 +34,7 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 		}
 		nodes = append(nodes, *n)
 	}
-	rec, stop, err := c.Client(t, probetest.ControllerSA).EventRecorder()
+	rec, stop, err := c.Client(t, testkit.ControllerSA).EventRecorder()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 	want := []string{"Warning", nodeevents.ReasonSwapHeld, "fleet-role-controller",
 		"fleet-role would swap no voter: step gate_cooldown holds it back: the voter set changed 5m ago; fleet-role judges this voter unfit (was fit): peer_rtt voter-1: 401.4ms, must be at most 100ms"}
 	var events string
-	probetest.Eventually(t, time.Minute, func() (err error) {
+	testkit.Eventually(t, time.Minute, func() (err error) {
 		if events, err = describe(); err != nil {
 			return err
 		}
@@ -77,7 +77,7 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 	// The same change recorded again: the recorder counts it on the same
 	// Event (describe says x2) rather than writing a second.
 	r.Observe(prev, cur, nodes)
-	probetest.Eventually(t, time.Minute, func() (err error) {
+	testkit.Eventually(t, time.Minute, func() (err error) {
 		if events, err = describe(); err != nil {
 			return err
 		}
@@ -95,7 +95,7 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 	}
 	// voter-3's reason carries a record's hostile text: the API server
 	// holds it escaped, and describe prints no control character of it.
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		l, err := c.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=voter-3"})
 		if err != nil {
 			return err

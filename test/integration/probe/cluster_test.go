@@ -6,9 +6,9 @@ package probe
 // kubelet is the only fake: there is none, so no pod runs; the Nodes are
 // created through the API with the labels and annotations k3s sets, and the
 // probes run here as in-process loops, on a fake clock the test steps a
-// period at a time (probetest.Clocked). Where a test compares exactly what a probe
+// period at a time (testkit.Clocked). Where a test compares exactly what a probe
 // took with what the ConfigMap holds, a Sampler of its own
-// (probetest.Sampler) stands in for the host readings; TestRealHostSampler
+// (testkit.Sampler) stands in for the host readings; TestRealHostSampler
 // runs the real probe.Host against a real etcd member.
 
 import (
@@ -25,9 +25,9 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/probe"
-	"github.com/fleet-role/fleet-role/lab/etcdproc"
-	"github.com/fleet-role/fleet-role/lab/probetest"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
+	"github.com/fleet-role/fleet-role/lab/run/etcdproc"
 )
 
 // lastN is the last n of samples.
@@ -48,14 +48,14 @@ func TestConcurrentProbes(t *testing.T) {
 		standbys = 7
 		periods  = 60 // three windows
 	)
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 100*time.Millisecond)
-	var nodes []probetest.Node
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 100*time.Millisecond)
+	var nodes []testkit.Node
 	for i := range voters {
-		nodes = append(nodes, probetest.Node{Name: fmt.Sprintf("server-%d", i+1), Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.1.%d", i+1)})
+		nodes = append(nodes, testkit.Node{Name: fmt.Sprintf("server-%d", i+1), Voter: true, Eligible: true, Address: fmt.Sprintf("127.0.1.%d", i+1)})
 	}
 	for i := range standbys {
-		nodes = append(nodes, probetest.Node{Name: fmt.Sprintf("agent-%d", i+1), Eligible: true, Address: fmt.Sprintf("127.0.2.%d", i+1)})
+		nodes = append(nodes, testkit.Node{Name: fmt.Sprintf("agent-%d", i+1), Eligible: true, Address: fmt.Sprintf("127.0.2.%d", i+1)})
 	}
 	c.AddNodes(t, nodes...)
 
@@ -64,10 +64,10 @@ func TestConcurrentProbes(t *testing.T) {
 	hist := c.WatchRecords(wctx, t)
 
 	began := time.Now()
-	clk := probetest.NewClocked(s.SamplePeriod)
-	var probes []*probetest.Running
+	clk := testkit.NewClocked(s.SamplePeriod)
+	var probes []*testkit.Running
 	for _, n := range nodes {
-		probes = append(probes, c.StartProbe(t, clk, s, n.Name, &probetest.Sampler{}))
+		probes = append(probes, c.StartProbe(t, clk, s, n.Name, &testkit.Sampler{}))
 	}
 	clk.Await(t, 2*time.Minute, func() error {
 		for _, r := range probes {
@@ -83,7 +83,7 @@ func TestConcurrentProbes(t *testing.T) {
 	elapsed := time.Since(began)
 	// Every probe has stopped, so each record holds its last word: wait
 	// for the watch to have seen it, then stop the watch.
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if err := hist.Err(); err != nil {
 			t.Fatalf("waiting for the watch to see the last writes: %v", err)
 		}
@@ -110,7 +110,7 @@ func TestConcurrentProbes(t *testing.T) {
 		if !ok {
 			t.Fatalf("no entry for %s", r.Node)
 		}
-		if err := probetest.HoldsExactly(e, lastN(all, s.Window)); err != nil {
+		if err := testkit.HoldsExactly(e, lastN(all, s.Window)); err != nil {
 			t.Error(err)
 		}
 		// Every version of the record is this node's own and holds only
@@ -131,8 +131,8 @@ func TestConcurrentProbes(t *testing.T) {
 			}
 			for _, x := range v.Samples {
 				want, ok := byMilli[x.At.UnixMilli()]
-				if !ok || probetest.Seq(want) != probetest.Seq(x) {
-					t.Fatalf("%s's entry held a sample at %v (seq %d) it never took", r.Node, x.At, probetest.Seq(x))
+				if !ok || testkit.Seq(want) != testkit.Seq(x) {
+					t.Fatalf("%s's entry held a sample at %v (seq %d) it never took", r.Node, x.At, testkit.Seq(x))
 				}
 				seen[x.At.UnixMilli()] = true
 			}
@@ -141,7 +141,7 @@ func TestConcurrentProbes(t *testing.T) {
 			var missing []int
 			for _, x := range all {
 				if !seen[x.At.UnixMilli()] {
-					missing = append(missing, probetest.Seq(x))
+					missing = append(missing, testkit.Seq(x))
 				}
 			}
 			t.Errorf("%s took %d samples, %d reached its record; missing seq %v", r.Node, len(all), len(seen), missing)
@@ -188,7 +188,7 @@ func TestConcurrentProbes(t *testing.T) {
 // peer listener, two scrapes of its real metrics page, /proc and /sys), and
 // the entry the ConfigMap holds says so.
 func TestRealHostSampler(t *testing.T) {
-	c := probetest.Start(t)
+	c := testkit.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	etcd, err := etcdproc.Start(ctx, etcdproc.Config{Binary: testenv.Etcd(t), Dir: filepath.Join(t.TempDir(), "etcd"), Members: 1})
@@ -202,7 +202,7 @@ func TestRealHostSampler(t *testing.T) {
 		t.Fatal(err)
 	}
 	host, port, _ := net.SplitHostPort(peer.Host)
-	s := probetest.Settings(t, 500*time.Millisecond)
+	s := testkit.Settings(t, 500*time.Millisecond)
 	// The probe bounds its disk reading by a window (window x period): a
 	// reading that outlives one is worth nothing to a verdict. At the
 	// scenarios' window of 20 that is 10 s, and beside a busy loop on each
@@ -216,15 +216,15 @@ func TestRealHostSampler(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.AddNodes(t,
-		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: host},
+		testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: host},
 		// server-2 is reached through fleet-role's annotation, server-3
 		// through k3s's node-address and the peer port.
-		probetest.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.3.2", PeerAddress: peer.Host},
-		probetest.Node{Name: "server-3", Voter: true, Eligible: true, Address: host},
-		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.3.4"},
+		testkit.Node{Name: "server-2", Voter: true, Eligible: true, Address: "127.0.3.2", PeerAddress: peer.Host},
+		testkit.Node{Name: "server-3", Voter: true, Eligible: true, Address: host},
+		testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.3.4"},
 	)
 	metricsURL := m.MetricsURL
-	clk := probetest.NewClocked(s.SamplePeriod)
+	clk := testkit.NewClocked(s.SamplePeriod)
 	voter := c.StartProbe(t, clk, s, "server-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
 	standby := c.StartProbe(t, clk, s, "agent-1", probe.NewHost(s, "/", metricsURL, t.TempDir()))
 
@@ -303,11 +303,11 @@ func TestRealHostSampler(t *testing.T) {
 // the first periods take none. A probe started again reads its entry once
 // and resumes its window from it.
 func TestRestartMarkAndResume(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 100*time.Millisecond)
-	c.AddNodes(t, probetest.Node{Name: "agent-1", Address: "127.0.4.1"}, probetest.Node{Name: "server-1", Voter: true, Address: "127.0.4.2"})
-	clk := probetest.NewClocked(s.SamplePeriod)
-	first := c.StartProbe(t, clk, s, "agent-1", &probetest.Sampler{})
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 100*time.Millisecond)
+	c.AddNodes(t, testkit.Node{Name: "agent-1", Address: "127.0.4.1"}, testkit.Node{Name: "server-1", Voter: true, Address: "127.0.4.2"})
+	clk := testkit.NewClocked(s.SamplePeriod)
+	first := c.StartProbe(t, clk, s, "agent-1", &testkit.Sampler{})
 	// A node that is neither a voter nor eligible records nothing and
 	// never writes.
 	clk.Await(t, time.Minute, func() error {
@@ -339,7 +339,7 @@ func TestRestartMarkAndResume(t *testing.T) {
 	if !ok {
 		t.Fatal("no entry after the first probe stopped")
 	}
-	if err := probetest.HoldsExactly(e, a); err != nil {
+	if err := testkit.HoldsExactly(e, a); err != nil {
 		t.Fatalf("after the first probe stopped: %v", err)
 	}
 	for i, x := range e.Samples {
@@ -349,14 +349,14 @@ func TestRestartMarkAndResume(t *testing.T) {
 	}
 
 	// Started again, it reads its own entry once and carries on from it.
-	second := c.StartProbe(t, clk, s, "agent-1", &probetest.Sampler{})
+	second := c.StartProbe(t, clk, s, "agent-1", &testkit.Sampler{})
 	clk.Await(t, time.Minute, func() error {
 		b := second.Sampler.Taken()
 		if len(b) < s.Window {
 			return fmt.Errorf("second run took %d samples", len(b))
 		}
 		e, _ := c.Entry(t, "agent-1")
-		return probetest.HoldsExactly(e, lastN(append(append([]entry.Sample(nil), a...), b...), s.Window))
+		return testkit.HoldsExactly(e, lastN(append(append([]entry.Sample(nil), a...), b...), s.Window))
 	})
 	// Midway through the second run the window held both runs.
 	second.Stop(t)
@@ -369,14 +369,14 @@ func TestRestartMarkAndResume(t *testing.T) {
 	b := second.Sampler.Taken()
 	e, _ = c.Entry(t, "agent-1")
 	all := append(append([]entry.Sample(nil), a...), b...)
-	if err := probetest.HoldsExactly(e, lastN(all, s.Window)); err != nil {
+	if err := testkit.HoldsExactly(e, lastN(all, s.Window)); err != nil {
 		t.Fatal(err)
 	}
 	restartAt := len(all) - s.Window
 	for i, x := range e.Samples {
 		wantMark := restartAt+i == 0 || restartAt+i == len(a)
 		if x.Restart != wantMark {
-			t.Errorf("sample %d of the window (seq %d): restart %v, want %v", i, probetest.Seq(x), x.Restart, wantMark)
+			t.Errorf("sample %d of the window (seq %d): restart %v, want %v", i, testkit.Seq(x), x.Restart, wantMark)
 		}
 	}
 	t.Logf("first run %d samples, second run %d, one read of the entry at the second start; the window holds the last %d with the restart marks where each run began",
@@ -386,16 +386,16 @@ func TestRestartMarkAndResume(t *testing.T) {
 // A node that stops being eligible removes its entry; a node that never
 // records never writes.
 func TestStopsBeingEligible(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 100*time.Millisecond)
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	c.AddNodes(t,
-		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.5.1"},
-		probetest.Node{Name: "agent-2", Address: "127.0.5.2"},
-		probetest.Node{Name: "server-1", Voter: true, Address: "127.0.5.3"},
+		testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.5.1"},
+		testkit.Node{Name: "agent-2", Address: "127.0.5.2"},
+		testkit.Node{Name: "server-1", Voter: true, Address: "127.0.5.3"},
 	)
-	clk := probetest.NewClocked(s.SamplePeriod)
-	on := c.StartProbe(t, clk, s, "agent-1", &probetest.Sampler{})
-	off := c.StartProbe(t, clk, s, "agent-2", &probetest.Sampler{})
+	clk := testkit.NewClocked(s.SamplePeriod)
+	on := c.StartProbe(t, clk, s, "agent-1", &testkit.Sampler{})
+	off := c.StartProbe(t, clk, s, "agent-2", &testkit.Sampler{})
 	clk.Await(t, time.Minute, func() error {
 		if e, ok := c.Entry(t, "agent-1"); !ok || len(e.Samples) < 3 {
 			return errors.New("agent-1 has not written three samples")
@@ -441,8 +441,8 @@ func TestStopsBeingEligible(t *testing.T) {
 		if !ok || len(e.Samples) == 0 {
 			return errors.New("agent-1 has not written again")
 		}
-		if probetest.Seq(e.Samples[0]) < taken {
-			return fmt.Errorf("the new window starts with seq %d, from before the removal", probetest.Seq(e.Samples[0]))
+		if testkit.Seq(e.Samples[0]) < taken {
+			return fmt.Errorf("the new window starts with seq %d, from before the removal", testkit.Seq(e.Samples[0]))
 		}
 		return nil
 	})
@@ -457,17 +457,17 @@ func TestStopsBeingEligible(t *testing.T) {
 // token, bound to a Pod on its node, so the owner reference it sets is the
 // one the admission policy admitted.
 func TestRecordGoesWithItsNode(t *testing.T) {
-	c := probetest.Start(t)
+	c := testkit.Start(t)
 	c.StartGarbageCollector(t)
-	s := probetest.Settings(t, 100*time.Millisecond)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	c.AddNodes(t,
-		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.12.1"},
-		probetest.Node{Name: "agent-2", Eligible: true, Address: "127.0.12.2"},
-		probetest.Node{Name: "server-1", Voter: true, Address: "127.0.12.3"},
+		testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.12.1"},
+		testkit.Node{Name: "agent-2", Eligible: true, Address: "127.0.12.2"},
+		testkit.Node{Name: "server-1", Voter: true, Address: "127.0.12.3"},
 	)
-	clk := probetest.NewClocked(s.SamplePeriod)
-	gone := c.StartProbe(t, clk, s, "agent-1", &probetest.Sampler{})
-	stays := c.StartProbe(t, clk, s, "agent-2", &probetest.Sampler{})
+	clk := testkit.NewClocked(s.SamplePeriod)
+	gone := c.StartProbe(t, clk, s, "agent-1", &testkit.Sampler{})
+	stays := c.StartProbe(t, clk, s, "agent-2", &testkit.Sampler{})
 	clk.Await(t, time.Minute, func() error {
 		for _, n := range []string{"agent-1", "agent-2"} {
 			if e, ok := c.Entry(t, n); !ok || len(e.Samples) < 2 {

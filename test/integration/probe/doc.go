@@ -5,6 +5,6 @@
 // that stops being eligible, a record deleted with its Node by the real
 // garbage collector, and the probe failing closed without the admission
 // policy. The loops run on a fake clock stepped a period at a time
-// (lab/probetest's Clocked), as internal/probe's own tests run theirs in
+// (lab/kit/testkit's Clocked), as internal/probe's own tests run theirs in
 // memory.
 package probe

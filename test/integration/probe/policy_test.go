@@ -21,7 +21,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
-	"github.com/fleet-role/fleet-role/lab/probetest"
+	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
 // gauge is the value of a gauge without labels, and whether it is exported.
@@ -49,26 +49,26 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) (float64, bool) 
 // probe that starts while the binding is gone never writes a sample. With
 // the binding back, the probe writes its window again.
 func TestFailClosedWithoutThePolicy(t *testing.T) {
-	c := probetest.Start(t)
-	s := probetest.Settings(t, 100*time.Millisecond)
+	c := testkit.Start(t)
+	s := testkit.Settings(t, 100*time.Millisecond)
 	c.AddNodes(t,
-		probetest.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.12.1"},
-		probetest.Node{Name: "agent-1", Eligible: true, Address: "127.0.12.2"},
+		testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.12.1"},
+		testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.12.2"},
 	)
 	ctx := context.Background()
-	start := func(node string) (*probe.Prober, *probe.Metrics, *probetest.Log, *probetest.Loop) {
+	start := func(node string) (*probe.Prober, *probe.Metrics, *testkit.Log, *testkit.Loop) {
 		cl := c.ProbeClient(t, node)
-		m, log := probe.NewMetrics(), probetest.NewLog()
+		m, log := probe.NewMetrics(), testkit.NewLog()
 		p, err := probe.New(probe.Config{Node: node, Settings: s, Records: cl.Records(s.RecordsNamespace()),
 			Policy: cl.PolicyCheck(s.RecordsNamespace()), Nodes: cl.Nodes(),
-			Sampler: &probetest.Sampler{}, Log: log.Logger, Metrics: m})
+			Sampler: &testkit.Sampler{}, Log: log.Logger, Metrics: m})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return p, m, log, probetest.Go(t, "probe "+node, p.Run)
+		return p, m, log, testkit.Go(t, "probe "+node, p.Run)
 	}
 	p, m, log, _ := start("agent-1")
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if err := p.Ready(); err != nil {
 			return err
 		}
@@ -97,7 +97,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	removed := time.Now()
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		e, ok := c.Entry(t, "agent-1")
 		if !ok || e.Withheld == "" || len(e.Samples) != 0 {
 			return fmt.Errorf("agent-1's record: withheld %q, %d samples", e.Withheld, len(e.Samples))
@@ -118,7 +118,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 	// making. The honest probe writes its marker again at its next check
 	// (every period while the policy is off): the old probe wrote it once
 	// a spell, and a forged record then stood until the policy came back.
-	forged, err := entry.Encode(probetest.RealisticEntry("agent-1", []string{"server-1"}, -1, 3, s.SamplePeriod, time.Now()))
+	forged, err := entry.Encode(testkit.RealisticEntry("agent-1", []string{"server-1"}, -1, 3, s.SamplePeriod, time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 		t.Fatalf("with the policy off, server-1's probe token could not overwrite agent-1's record: %v", err)
 	}
 	forgedAt := time.Now()
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if e, ok := c.Entry(t, "agent-1"); !ok || e.Withheld == "" || len(e.Samples) != 0 {
 			return fmt.Errorf("agent-1's record: withheld %q, %d samples", e.Withheld, len(e.Samples))
 		}
@@ -156,7 +156,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 
 	// A probe that starts now never writes a sample.
 	p2, _, _, _ := start("server-1")
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if err := p2.Ready(); err == nil || !strings.Contains(err.Error(), "writing no samples") {
 			return fmt.Errorf("server-1 Ready: %v", err)
 		}
@@ -173,15 +173,15 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 	// The controller names both hosts and the reason, and, reading the
 	// policy itself with its own token, holds every swap for the whole
 	// fleet.
-	cl := c.Client(t, probetest.ControllerSA)
+	cl := c.Client(t, testkit.ControllerSA)
 	metrics := controller.NewMetrics()
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: cl.ConfigMaps(s.Namespace),
-		Records: probetest.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics,
+		Records: testkit.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Metrics: metrics,
 		Policy: cl.PolicyReader()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		st, err := ctrl.Tick(ctx)
 		if err != nil {
 			return err
@@ -214,7 +214,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 	} else if err := protectedGate(st, true, ""); err != nil {
 		t.Errorf("right after the binding came back, before any probe wrote again: %v", err)
 	}
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		if err := p.Ready(); err != nil {
 			return err
 		}
@@ -230,7 +230,7 @@ func TestFailClosedWithoutThePolicy(t *testing.T) {
 	// The controller frees the fleet once it reads the policy in force,
 	// no marker has come for entry_unchanged, and both probes have written
 	// their samples since: not before.
-	probetest.Eventually(t, time.Minute, func() error {
+	testkit.Eventually(t, time.Minute, func() error {
 		st, err := ctrl.Tick(ctx)
 		if err != nil {
 			return err
@@ -290,7 +290,7 @@ func hostIn(st *status.Status, name string) *status.Host {
 // ConfigMap made there; while the write the policy exists to refuse, a
 // record not its own in the records' namespace, is admitted (so the policy
 // is indeed off). Every write is a server-side dry run.
-func checkOutOfReach(t *testing.T, ctx context.Context, c *probetest.Cluster, s settings.Settings, node string) {
+func checkOutOfReach(t *testing.T, ctx context.Context, c *testkit.Cluster, s settings.Settings, node string) {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(c.ProbeClient(t, node).Config())
 	dry := []string{metav1.DryRunAll}

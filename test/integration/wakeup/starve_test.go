@@ -22,8 +22,8 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/quantile"
 	"github.com/fleet-role/fleet-role/internal/wakeup"
-	"github.com/fleet-role/fleet-role/lab/cpulimit"
-	"github.com/fleet-role/fleet-role/lab/testenv"
+	"github.com/fleet-role/fleet-role/lab/fault/cpulimit"
+	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
 
 // The child process of TestStarvedProcessWakesLate: the test binary run
@@ -42,13 +42,13 @@ const (
 	samplePeriod = 2 * time.Second
 	samples      = 10
 	// demand is the share of a core the child's work needs: about what
-	// etcd needs at a small k3s control plane's load (lab/votercpu:
+	// etcd needs at a small k3s control plane's load (lab/cmd/votercpu:
 	// 3.2 to 3.7%). Work not done when owed is owed still, as requests
 	// queue for etcd: starved of it, the child is behind and runnable
 	// whenever its group may run.
 	demand = 0.04
 	// share and cfsPeriod are the starvation: 1.5% of a core, enforced
-	// per second (lab/votercpu: every trial at 2% or less with a 1 s
+	// per second (lab/cmd/votercpu: every trial at 2% or less with a 1 s
 	// period made a timer about 900 ms late).
 	share     = 0.015
 	cfsPeriod = time.Second
