@@ -9,7 +9,7 @@
 # The build stage runs on the builder's own platform and cross-compiles, so a
 # multi-platform build (docker buildx build --platform
 # linux/amd64,linux/arm64,linux/arm/v7) needs no emulation. A release is
-# built without Docker: hack/release.sh (lab/image, held to this file).
+# built without Docker: hack/release.sh (lab/kit/image, held to this file).
 ARG GO_VERSION=1.26.8
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-bookworm AS build
