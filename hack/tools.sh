@@ -161,7 +161,7 @@ k3s() { # k3s|kube-apiserver|kube-controller-manager|kubelet|kube-scheduler
     fi
     mkdir -p "$tree/fleet-role-k3s"
     cp "$top/tools/k3s/main.go" "$tree/fleet-role-k3s/main.go"
-    echo "building k3s $k3s_version and its Kubernetes commands from $tarball (cached in $bin; the first build takes about 20 minutes on 2 cores, its module downloads included)" >&2
+    echo "building k3s $k3s_version and its Kubernetes commands from $tarball (cached in $bin; the first build takes about 10 minutes on 2 fast cores and 17 on slower ones, its module downloads included (docs/testing.md))" >&2
     local goversion proxy tmp
     goversion=$(go env GOVERSION)
     proxy="file://$overlay,$(go env GOPROXY)"
