@@ -22,7 +22,8 @@
 //     host lock and environment (testenv), the tools' cache (toolcache),
 //     the image (image), the status as the scenarios judge it
 //     (statuscheck), one metrics scraper (metricscrape), the API server's
-//     audit log (auditlog), in-memory doubles of internal/kube (kubefake),
+//     audit log (auditlog), the TCP ends the connect tests measure
+//     (tcptest), in-memory doubles of internal/kube (kubefake),
 //     the docs' shell steps (docsteps), and what a run leaves on the
 //     machine (leftover, mountinfo, hostfs).
 //   - cmd: every harness command, one directory each (the campaign, the

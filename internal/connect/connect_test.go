@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleet-role/fleet-role/lab/kit/tcptest"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,31 +75,6 @@ func TestResultJSON(t *testing.T) {
 	}
 }
 
-// acceptAll accepts connections on l until it is closed and reports each.
-func acceptAll(l net.Listener, accepted chan<- string) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		accepted <- l.Addr().String()
-		c.Close()
-	}
-}
-
-// closedPort returns an address on host where nothing listens: a port the
-// kernel just handed out and that was closed again.
-func closedPort(t *testing.T, listen func(network, addr string) (net.Listener, error), host string) string {
-	t.Helper()
-	l, err := listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 func TestMeasureLoopback(t *testing.T) {
 	accepted := make(chan string, 8)
 	var peers []string
@@ -108,10 +84,10 @@ func TestMeasureLoopback(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		go acceptAll(l, accepted)
+		go tcptest.AcceptAll(l, accepted)
 		peers = append(peers, l.Addr().String())
 	}
-	refused := closedPort(t, net.Listen, "127.0.0.1")
+	refused := tcptest.ClosedPort(t, net.Listen, "127.0.0.1")
 	peers = append(peers[:2], append([]string{refused}, peers[2:]...)...)
 
 	got := Measure(context.Background(), peers, 5*time.Second)

@@ -16,33 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleet-role/fleet-role/internal/connect"
+	"github.com/fleet-role/fleet-role/lab/kit/tcptest"
 	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 )
-
-// acceptAll accepts connections on l until it is closed and reports each.
-func acceptAll(l net.Listener, accepted chan<- string) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		accepted <- l.Addr().String()
-		c.Close()
-	}
-}
-
-// closedPort returns an address on host where nothing listens: a port the
-// kernel just handed out and that was closed again.
-func closedPort(t *testing.T, listen func(network, addr string) (net.Listener, error), host string) string {
-	t.Helper()
-	l, err := listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 // netns is a network namespace made for one test: loopback up, and a veth
 // pair whose far end answers nothing, with a permanent neighbour entry for
@@ -138,11 +114,11 @@ func TestMeasureTimeoutInNetns(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		go acceptAll(l, accepted)
+		go tcptest.AcceptAll(l, accepted)
 		peers = append(peers, l.Addr().String())
 	}
 	silent := net.JoinHostPort(blackhole, "2380")
-	refused := closedPort(t, ns.listen, "127.0.0.1")
+	refused := tcptest.ClosedPort(t, ns.listen, "127.0.0.1")
 	peers = []string{peers[0], silent, peers[1], refused}
 
 	var started sync.WaitGroup
