@@ -52,7 +52,9 @@ const (
 	ns       = "fleet-role"
 	rns      = "fleet-role-records" // the records' own namespace
 	rendered = "fleet-role.yaml"
-	image    = testkit.ImageTag
+	// renderedActing is the install with acting on (deploy/acting).
+	renderedActing = "fleet-role-acting.yaml"
+	image          = testkit.ImageTag
 )
 
 // TestRenderedIsBase: deploy/fleet-role.yaml is exactly `kubectl kustomize
@@ -64,6 +66,22 @@ func TestRenderedIsBase(t *testing.T) {
 	}
 	if got := withoutHeader(t); !bytes.Equal(got, out) {
 		t.Fatalf("deploy/fleet-role.yaml differs from `kubectl kustomize deploy/base`: run deploy/render.sh")
+	}
+}
+
+// TestRenderedActingIsOverlay: deploy/fleet-role-acting.yaml is exactly
+// `kubectl kustomize deploy/acting` under its comment header.
+func TestRenderedActingIsOverlay(t *testing.T) {
+	out, err := exec.Command(testenv.Kubectl(t), "kustomize", "acting").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize acting: %v", err)
+	}
+	b, err := os.ReadFile(renderedActing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stripHeader(b); !bytes.Equal(got, out) {
+		t.Fatalf("deploy/%s differs from `kubectl kustomize deploy/acting`: run deploy/render.sh", renderedActing)
 	}
 }
 

@@ -12,5 +12,14 @@ cd "$(dirname "$0")"
   kubectl kustomize base
 } >fleet-role.yaml.tmp
 mv fleet-role.yaml.tmp fleet-role.yaml
+# The install with acting on (deploy/acting): applied instead of
+# fleet-role.yaml, never beside it.
+{
+  echo "# fleet-role with acting on (guided), rendered from deploy/acting by deploy/render.sh (kubectl kustomize deploy/acting)."
+  echo "# Do not edit: change deploy/base or deploy/acting and run deploy/render.sh. Apply it in place of fleet-role.yaml:"
+  echo "# kubectl apply --server-side -f it (docs/acting.md, \"Turn acting on\")."
+  kubectl kustomize acting
+} >fleet-role-acting.yaml.tmp
+mv fleet-role-acting.yaml.tmp fleet-role-acting.yaml
 # The chart: the same objects, the image and the settings made values.
 go test ./ -run '^TestChartIsGenerated$' -count=1 -update >/dev/null

@@ -1,6 +1,9 @@
 package acting
 
 import (
+	"os"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -154,7 +157,17 @@ func TestJournalReadsBack(t *testing.T) {
 // ("Limits"): the sum of every step's deadline.
 func TestTotalDeadlineAtDefaults(t *testing.T) {
 	s := settings.Defaults()
-	want := 23*time.Minute + 25*time.Second
+	doc, err := os.ReadFile("../../docs/acting.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`the sum of the deadlines: (\d+) min (\d+) s at the defaults`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/acting.md states no longest swap (\"the sum of the deadlines: N min M s at the defaults\")")
+	}
+	mins, _ := strconv.Atoi(string(m[1]))
+	secs, _ := strconv.Atoi(string(m[2]))
+	want := time.Duration(mins)*time.Minute + time.Duration(secs)*time.Second
 	if got := TotalDeadline(s); got != want {
 		t.Errorf("TotalDeadline(defaults) = %v, docs/acting.md says %v", got, want)
 	}

@@ -223,7 +223,7 @@ func deadline(s settings.Settings, n StepName) Deadline {
 		}
 		return secs(2*s.SamplePeriod, "two sample periods: the actuator reports at its host's next record write, one missed")
 	case StepMoveLeader:
-		return secs(2*s.ElectionTimeout, "two election timeouts: etcd's MoveLeader waits up to one for the new leader")
+		return secs(2*s.SamplePeriod+2*s.ElectionTimeout, "two sample periods for the leaving voter's record to show it no longer leads (one missed), plus two election timeouts: etcd's MoveLeader waits up to one for the new leader")
 	case StepRemove:
 		return secs(2*k3sRemovalTimeout, "twice k3s's 1 min removal timeout (removalTimeout): one retry of its member controller")
 	}

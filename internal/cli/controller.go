@@ -58,9 +58,14 @@ the version in force (settings.source); one that does not validate, or that
 changes a key applying only at a restart, is refused, logged and named in the
 status, and the settings in force stay.
 
-It carries out no swap in this release: it refuses to start unless
-FLEET_ROLE_DRY_RUN=true (exit 2). With the setting acting: plan the status
-carries the published swap's steps, each with its guards (docs/acting.md). It serves /metrics, /healthz and /readyz (ready while a decision
+It starts only when FLEET_ROLE_DRY_RUN is set (exit 2 otherwise): true,
+the install's, and it changes nothing; false, with the setting acting:
+guided or auto (deploy/acting), and it carries out the swap it publishes,
+one step at a time, keeping its journal in the ConfigMap fleet-role-swap:
+guided once an operator approves the plan (fleet-role approve), auto once
+the same swap was published for a window. With acting: plan the status
+carries the published swap's steps, each with its guards, and nothing else
+is written (docs/acting.md). It serves /metrics, /healthz and /readyz (ready while a decision
 succeeded within the last three sample periods; a follower while it reads
 the Lease), and /status: a read-only HTML page of its last decision, the
 link matrix and the verdicts of the decisions it remembers (a window's
@@ -81,16 +86,17 @@ worth). While it leads it names its page in the Endpoints of the Service
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		// Checked before anything else, so that nothing is read or
-		// written by a controller that was not told it only reports.
-		if v := os.Getenv(settings.EnvName("dry_run")); v != "true" {
-			return usageErrorf("FLEET_ROLE_DRY_RUN is %q: fleet-role only reports what it would do, and starts only with FLEET_ROLE_DRY_RUN=true", v)
+		// written by a controller that was not told in so many words
+		// whether it only reports.
+		if v := os.Getenv(settings.EnvName("dry_run")); v != "true" && v != "false" {
+			return usageErrorf("FLEET_ROLE_DRY_RUN is %q: the controller starts only when it is set, true to only report (the install's), false to carry out the swaps acting guided or auto allows (deploy/acting)", v)
 		}
 		s, err := loadSettings(sf)
 		if err != nil {
 			return err
 		}
-		if !s.DryRun {
-			return usageErrorf("dry_run is false in the settings (acting = %s): this release carries out no swap; acting = %s publishes the steps it would take (docs/acting.md)", s.Acting, settings.ActingPlan)
+		if s.Acts() && !elect {
+			return usageErrorf("acting = %s with --leader-elect=false: a controller that changes the cluster must hold the Lease, whose term fences its journal and its commands (docs/acting.md)", s.Acting)
 		}
 		if err := checkAddr(); err != nil {
 			return err
@@ -140,6 +146,7 @@ worth). While it leads it names its page in the Endpoints of the Service
 			Page:     page,
 			Events:   nodeevents.New(rec),
 			Policy:   client.PolicyReader(),
+			Swap:     client.SwapStore(s.Namespace),
 		})
 		if err != nil {
 			return usageError(err)

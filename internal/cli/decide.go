@@ -126,7 +126,7 @@ It prints the status as ` + "`fleet-role status`" + ` prints the published one:
 		}
 
 		st := decide.Decide(in)
-		kube.WithActing(&st, list.Items, s, in.Now)
+		kube.WithActing(&st, list.Items, s, in.Now, nil)
 		out := cmd.OutOrStdout()
 		switch output {
 		case outputTable:

@@ -67,7 +67,8 @@ func NewRootCommand() *cobra.Command {
 		Long: `fleet-role measures every candidate host's fitness to hold an etcd vote and
 reports, with the numbers behind it, which hosts are fit, unfit or unknown, and
 the swap of an unfit voter for a fit standby that it would make, or why it would
-make none. It runs in dry-run: it changes nothing in the cluster.`,
+make none. By default it changes nothing in the cluster; with acting turned on
+it carries that swap out, step by step (docs/acting.md).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// --version prints what `fleet-role version` prints.
@@ -83,6 +84,7 @@ make none. It runs in dry-run: it changes nothing in the cluster.`,
 		newRenderCommand(),
 		newPrepareFsyncDirCommand(),
 		newStatusCommand(name),
+		newApproveCommand(name),
 		newTimingCommand(),
 	)
 	return root

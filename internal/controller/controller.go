@@ -1,8 +1,9 @@
 // Package controller is the loop the fleet-role Deployment runs: each
 // interval it reads the probes' records (from an informer's cache) and the
 // Nodes, decides with the pure core in internal/decide, and publishes the
-// decision as status.json of the fleet-role-status ConfigMap. It acts on
-// nothing: dry-run is the only mode.
+// decision as status.json of the fleet-role-status ConfigMap. With acting
+// guided or auto it also carries out the swap it publishes (acting.go); by
+// default it changes nothing.
 package controller
 
 import (
@@ -53,6 +54,10 @@ type Config struct {
 	// (protection.go); without it the records' own markers alone say
 	// whether they are protected.
 	Policy kube.PolicyReader
+	// Swap is where a controller that acts (acting guided or auto) keeps
+	// its journal and reads the approval and the actuators' reports;
+	// required then, unused otherwise.
+	Swap kube.SwapStore
 }
 
 // Controller holds what one decision passes to the next.
@@ -94,6 +99,9 @@ type Controller struct {
 	// guard is the controller's own knowledge of the records' protection
 	// (protection.go), read and carried by tick alone.
 	guard guard
+
+	// steady is since when the same swap has been published (acting.go).
+	steady steady
 }
 
 // New checks the configuration and returns a controller ready to Run.
@@ -101,8 +109,11 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Store == nil || cfg.Records == nil || cfg.Nodes == nil {
 		return nil, errors.New("controller needs a status store, a record source and a node lister")
 	}
-	if !cfg.Settings.DryRun {
-		return nil, errors.New("dry_run is false: dry-run is the only mode fleet-role has")
+	if cfg.Settings.Acts() && cfg.Swap == nil {
+		return nil, fmt.Errorf("acting is %s: the controller needs a swap store for its journal", cfg.Settings.Acting)
+	}
+	if !cfg.Settings.DryRun && !cfg.Settings.Acts() {
+		return nil, fmt.Errorf("dry_run is false with acting %s: only acting guided or auto changes the cluster", cfg.Settings.Acting)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -127,7 +138,7 @@ const DecisionsPerPeriod = 2
 func (c *Controller) Run(ctx context.Context) error {
 	c.takeSettings()
 	interval := c.cfg.Settings.SamplePeriod / DecisionsPerPeriod
-	c.log.Info("controller started", "interval", interval, "dry_run", true)
+	c.log.Info("controller started", "interval", interval, "dry_run", c.cfg.Settings.DryRun, "acting", c.cfg.Settings.Acting)
 	ticker := c.cfg.Clock.NewTicker(interval)
 	defer func() { ticker.Stop() }()
 	for {
@@ -192,7 +203,7 @@ func (c *Controller) tick(ctx context.Context) (*status.Status, error) {
 		Protection: c.protection(ctx, now),
 		Unheld:     unheldOf(c.cfg.Records),
 	})
-	kube.WithActing(&st, kubeNodes, s, now)
+	c.withActing(ctx, &st, kubeNodes, now)
 	if c.source != nil {
 		src := *c.source
 		st.Settings.Source = &src
@@ -272,11 +283,20 @@ func remembered(st *status.Status) *status.Status {
 	return p
 }
 
-// outcomeOf is what a reader acts on: the decision and every host's
-// verdict.
+// outcomeOf is what a reader acts on: the decision, every host's verdict,
+// and the swap under way's phase and step.
 func outcomeOf(st *status.Status) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %s", st.Decision.Action, st.Decision.Out, st.Decision.In)
+	if a := st.Acting; a != nil && a.Journal != nil {
+		fmt.Fprintf(&b, "; swap %s %s", a.Journal.PlanID, a.Journal.Phase)
+		if s := a.Journal.Current(); s != nil {
+			fmt.Fprintf(&b, " %s %s", s.Name, s.State)
+		}
+		if a.Journal.Abort != nil {
+			fmt.Fprintf(&b, " undo %v", a.Journal.Abort.Undo)
+		}
+	}
 	for _, h := range st.Hosts {
 		fmt.Fprintf(&b, "; %s %s", h.Name, h.Verdict)
 	}
@@ -339,7 +359,7 @@ func (c *Controller) logChange(st *status.Status) {
 	for i, r := range why {
 		summaries[i] = status.Summary(r)
 	}
-	c.log.Info("decision", "action", d.Action, "out", d.Out, "in", d.In, "reasons", summaries, "dry_run", true)
+	c.log.Info("decision", "action", d.Action, "out", d.Out, "in", d.In, "reasons", summaries, "dry_run", c.cfg.Settings.DryRun)
 }
 
 // keyReasons are the reasons that made a decision: for a swap, why the voter

@@ -19,8 +19,11 @@ import (
 // Nodes (as NodeView keeps them with acting on). Each host's etcd
 // role and member are the decision's, from its record; its Node says what
 // k3s made of it.
-func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, now time.Time) acting.World {
+func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, now time.Time, read *ActingRead) acting.World {
 	w := acting.World{Now: now, Settings: s}
+	if read != nil {
+		w.Approved, w.SteadySince = read.Approved, read.SteadySince
+	}
 	if st.Decision.Action == status.ActionSwap {
 		w.Out, w.In = st.Decision.Out, st.Decision.In
 	}
@@ -46,6 +49,9 @@ func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, no
 		}
 		if n := byName[h.Name]; n != nil {
 			fromNode(&a, n, s)
+		}
+		if read != nil {
+			a.Report = read.Reports[h.Name]
 		}
 		w.Hosts = append(w.Hosts, a)
 	}
@@ -82,14 +88,26 @@ func joined(ann map[string]string) bool {
 	return json.Unmarshal([]byte(ann[k3snode.NodeEnvAnnotation]), &env) == nil && env["K3S_URL"] != ""
 }
 
-// WithActing adds to st what acting makes of it: with acting plan, the
-// published swap's step table; off, nothing, so that the document stays
-// what it was before acting existed. nodes are the Nodes st was decided
-// on, as NodeView keeps them.
-func WithActing(st *status.Status, nodes []corev1.Node, s settings.Settings, now time.Time) {
+// ActingRead is what a controller that acts read beside the decision and
+// the Nodes: the operator's approval, the actuators' reports by node, and
+// since when the decision has published the same swap without a break.
+type ActingRead struct {
+	Approved    string
+	Reports     map[string]*acting.Report
+	SteadySince time.Time
+}
+
+// WithActing adds to st what acting makes of it: with acting plan, guided
+// or auto, the published swap's step table; off, nothing, so that the
+// document stays what it was before acting existed. nodes are the Nodes st
+// was decided on, as NodeView keeps them; read is nil unless the
+// controller acts. It returns the world the plan was drawn on, for the
+// executor.
+func WithActing(st *status.Status, nodes []corev1.Node, s settings.Settings, now time.Time, read *ActingRead) acting.World {
 	if s.Acting == settings.ActingOff {
-		return
+		return acting.World{}
 	}
-	w := actingWorld(st, nodes, s, now)
+	w := actingWorld(st, nodes, s, now, read)
 	st.Acting = &acting.Status{Mode: s.Acting, Plan: acting.Draft(w, s.Acting)}
+	return w
 }

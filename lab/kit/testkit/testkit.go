@@ -85,6 +85,19 @@ type Cluster struct {
 // kubectl apply --server-side.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	return StartWith(t, Manifest(t))
+}
+
+// StartActing is Start with the install that acts applied instead,
+// deploy/fleet-role-acting.yaml (deploy/acting).
+func StartActing(t testing.TB) *Cluster {
+	t.Helper()
+	return StartWith(t, filepath.Join(RepoRoot(t), "deploy", "fleet-role-acting.yaml"))
+}
+
+// StartWith is Start applying the manifest at path.
+func StartWith(t testing.TB, manifest string) *Cluster {
+	t.Helper()
 	s := apiservertest.Start(t)
 	admin, err := kubernetes.NewForConfig(s.AdminConfig())
 	if err != nil {
@@ -93,9 +106,9 @@ func Start(t testing.TB) *Cluster {
 	d := settings.Defaults()
 	c := &Cluster{Server: s, Admin: admin, Namespace: d.Namespace, RecordsNamespace: d.RecordsNamespace()}
 	kc := c.Kubeconfig(t, "")
-	out, err := exec.Command(testenv.Kubectl(t), "--kubeconfig", kc, "apply", "--server-side", "-f", Manifest(t)).CombinedOutput()
+	out, err := exec.Command(testenv.Kubectl(t), "--kubeconfig", kc, "apply", "--server-side", "-f", manifest).CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl apply --server-side -f deploy/fleet-role.yaml: %v\n%s", err, out)
+		t.Fatalf("kubectl apply --server-side -f %s: %v\n%s", manifest, err, out)
 	}
 	return c
 }
@@ -143,19 +156,26 @@ func (c *Cluster) Token(t testing.TB, sa string) string {
 // runs it) and returns its name and UID, for a token bound to it.
 func (c *Cluster) ProbePod(t testing.TB, node string) (string, types.UID) {
 	t.Helper()
+	return c.Pod(t, ProbeSA, node)
+}
+
+// Pod creates, as the admin, a Pod of ServiceAccount sa on node, as
+// ProbePod does for the probe's.
+func (c *Cluster) Pod(t testing.TB, sa, node string) (string, types.UID) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "fleet-role-probe-", Namespace: c.Namespace},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: sa + "-", Namespace: c.Namespace},
 		Spec: corev1.PodSpec{
 			NodeName:           node,
-			ServiceAccountName: ProbeSA,
-			Containers:         []corev1.Container{{Name: "probe", Image: "fleet-role:test"}},
+			ServiceAccountName: sa,
+			Containers:         []corev1.Container{{Name: "c", Image: "fleet-role:test"}},
 		},
 	}
 	created, err := c.Admin.CoreV1().Pods(c.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create probe pod on %s: %v", node, err)
+		t.Fatalf("create a pod of %s on %s: %v", sa, node, err)
 	}
 	return created.Name, created.UID
 }
@@ -165,10 +185,17 @@ func (c *Cluster) ProbePod(t testing.TB, node string) (string, types.UID) {
 // policy lets it write node's record alone.
 func (c *Cluster) ProbeToken(t testing.TB, node string) string {
 	t.Helper()
-	name, uid := c.ProbePod(t, node)
+	return c.PodToken(t, ProbeSA, node)
+}
+
+// PodToken is a token of ServiceAccount sa bound to a Pod on node, as the
+// kubelet issues a DaemonSet's pod there.
+func (c *Cluster) PodToken(t testing.TB, sa, node string) string {
+	t.Helper()
+	name, uid := c.Pod(t, sa, node)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tok, err := c.Server.TokenForPod(ctx, c.Namespace, ProbeSA, name, uid, time.Hour)
+	tok, err := c.Server.TokenForPod(ctx, c.Namespace, sa, name, uid, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,6 +133,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		// would publish it as the kubernetes Service's endpoint.
 		"--endpoint-reconciler-type=none",
 		"--authorization-mode=RBAC",
+		// As k3s runs its API server (its default, --allow-privileged):
+		// acting's actuator is a privileged DaemonSet (deploy/acting), and
+		// a server that refused it would refuse that install.
+		"--allow-privileged=true",
 		"--token-auth-file=" + filepath.Join(cfg.Dir, "tokens.csv"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + filepath.Join(cfg.Dir, "sa.key"),

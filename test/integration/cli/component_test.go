@@ -85,8 +85,9 @@ func timeFlags(period time.Duration) []string {
 	return []string{"--sample-period=" + period.String(), "--window=20", "--tail-percentile=0.95"}
 }
 
-// FLEET_ROLE_DRY_RUN unset, empty or anything but "true", or dry_run false
-// in the settings: the controller exits 2 with a clear message before it
+// FLEET_ROLE_DRY_RUN unset, empty or anything but "true" or "false",
+// dry_run false in the settings without acting guided or auto, or acting
+// without the Lease: the controller exits 2 with a clear message before it
 // reads or writes anything; the status ConfigMap is untouched.
 func TestControllerRefusesWithoutDryRun(t *testing.T) {
 	c := testkit.Start(t)
@@ -100,12 +101,16 @@ func TestControllerRefusesWithoutDryRun(t *testing.T) {
 	}{
 		{"unset", nil, nil, `FLEET_ROLE_DRY_RUN is ""`},
 		{"empty", ptr(""), nil, `FLEET_ROLE_DRY_RUN is ""`},
-		{"false", ptr("false"), nil, `FLEET_ROLE_DRY_RUN is "false"`},
+		{"false", ptr("false"), nil, "dry_run = false with acting = off"},
+		{"false, --acting=plan", ptr("false"), []string{"--acting=plan"}, "dry_run = false with acting = plan"},
 		{"1", ptr("1"), nil, `FLEET_ROLE_DRY_RUN is "1"`},
 		{"true, --dry-run=false", ptr("true"), []string{"--dry-run=false"}, "dry_run = false with acting = off"},
 		{"true, --dry-run=false --acting=plan", ptr("true"), []string{"--dry-run=false", "--acting=plan"}, "dry_run = false with acting = plan"},
 		{"true, --acting=guided", ptr("true"), []string{"--acting=guided"}, "acting = guided with dry_run = true"},
-		{"true, --dry-run=false --acting=guided", ptr("true"), []string{"--dry-run=false", "--acting=guided"}, "this release carries out no swap"},
+		{"false, --acting=guided --leader-elect=false", ptr("false"), []string{"--acting=guided", "--leader-elect=false"},
+			"acting = guided with --leader-elect=false"},
+		{"true, --dry-run=false --acting=auto --leader-elect=false", ptr("true"), []string{"--dry-run=false", "--acting=auto", "--leader-elect=false"},
+			"acting = auto with --leader-elect=false"},
 		{"true, --acting=sometimes", ptr("true"), []string{"--acting=sometimes"}, `acting = sometimes: must be one of off, plan, guided or auto`},
 		{"true, --page-service without an election", ptr("true"), []string{"--page-service=fleet-role", "--leader-elect=false"},
 			"--page-service fleet-role with --leader-elect=false"},
@@ -130,9 +135,9 @@ func TestControllerRefusesWithoutDryRun(t *testing.T) {
 			}
 		})
 	}
-	// The built binary, as the Deployment would run it without the env.
+	// The built binary, as a Deployment would run it with the env mistyped.
 	bin := fleetbin.Build(t)
-	p := fleetbin.Run(t, bin, []string{"FLEET_ROLE_DRY_RUN=false"}, "controller", "--kubeconfig", kc, "--metrics-address=")
+	p := fleetbin.Run(t, bin, []string{"FLEET_ROLE_DRY_RUN=yes"}, "controller", "--kubeconfig", kc, "--metrics-address=")
 	if code := p.Wait(t, time.Minute); code != cli.ExitUsage || !strings.Contains(p.Log(), "FLEET_ROLE_DRY_RUN") {
 		t.Errorf("the binary exited %d: %s", code, p.Log())
 	}
