@@ -43,7 +43,7 @@ func TestNodeViewActsAsTheWholeNode(t *testing.T) {
 	}
 	plan := func(nodes []corev1.Node) *status.Status {
 		st := decide.Decide(f.input(t, namedBefore(settled(f, 2*time.Hour), "bravo")))
-		kube.WithActing(&st, nodes, s, f.now)
+		kube.WithActing(&st, nodes, s, f.now, nil)
 		return &st
 	}
 	got, want := plan(viewed), plan(whole)
@@ -55,7 +55,7 @@ func TestNodeViewActsAsTheWholeNode(t *testing.T) {
 	}
 	// Off, the same views plan nothing and the status carries no acting.
 	st := decide.Decide(f.input(t, nil))
-	kube.WithActing(&st, viewed, settings.Defaults(), f.now)
+	kube.WithActing(&st, viewed, settings.Defaults(), f.now, nil)
 	if st.Acting != nil {
 		t.Fatalf("acting off: %+v", st.Acting)
 	}

@@ -549,7 +549,7 @@ func TestGoldenScenarios(t *testing.T) {
 
 			// The core called directly gives the same bytes as the CLI.
 			st := decide.Decide(sc.input(t))
-			kube.WithActing(&st, sc.fleet.nodes().Items, sc.fleet.s, sc.fleet.now)
+			kube.WithActing(&st, sc.fleet.nodes().Items, sc.fleet.s, sc.fleet.now, nil)
 			b, err := st.Marshal()
 			if err != nil {
 				t.Fatal(err)

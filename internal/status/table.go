@@ -32,7 +32,10 @@ func (s Status) WriteTable(w io.Writer) error {
 	}
 	mode := "dry run: nothing is changed"
 	if !s.DryRun {
-		mode = "dry_run is off, but fleet-role only reports"
+		mode = "acting"
+		if s.Acting != nil {
+			mode = "acting " + Printable(s.Acting.Mode)
+		}
 	}
 	d := s.Decision
 	var line string
@@ -141,6 +144,7 @@ func writeActing(b *strings.Builder, a *acting.Status) {
 	if a == nil {
 		return
 	}
+	writeJournal(b, a)
 	p := a.Plan
 	if p == nil {
 		fmt.Fprintf(b, "acting: %s, no swap to carry out\n", Printable(a.Mode))
@@ -182,5 +186,41 @@ func writeActing(b *strings.Builder, a *acting.Status) {
 		}
 		fmt.Fprintf(b, "  %-11s %-8s %s on %s, %d of %d guards hold, %s%s\n", st.Name, st.State, st.Actor, Printable(st.Host),
 			len(st.Guards)-held, len(st.Guards), limit, first)
+	}
+}
+
+// writeJournal says where the swap under way, or the last one, stands, and
+// why the executor did not run, when it did not.
+func writeJournal(b *strings.Builder, a *acting.Status) {
+	if st := a.Stall; st != nil {
+		fmt.Fprintf(b, "acting stalled: %s: %s\n", st.Code, Printable(st.Detail))
+	}
+	j := a.Journal
+	if j == nil {
+		return
+	}
+	fmt.Fprintf(b, "swap %s: %s out, %s in; %s, approved by %s, started %s, term %d\n", Printable(j.PlanID), Printable(j.Out.Node),
+		Printable(j.In.Node), j.Phase, Printable(j.ApprovedBy), j.Started.UTC().Format(time.RFC3339), j.Term)
+	if cur := j.Current(); cur != nil {
+		line := fmt.Sprintf("  step %s %s", cur.Name, cur.State)
+		if cur.Deadline != nil {
+			line += ", deadline " + cur.Deadline.UTC().Format(time.RFC3339)
+		}
+		if cur.Held != "" {
+			line += ", held by " + Printable(string(cur.Held))
+		}
+		if c := j.Command; c != nil {
+			line += fmt.Sprintf("; asked %s's actuator: %s (command %d)", Printable(c.Host), c.Verb, c.Seq)
+		}
+		b.WriteString(line + "\n")
+	}
+	if ab := j.Abort; ab != nil {
+		fmt.Fprintf(b, "  aborted at %s (%s); left to undo: %v\n", ab.Step, Printable(ab.Cause), ab.Undo)
+	}
+	if j.Halt != "" {
+		fmt.Fprintf(b, "  halted (%s): nothing more is changed; the operator decides (docs/acting.md, \"A halted swap\")\n", Printable(j.Halt))
+	}
+	if j.Ended != nil {
+		fmt.Fprintf(b, "  ended %s\n", j.Ended.UTC().Format(time.RFC3339))
 	}
 }
