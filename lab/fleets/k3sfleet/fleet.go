@@ -16,7 +16,13 @@
 // what k3s changes in a network namespace (its kube-proxy's and the CNI's
 // iptables chains, its forwarding settings) goes with the namespace.
 //
-// It is harness: test/k3s stands on it. It needs root, the k3s binary
+// Besides the servers that hold etcd votes it runs control-plane-only
+// servers (Config.Standbys: k3s's disable-etcd, the standby fleet-role's
+// acting mode makes a voter), and it carries out the k3s restarts a host's
+// own filesystem asks for (supervisor.go), the lab's side of the restarts
+// fleet-role's actuator requests.
+//
+// It is harness: test/k3s and test/acting stand on it. It needs root, the k3s binary
 // (hack/tools.sh k3s), containerd, runc, the CNI plugins and iptables
 // (hack/tools.sh containerd), and nsenter and unshare (util-linux). Every
 // run that starts it must hold the host lock (testenv.HoldHost): the
@@ -37,6 +43,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +53,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +62,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/lab/fault/netlab"
 	"github.com/fleet-role/fleet-role/lab/fleets/cluster"
 	"github.com/fleet-role/fleet-role/lab/kit/hostfs"
@@ -87,6 +96,16 @@ type Config struct {
 	// Servers are the servers' names, in start order: the first starts
 	// the cluster (--cluster-init), the others join it.
 	Servers []string
+	// Standbys are control-plane-only servers' names: each starts after
+	// the first server, joins it with --server like the other servers, and
+	// runs with fleet-role's standby drop-in (acting.DropInStandby at
+	// acting.DropInPath), so k3s runs its API server, controller manager
+	// and scheduler against the voters' etcd and holds no member of its
+	// own. They are not in Servers: Servers are the voters the fleet forms
+	// with. k3s refuses disable-etcd without --server
+	// (pkg/cli/server/server.go:250-252), so a standby can never be the
+	// first server.
+	Standbys []string
 	// Agents are the agents' names.
 	Agents []string
 	// Token is the cluster's join token.
@@ -98,7 +117,8 @@ type Config struct {
 	Images []string
 	// DropIns are k3s configuration files written into each host's
 	// /etc/rancher/k3s/config.yaml.d/ before its k3s starts: host name, then
-	// file name, then content.
+	// file name, then content. A standby's may not name the file of
+	// acting.DropInPath, which the fleet writes.
 	DropIns map[string]map[string][]byte
 	// AuditPolicy, when set, makes every server's API server log what it
 	// admits under it (Host.AuditLog).
@@ -138,14 +158,16 @@ type Fleet struct {
 	Transitions []Transition
 	Members     []MemberChange
 	// Formed is how long the fleet took from the first server's start to
-	// every Node Ready and rid of its start's taints and every server a
-	// voter; FirstServer the first server's start to its API answering.
+	// every Node Ready and rid of its start's taints, every server a
+	// voter and every standby a control-plane-only server; FirstServer the
+	// first server's start to its API answering.
 	Formed, FirstServer time.Duration
 
 	cfg   Config
 	t     testing.TB
 	state *hostState
 	base  string // the fleet's top cgroup
+	sup   *supervisor
 }
 
 // Host is the host named name, or nil.
@@ -173,9 +195,11 @@ func CheckHost(t testing.TB) {
 }
 
 // Start brings the fleet up and returns once every Node is Ready and rid
-// of its start's taints (settlingTaints) and every server is an etcd voter
-// by its EtcdIsVoter condition. Everything is
-// stopped and removed in t.Cleanup.
+// of its start's taints (settlingTaints), every server is an etcd voter by
+// its EtcdIsVoter condition and every standby a control-plane-only server
+// (labelled control-plane, no etcd label, no member). From then on the
+// fleet carries out the k3s restarts its hosts' request files ask for
+// (RestartRequestFile). Everything is stopped and removed in t.Cleanup.
 func Start(t testing.TB, cfg Config) *Fleet {
 	t.Helper()
 	CheckHost(t)
@@ -197,7 +221,13 @@ func Start(t testing.TB, cfg Config) *Fleet {
 	ctx, cancel := context.WithTimeout(context.Background(), serverTimeout+joinTimeout+5*time.Minute)
 	defer cancel()
 
-	names := append(append([]string(nil), cfg.Servers...), cfg.Agents...)
+	for _, name := range cfg.Standbys {
+		if _, ok := cfg.DropIns[name][filepath.Base(acting.DropInPath)]; ok {
+			t.Fatalf("k3sfleet: standby %s: the fleet writes %s itself", name, acting.DropInPath)
+		}
+	}
+	servers := append(append([]string(nil), cfg.Servers...), cfg.Standbys...)
+	names := append(append([]string(nil), servers...), cfg.Agents...)
 	lab, err := netlab.New(ctx, netlab.Config{Prefix: "k3s", Hosts: names, ConnectRoot: true})
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +236,8 @@ func Start(t testing.TB, cfg Config) *Fleet {
 	t.Logf("lab %s: %s; this machine at %s", lab.Subnet, hostAddrs(lab), lab.RootAddr)
 
 	for i, name := range names {
-		h := &Host{Name: name, Server: i < len(cfg.Servers), Net: lab.Host(name), dir: filepath.Join(cfg.Dir, "hosts", name)}
+		h := &Host{Name: name, Server: i < len(servers), Standby: slices.Contains(cfg.Standbys, name),
+			Net: lab.Host(name), dir: filepath.Join(cfg.Dir, "hosts", name)}
 		h.Addr = h.Net.Addr
 		f.Hosts = append(f.Hosts, h)
 		if err := os.MkdirAll(h.dir, 0o755); err != nil {
@@ -237,6 +268,7 @@ func Start(t testing.TB, cfg Config) *Fleet {
 		t.Fatal(err)
 	}
 	f.Formed = time.Since(began)
+	f.sup = f.superviseRestarts()
 	return f
 }
 
@@ -276,12 +308,21 @@ func (f *Fleet) prepare(ctx context.Context, h *Host, index int) error {
 	if err := h.startHolder(ctx); err != nil {
 		return err
 	}
-	if len(f.cfg.DropIns[h.Name]) > 0 {
-		dir := h.File("/etc/rancher/k3s/config.yaml.d")
+	dropIns := maps.Clone(f.cfg.DropIns[h.Name])
+	if h.Standby {
+		// fleet-role's own standby drop-in, as its actuator writes it: the
+		// standby is the server it would admit.
+		if dropIns == nil {
+			dropIns = map[string][]byte{}
+		}
+		dropIns[filepath.Base(acting.DropInPath)] = []byte(acting.DropInStandby)
+	}
+	if len(dropIns) > 0 {
+		dir := h.File(filepath.Dir(acting.DropInPath))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("%s: %w", h.Name, err)
 		}
-		for name, body := range f.cfg.DropIns[h.Name] {
+		for name, body := range dropIns {
 			if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
 				return fmt.Errorf("%s: drop-in %s: %w", h.Name, name, err)
 			}
@@ -412,13 +453,20 @@ func (f *Fleet) waitAPI(ctx context.Context, h *Host) error {
 // then is what they settle at, not a start still under way.
 var settlingTaints = []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, "node.cloudprovider.kubernetes.io/uninitialized"}
 
-// controlPlaneLabel is the label k3s sets on every server's Node
-// (pkg/util/labels.go, ControlPlaneRoleLabelKey).
-const controlPlaneLabel = "node-role.kubernetes.io/control-plane"
+// The labels k3s sets on a server's Node (pkg/util/labels.go,
+// ControlPlaneRoleLabelKey and ETCDRoleLabelKey): control-plane on every
+// server, etcd only on one that runs etcd (its metadata controller removes
+// it from a server started with disable-etcd, pkg/etcd/metadata_controller.go).
+const (
+	ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
+	EtcdLabel         = "node-role.kubernetes.io/etcd"
+)
 
 // waitFormed waits for every host's Node Ready and untainted by its start,
 // every server's EtcdIsVoter condition True and its Node labelled
-// control-plane by k3s, recording each change of the condition.
+// control-plane by k3s, and every standby's Node labelled control-plane,
+// without the etcd label and with no etcd member at its address,
+// recording each change of the condition.
 func (f *Fleet) waitFormed(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
@@ -429,10 +477,12 @@ func (f *Fleet) waitFormed(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
-	return waitFor(wctx, "every Node Ready and untainted, every server an etcd voter labelled control-plane", func() error {
+	return waitFor(wctx, "every Node Ready and untainted, every server an etcd voter labelled control-plane, every standby control-plane only", func() error {
 		mctx, mcancel := context.WithTimeout(wctx, 5*time.Second)
 		ml, err := cli.MemberList(mctx)
 		mcancel()
+		memberAt := map[string]bool{} // a host's name -> it has a member
+		memberErr := err
 		if err == nil {
 			for _, m := range ml.Members {
 				name := m.Name
@@ -443,6 +493,11 @@ func (f *Fleet) waitFormed(ctx context.Context) error {
 					learner[name] = m.IsLearner
 					f.Members = append(f.Members, MemberChange{Seen: time.Now(), Member: name, Learner: m.IsLearner})
 					f.t.Logf("etcd member %s: learner %v", name, m.IsLearner)
+				}
+				for _, h := range f.Hosts {
+					if MemberOn(m, h) {
+						memberAt[h.Name] = true
+					}
 				}
 			}
 		}
@@ -493,8 +548,22 @@ func (f *Fleet) waitFormed(ctx context.Context) error {
 					waiting = append(waiting, n.Name+" still tainted "+taint.Key)
 				}
 			}
-			if h.Server && (voter == nil || voter.Status != corev1.ConditionTrue) {
+			if h.Server && !h.Standby && (voter == nil || voter.Status != corev1.ConditionTrue) {
 				waiting = append(waiting, n.Name+" not an etcd voter")
+			}
+			// A standby is a server k3s runs without etcd: it must never
+			// have joined (a member at its address would be a vote the
+			// scenario did not ask for), and its Node carries no etcd label
+			// (k3s's metadata controller sets it only where etcd runs).
+			if h.Standby {
+				if memberErr != nil {
+					waiting = append(waiting, "etcd's member list unread: "+memberErr.Error())
+				} else if memberAt[h.Name] {
+					return fmt.Errorf("standby %s has an etcd member", h.Name)
+				}
+				if _, ok := n.Labels[EtcdLabel]; ok {
+					waiting = append(waiting, n.Name+" (standby) still labelled "+EtcdLabel)
+				}
 			}
 			// k3s labels a server's Node control-plane from a loop of its
 			// own once its API server is up (pkg/server/server.go,
@@ -502,8 +571,8 @@ func (f *Fleet) waitFormed(ctx context.Context) error {
 			// after the rest of the fleet had formed and the scenario's
 			// baseline was taken (CI, 2026-12-03: server-3's label added
 			// during the fault, read as a change fleet-role made).
-			if h.Server && n.Labels[controlPlaneLabel] != "true" {
-				waiting = append(waiting, n.Name+" not yet labelled "+controlPlaneLabel+" by k3s")
+			if h.Server && n.Labels[ControlPlaneLabel] != "true" {
+				waiting = append(waiting, n.Name+" not yet labelled "+ControlPlaneLabel+" by k3s")
 			}
 		}
 		for _, h := range f.Hosts {
@@ -526,7 +595,7 @@ func (f *Fleet) Exited() []string {
 		for _, p := range []interface {
 			Exited() (bool, error)
 			Tail(int) string
-		}{h.k3s, h.containerd} {
+		}{h.K3s(), h.containerd} {
 			if p == nil {
 				continue
 			}
@@ -538,10 +607,22 @@ func (f *Fleet) Exited() []string {
 	return out
 }
 
-// Etcd is a client of the servers' etcd members, with k3s's own etcd
-// client certificate (read from the first server), at the named servers'
-// addresses, or every server's when none is named. The caller closes it.
-func (f *Fleet) Etcd(servers ...string) (*clientv3.Client, error) {
+// MemberOn reports whether etcd member m is host h's: its peer URL is at
+// h's address (k3s names a member after its node and a suffix of its own,
+// which changes when the host joins again).
+func MemberOn(m *etcdserverpb.Member, h *Host) bool {
+	for _, u := range m.PeerURLs {
+		if strings.HasPrefix(u, "https://"+h.Addr.String()+":") {
+			return true
+		}
+	}
+	return false
+}
+
+// EtcdTLS is the TLS configuration of a client of the servers' etcd
+// members: k3s's own etcd client certificate and server CA, read from the
+// first server.
+func (f *Fleet) EtcdTLS() (*tls.Config, error) {
 	first := f.Hosts[0]
 	tlsDir := "/var/lib/rancher/k3s/server/tls/etcd"
 	read := func(name string) ([]byte, error) {
@@ -571,6 +652,19 @@ func (f *Fleet) Etcd(servers ...string) (*clientv3.Client, error) {
 	if !pool.AppendCertsFromPEM(ca) {
 		return nil, errors.New("k3s's etcd server CA: no certificate")
 	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// Etcd is a client of the servers' etcd members, with k3s's own etcd
+// client certificate (EtcdTLS), at the named servers' addresses, or every
+// server's when none is named (a standby's too: a server that runs no
+// etcd refuses the connection, and the client uses the others). The
+// caller closes it.
+func (f *Fleet) Etcd(servers ...string) (*clientv3.Client, error) {
+	tlsConfig, err := f.EtcdTLS()
+	if err != nil {
+		return nil, err
+	}
 	var eps []string
 	for _, h := range f.Hosts {
 		if h.Server && (len(servers) == 0 || slices.Contains(servers, h.Name)) {
@@ -583,7 +677,7 @@ func (f *Fleet) Etcd(servers ...string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   eps,
 		DialTimeout: 10 * time.Second,
-		TLS:         &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12},
+		TLS:         tlsConfig,
 		Logger:      zap.NewNop(),
 	})
 }
@@ -594,8 +688,13 @@ func (f *Fleet) Etcd(servers ...string) (*clientv3.Client, error) {
 func (f *Fleet) teardown() {
 	t := f.t
 	var errs []error
+	// The restart supervisor first: a restart it made now would start a
+	// k3s after the stop below.
+	if f.sup != nil {
+		f.sup.stop()
+	}
 	// k3s first (its kubelet talks to containerd), every host's at once.
-	stopAll(f.Hosts, func(h *Host) *proc.Proc { return h.k3s })
+	stopAll(f.Hosts, func(h *Host) *proc.Proc { return h.K3s() })
 	stopAll(f.Hosts, func(h *Host) *proc.Proc { return h.containerd })
 	for _, h := range f.Hosts {
 		if h.cg == nil {

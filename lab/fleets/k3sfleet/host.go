@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleet-role/fleet-role/lab/fault/netlab"
@@ -21,8 +22,12 @@ import (
 type Host struct {
 	Name   string
 	Server bool
-	Addr   netip.Addr
-	Net    *netlab.Host
+	// Standby: the host started as a control-plane-only server
+	// (Config.Standbys); Server is true too. It says how the host started,
+	// not what k3s runs on it now: a swap makes a standby a voter.
+	Standby bool
+	Addr    netip.Addr
+	Net     *netlab.Host
 	// Sock is its containerd's socket, reachable from this machine's
 	// namespaces too (it is on the test's directory, not on a host's own
 	// filesystems).
@@ -34,9 +39,12 @@ type Host struct {
 	cg         *hostCgroup
 	holder     *proc.Proc
 	containerd *proc.Proc
-	k3s        *proc.Proc
 	k3sArgs    []string
-	k3sStarts  int
+	// k3sMu guards k3s and k3sStarts: the restart supervisor restarts k3s
+	// while the test reads it.
+	k3sMu     sync.Mutex
+	k3s       *proc.Proc
+	k3sStarts int
 }
 
 // File is path as the host's own processes see it: through the holder's
@@ -46,8 +54,14 @@ func (h *Host) File(path string) string {
 	return filepath.Join("/proc", strconv.Itoa(h.holder.PID()), "root", path)
 }
 
-// K3s is the host's k3s process.
-func (h *Host) K3s() *proc.Proc { return h.k3s }
+// K3s is the host's k3s process. During a restart it waits for the new
+// one, so that the old process's exit, which the restart caused, is never
+// read as a crash (Fleet.Exited).
+func (h *Host) K3s() *proc.Proc {
+	h.k3sMu.Lock()
+	defer h.k3sMu.Unlock()
+	return h.k3s
+}
 
 // Pause freezes every process of the host at once: k3s (its etcd, API
 // server and kubelet), containerd, the pods' containers, as a suspended
@@ -197,6 +211,12 @@ func (h *Host) Ctr(ctx context.Context, args ...string) (string, error) {
 
 // startK3s starts (or starts again) the host's k3s with its arguments.
 func (h *Host) startK3s() error {
+	h.k3sMu.Lock()
+	defer h.k3sMu.Unlock()
+	return h.startK3sLocked()
+}
+
+func (h *Host) startK3sLocked() error {
 	h.k3sStarts++
 	name := "k3s.log"
 	if h.k3sStarts > 1 {
@@ -212,10 +232,13 @@ func (h *Host) startK3s() error {
 
 // RestartK3s stops the host's k3s (SIGTERM, as systemctl restart does:
 // its containers keep running) and starts it again, as an operator does
-// after changing its configuration.
+// after changing its configuration. It returns once the new process has
+// started, not once k3s is up: the caller waits for what it needs.
 func (h *Host) RestartK3s() error {
+	h.k3sMu.Lock()
+	defer h.k3sMu.Unlock()
 	h.k3s.Stop(stopGrace)
-	return h.startK3s()
+	return h.startK3sLocked()
 }
 
 // podRange is the pod range of the index-th host: a /24 of k3s's cluster

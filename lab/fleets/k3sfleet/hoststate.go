@@ -52,6 +52,7 @@ var hostDirs = []string{
 	"/var/lib/containerd",     // containerd's root when none is set (ctr, plugins)
 	"/opt/cni",                // the CNI plugins' default directory
 	"/etc/cni",                // the CNI configuration's default directory
+	LabDir,                    // the lab's own files on the host: the k3s restart requests (supervisor.go)
 }
 
 // iptablesTables are the tables whose chains are compared before and after.
