@@ -69,7 +69,7 @@ prewarm() {
 }
 # The end-to-end scenarios and the fsync comparison judge real latencies, so
 # they run after the raced packages, alone (hack/timed-tests.sh says why).
-e2e_pattern='/lab/fleets/demo$|/test/mesh$|/test/pods$|/test/k3s$'
+e2e_pattern='/lab/fleets/demo$|/test/mesh$|/test/pods$|/test/k3s$|/test/acting$'
 # The decision core, the entry format, the quantiles and the settings are
 # pure: no goroutine in their code, none in their tests but a benchmark's
 # heap sampler, no state but sync.Once and sync.Map caches. The race
