@@ -181,6 +181,9 @@ func Decide(in Input) Decision {
 		}
 		return Decision{Kind: KindNeedLease, Command: c}
 	}
+	// Only a term below the Lease's is a deposed controller's. One above
+	// it is a newer controller's whose Lease write this read missed (the
+	// journal is read from the watch, the Lease after it): accepted.
 	if c.Term < *in.Term {
 		return refuse(in, c, CodeStaleTerm, fmt.Sprintf("command term %d is below the Lease's leaseTransitions %d: a deposed controller's", c.Term, *in.Term))
 	}

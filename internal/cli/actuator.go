@@ -25,11 +25,12 @@ func newActuatorCommand() *cobra.Command {
 		Use:   "actuator",
 		Short: "Carry out this host's commands of a swap's journal: its k3s drop-in, a k3s restart, etcd's leadership, the newcomer's removal",
 		Long: `Runs on each eligible k3s server (the fleet-role-actuator DaemonSet: host
-network, host PID, the host's root mounted). It watches the swap's journal,
+network, host PID, the host paths it uses mounted under --host-root). It watches the swap's journal,
 the ConfigMap ` + acting.JournalConfigMap + ` in fleet-role's namespace (a watch of that one
-name: a command is seen the moment it is written, where a poll would have
-to come many times within move-leader's deadline of two election timeouts
-on every eligible host), and carries out, one at a time, each command the
+name: a command's deadline counts from the controller's write of it, two
+sample periods for prewrite, and a poll would spend part of it on every
+eligible host, where the watch sees the write at once and costs nothing
+while no swap runs), and carries out, one at a time, each command the
 journal addresses to this node (--node):
 
   etcd-on        writes the voter drop-in to ` + acting.DropInPath + `

@@ -26,7 +26,11 @@ import (
 // JournalInformer watches the journal ConfigMap (acting.JournalConfigMap):
 // a list and a watch selected by its name, so that RBAC can grant it by
 // that name alone and the actuator hears of a command the moment the
-// controller writes it.
+// controller writes it. A poll would not do as well: each step's deadline
+// counts from the controller's write of its command (prewrite's is two
+// sample periods, docs/acting.md), so every poll interval would be spent
+// from it, on every eligible host, while a watch of one ConfigMap that
+// changes a few times a swap costs nothing between swaps.
 type JournalInformer struct {
 	informer
 	changed chan struct{}
