@@ -420,3 +420,57 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// flakyLease fails its first read, as an API server away for a moment.
+type flakyLease struct {
+	mu    sync.Mutex
+	reads int
+}
+
+func (f *flakyLease) Term(context.Context) (int32, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	if f.reads == 1 {
+		return 0, false, errors.New("connection refused")
+	}
+	return leaseTerm, true, nil
+}
+
+// Run decides again every RetryEvery on the actuator's clock: a Lease read
+// that failed is tried again half a sample period later, not before.
+func TestRunRetriesOnTheClock(t *testing.T) {
+	r := newRig(t)
+	r.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbEtcdOff, "", false))
+	lease := &flakyLease{}
+	a, err := New(Config{Node: self, HostRoot: r.root, Settings: settings.Defaults(), Journal: r.journal, Lease: lease,
+		Record: r.record, Etcd: r.etcd, Restart: r.restarts, State: FileState{Dir: r.stateDir, Node: self}, Clock: r.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	reads := func() int { lease.mu.Lock(); defer lease.mu.Unlock(); return lease.reads }
+	waitFor(t, func() bool { return reads() == 1 && r.clock.HasWaiters() })
+	r.clock.Step(RetryEvery(settings.Defaults()) - time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	if reads() != 1 || r.dropIn(t) != "" {
+		t.Fatalf("tried again before RetryEvery: %d reads, drop-in %q", reads(), r.dropIn(t))
+	}
+	r.clock.Step(time.Millisecond)
+	waitFor(t, func() bool {
+		r.record.mu.Lock()
+		defer r.record.mu.Unlock()
+		return len(r.record.puts) == 1
+	})
+	if reads() != 2 || r.dropIn(t) != acting.DropInStandby {
+		t.Fatalf("after RetryEvery: %d reads, drop-in %q", reads(), r.dropIn(t))
+	}
+}
