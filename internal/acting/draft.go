@@ -87,15 +87,15 @@ func writesOf(n StepName, p *Plan, to string) []Write {
 	return nil
 }
 
-// leaderTarget is the member etcd's leadership goes to when X leads: a fit,
-// alive voter that stays and was a voter before the swap (the newcomer has
+// leaderTarget is the member etcd's leadership goes to when X leads: a fit
+// (but for its links to X), alive voter that stays and was a voter before the swap (the newcomer has
 // held its vote for moments only), the first by name among equals; "" when
 // none is known.
 func leaderTarget(w *World, p *Plan) string {
 	var c []*Host
 	for i := range w.Hosts {
 		h := &w.Hosts[i]
-		if h.Voter && h.Name != p.Out.Node && h.Name != p.In.Node && h.Verdict == "fit" && h.Alive && h.MemberID != "" {
+		if h.Voter && h.Name != p.Out.Node && h.Name != p.In.Node && h.fitBut(p.Out.Node) && h.Alive && h.MemberID != "" {
 			c = append(c, h)
 		}
 	}

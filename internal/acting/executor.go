@@ -222,7 +222,7 @@ func (r *round) done(s *JournalStep) bool {
 	case StepPromote:
 		return in.Voter
 	case StepStabilise:
-		if !(in.Voter && in.Alive && in.Verdict == "fit") {
+		if !(in.Voter && in.Alive && in.fitBut(r.j.Out.Node)) {
 			if r.j.StableSince != nil {
 				r.j.StableSince = nil
 				r.changed = true

@@ -56,6 +56,11 @@ type Host struct {
 	Voter, Learner bool
 	// Verdict is the decision's: "fit", "unfit" or "unknown".
 	Verdict string
+	// LinksOnly, for an unfit host, names the hosts whose links to it are
+	// all that fails; nil when any other judgement fails. A host unfit only
+	// by its links to the leaving voter is fit for the fleet the swap
+	// makes, as the decision judges a candidate and counts the tolerance.
+	LinksOnly []string
 	// Server: a k3s server (the control-plane role label); EtcdLabel: k3s
 	// labels it an etcd server.
 	Server, EtcdLabel bool
@@ -109,6 +114,23 @@ type World struct {
 	Approved string
 }
 
+// fitBut reports whether h is fit once out has left: fit, or unfit only by
+// its links to out.
+func (h *Host) fitBut(out string) bool {
+	if h.Verdict == "fit" {
+		return true
+	}
+	if h.Verdict != "unfit" || len(h.LinksOnly) == 0 {
+		return false
+	}
+	for _, l := range h.LinksOnly {
+		if l != out {
+			return false
+		}
+	}
+	return true
+}
+
 func (w *World) host(name string) *Host {
 	for i := range w.Hosts {
 		if w.Hosts[i].Name == name {
@@ -134,12 +156,13 @@ func yes(code GuardCode, ok bool, basis, detail string) Guard {
 func quorum(n int) int { return n/2 + 1 }
 
 // tolerance is how many more of voters may fail before etcd loses quorum,
-// counting the unknown as lost, and the unfit too unless optimistic
-// (decide's FailureTolerance, over a voter set the swap would make).
-func tolerance(voters []*Host, optimistic bool) int {
+// counting the unknown as lost, and the unfit too unless optimistic, but
+// for those unfit only by their links to out, the leaving voter (decide's
+// FailureTolerance, over a voter set the swap would make).
+func tolerance(voters []*Host, out string, optimistic bool) int {
 	lost := 0
 	for _, h := range voters {
-		if h.Verdict == "unknown" || (!optimistic && h.Verdict == "unfit") {
+		if h.Verdict == "unknown" || (!optimistic && !h.fitBut(out)) {
 			lost++
 		}
 	}
@@ -186,7 +209,7 @@ func startTolerance(w *World, out, in string) int {
 			vs = append(vs, &w.Hosts[i])
 		}
 	}
-	return tolerance(vs, false)
+	return tolerance(vs, out, false)
 }
 
 const (
@@ -223,10 +246,10 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 	after := votersAfter(w, out, in, n)
 	tolerances := func() {
 		gs = append(gs,
-			count(GuardToleranceOpt, tolerance(after, true), 1, settings.AtLeast, "voters", basisTolerance,
-				fmt.Sprintf("after %s, %d of %d voters may fail with the unfit holding", n, tolerance(after, true), len(after))),
-			count(GuardToleranceFloor, tolerance(after, false), t0, settings.AtLeast, "voters", basisFloor,
-				fmt.Sprintf("after %s, %d of %d voters may fail with the unfit lost; %d when the swap began", n, tolerance(after, false), len(after), t0)))
+			count(GuardToleranceOpt, tolerance(after, out, true), 1, settings.AtLeast, "voters", basisTolerance,
+				fmt.Sprintf("after %s, %d of %d voters may fail with the unfit holding", n, tolerance(after, out, true), len(after))),
+			count(GuardToleranceFloor, tolerance(after, out, false), t0, settings.AtLeast, "voters", basisFloor,
+				fmt.Sprintf("after %s, %d of %d voters may fail with the unfit lost; %d when the swap began", n, tolerance(after, out, false), len(after), t0)))
 	}
 	aliveGuard := func() {
 		gs = append(gs, count(GuardVotersAlive, alive, voters, settings.AtLeast, "voters",
@@ -251,8 +274,8 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 		gs = append(gs, yes(GuardStandbyServer, server,
 			"k3s makes a voter only of a server: an agent needs a reinstall, and a server with etcd disabled joins etcd as a learner when restarted without it",
 			standbyDetail(sh)))
-		gs = append(gs, yes(GuardStandbyFit, sh != nil && sh.Verdict == "fit",
-			"the standby is judged against the voters that stay, as the decision judged it", verdictDetail(in, sh)))
+		gs = append(gs, yes(GuardStandbyFit, sh != nil && sh.fitBut(out),
+			"the standby is judged against the voters that stay, as the decision judged it: its links to the leaving voter do not count", verdictDetail(in, out, sh)))
 		gs = append(gs, count(GuardLearners, learners, 0, settings.AtMost, "learners", basisOneChange, fmt.Sprintf("%d learners", learners)))
 		members(s.TargetVoters)
 		gs = append(gs, count(GuardRemoveAnnotations, annotations, 0, settings.AtMost, "nodes", basisOneChange,
@@ -299,8 +322,8 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 		tolerances()
 	case StepPrewrite:
 		sh := w.host(in)
-		gs = append(gs, yes(GuardStandbyFit, sh != nil && sh.Verdict == "fit" && sh.Voter,
-			"the standby holds its vote, fit, before the leaving voter is told to go", verdictDetail(in, sh)))
+		gs = append(gs, yes(GuardStandbyFit, sh != nil && sh.fitBut(out) && sh.Voter,
+			"the standby holds its vote, fit but for its links to the leaving voter, before the leaving voter is told to go", verdictDetail(in, out, sh)))
 		aliveGuard()
 	case StepMoveLeader:
 		aliveGuard()
@@ -356,13 +379,16 @@ func standbyDetail(h *Host) string {
 	return "a k3s server with etcd disabled"
 }
 
-func verdictDetail(name string, h *Host) string {
+func verdictDetail(name, out string, h *Host) string {
 	if h == nil {
 		return name + " has no Node"
 	}
 	role := "standby"
 	if h.Voter {
 		role = "voter"
+	}
+	if h.Verdict == "unfit" && h.fitBut(out) {
+		return fmt.Sprintf("%s is unfit as a %s only by its links to %s, the voter leaving", name, role, out)
 	}
 	return fmt.Sprintf("%s is %s as a %s", name, h.Verdict, role)
 }

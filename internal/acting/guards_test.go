@@ -113,12 +113,64 @@ func TestToleranceAtEveryStep(t *testing.T) {
 	}
 	// Remove first would leave two voters, one unfit: optimistic 0.
 	two := []*Host{{Verdict: "fit"}, {Verdict: "unfit"}}
-	if got := tolerance(two, true); got != 0 {
+	if got := tolerance(two, "x", true); got != 0 {
 		t.Errorf("remove first: optimistic tolerance %d, want 0", got)
 	}
 	four := []*Host{{Verdict: "fit"}, {Verdict: "fit"}, {Verdict: "fit"}, {Verdict: "unfit"}}
-	if got := tolerance(four, true); got != 1 {
+	if got := tolerance(four, "x", true); got != 1 {
 		t.Errorf("add first: optimistic tolerance %d, want 1", got)
+	}
+}
+
+// A host unfit only by its links to the leaving voter is fit for the fleet
+// the swap makes, as the decision judges a candidate: the standby admitted,
+// the standby held as a voter before prewrite, the tolerance, and the
+// voter leadership goes to. Unfit by one more link, or by anything else,
+// or unknown, it is not.
+func TestUnfitOnlyByTheLeavingVotersLinks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    Host
+		want bool
+	}{
+		{"fit", Host{Verdict: "fit"}, true},
+		{"unfit by x alone", Host{Verdict: "unfit", LinksOnly: []string{"x"}}, true},
+		{"unfit by x and y", Host{Verdict: "unfit", LinksOnly: []string{"x", "y"}}, false},
+		{"unfit by y", Host{Verdict: "unfit", LinksOnly: []string{"y"}}, false},
+		{"unfit by more than links", Host{Verdict: "unfit"}, false},
+		{"unknown", Host{Verdict: "unknown", LinksOnly: []string{"x"}}, false},
+	} {
+		if got := tc.h.fitBut("x"); got != tc.want {
+			t.Errorf("%s: fit once x has left %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Three voters, x unfit and y unfit only by its link to x: the
+	// tolerance counting the unfit as lost is 0 (x lost), not below it.
+	vs := []*Host{{Name: "w", Verdict: "fit"}, {Name: "y", Verdict: "unfit", LinksOnly: []string{"x"}}, {Name: "x", Verdict: "unfit"}}
+	if got := tolerance(vs, "x", false); got != 0 {
+		t.Errorf("tolerance %d, want 0", got)
+	}
+	vs = append(vs, &Host{Name: "s", Verdict: "unfit", LinksOnly: []string{"x"}})
+	if got := tolerance(vs, "x", false); got != 0 {
+		t.Errorf("with s, tolerance %d, want 0 (4 voters, quorum 3, x lost)", got)
+	}
+	if got := tolerance(vs[:2:2], "x", false); got != 0 {
+		t.Errorf("w and y: tolerance %d, want 0 (quorum 2 of 2)", got)
+	}
+	if got := tolerance([]*Host{vs[0], vs[1], vs[3]}, "x", false); got != 1 {
+		t.Errorf("w, y, s after x left: tolerance %d, want 1", got)
+	}
+	// The standby slow only to x is admitted; slow to y too, it is not.
+	m := newModel("a")
+	w := m.world()
+	sh := w.host(w.In)
+	sh.Verdict, sh.LinksOnly = "unfit", []string{w.Out}
+	if g := guardOf(t, w, GuardStandbyFit); !g.OK {
+		t.Errorf("a standby slow only to the leaving voter: %+v, want ok", g)
+	}
+	sh.LinksOnly = []string{w.Out, "other"}
+	if g := guardOf(t, w, GuardStandbyFit); g.OK {
+		t.Errorf("a standby slow to a voter that stays: %+v, want not ok", g)
 	}
 }
 

@@ -37,7 +37,8 @@ func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, no
 		byName[nodes[i].Name] = &nodes[i]
 	}
 	for _, h := range st.Hosts {
-		a := acting.Host{Name: h.Name, Voter: h.Role == status.RoleVoter, Learner: h.Role == status.RoleLearner, Verdict: string(h.Verdict)}
+		a := acting.Host{Name: h.Name, Voter: h.Role == status.RoleVoter, Learner: h.Role == status.RoleLearner, Verdict: string(h.Verdict),
+			LinksOnly: linksOnly(h)}
 		if m := h.Member; m != nil {
 			a.MemberID, a.Leader = m.ID, m.Leader
 			// Alive by etcd's own gauge, on a record fresh and full enough
@@ -49,6 +50,14 @@ func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, no
 		}
 		if n := byName[h.Name]; n != nil {
 			fromNode(&a, n, s)
+			if a.Voter && !etcdIsVoter(n) {
+				// k3s labels a server's Node an etcd one when its member
+				// joins, before its leader promotes it, and its probe says
+				// it is a learner only at its next sample: acting counts a
+				// member a voter once k3s's own condition says so too, so
+				// that no step takes a learner for a voter.
+				a.Voter, a.Learner = false, true
+			}
 		}
 		if read != nil {
 			a.Report = read.Reports[h.Name]
@@ -56,6 +65,38 @@ func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, no
 		w.Hosts = append(w.Hosts, a)
 	}
 	return w
+}
+
+// linksOnly is, for an unfit host, the hosts whose links to it are all
+// that fails (its connects and etcd's round trips to them); nil when any
+// other judgement fails.
+func linksOnly(h status.Host) []string {
+	if h.Verdict != status.Unfit {
+		return nil
+	}
+	var to []string
+	for _, r := range h.Reasons {
+		if r.OK {
+			continue
+		}
+		if (r.Signal != status.SignalConnect && r.Signal != status.SignalPeerRTT) || r.Subject == "" {
+			return nil
+		}
+		if !slices.Contains(to, r.Subject) {
+			to = append(to, r.Subject)
+		}
+	}
+	return to
+}
+
+// etcdIsVoter: k3s's EtcdIsVoter condition on n is True.
+func etcdIsVoter(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if string(c.Type) == k3snode.EtcdIsVoterCondition {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // fromNode fills in what a's Node says.
