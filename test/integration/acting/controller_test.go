@@ -35,10 +35,10 @@ import (
 // controller's side: that it reads, writes and resumes a swap on a real
 // API server under the acting install's RBAC and admission.
 type fleet struct {
-	t     *testing.T
-	c     *testkit.Cluster
-	s     settings.Settings
-	ctx   context.Context
+	t    *testing.T
+	c    *testkit.Cluster
+	s    settings.Settings
+	ctx  context.Context
 	slow sync.Map // node -> bool: its paths to every other host slow
 }
 
