@@ -218,7 +218,12 @@ func (r *round) done(s *JournalStep) bool {
 	x, in := r.host(r.j.Out.Node), r.host(r.j.In.Node)
 	switch s.Name {
 	case StepAdmit:
-		return s.State == StateRunning && (in.Voter || in.Learner)
+		// S joined: its Node shows it a member, or etcd knows a member no
+		// Node shows yet (a learner's Node is labelled only once promoted),
+		// which can be S's alone: admit began with none (its learners
+		// guard) and no other change is made meanwhile. Its actuator's
+		// report is not waited for: S may be cut off once it has joined.
+		return s.State == StateRunning && (in.Voter || in.Learner || r.w.unlabelled() > 0)
 	case StepPromote:
 		return in.Voter
 	case StepStabilise:
@@ -367,14 +372,14 @@ func (r *round) undo() {
 		case UndoRestoreOut:
 			done = r.reported(x, a.Seq)
 		case UndoRemoveIn:
-			done = !in.Voter && !in.Learner
+			done = r.inGone(in)
 		case UndoStandbyIn:
 			done = r.reported(in, a.Seq)
 		}
 		if done {
 			a.Undo, a.Seq, r.j.Command = a.Undo[1:], 0, nil
 			r.event(string(u), string(StateDone), "")
-			if len(a.Undo) == 0 && (in.Voter || in.Learner) {
+			if len(a.Undo) == 0 && !r.inGone(in) {
 				// The newcomer joined again after its member was removed
 				// (its k3s was mid-join): remove it once more.
 				a.Undo = []Undo{UndoRemoveIn}
@@ -399,6 +404,19 @@ func (r *round) undo() {
 		return
 	}
 	r.finish(PhaseAborted)
+}
+
+// inGone reports whether the newcomer's member is gone from etcd: its Node
+// shows no member and etcd knows none that no Node shows; or, its Node
+// still labelled (a member removed by MemberRemove keeps its label until
+// k3s restarts there), etcd's voters know fewer members than the Nodes
+// show. Before the leaving voter's removal, which an abort never reaches,
+// the newcomer is the only member that can be missing.
+func (r *round) inGone(in *Host) bool {
+	if !in.Voter && !in.Learner {
+		return r.w.unlabelled() == 0
+	}
+	return r.w.EtcdMembers > 0 && r.w.EtcdMembers < r.w.labelled()
 }
 
 // removeFrom is the voter host whose actuator removes the newcomer: an

@@ -89,6 +89,10 @@ type Host struct {
 	// Joined: k3s runs with --server (its k3s.io/node-args say so), so a
 	// removed member rejoins the cluster rather than starting a new one.
 	Joined bool
+	// Removed: k3s's member controller recorded this Node's member removed
+	// (etcd.k3s.cattle.io/removed-node-name names its member), while its
+	// etcd label stays until k3s restarts on it.
+	Removed bool
 }
 
 // World is everything the plan and the executor read, the time included.
@@ -112,7 +116,29 @@ type World struct {
 	SwapsDay      int
 	// Approved is the plan ID the operator approved, empty for none.
 	Approved string
+	// EtcdMembers is how many members etcd has as its alive voters know
+	// them (etcd_network_known_peers, the largest count); 0 when none
+	// said. On k3s a learner's Node carries no etcd label until it is
+	// promoted, so this is how a learner, or a member added and never
+	// started, is seen at all.
+	EtcdMembers int
 }
+
+// labelled counts the members the Nodes show: voters and learners.
+func (w *World) labelled() int {
+	n := 0
+	for i := range w.Hosts {
+		if w.Hosts[i].Voter || w.Hosts[i].Learner {
+			n++
+		}
+	}
+	return n
+}
+
+// unlabelled is how many members etcd has beyond those the Nodes show:
+// learners (whose Nodes k3s labels only once promoted) or members added
+// and never started.
+func (w *World) unlabelled() int { return max(0, w.EtcdMembers-w.labelled()) }
 
 // fitBut reports whether h is fit once out has left: fit, or unfit only by
 // its links to out.
@@ -224,7 +250,11 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 	s := w.Settings
 	out, in := p.Out.Node, p.In.Node
 	var gs []Guard
-	learners, annotations, deleting, alive, voters := 0, 0, 0, 0, 0
+	learners, annotations, deleting, alive, voters := w.unlabelled(), 0, 0, 0, 0
+	if sh := w.host(in); sh != nil && !sh.Voter && !sh.Learner && learners > 0 && n == StepPromote {
+		// The newcomer is the learner etcd knows and its Node does not show.
+		learners--
+	}
 	for i := range w.Hosts {
 		h := &w.Hosts[i]
 		if h.Learner && h.Name != in {
@@ -257,14 +287,9 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 			fmt.Sprintf("%d of %d voters alive", alive, voters)))
 	}
 	members := func(want int) {
-		got := 0
-		for i := range w.Hosts {
-			if w.Hosts[i].Voter || w.Hosts[i].Learner {
-				got++
-			}
-		}
+		got := max(w.labelled(), w.EtcdMembers)
 		gs = append(gs, count(GuardMembers, got, want, settings.Equal, "members", basisOneChange,
-			fmt.Sprintf("%d etcd members, %d expected before %s", got, want, n)))
+			fmt.Sprintf("%d etcd members (%d on the Nodes, %d as etcd's voters know them), %d expected before %s", got, w.labelled(), w.EtcdMembers, want, n)))
 	}
 	switch n {
 	case StepAdmit:
@@ -276,7 +301,7 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 			standbyDetail(sh)))
 		gs = append(gs, yes(GuardStandbyFit, sh != nil && sh.fitBut(out),
 			"the standby is judged against the voters that stay, as the decision judged it: its links to the leaving voter do not count", verdictDetail(in, out, sh)))
-		gs = append(gs, count(GuardLearners, learners, 0, settings.AtMost, "learners", basisOneChange, fmt.Sprintf("%d learners", learners)))
+		gs = append(gs, count(GuardLearners, learners, 0, settings.AtMost, "learners", basisOneChange, fmt.Sprintf("%d learners (members the Nodes do not show as voters)", learners)))
 		members(s.TargetVoters)
 		gs = append(gs, count(GuardRemoveAnnotations, annotations, 0, settings.AtMost, "nodes", basisOneChange,
 			fmt.Sprintf("%d Nodes carry %s", annotations, RemoveAnnotation)))

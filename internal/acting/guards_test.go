@@ -61,8 +61,13 @@ func TestAdmitGuardBoundaries(t *testing.T) {
 			w.Hosts[i].Voter = false
 		}
 	}
+	w.EtcdMembers = 2
 	if g := guardOf(t, w, GuardMembers); g.OK || *g.Value != 2 {
 		t.Errorf("2 members: %+v, want not ok", g)
+	}
+	w.EtcdMembers = 0 // etcd's count unknown: the Nodes' alone
+	if g := guardOf(t, w, GuardMembers); g.OK || *g.Value != 2 {
+		t.Errorf("2 members on the Nodes, etcd's count unknown: %+v, want not ok", g)
 	}
 	if g := guardOf(t, base, GuardMembers); !g.OK || *g.Value != 3 {
 		t.Errorf("3 members: %+v, want ok", g)
@@ -73,6 +78,16 @@ func TestAdmitGuardBoundaries(t *testing.T) {
 	}
 	if g := guardOf(t, w, GuardLearners); g.OK {
 		t.Errorf("a learner: %+v, want not ok", g)
+	}
+	// A learner no Node shows (k3s labels a learner's Node only once it
+	// is promoted): etcd's voters know 4 members, the Nodes show 3.
+	w = base
+	w.EtcdMembers = 4
+	if g := guardOf(t, w, GuardLearners); g.OK || *g.Value != 1 {
+		t.Errorf("a learner on no Node: %+v, want not ok, 1", g)
+	}
+	if g := guardOf(t, w, GuardMembers); g.OK || *g.Value != 4 {
+		t.Errorf("4 members as etcd knows them: %+v, want not ok", g)
 	}
 	// A voter not alive holds it: etcd 3.6.5 would refuse the add.
 	w.Hosts = append([]Host(nil), base.Hosts...)

@@ -58,6 +58,9 @@ type mhost struct {
 	removeReq                   string
 	report                      *Report
 	tombstoned                  bool
+	// removed: k3s's member controller removed its member and wrote
+	// removed-node-name (its etcd label stays until k3s restarts).
+	removed bool
 }
 
 type mmember struct {
@@ -221,7 +224,7 @@ func (m *model) promote() {
 		if mm.learner && m.connected(name) && m.now.Sub(mm.since) >= modelTick {
 			mm.learner = false
 			h := m.hosts[name]
-			h.etcdLabel, h.nodeNamed = true, true
+			h.etcdLabel, h.nodeNamed, h.removed = true, true, false
 			m.logf("promote %s", name)
 		}
 	}
@@ -252,7 +255,7 @@ func (m *model) memberController() {
 			continue
 		}
 		m.removeMember(name)
-		h.removeAnn, h.nodeNamed = false, false
+		h.removeAnn, h.nodeNamed, h.removed = false, false, true
 	}
 }
 
@@ -327,7 +330,11 @@ func (m *model) observe() {
 	m.minAliveMargin = min(m.minAliveMargin, alive-quorum(len(vs)))
 }
 
-// world is what the controller would read: records, Nodes and reports.
+// world is what the controller would read: records, Nodes and reports, as
+// k3s shows them (test/acting saw it): a member's Node is labelled etcd
+// only once it is promoted, so a learner shows on no Node, and is seen only
+// in the member count etcd's voters know; a removed member's Node keeps
+// its label, with removed-node-name, until k3s restarts there.
 func (m *model) world() World {
 	w := World{Now: m.now, Settings: m.s, Out: "x", In: "s", SteadySince: m.now.Add(-time.Hour), Approved: PlanID("x", m.memberID("x"), "s")}
 	for _, name := range m.order {
@@ -339,10 +346,14 @@ func (m *model) world() World {
 			r := *h.report
 			host.Report = &r
 		}
-		if mm := m.members[name]; mm != nil {
-			host.MemberID, host.Voter, host.Learner = mm.id, !mm.learner, mm.learner
+		host.Voter, host.Removed = h.etcdLabel && !h.removed, h.removed
+		if mm := m.members[name]; mm != nil && host.Voter {
+			host.MemberID = mm.id
 			host.Leader = m.leader == name
 			host.Alive = m.connected(name) && m.leader != ""
+			if host.Alive {
+				w.EtcdMembers = len(m.members)
+			}
 		}
 		w.Hosts = append(w.Hosts, host)
 	}

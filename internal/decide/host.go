@@ -646,5 +646,6 @@ func (h *host) member() *status.Member {
 	if x == nil || x.memberID == "" {
 		return nil
 	}
-	return &status.Member{ID: x.memberID, Leader: x.isLeader, Learner: x.isLearner, HasLeader: x.hasLeader, NoSpace: x.noSpace}
+	return &status.Member{ID: x.memberID, Leader: x.isLeader, Learner: x.isLearner, HasLeader: x.hasLeader, NoSpace: x.noSpace,
+		KnownMembers: x.knownPeers + 1}
 }

@@ -17,6 +17,11 @@ const (
 	// (pkg/etcd/etcd.go NodeNameAnnotation); its leader matches learners
 	// to Nodes by it.
 	NodeNameAnnotation = "etcd.k3s.cattle.io/node-name"
+	// RemovedNodeNameAnnotation names the member k3s's member controller
+	// removed from this Node's etcd; it deletes NodeNameAnnotation then,
+	// and k3s sets that again when the host rejoins under a new name
+	// (pkg/etcd/member_controller.go:94-101, seen in test/acting).
+	RemovedNodeNameAnnotation = "etcd.k3s.cattle.io/removed-node-name"
 	// NodeArgsAnnotation is the k3s command line, as k3s writes it on its
 	// Node (a JSON list, its config files' keys among the flags).
 	NodeArgsAnnotation = "k3s.io/node-args"

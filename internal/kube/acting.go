@@ -50,6 +50,11 @@ func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, no
 		}
 		if n := byName[h.Name]; n != nil {
 			fromNode(&a, n, s)
+			if a.Removed {
+				// k3s removed the member; its Node keeps the etcd label
+				// until k3s restarts there.
+				a.Voter, a.Learner = false, false
+			}
 			if a.Voter && !etcdIsVoter(n) {
 				// k3s labels a server's Node an etcd one when its member
 				// joins, before its leader promotes it, and its probe says
@@ -61,6 +66,9 @@ func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, no
 		}
 		if read != nil {
 			a.Report = read.Reports[h.Name]
+		}
+		if m := h.Member; m != nil && a.Voter && a.Alive {
+			w.EtcdMembers = max(w.EtcdMembers, m.KnownMembers)
 		}
 		w.Hosts = append(w.Hosts, a)
 	}
@@ -107,6 +115,7 @@ func fromNode(a *acting.Host, n *corev1.Node, s settings.Settings) {
 	a.RemoveAnnotation = n.Annotations[acting.RemoveAnnotation] == "true"
 	a.RemoveRequested = n.Annotations[acting.RemoveRequestedAnnotation]
 	_, a.NodeNamed = n.Annotations[k3snode.NodeNameAnnotation]
+	a.Removed = n.Annotations[k3snode.RemovedNodeNameAnnotation] != "" && !a.NodeNamed
 	a.Joined = joined(n.Annotations)
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {

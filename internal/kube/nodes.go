@@ -92,7 +92,7 @@ func NodeView(s settings.Settings, annotations ...string) func(*corev1.Node) *co
 	if acts {
 		// What acting reads of a Node (actingWorld).
 		labels = append(labels, k3snode.ControlPlaneLabel)
-		annotations = append(annotations, acting.RemoveAnnotation, acting.RemoveRequestedAnnotation, k3snode.NodeNameAnnotation, k3snode.NodeArgsAnnotation, k3snode.NodeEnvAnnotation)
+		annotations = append(annotations, acting.RemoveAnnotation, acting.RemoveRequestedAnnotation, k3snode.NodeNameAnnotation, k3snode.RemovedNodeNameAnnotation, k3snode.NodeArgsAnnotation, k3snode.NodeEnvAnnotation)
 	}
 	return func(k *corev1.Node) *corev1.Node {
 		v := &corev1.Node{ObjectMeta: metav1.ObjectMeta{

@@ -178,6 +178,11 @@ type Member struct {
 	Leader, Learner, HasLeader bool
 	// NoSpace: its database is at its quota, where etcd raises NOSPACE.
 	NoSpace bool
+	// KnownMembers is how many members the cluster has as this member
+	// knows them, itself included (etcd_network_known_peers): on k3s a
+	// learner's Node carries no etcd label until it is promoted, so a
+	// voter's own count is how a learner is seen at all.
+	KnownMembers int
 }
 
 // Observation lets the next decision judge staleness by the controller's
