@@ -112,6 +112,14 @@ func leaderTarget(w *World, p *Plan) string {
 func predict(w World, p *Plan, n StepName, to string) World {
 	w.Hosts = slices.Clone(w.Hosts)
 	i := stepIndex(n)
+	if w.EtcdMembers > 0 {
+		if i > stepIndex(StepAdmit) {
+			w.EtcdMembers++
+		}
+		if i > stepIndex(StepRemove) {
+			w.EtcdMembers--
+		}
+	}
 	for k := range w.Hosts {
 		h := &w.Hosts[k]
 		switch {

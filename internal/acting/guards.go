@@ -301,7 +301,7 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 			standbyDetail(sh)))
 		gs = append(gs, yes(GuardStandbyFit, sh != nil && sh.fitBut(out),
 			"the standby is judged against the voters that stay, as the decision judged it: its links to the leaving voter do not count", verdictDetail(in, out, sh)))
-		gs = append(gs, count(GuardLearners, learners, 0, settings.AtMost, "learners", basisOneChange, fmt.Sprintf("%d learners (members the Nodes do not show as voters)", learners)))
+		gs = append(gs, count(GuardLearners, learners, 0, settings.AtMost, "learners", basisOneChange, fmt.Sprintf("%d learners (on the Nodes, or members etcd knows and no Node shows)", learners)))
 		members(s.TargetVoters)
 		gs = append(gs, count(GuardRemoveAnnotations, annotations, 0, settings.AtMost, "nodes", basisOneChange,
 			fmt.Sprintf("%d Nodes carry %s", annotations, RemoveAnnotation)))
