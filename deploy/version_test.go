@@ -22,13 +22,27 @@ func TestImageTagIsTheRelease(t *testing.T) {
 		t.Fatal("CHANGELOG.md has no entry '## vX.Y.Z'")
 	}
 	version := string(m[1])
-	kust, err := os.ReadFile("base/kustomization.yaml")
-	if err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"base/kustomization.yaml", "acting/kustomization.yaml"} {
+		kust, err := os.ReadFile(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tags := regexp.MustCompile(`(?m)^\s+newTag:\s*(\S+)\s*$`).FindAllSubmatch(kust, -1)
+		if len(tags) != 1 || string(tags[0][1]) != version {
+			t.Fatalf("deploy/%s sets newTag %q, want one, CHANGELOG.md's newest version %s", k, tags, version)
+		}
 	}
-	tags := regexp.MustCompile(`(?m)^\s+newTag:\s*(\S+)\s*$`).FindAllSubmatch(kust, -1)
-	if len(tags) != 1 || string(tags[0][1]) != version {
-		t.Fatalf("deploy/base/kustomization.yaml sets newTag %q, want one, CHANGELOG.md's newest version %s", tags, version)
+	// Every image either rendered file runs is that tag's.
+	for _, f := range []string{rendered, renderedActing} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^\s+image:\s*(\S+)\s*$`).FindAllSubmatch(b, -1) {
+			if got := string(m[1]); got != "ghcr.io/fleet-role/fleet-role:"+version {
+				t.Errorf("deploy/%s runs the image %s, want ghcr.io/fleet-role/fleet-role:%s", f, got, version)
+			}
+		}
 	}
 	if want := "ghcr.io/fleet-role/fleet-role:" + version; testkit.ImageTag != want {
 		t.Errorf("testkit.ImageTag is %s, want %s", testkit.ImageTag, want)
