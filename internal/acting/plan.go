@@ -214,7 +214,7 @@ func deadline(s settings.Settings, n StepName) Deadline {
 	case StepAdmit:
 		return secs(s.LearnerStallTime, "learner_stall_time: k3s gives a learner as long to start before it drops it")
 	case StepPromote:
-		return secs(s.LearnerStallTime+k3sManageTick, "learner_stall_time to catch up, plus k3s's 15 s promotion tick (manageTickerTime)")
+		return secs(s.LearnerStallTime+2*k3sManageTick, "learner_stall_time to catch up, plus two of k3s's 15 s ticks (manageTickerTime): one to promote, one for its leader to write EtcdIsVoter on the Node its k3s has labelled by then")
 	case StepStabilise:
 		return secs(stableFor(s)+s.LearnerStallTime, "two sample periods as a fit voter, plus learner_stall_time for its record to show it")
 	case StepPrewrite, StepSettle:
