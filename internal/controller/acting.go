@@ -105,7 +105,7 @@ func spent(j *acting.Journal, approved string) bool {
 }
 
 // act runs one round of the executor on w and writes what it returns.
-func (c *Controller) act(ctx context.Context, st *status.Status, w acting.World, r *actingRead) {
+func (c *Controller) act(ctx context.Context, st *status.Status, w acting.World, r *actingRead, nodes []corev1.Node) {
 	a := st.Acting
 	a.Journal = r.journal
 	if r.stall != nil {
@@ -138,6 +138,7 @@ func (c *Controller) act(ctx context.Context, st *status.Status, w acting.World,
 		}
 		r.rv, j = rv, out.Journal
 		c.logJournal(r.journal, j)
+		c.cfg.Events.ObserveSwap(r.journal, j, nodes)
 	}
 	a.Journal = j
 	if out.Annotate != "" && j != nil {
@@ -172,5 +173,5 @@ func (c *Controller) withActing(ctx context.Context, st *status.Status, nodes []
 	}
 	r := c.readActing(ctx, st, now)
 	w := kube.WithActing(st, nodes, s, now, &r.read)
-	c.act(ctx, st, w, r)
+	c.act(ctx, st, w, r, nodes)
 }

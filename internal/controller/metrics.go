@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/version"
 )
@@ -29,6 +30,12 @@ type Metrics struct {
 	loopSeconds prometheus.Histogram
 	writes      prometheus.Counter
 	leader      prometheus.Gauge
+	// The swap acting carries out (docs/acting.md): its phase and step,
+	// when the step began and its deadline, and why the executor stalled.
+	swapPhase    *prometheus.GaugeVec
+	swapStarted  *prometheus.GaugeVec
+	swapDeadline *prometheus.GaugeVec
+	actingStall  *prometheus.GaugeVec
 	// flaps and verdictChanges are the status memory's running counts,
 	// which survive a restart in the status document.
 	flaps, verdictChanges atomic.Int64
@@ -94,6 +101,20 @@ func NewMetrics() *Metrics {
 		writes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleet_role_status_writes_total", Help: "Writes of the status ConfigMap.",
 		}),
+		// Labelled by the plan ID (one series a swap, and the journal holds
+		// one swap), node names and closed sets: no record's text.
+		swapPhase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_swap_phase", Help: "1 for the phase and step of the swap acting carries out, or the last one (phase running, aborting, aborted, halted or done; step the one under way, or none); absent with acting off or plan, or before any swap.",
+		}, []string{"plan", "out", "in", "phase", "step"}),
+		swapStarted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_swap_step_started_timestamp_seconds", Help: "When the swap's step under way began (Unix seconds).",
+		}, []string{"plan", "step"}),
+		swapDeadline: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_swap_step_deadline_timestamp_seconds", Help: "When the swap's step under way must end (Unix seconds): past it the executor aborts the swap, or halts it from remove on.",
+		}, []string{"plan", "step"}),
+		actingStall: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleet_role_acting_stalled", Help: "1 while the controller, acting guided or auto, could not run the swap's executor at its last decision, by code (NoLease, NotLeading, NoJournal, JournalUnreadable, JournalConflict, ReadFailed, WriteFailed).",
+		}, []string{"code"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleet_role_leader", Help: "1 while this controller holds the Lease and decides and writes the status, 0 while it waits to take it over; absent without leader election.",
 		}),
@@ -104,7 +125,8 @@ func NewMetrics() *Metrics {
 	changes := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "fleet_role_verdict_changes_total", Help: "Host verdicts that changed from one decision to the next (the status's memory.verdict_changes).",
 	}, func() float64 { return float64(m.verdictChanges.Load()) })
-	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.deciding, m.decidingLim, m.held, m.tolerance, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes, version.Collector())
+	m.Registry.MustRegister(m.verdict, m.samples, m.swap, m.deciding, m.decidingLim, m.held, m.tolerance, m.records, m.recordIssue, m.loops, m.loopSeconds, m.writes, flaps, changes,
+		m.swapPhase, m.swapStarted, m.swapDeadline, m.actingStall, version.Collector())
 	return m
 }
 
@@ -170,6 +192,7 @@ func (m *Metrics) observeStatus(st *status.Status) {
 		m.deciding.WithLabelValues(l...).Set(*r.Value)
 		m.decidingLim.WithLabelValues(l...).Set(*r.Limit)
 	}
+	m.observeActing(st.Acting)
 	m.swap.Reset()
 	m.held.Reset()
 	if st.Decision.Action == status.ActionSwap {
@@ -181,6 +204,35 @@ func (m *Metrics) observeStatus(st *status.Status) {
 			m.held.WithLabelValues(r.Signal).Set(1)
 		}
 	}
+}
+
+// observeActing sets the swap's series from the journal the status
+// carries.
+func (m *Metrics) observeActing(a *acting.Status) {
+	for _, g := range []*prometheus.GaugeVec{m.swapPhase, m.swapStarted, m.swapDeadline, m.actingStall} {
+		g.Reset()
+	}
+	if a == nil {
+		return
+	}
+	if a.Stall != nil {
+		m.actingStall.WithLabelValues(string(a.Stall.Code)).Set(1)
+	}
+	j := a.Journal
+	if j == nil {
+		return
+	}
+	stepName := "none"
+	if cur := j.Current(); cur != nil {
+		stepName = string(cur.Name)
+		if cur.Started != nil {
+			m.swapStarted.WithLabelValues(j.PlanID, stepName).Set(float64(cur.Started.UnixMilli()) / 1000)
+		}
+		if cur.Deadline != nil {
+			m.swapDeadline.WithLabelValues(j.PlanID, stepName).Set(float64(cur.Deadline.UnixMilli()) / 1000)
+		}
+	}
+	m.swapPhase.WithLabelValues(j.PlanID, j.Out.Node, j.In.Node, string(j.Phase), stepName).Set(1)
 }
 
 // labelSubject is a reason's subject as a label value: a host's name, the
@@ -221,7 +273,8 @@ func (m *Metrics) forgetDecision() {
 	if m == nil {
 		return
 	}
-	for _, g := range []*prometheus.GaugeVec{m.verdict, m.samples, m.swap, m.records, m.recordIssue, m.deciding, m.decidingLim, m.held, m.tolerance} {
+	for _, g := range []*prometheus.GaugeVec{m.verdict, m.samples, m.swap, m.records, m.recordIssue, m.deciding, m.decidingLim, m.held, m.tolerance,
+		m.swapPhase, m.swapStarted, m.swapDeadline, m.actingStall} {
 		g.Reset()
 	}
 }

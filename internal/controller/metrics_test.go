@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/prometheus/common/expfmt"
 )
@@ -146,3 +149,52 @@ func TestRecordIssueByCode(t *testing.T) {
 		}
 	}
 }
+
+// The swap acting carries out, as the metrics say it: its phase and the
+// step under way with its start and deadline, and a stall by its code;
+// nothing of it with acting off.
+func TestMetricsOfTheSwap(t *testing.T) {
+	m := NewMetrics()
+	started := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	deadline := started.Add(75 * time.Second)
+	j := &acting.Journal{PlanID: "swap-0123456789", Out: acting.Party{Node: "x"}, In: acting.Party{Node: "s"}, Phase: acting.PhaseRunning}
+	for _, n := range acting.Steps {
+		st := acting.JournalStep{Name: n, State: acting.StatePending}
+		switch n {
+		case acting.StepAdmit:
+			st.State = acting.StateDone
+		case acting.StepPromote:
+			st.State, st.Started, st.Deadline = acting.StateRunning, &started, &deadline
+		}
+		j.Steps = append(j.Steps, st)
+	}
+	st := status.Status{Acting: &acting.Status{Mode: "guided", Journal: j, Stall: &acting.Stall{Code: acting.StallJournalConflict}}}
+	m.observeStatus(&st)
+	for name, want := range map[string]string{
+		"fleet_role_swap_phase":                           `fleet_role_swap_phase{in="s",out="x",phase="running",plan="swap-0123456789",step="promote"} 1` + "\n",
+		"fleet_role_swap_step_started_timestamp_seconds":  `fleet_role_swap_step_started_timestamp_seconds{plan="swap-0123456789",step="promote"} ` + unix(started) + "\n",
+		"fleet_role_swap_step_deadline_timestamp_seconds": `fleet_role_swap_step_deadline_timestamp_seconds{plan="swap-0123456789",step="promote"} ` + unix(deadline) + "\n",
+		"fleet_role_acting_stalled":                       `fleet_role_acting_stalled{code="JournalConflict"} 1` + "\n",
+	} {
+		if got := series(t, m, name); got != want {
+			t.Errorf("%s:\n%s\nwant\n%s", name, got, want)
+		}
+	}
+	// Done: the phase alone, no step under way.
+	j.Phase = acting.PhaseDone
+	st.Acting.Stall = nil
+	m.observeStatus(&st)
+	if got, want := series(t, m, "fleet_role_swap_phase"), `fleet_role_swap_phase{in="s",out="x",phase="done",plan="swap-0123456789",step="none"} 1`+"\n"; got != want {
+		t.Errorf("done:\n%s\nwant\n%s", got, want)
+	}
+	// Acting off: nothing.
+	m.observeStatus(&status.Status{})
+	for _, name := range []string{"fleet_role_swap_phase", "fleet_role_swap_step_deadline_timestamp_seconds", "fleet_role_acting_stalled"} {
+		if got := series(t, m, name); got != "" {
+			t.Errorf("acting off: %s\n%s", name, got)
+		}
+	}
+}
+
+// unix is t as the exposition format writes a timestamp gauge.
+func unix(t time.Time) string { return strconv.FormatFloat(float64(t.Unix()), 'g', -1, 64) }

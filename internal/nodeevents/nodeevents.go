@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/fleet-role/fleet-role/internal/acting"
+	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -111,6 +113,9 @@ func Changes(prev, cur *status.Status) []Event {
 	case d.Action == status.ActionSwap:
 		if pd.Action != status.ActionSwap || pd.Out != d.Out || pd.In != d.In {
 			msg := fmt.Sprintf("fleet-role would swap this voter out for %s (dry run: nothing is changed)", d.In)
+			if a := cur.Acting; a != nil && (a.Mode == settings.ActingGuided || a.Mode == settings.ActingAuto) {
+				msg = fmt.Sprintf("fleet-role publishes the swap of this voter out for %s (acting %s: carried out as its plan's guards allow)", d.In, a.Mode)
+			}
 			// The step that decides a swap names the voter out and why.
 			if r, ok := d.DecidingStep(); ok {
 				msg += ": " + r.Detail
@@ -145,6 +150,54 @@ func Changes(prev, cur *status.Status) []Event {
 		out = append(out, Event{Node: host, Type: typ, Reason: p.reason, Message: clip(status.Printable(strings.Join(p.parts, "; ")))})
 	}
 	return out
+}
+
+// ReasonSwapStep is the reason of the Events of a swap acting carries out.
+const ReasonSwapStep = "SwapStep"
+
+// SwapChanges are the Events of what a swap did from the journal before to
+// the journal after: one for each line its history gained, on the host the
+// line is about (the standby for admit, promote, stabilise and the undoing
+// of its admission; the leaving voter for the others; both for the swap's
+// opening and its end). A step that failed, an abort and a halt are
+// Warnings.
+func SwapChanges(before, after *acting.Journal) []Event {
+	if after == nil {
+		return nil
+	}
+	from := 0
+	if before != nil && before.PlanID == after.PlanID && before.Started.Equal(after.Started) {
+		from = min(len(before.History), len(after.History))
+	}
+	var out []Event
+	for _, e := range after.History[from:] {
+		typ := corev1.EventTypeNormal
+		if e.State == string(acting.StateFailed) || e.State == string(acting.PhaseAborting) || e.State == string(acting.PhaseHalted) {
+			typ = corev1.EventTypeWarning
+		}
+		msg := fmt.Sprintf("fleet-role swap %s (%s out, %s in): %s %s", after.PlanID, after.Out.Node, after.In.Node, e.Step, e.State)
+		if e.Cause != "" {
+			msg += " (" + e.Cause + ")"
+		}
+		if c := after.Command; c != nil && e.State == string(acting.StateRunning) && c.Seq == after.Seq {
+			msg += fmt.Sprintf("; %s's actuator asked: %s", c.Host, c.Verb)
+		}
+		for _, host := range swapHosts(after, e.Step) {
+			out = append(out, Event{Node: host, Type: typ, Reason: ReasonSwapStep, Message: clip(status.Printable(msg))})
+		}
+	}
+	return out
+}
+
+// swapHosts are the hosts a journal line is about.
+func swapHosts(j *acting.Journal, step string) []string {
+	switch step {
+	case string(acting.StepAdmit), string(acting.StepPromote), string(acting.StepStabilise), string(acting.UndoRemoveIn), string(acting.UndoStandbyIn):
+		return []string{j.In.Node}
+	case string(acting.StepPrewrite), string(acting.StepMoveLeader), string(acting.StepRemove), string(acting.StepSettle), string(acting.UndoRestoreOut):
+		return []string{j.Out.Node}
+	}
+	return []string{j.Out.Node, j.In.Node}
 }
 
 func verdictReason(v status.Verdict) string {
@@ -187,7 +240,21 @@ func (r *Recorder) Observe(prev, cur *status.Status, nodes []corev1.Node) {
 	if r == nil {
 		return
 	}
-	events := Changes(prev, cur)
+	r.record(Changes(prev, cur), nodes)
+}
+
+// ObserveSwap records the Events of the steps a swap took from the journal
+// before to the journal after (nil before: the swap just opened).
+func (r *Recorder) ObserveSwap(before, after *acting.Journal, nodes []corev1.Node) {
+	if r == nil {
+		return
+	}
+	r.record(SwapChanges(before, after), nodes)
+}
+
+// record records events on the Nodes of nodes; a host whose Node is not
+// among them gets none.
+func (r *Recorder) record(events []Event, nodes []corev1.Node) {
 	if len(events) == 0 {
 		return
 	}

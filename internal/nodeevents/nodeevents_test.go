@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/status"
 )
@@ -205,4 +207,41 @@ func TestObserveRecordsOnTheNode(t *testing.T) {
 	}
 	var nilRecorder *nodeevents.Recorder
 	nilRecorder.Observe(prev, cur, nil) // records nothing, and does not panic
+}
+
+// A swap's Events: one per line its history gained since the journal
+// before, on the host the line is about, the command named beside the step
+// that asked for it; a failed step and the abort are Warnings; a journal of
+// another swap starts over.
+func TestSwapChanges(t *testing.T) {
+	at := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	before := &acting.Journal{PlanID: "swap-1", Out: acting.Party{Node: "x"}, In: acting.Party{Node: "s"}, Started: at,
+		History: []acting.Event{{Step: "open", State: "running"}, {Step: "admit", State: "pending"}}}
+	after := *before
+	after.History = append(append([]acting.Event(nil), before.History...),
+		acting.Event{Step: "admit", State: "running"},
+		acting.Event{Step: "promote", State: "failed", Cause: "deadline"},
+		acting.Event{Step: "abort", State: "aborting", Cause: "deadline"},
+		acting.Event{Step: "restore-out", State: "running"})
+	after.Seq = 2
+	after.Command = &acting.Command{Seq: 2, Host: "x", Verb: acting.VerbEtcdOn}
+	got := nodeevents.SwapChanges(before, &after)
+	want := []nodeevents.Event{
+		{Node: "s", Type: corev1.EventTypeNormal, Reason: nodeevents.ReasonSwapStep, Message: "fleet-role swap swap-1 (x out, s in): admit running; x's actuator asked: etcd-on"},
+		{Node: "s", Type: corev1.EventTypeWarning, Reason: nodeevents.ReasonSwapStep, Message: "fleet-role swap swap-1 (x out, s in): promote failed (deadline)"},
+		{Node: "x", Type: corev1.EventTypeWarning, Reason: nodeevents.ReasonSwapStep, Message: "fleet-role swap swap-1 (x out, s in): abort aborting (deadline)"},
+		{Node: "s", Type: corev1.EventTypeWarning, Reason: nodeevents.ReasonSwapStep, Message: "fleet-role swap swap-1 (x out, s in): abort aborting (deadline)"},
+		{Node: "x", Type: corev1.EventTypeNormal, Reason: nodeevents.ReasonSwapStep, Message: "fleet-role swap swap-1 (x out, s in): restore-out running; x's actuator asked: etcd-on"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%+v\nwant\n%+v", got, want)
+	}
+	if got := nodeevents.SwapChanges(&after, &after); len(got) != 0 {
+		t.Errorf("nothing new: %+v", got)
+	}
+	other := after
+	other.PlanID = "swap-2"
+	if got := nodeevents.SwapChanges(&after, &other); len(got) != 2*2+4 {
+		t.Errorf("another swap: %d events, want its whole history's (8)", len(got))
+	}
 }
