@@ -97,7 +97,15 @@ func open(prev *Journal, p *Plan, w *World, mode string, term int32) *Journal {
 	}
 	r := round{j: j, w: w, now: now}
 	r.event("open", string(PhaseRunning), "")
-	r.reach(j.step(StepAdmit))
+	if x := w.host(p.Out.Node); x != nil && x.Leader {
+		// Leadership first: while the leaving voter leads, every write,
+		// the newcomer's catch-up and its k3s's start wait on it (the worst
+		// fault there is), so its leadership is moved before anything else
+		// changes, membership untouched.
+		r.reach(j.step(StepMoveLeader))
+	} else {
+		r.reach(j.step(StepAdmit))
+	}
 	r.run()
 	return j
 }
@@ -168,6 +176,9 @@ func (r *round) plan() *Plan {
 // step found done ends and the next is reached, until one is under way,
 // held, or failed.
 func (r *round) run() {
+	if !r.leadFirst() {
+		return
+	}
 	for range Steps {
 		s := r.j.Current()
 		if s == nil {
@@ -211,6 +222,38 @@ func (r *round) run() {
 		r.issue(s)
 		return
 	}
+}
+
+// leadFirst carries the leadership move the swap opened with, before
+// admit (open): it reports whether the swap may go on to its steps in
+// order this round. A move past its deadline aborts the swap with nothing
+// to undo.
+func (r *round) leadFirst() bool {
+	ml := r.j.step(StepMoveLeader)
+	if ml.Started == nil || ml.State == StateDone || ml.State == StateSkipped || ml.State == StateFailed || r.j.step(StepAdmit).Started != nil {
+		return true
+	}
+	switch {
+	case r.done(ml):
+		r.end(ml, StateDone, "")
+		r.reach(r.j.step(StepAdmit))
+		return true
+	case r.now.After(*ml.Deadline):
+		r.fail(ml, CauseDeadline)
+		return false
+	case ml.State == StateRunning:
+		r.watch(ml)
+		return false
+	}
+	if code := firstFailed(guards(r.w, StepMoveLeader, r.plan(), r.j.Tolerance0, "")); code != "" {
+		if ml.State != StateHeld || ml.Held != code {
+			ml.State, ml.Held = StateHeld, code
+			r.event(string(ml.Name), string(StateHeld), string(code))
+		}
+		return false
+	}
+	r.issue(ml)
+	return false
 }
 
 // done reports whether step s is found done in the world.

@@ -44,6 +44,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
+	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/kit/testenv"
 	"github.com/fleet-role/fleet-role/lab/run/apiserver"
 	"github.com/fleet-role/fleet-role/lab/run/apiserver/apiservertest"
@@ -333,6 +334,16 @@ func (c *Cluster) SetLabel(t testing.TB, node, key, value string) {
 	if _, err := c.Admin.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("label node %s %s=%s: %v", node, key, value, err)
 	}
+}
+
+// Status reads and decodes the published status.json as a reader would.
+func (c *Cluster) Status(t testing.TB) (*status.Status, error) {
+	t.Helper()
+	raw, ok := c.Data(t, "fleet-role-status")[status.StatusKey]
+	if !ok {
+		return nil, errors.New("no status.json yet")
+	}
+	return status.UnmarshalStatus([]byte(raw))
 }
 
 // Data reads a ConfigMap's data as the admin.

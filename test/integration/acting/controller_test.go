@@ -22,7 +22,6 @@ import (
 	"github.com/fleet-role/fleet-role/internal/k3snode"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
-	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
 
@@ -178,7 +177,7 @@ func (f *fleet) await(what string, within time.Duration, cond func(*acting.Journ
 			return j
 		}
 		if time.Now().After(deadline) {
-			st, _ := statusOf(f.t, f.c)
+			st, _ := f.c.Status(f.t)
 			var table strings.Builder
 			if st != nil {
 				_ = st.WriteTable(&table)
@@ -201,25 +200,16 @@ func (f *fleet) await(what string, within time.Duration, cond func(*acting.Journ
 	}
 }
 
-func statusOf(t *testing.T, c *testkit.Cluster) (*status.Status, error) {
-	t.Helper()
-	raw, ok := c.Data(t, "fleet-role-status")[status.StatusKey]
-	if !ok {
-		return nil, errors.New("no status.json yet")
-	}
-	return status.UnmarshalStatus([]byte(raw))
-}
-
 // periods waits until the controller has published a status n sample
 // periods newer than the one published now: decisions made since.
 func (f *fleet) periods(n int) {
 	f.t.Helper()
-	published, err := statusOf(f.t, f.c)
+	published, err := f.c.Status(f.t)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	testkit.Eventually(f.t, time.Minute, func() error {
-		st, err := statusOf(f.t, f.c)
+		st, err := f.c.Status(f.t)
 		if err != nil {
 			return err
 		}
@@ -294,7 +284,7 @@ func TestActingControllerCarriesTheSwap(t *testing.T) {
 	// The plan, published and ready but for the approval; no journal.
 	var plan *acting.Plan
 	testkit.Eventually(t, 2*time.Minute, func() error {
-		st, err := statusOf(t, c)
+		st, err := c.Status(t)
 		if err != nil {
 			return err
 		}

@@ -69,16 +69,6 @@ func startProbe(t *testing.T, c *testkit.Cluster, s settings.Settings, node stri
 	return testkit.Go(t, "probe "+node, p.Run), log
 }
 
-// status reads and decodes status.json as a reader would.
-func statusOf(t *testing.T, c *testkit.Cluster) (*status.Status, error) {
-	t.Helper()
-	raw, ok := c.Data(t, "fleet-role-status")[status.StatusKey]
-	if !ok {
-		return nil, errors.New("no status.json yet")
-	}
-	return status.UnmarshalStatus([]byte(raw))
-}
-
 func hostOf(st *status.Status, name string) *status.Host {
 	for i := range st.Hosts {
 		if st.Hosts[i].Name == name {
@@ -157,7 +147,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 	var st *status.Status
 	testkit.Eventually(t, 2*time.Minute, func() error {
 		var err error
-		if st, err = statusOf(t, c); err != nil {
+		if st, err = c.Status(t); err != nil {
 			return err
 		}
 		if st.Decision.Action != status.ActionSwap {
@@ -198,7 +188,7 @@ func TestStatusOnAPIServer(t *testing.T) {
 	}
 	testkit.Eventually(t, time.Minute, func() error {
 		var err error
-		if st, err = statusOf(t, c); err != nil {
+		if st, err = c.Status(t); err != nil {
 			return err
 		}
 		h := hostOf(st, "agent-3")
@@ -333,7 +323,7 @@ func TestWritesOnlyOnChange(t *testing.T) {
 		}
 		// A reader can always tell the controller is alive: what the
 		// ConfigMap holds is never older than a window.
-		got, err := statusOf(t, c)
+		got, err := c.Status(t)
 		if err != nil {
 			t.Fatalf("tick %d: %v", i, err)
 		}
@@ -393,7 +383,7 @@ func TestAPIServerRestart(t *testing.T) {
 				return fmt.Errorf("%s has not written two samples", n)
 			}
 		}
-		if _, err := statusOf(t, c); err != nil {
+		if _, err := c.Status(t); err != nil {
 			return err
 		}
 		return readyErr(ctrl)
@@ -459,12 +449,12 @@ func TestAPIServerRestart(t *testing.T) {
 	if mostDuring >= s.Window {
 		t.Fatalf("the outage took %d samples, a window or more: the test no longer tests an outage shorter than a window", mostDuring)
 	}
-	st, err := statusOf(t, c)
+	st, err := c.Status(t)
 	if err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, time.Minute, func() error {
-		if st, err = statusOf(t, c); err != nil {
+		if st, err = c.Status(t); err != nil {
 			return err
 		}
 		if !st.GeneratedAt.After(stopped.Add(outage)) {

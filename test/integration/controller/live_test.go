@@ -88,7 +88,7 @@ func TestSettingsFollowedLive(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		testkit.Eventually(t, time.Minute, func() error {
-			st, err := statusOf(t, c)
+			st, err := c.Status(t)
 			if err != nil {
 				return err
 			}
@@ -233,7 +233,7 @@ func TestHistorySurvivesAFailover(t *testing.T) {
 	// four decisions).
 	var first time.Time
 	testkit.Eventually(t, time.Minute, func() error {
-		st, err := statusOf(t, c)
+		st, err := c.Status(t)
 		if err != nil {
 			return err
 		}
@@ -257,7 +257,7 @@ func TestHistorySurvivesAFailover(t *testing.T) {
 		if pg.Model == nil {
 			return fmt.Errorf("no model")
 		}
-		st, err := statusOf(t, c)
+		st, err := c.Status(t)
 		if err != nil || st.Writer == nil || st.Writer.Identity != "b" {
 			return fmt.Errorf("no status by b yet (%v)", err)
 		}
