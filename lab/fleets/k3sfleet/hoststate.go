@@ -53,6 +53,7 @@ var hostDirs = []string{
 	"/opt/cni",                // the CNI plugins' default directory
 	"/etc/cni",                // the CNI configuration's default directory
 	LabDir,                    // the lab's own files on the host: the k3s restart requests (supervisor.go)
+	"/var/lib/fleet-role",     // fleet-role's own hostPaths: the probe's fsync directory, the actuator's state
 }
 
 // iptablesTables are the tables whose chains are compared before and after.

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,14 +20,26 @@ const ImageTag = "ghcr.io/fleet-role/fleet-role:v0.1.0"
 // after a pull from a registry this machine cannot reach.
 func LocalManifest(t testing.TB, substitutions [][2]string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(Manifest(t))
+	return localManifest(t, Manifest(t), 3, "controller, probe, its init container", substitutions)
+}
+
+// LocalActingManifest is LocalManifest of deploy/fleet-role-acting.yaml,
+// the install that acts (deploy/acting), with its actuator's image too.
+func LocalActingManifest(t testing.TB, substitutions [][2]string) []byte {
+	t.Helper()
+	return localManifest(t, filepath.Join(RepoRoot(t), "deploy", "fleet-role-acting.yaml"), 4, "controller, probe, its init container, actuator", substitutions)
+}
+
+func localManifest(t testing.TB, path string, want int, which string, substitutions [][2]string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
 	for _, s := range substitutions {
 		if n := strings.Count(text, s[0]); n != 1 {
-			t.Fatalf("deploy/fleet-role.yaml holds %q %d times, want once: the substitution no longer applies", s[0], n)
+			t.Fatalf("%s holds %q %d times, want once: the substitution no longer applies", path, s[0], n)
 		}
 		text = strings.Replace(text, s[0], s[1], 1)
 	}
@@ -39,12 +52,12 @@ func LocalManifest(t testing.TB, substitutions [][2]string) []byte {
 		images++
 		indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
 		if i+1 >= len(lines) || lines[i+1] != indent+"imagePullPolicy: IfNotPresent" {
-			t.Fatalf("deploy/fleet-role.yaml: the image on line %d is not followed by imagePullPolicy: IfNotPresent", i+1)
+			t.Fatalf("%s: the image on line %d is not followed by imagePullPolicy: IfNotPresent", path, i+1)
 		}
 		lines[i+1] = indent + "imagePullPolicy: Never"
 	}
-	if images != 3 {
-		t.Fatalf("deploy/fleet-role.yaml names the image %s %d times, want 3 (controller, probe, its init container)", ImageTag, images)
+	if images != want {
+		t.Fatalf("%s names the image %s %d times, want %d (%s)", path, ImageTag, images, want, which)
 	}
 	return []byte(strings.Join(lines, "\n"))
 }
