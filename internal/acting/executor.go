@@ -286,11 +286,25 @@ func (r *round) done(s *JournalStep) bool {
 	case StepPrewrite:
 		return r.reported(x, s.Seq)
 	case StepMoveLeader:
-		return s.State == StateRunning && !x.Leader
+		// Moved: X's actuator says so (etcd's MoveLeader returns once the
+		// target leads), or another voter's record says it leads, or X's
+		// own does not. X is the slow host: its own word and its record
+		// reach the controller last.
+		return s.State == StateRunning && (r.reported(x, s.Seq) || r.otherLeads() || !x.Leader)
 	case StepRemove:
 		return !x.Voter && !x.Learner
 	case StepSettle:
 		return r.reported(x, s.Seq) && x.Ready && !x.EtcdLabel
+	}
+	return false
+}
+
+// otherLeads: a voter other than the leaving one leads, by its record.
+func (r *round) otherLeads() bool {
+	for i := range r.w.Hosts {
+		if h := &r.w.Hosts[i]; h.Leader && h.Voter && h.Name != r.j.Out.Node {
+			return true
+		}
 	}
 	return false
 }

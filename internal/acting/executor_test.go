@@ -330,8 +330,8 @@ func TestLeaderThatWillNotMoveAborts(t *testing.T) {
 	m := newModel("x")
 	m.stuckLeader = true
 	run(t, m, -1, killNone, false)
-	if m.journal.Phase != PhaseAborted || m.journal.Abort.Step != StepMoveLeader || m.journal.Abort.Cause != CauseDeadline {
-		t.Fatalf("phase %s abort %+v, want aborted at move-leader for its deadline\n%s", m.journal.Phase, m.journal.Abort, strings.Join(m.log, "\n"))
+	if m.journal.Phase != PhaseAborted || m.journal.Abort.Step != StepMoveLeader || m.journal.Abort.Cause != CauseFailed {
+		t.Fatalf("phase %s abort %+v, want aborted at move-leader, its actuator's MoveLeader failed\n%s", m.journal.Phase, m.journal.Abort, strings.Join(m.log, "\n"))
 	}
 	// Leadership first: the move failed before anything else changed, so
 	// there is nothing to undo and the standby was never asked to join.

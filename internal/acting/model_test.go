@@ -287,6 +287,11 @@ func (m *model) actuate(h *mhost) {
 	case VerbEtcdOff:
 		h.etcdOn = false
 	case VerbMoveLeader:
+		if m.leader == h.name && m.stuckLeader {
+			// etcd's MoveLeader times out: the actuator says so.
+			h.report = &Report{PlanID: c.PlanID, Seq: c.Seq, Term: c.Term, Error: "etcdserver: request timed out, leader transfer took too long"}
+			return
+		}
 		if m.leader == h.name && !m.stuckLeader {
 			for name, mm := range m.members {
 				if mm.id == c.Target && !mm.learner {
