@@ -256,53 +256,14 @@ func (f *fleet) replica(id string, e controller.Election) *testkit.Loop {
 // picks the swap up without repeating a step or a command.
 func TestActingControllerCarriesTheSwap(t *testing.T) {
 	c := testkit.StartActing(t)
-	s := testkit.Settings(t, 200*time.Millisecond)
-	s.Acting, s.DryRun = settings.ActingGuided, false
-	if err := s.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	f := &fleet{t: t, c: c, s: s, ctx: context.Background()}
-	f.add(f.node("server-1", true, false, true, "127.0.22.1"))
-	f.add(f.node("server-2", true, true, true, "127.0.22.2"))
-	f.add(f.node("server-3", true, true, true, "127.0.22.3"))
-	f.add(f.node("server-4", false, true, true, "127.0.22.4"))
-	f.slow.Store("server-3", true)
-	for _, n := range []string{"server-1", "server-2", "server-3", "server-4"} {
-		cl := c.ProbeClient(t, n)
-		p, err := probe.New(probe.Config{Node: n, Settings: s, Records: cl.Records(s.RecordsNamespace()), Nodes: cl.Nodes(),
-			Sampler: &testkit.Sampler{Make: f.sample(n)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		testkit.Go(t, "probe "+n, p.Run)
-	}
-	e := controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
-	f.members.Store(3)
+	f := newFleet(t, c, settings.ActingGuided)
+	e := election(f.s)
 	first := f.replica("a", e)
 
-	// The plan, published and ready but for the approval; no journal.
-	var plan *acting.Plan
-	testkit.Eventually(t, 2*time.Minute, func() error {
-		st, err := c.Status(t)
-		if err != nil {
-			return err
-		}
-		if st.Acting == nil || st.Acting.Plan == nil {
-			return fmt.Errorf("no plan yet: decision %s %s -> %s", st.Decision.Action, st.Decision.Out, st.Decision.In)
-		}
-		if p := st.Acting.Plan; !p.Ready || p.Out.Node != "server-3" || p.In.Node != "server-4" {
-			var held []string
-			for _, g := range p.Steps[0].Guards {
-				if !g.OK {
-					held = append(held, string(g.Code)+": "+g.Detail)
-				}
-			}
-			return fmt.Errorf("plan %s: %s out, %s in, ready %v; held by %s", p.ID, p.Out.Node, p.In.Node, p.Ready, strings.Join(held, "; "))
-		}
-		plan = st.Acting.Plan
-		return nil
-	})
+	plan := f.readyPlan()
+	if j := f.journal(); j != nil {
+		t.Fatalf("a journal before any approval: %+v", j)
+	}
 	// Published for two more periods, unapproved: still no journal.
 	f.periods(2)
 	if j := f.journal(); j != nil {
@@ -424,5 +385,122 @@ func TestActingControllerCarriesTheSwap(t *testing.T) {
 	t.Logf("swap %s done; history:", j.PlanID)
 	for _, ev := range j.History {
 		t.Logf("  %s %s %s term %d %s", ev.At.Format("15:04:05.000"), ev.Step, ev.State, ev.Term, ev.Cause)
+	}
+}
+
+// newFleet starts the four hosts' probes on c, server-3 slow, with
+// settings acting in mode.
+func newFleet(t *testing.T, c *testkit.Cluster, mode string) *fleet {
+	t.Helper()
+	s := testkit.Settings(t, 200*time.Millisecond)
+	s.Acting, s.DryRun = mode, !(mode == settings.ActingGuided || mode == settings.ActingAuto)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{t: t, c: c, s: s, ctx: context.Background()}
+	f.add(f.node("server-1", true, false, true, "127.0.22.1"))
+	f.add(f.node("server-2", true, true, true, "127.0.22.2"))
+	f.add(f.node("server-3", true, true, true, "127.0.22.3"))
+	f.add(f.node("server-4", false, true, true, "127.0.22.4"))
+	f.slow.Store("server-3", true)
+	f.members.Store(3)
+	for _, n := range []string{"server-1", "server-2", "server-3", "server-4"} {
+		cl := c.ProbeClient(t, n)
+		p, err := probe.New(probe.Config{Node: n, Settings: s, Records: cl.Records(s.RecordsNamespace()), Nodes: cl.Nodes(),
+			Sampler: &testkit.Sampler{Make: f.sample(n)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.Go(t, "probe "+n, p.Run)
+	}
+	return f
+}
+
+// election is the replicas' Lease, its durations compressed as the
+// settings' period is.
+func election(s settings.Settings) controller.Election {
+	return controller.Election{Namespace: s.Namespace, Name: controller.LeaseName,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond}
+}
+
+// readyPlan waits for the plan of server-3's swap for server-4, ready but
+// for the approval.
+func (f *fleet) readyPlan() *acting.Plan {
+	f.t.Helper()
+	var plan *acting.Plan
+	testkit.Eventually(f.t, 2*time.Minute, func() error {
+		st, err := f.c.Status(f.t)
+		if err != nil {
+			return err
+		}
+		if st.Acting == nil || st.Acting.Plan == nil {
+			return fmt.Errorf("no plan yet: decision %s %s -> %s", st.Decision.Action, st.Decision.Out, st.Decision.In)
+		}
+		if p := st.Acting.Plan; !p.Ready || p.Out.Node != "server-3" || p.In.Node != "server-4" {
+			var held []string
+			for _, g := range p.Steps[0].Guards {
+				if !g.OK {
+					held = append(held, string(g.Code)+": "+g.Detail)
+				}
+			}
+			return fmt.Errorf("plan %s: %s out, %s in, ready %v; held by %s", p.ID, p.Out.Node, p.In.Node, p.Ready, strings.Join(held, "; "))
+		}
+		plan = st.Acting.Plan
+		return nil
+	})
+	return plan
+}
+
+// acting plan, on the acting install: the controller publishes the step
+// table of the swap it names and writes nothing else: the journal and
+// every Node as they were, no actuator record, for as long as it decides.
+func TestActingPlanWritesOnlyTheStatus(t *testing.T) {
+	c := testkit.StartActing(t)
+	f := newFleet(t, c, settings.ActingPlan)
+	cms := c.Admin.CoreV1().ConfigMaps(c.Namespace)
+	journalBefore, err := cms.Get(f.ctx, acting.JournalConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodesBefore := map[string]string{}
+	l, err := c.Admin.CoreV1().Nodes().List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range l.Items {
+		nodesBefore[n.Name] = n.ResourceVersion
+	}
+	// The approval written too: plan never carries a swap out.
+	loop := f.replica("a", election(f.s))
+	plan := f.readyPlan()
+	text := plan.ID
+	if err := c.PatchData(f.ctx, acting.ApprovalConfigMap, acting.ApprovalKey, &text); err != nil {
+		t.Fatal(err)
+	}
+	f.periods(3)
+	loop.Stop(t)
+	st, err := c.Status(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Acting == nil || st.Acting.Mode != settings.ActingPlan || st.Acting.Journal != nil || st.Acting.Stall != nil {
+		t.Errorf("acting in the status: %+v, want plan, no journal, no stall", st.Acting)
+	}
+	if j, err := cms.Get(f.ctx, acting.JournalConfigMap, metav1.GetOptions{}); err != nil || j.ResourceVersion != journalBefore.ResourceVersion {
+		t.Errorf("the journal changed under acting plan: %v, resourceVersion %s, was %s", err, j.ResourceVersion, journalBefore.ResourceVersion)
+	}
+	// The Nodes: the test's own status updates aside, none; a Node the
+	// controller changed would carry k3s's remove annotation.
+	l, err = c.Admin.CoreV1().Nodes().List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range l.Items {
+		if n.ResourceVersion != nodesBefore[n.Name] || n.Annotations[acting.RemoveAnnotation] != "" {
+			t.Errorf("node %s changed under acting plan (resourceVersion %s, was %s; annotations %v)", n.Name, n.ResourceVersion, nodesBefore[n.Name], n.Annotations)
+		}
+	}
+	if r, _, err := c.Client(t, testkit.ControllerSA).SwapStore(c.Namespace).Reports(f.ctx); err != nil || len(r) != 0 {
+		t.Errorf("actuator records under acting plan: %v, %v", r, err)
 	}
 }
