@@ -143,6 +143,7 @@ and 0 on SIGTERM.`,
 		if err != nil {
 			return usageError(err)
 		}
+		client.Rewatch(actuator.RetryEvery(s))
 		journal := client.NewJournalInformer(s.Namespace)
 		a, err := actuator.New(actuator.Config{
 			Node:     node,

@@ -115,6 +115,12 @@ worth). While it leads it names its page in the Endpoints of the Service
 		if err != nil {
 			return usageErrorf("kubernetes client: %w", err)
 		}
+		if s.Acts() {
+			// A swap removes a server's etcd member, whose API server
+			// then serves no events until k3s restarts there: the
+			// informers make their watches anew each sample period.
+			client.Rewatch(s.SamplePeriod)
+		}
 		metrics := controller.NewMetrics()
 		page := statuspage.NewServer(statuspage.HistoryFor(s, controller.DecisionsPerPeriod), "controller "+kube.EventComponent)
 		page.SetRefresh(s.SamplePeriod)

@@ -37,10 +37,13 @@ type JournalInformer struct {
 }
 
 // NewJournalInformer makes the informer of namespace's journal; Run runs it.
+// The actuator's client watches with Rewatch: the leaving voter's own API
+// server stops serving events once its member is removed, and the command
+// that fixes it (settle) is that host's actuator's to see.
 func (c *Client) NewJournalInformer(namespace string) *JournalInformer {
-	lw := configMapListWatch(configMapClient(c.watch, namespace), func(o *metav1.ListOptions) {
+	lw := c.rewatched(configMapListWatch(configMapClient(c.watch, namespace), func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", acting.JournalConfigMap).String()
-	})
+	}))
 	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{})
 	ji := &JournalInformer{informer: informer{inf: inf, what: "journal"}, changed: make(chan struct{}, 1)}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

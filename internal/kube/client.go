@@ -12,7 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -39,6 +41,32 @@ type Client struct {
 	// watch is rc without the client's timeout, for the informers: the
 	// timeout bounds a whole response, and would cut each watch after it.
 	watch rest.Interface
+	// rewatch, when set, is how long each informer's watch lasts before
+	// it is made anew (Rewatch).
+	rewatch time.Duration
+}
+
+// Rewatch makes every informer made by c from now on end each watch after
+// d (the API server ends it; at least a second) and make it anew, rather
+// than after client-go's 5 to 10 minutes. On k3s every server's API server
+// stands behind the kubernetes Service, and a server whose etcd member was
+// removed serves no more events until k3s restarts there (seen on real
+// k3s, test/acting): a swap removes one by design, so what acts watches
+// with it. A new watch goes through the Service again, to another server.
+func (c *Client) Rewatch(d time.Duration) { c.rewatch = d }
+
+// rewatched is lw with its watches bounded by c.rewatch, when set.
+func (c *Client) rewatched(lw *cache.ListWatch) *cache.ListWatch {
+	if c.rewatch <= 0 {
+		return lw
+	}
+	secs := max(int64(1), int64(c.rewatch/time.Second))
+	w := lw.WatchFuncWithContext
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.TimeoutSeconds = &secs
+		return w(ctx, o)
+	}
+	return lw
 }
 
 // Config is the configuration the client was made with (its rate, timeout

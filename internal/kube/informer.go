@@ -106,7 +106,7 @@ func (c *Client) nodeWatch(view func(*corev1.Node) *corev1.Node, selector string
 			return nodes.Watch(ctx, o)
 		},
 	}
-	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.Node{}, cache.SharedIndexInformerOptions{})
+	inf := cache.NewSharedIndexInformerWithOptions(c.rewatched(lw), &corev1.Node{}, cache.SharedIndexInformerOptions{})
 	// Set before the informer runs, which is the only time it takes one.
 	// Anything that is no Node (the cache's tombstone of a Node deleted
 	// while a watch was down) passes unchanged.

@@ -151,7 +151,7 @@ type CanVote func(node string) (canVote, known bool)
 // missing until its next write. Nil canVote holds every record.
 func (c *Client) NewRecordInformerHolding(namespace string, canVote CanVote) *RecordInformer {
 	lw := configMapListWatch(configMapClient(c.watch, namespace), func(o *metav1.ListOptions) { o.LabelSelector = record.Selector })
-	inf := cache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
+	inf := cache.NewSharedIndexInformerWithOptions(c.rewatched(lw), &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
 	// Set before the informer runs, which is the only time it takes one.
