@@ -131,7 +131,10 @@ and 0 on SIGTERM.`,
 			return usageError(err)
 		}
 		log := newLogger(cmd.ErrOrStderr(), "actuator")
-		client, err := kube.NewClient(kubeconfig)
+		// A swap stops the leaving voter's API server until k3s restarts
+		// there, which is this host's own command to see
+		// (kube.OneRequestPerConnection).
+		client, err := kube.NewClientWith(kubeconfig, kube.OneRequestPerConnection)
 		if err != nil {
 			return usageErrorf("kubernetes client: %w", err)
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/spf13/cobra"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
@@ -111,7 +113,13 @@ worth). While it leads it names its page in the Endpoints of the Service
 			log.Warn("a node's kubelet may set these labels on its own node, so a compromised node can mark itself eligible or pinned; keys under "+settings.NodeRestrictionPrefix+" are set by an administrator alone",
 				"settings", self, "eligible_label", s.EligibleLabel, "pinned_label", s.PinnedLabel)
 		}
-		client, err := kube.NewClient(kubeconfig)
+		var tune func(*rest.Config)
+		if s.Acts() {
+			// A swap stops one server's API server until k3s restarts
+			// there (kube.OneRequestPerConnection).
+			tune = kube.OneRequestPerConnection
+		}
+		client, err := kube.NewClientWith(kubeconfig, tune)
 		if err != nil {
 			return usageErrorf("kubernetes client: %w", err)
 		}

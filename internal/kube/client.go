@@ -84,6 +84,12 @@ func (c *Client) ConfigMapClient(namespace string) ConfigMapClient {
 // pod's in-cluster configuration (its ServiceAccount token) when the path is
 // empty.
 func NewClient(kubeconfigPath string) (*Client, error) {
+	return NewClientWith(kubeconfigPath, nil)
+}
+
+// NewClientWith is NewClient with tune applied to the configuration first
+// (OneRequestPerConnection, say); nil for none.
+func NewClientWith(kubeconfigPath string, tune func(*rest.Config)) (*Client, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfigPath == "" {
@@ -97,7 +103,25 @@ func NewClient(kubeconfigPath string) (*Client, error) {
 			return nil, fmt.Errorf("read kubeconfig %s: %w", kubeconfigPath, err)
 		}
 	}
+	if tune != nil {
+		tune(cfg)
+	}
 	return NewClientForConfig(cfg)
+}
+
+// OneRequestPerConnection makes cfg's client speak HTTP/1.1, one request
+// on a connection at a time, rather than HTTP/2's one connection for all.
+// On k3s every server's API server stands behind the kubernetes Service,
+// and a swap removes one server's etcd member, after which its API server
+// answers nothing (nor fails) until k3s restarts there: an HTTP/2
+// connection that landed on it (it still answers pings) carries every
+// request into it, each timing out, for as long as the connection lives;
+// on real k3s both controllers lost their Lease so and the swap stopped.
+// Over HTTP/1.1 a request that times out closes its own connection, and
+// the next dials anew through the Service, which no longer names that
+// server once its API server stops renewing its endpoint lease.
+func OneRequestPerConnection(cfg *rest.Config) {
+	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
 }
 
 // NewClientForConfig connects with cfg, setting the rate and timeout above
