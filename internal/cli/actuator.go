@@ -146,7 +146,9 @@ and 0 on SIGTERM.`,
 		if err != nil {
 			return usageError(err)
 		}
-		client.Rewatch(actuator.RetryEvery(s))
+		if err := client.Rewatch(actuator.RetryEvery(s)); err != nil {
+			return err
+		}
 		journal := client.NewJournalInformer(s.Namespace)
 		a, err := actuator.New(actuator.Config{
 			Node:     node,

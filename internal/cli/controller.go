@@ -127,7 +127,9 @@ worth). While it leads it names its page in the Endpoints of the Service
 			// A swap removes a server's etcd member, whose API server
 			// then serves no events until k3s restarts there: the
 			// informers make their watches anew each sample period.
-			client.Rewatch(s.SamplePeriod)
+			if err := client.Rewatch(s.SamplePeriod); err != nil {
+				return err
+			}
 		}
 		metrics := controller.NewMetrics()
 		page := statuspage.NewServer(statuspage.HistoryFor(s, controller.DecisionsPerPeriod), "controller "+kube.EventComponent)

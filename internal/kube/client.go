@@ -53,7 +53,25 @@ type Client struct {
 // removed serves no more events until k3s restarts there (seen on real
 // k3s, test/acting): a swap removes one by design, so what acts watches
 // with it. A new watch goes through the Service again, to another server.
-func (c *Client) Rewatch(d time.Duration) { c.rewatch = d }
+//
+// Each list and watch is then also bounded on this side, at d and the
+// client's request timeout more: a stopped API server may not even answer
+// a watch's end, and an informer whose list or watch never returns is
+// stuck for good (seen on real k3s: the leaving voter's actuator, its
+// watch on its own API server, never saw the settle command).
+func (c *Client) Rewatch(d time.Duration) error {
+	wcfg := rest.CopyConfig(c.cfg)
+	wcfg.Timeout = max(d, time.Second) + clientTimeout
+	if wcfg.AcceptContentTypes == "" {
+		wcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	w, err := newCoreREST(wcfg)
+	if err != nil {
+		return err
+	}
+	c.watch, c.rewatch = w, d
+	return nil
+}
 
 // rewatched is lw with its watches bounded by c.rewatch, when set.
 func (c *Client) rewatched(lw *cache.ListWatch) *cache.ListWatch {

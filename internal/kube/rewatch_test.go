@@ -26,8 +26,7 @@ func TestRewatchBoundsTheWatches(t *testing.T) {
 			got = o.TimeoutSeconds
 			return watch.NewFake(), nil
 		}}
-		c := &Client{}
-		c.Rewatch(tc.rewatch)
+		c := &Client{rewatch: tc.rewatch}
 		if _, err := c.rewatched(lw).WatchFuncWithContext(context.Background(), metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
