@@ -200,6 +200,9 @@ const (
 	SwapCooldown = time.Hour
 	// swapsWindow is the span swaps are counted over for the daily cap.
 	swapsWindow = 24 * time.Hour
+	// APIRequestTimeout is how long fleet-role's clients wait for one API
+	// request (internal/kube's request timeout; a test holds them equal).
+	APIRequestTimeout = 10 * time.Second
 )
 
 // stableFor is how long S must hold its vote, fit, before X goes: two of
@@ -223,7 +226,7 @@ func deadline(s settings.Settings, n StepName) Deadline {
 		}
 		return secs(2*s.SamplePeriod, "two sample periods: the actuator reports at its host's next record write, one missed")
 	case StepMoveLeader:
-		return secs(2*s.SamplePeriod+2*s.ElectionTimeout, "two sample periods for the leaving voter's record to show it no longer leads (one missed), plus two election timeouts: etcd's MoveLeader waits up to one for the new leader")
+		return secs(2*s.SamplePeriod+2*s.ElectionTimeout+2*APIRequestTimeout, "two sample periods for a record to show the new leader (one missed), two election timeouts (etcd's MoveLeader waits up to one for the new leader), and two API request timeouts for the leaving voter's actuator to read the command and report, over the host's own path, which is slow by this swap's very cause")
 	case StepRemove:
 		return secs(2*k3sRemovalTimeout, "twice k3s's 1 min removal timeout (removalTimeout): one retry of its member controller")
 	}

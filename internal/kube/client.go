@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fleet-role/fleet-role/internal/acting"
 )
 
 // Client settings. Each component makes a request or two a period (the
@@ -28,7 +30,7 @@ import (
 const (
 	clientQPS       = 5
 	clientBurst     = 10
-	clientTimeout   = 10 * time.Second
+	clientTimeout   = acting.APIRequestTimeout
 	fieldManager    = "fleet-role"
 	clientUserAgent = "fleet-role"
 )
