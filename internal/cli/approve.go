@@ -42,7 +42,7 @@ the one its operator read. An approval is for one swap: once a swap of that
 plan has ended, done or aborted, approve it again for another.
 
 Only those allowed to write ` + acting.ApprovalConfigMap + ` may approve: the
-ClusterRole fleet-role-approver (deploy/acting) grants it, and the API
+Role fleet-role-approver (deploy/acting) grants it, and the API
 server's audit log records who did. --withdraw takes an approval back
 before the swap starts; a swap already under way goes on (set acting to plan
 and restart the controller to stop it between steps).
