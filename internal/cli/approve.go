@@ -145,7 +145,7 @@ func writeApproval(ctx context.Context, cfg *rest.Config, namespace, plan string
 	if err != nil {
 		var forbidden string
 		if apierrors.IsForbidden(err) {
-			forbidden = " (approving needs the ClusterRole fleet-role-approver, deploy/acting)"
+			forbidden = " (approving needs the Role fleet-role-approver, deploy/acting)"
 		}
 		return fmt.Errorf("write configmap %s/%s%s: %w", namespace, acting.ApprovalConfigMap, forbidden, err)
 	}
