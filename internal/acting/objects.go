@@ -19,7 +19,7 @@ const (
 
 	// ApprovalConfigMap holds the operator's approval: ApprovalKey the
 	// plan ID approved. `kubectl fleet-role approve PLAN` writes it; only
-	// those the fleet-role-approver ClusterRole is bound to may.
+	// those the Role fleet-role-approver is bound to may.
 	ApprovalConfigMap = "fleet-role-approval"
 	ApprovalKey       = "plan_id"
 
