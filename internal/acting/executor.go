@@ -161,7 +161,8 @@ func (r *round) reach(s *JournalStep) {
 func (r *round) end(s *JournalStep, st State, cause string) {
 	t := r.now
 	s.State, s.Ended, s.Held = st, &t, ""
-	if r.j.Command != nil && r.j.Command.Seq == s.Seq {
+	// The removal's command is X's settle, which outlives it.
+	if r.j.Command != nil && r.j.Command.Seq == s.Seq && !(s.Name == StepRemove && st == StateDone) {
 		r.j.Command = nil
 	}
 	r.event(string(s.Name), string(st), cause)
@@ -309,6 +310,12 @@ func (r *round) otherLeads() bool {
 	return false
 }
 
+// armed: h's actuator took up command seq of this plan (it waits for its
+// condition), or carried it out.
+func (r *round) armed(h *Host, seq int) bool {
+	return seq > 0 && h.Report != nil && h.Report.PlanID == r.j.PlanID && h.Report.Seq == seq && (h.Report.Armed || h.Report.Done)
+}
+
 // reported: h's actuator carried out command seq of this plan.
 func (r *round) reported(h *Host, seq int) bool {
 	return seq > 0 && h.Report != nil && h.Report.PlanID == r.j.PlanID && h.Report.Seq == seq && h.Report.Done
@@ -351,7 +358,12 @@ func (r *round) watch(s *JournalStep) {
 			r.fail(s, CauseRefused)
 			return
 		}
-		r.annotate = x.Name
+		// The removal is asked for only once X's actuator holds the
+		// settle command: past the removal, X's API server serves no more,
+		// and the actuator could read no command from the journal.
+		if r.armed(x, s.Seq) {
+			r.annotate = x.Name
+		}
 	}
 }
 
@@ -373,11 +385,28 @@ func (r *round) issue(s *JournalStep) {
 		}
 		s.Seq = r.command(x, VerbMoveLeader, to, false)
 	case StepRemove:
-		r.annotate = x
+		// X's settle goes out with the removal: the annotation follows
+		// once X's actuator reports it armed (watch).
+		s.Seq = r.command(x, VerbSettle, "", true)
 	case StepSettle:
-		s.Seq = r.command(x, VerbRestart, "", true)
+		if rm := r.j.step(StepRemove); rm.Seq > 0 && r.j.Command != nil && r.j.Command.Seq == rm.Seq {
+			// The settle command the removal went out with carries on.
+			s.Seq = rm.Seq
+		} else {
+			// X left etcd before the removal was asked for (an unplanned
+			// restart once the standby drop-in was written): settle now.
+			s.Seq = r.command(x, VerbSettle, "", true)
+		}
 	}
 	r.event(string(s.Name), string(StateRunning), "")
+}
+
+// removalAsked: k3s was asked to remove X (the Node carries the request,
+// or k3s's annotation), or X is already no voter. Until then a remove step
+// that fails (X's actuator never armed its settle) has changed nothing.
+func (r *round) removalAsked() bool {
+	x := r.host(r.j.Out.Node)
+	return x.RemoveRequested == r.j.PlanID || x.RemoveAnnotation || !x.Voter
 }
 
 func (r *round) memberHost(id string) *Host {
@@ -395,13 +424,13 @@ func (r *round) command(host string, v Verb, target string, restart bool) int {
 	return r.j.Seq
 }
 
-// fail ends step s as failed: before the leaving voter is removed the swap
-// aborts, undoing what was done; from remove on it halts, since the only
-// way back would re-add the unfit voter.
+// fail ends step s as failed: before the leaving voter's removal is asked
+// for the swap aborts, undoing what was done; from then on it halts, since
+// the only way back would re-add the unfit voter.
 func (r *round) fail(s *JournalStep, cause string) {
 	r.end(s, StateFailed, cause)
 	r.j.Command = nil
-	if stepIndex(s.Name) >= stepIndex(StepRemove) {
+	if stepIndex(s.Name) > stepIndex(StepRemove) || (s.Name == StepRemove && r.removalAsked()) {
 		r.j.Phase, r.j.Halt = PhaseHalted, cause
 		r.event("halt", string(PhaseHalted), cause)
 		return
@@ -411,7 +440,20 @@ func (r *round) fail(s *JournalStep, cause string) {
 		a.Undo = append(a.Undo, UndoRestoreOut)
 	}
 	if r.j.step(StepAdmit).Seq > 0 {
-		a.Undo = append(a.Undo, UndoRemoveIn, UndoStandbyIn)
+		if r.host(r.j.In.Node).Voter {
+			// A voter's k3s serves its API from its own member: removed
+			// from under it, its host serves no API, and its actuator
+			// could read no standby-in. So the newcomer goes first as
+			// k3s has a server leave etcd: its drop-in a standby's, its
+			// k3s restarted, which removes its member itself (RemoveSelf);
+			// remove-in then finds it gone.
+			a.Undo = append(a.Undo, UndoStandbyIn, UndoRemoveIn)
+		} else {
+			// A learner's API server never served (its host reaches the
+			// API through the others'): removed from the voters' side
+			// first, which needs nothing of it (it may be cut off).
+			a.Undo = append(a.Undo, UndoRemoveIn, UndoStandbyIn)
+		}
 	}
 	r.j.Phase, r.j.Abort = PhaseAborting, a
 	r.event("abort", string(PhaseAborting), cause)

@@ -362,3 +362,90 @@ func TestLeadershipMovesFirst(t *testing.T) {
 		t.Errorf("steps done in the order %s, want %s", strings.Join(order, ","), want)
 	}
 }
+
+// TestSettleArmedBeforeTheRemoval: k3s is asked to remove the leaving
+// voter only once its actuator holds the settle, since past the removal
+// its host serves no API (the model's apiDown); the settle then needs
+// nothing but the local member, and is the same command through remove
+// and settle.
+func TestSettleArmedBeforeTheRemoval(t *testing.T) {
+	m := newModel("a")
+	var armedAt, annotatedAt, removedAt int
+	for i := 1; i < roundsLimit(m.s); i++ {
+		m.round(settings.ActingGuided, killNone)
+		x := m.hosts["x"]
+		if armedAt == 0 && x.armed != nil {
+			armedAt = i
+		}
+		if annotatedAt == 0 && x.removeReq != "" {
+			annotatedAt = i
+			if c := m.journal.Command; c == nil || c.Verb != VerbSettle || c.Host != "x" || c.Seq != m.journal.step(StepRemove).Seq {
+				t.Fatalf("removal asked with command %+v, want x's settle, the remove step's", c)
+			}
+		}
+		if removedAt == 0 && m.members["x"] == nil {
+			removedAt = i
+		}
+		if !m.journal.Phase.Open() {
+			break
+		}
+		m.step()
+	}
+	checkSwapped(t, m)
+	if !(armedAt > 0 && armedAt <= annotatedAt && annotatedAt <= removedAt) {
+		t.Errorf("x's settle armed in round %d, the removal asked in %d, x removed in %d: want armed, then asked, then removed\n%s",
+			armedAt, annotatedAt, removedAt, strings.Join(m.log, "\n"))
+	}
+	if rm, st := m.journal.step(StepRemove), m.journal.step(StepSettle); rm.Seq == 0 || st.Seq != rm.Seq {
+		t.Errorf("remove's command %d, settle's %d: want one settle command through both", rm.Seq, st.Seq)
+	}
+}
+
+// TestRemoveFailsBeforeTheRequestAborts: the leaving voter's actuator
+// never arms its settle (it is cut off once the standby drop-in is
+// written): the removal is never asked for, and at remove's deadline the
+// swap, having removed nothing, rolls back rather than halts (x mended,
+// its drop-in a voter's again). Once the removal is asked for, the same
+// deadline halts it.
+func TestRemoveFailsBeforeTheRequestAborts(t *testing.T) {
+	m := newModel("a")
+	_, ok := drive(m, -1, killNone, false, func() {
+		switch j := m.journal; {
+		case j == nil:
+		case j.step(StepRemove).State == StateRunning && m.hosts["x"].report.Seq != j.step(StepRemove).Seq:
+			m.hosts["x"].cut = true
+		case j.Phase == PhaseAborting:
+			m.hosts["x"].cut = false
+		}
+	})
+	j := m.journal
+	if !ok || j.Phase != PhaseAborted || j.Abort == nil || j.Abort.Step != StepRemove || j.Abort.Cause != CauseDeadline {
+		t.Fatalf("phase %s abort %+v: want aborted at remove's deadline\n%s", j.Phase, j.Abort, strings.Join(m.log, "\n"))
+	}
+	if got := strings.Join(m.voters(), ","); got != "a,b,x" || !m.hosts["x"].etcdOn || m.hosts["x"].removeReq != "" {
+		t.Errorf("voters %s, x etcd on %v, removal asked %q: want a,b,x, x's drop-in a voter's, no removal asked", got, m.hosts["x"].etcdOn, m.hosts["x"].removeReq)
+	}
+	checkSafe(t, m)
+
+	// Asked: the Node carries the request and k3s never answers.
+	m = newModel("a")
+	for i := 0; i < roundsLimit(m.s) && m.hosts["x"].removeReq == ""; i++ {
+		m.round(settings.ActingGuided, killNone)
+		m.step()
+	}
+	rm := m.journal.step(StepRemove)
+	if m.hosts["x"].removeReq == "" || rm.State != StateRunning {
+		t.Fatalf("the removal was never asked for: remove %s", rm.State)
+	}
+	w := m.world()
+	for i := range w.Hosts {
+		if h := &w.Hosts[i]; h.Name == "x" {
+			h.Voter, h.Removed, h.RemoveAnnotation = true, false, true
+		}
+	}
+	w.Now = rm.Deadline.Add(time.Millisecond)
+	out := Next(m.journal, w, settings.ActingGuided, 1)
+	if out.Journal == nil || out.Journal.Phase != PhaseHalted || out.Journal.Halt != CauseDeadline {
+		t.Errorf("the removal asked, its deadline passed: %+v, want halted at the deadline", out.Journal)
+	}
+}

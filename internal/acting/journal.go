@@ -45,8 +45,13 @@ const (
 	VerbEtcdOn Verb = "etcd-on"
 	// VerbEtcdOff writes DropInStandby; with Restart, restarts k3s.
 	VerbEtcdOff Verb = "etcd-off"
-	// VerbRestart restarts k3s, its drop-in as it is.
-	VerbRestart Verb = "restart"
+	// VerbSettle restarts k3s, its drop-in as it is, once the host's own
+	// etcd member is out of etcd. The actuator takes it up (reports it
+	// armed) before the controller asks k3s for the removal, and then
+	// waits on its local member alone: once the member is removed, the
+	// host's API server stops serving (it has no etcd), and with it, for
+	// that host's actuator, every read of the journal.
+	VerbSettle Verb = "settle"
 	// VerbMoveLeader moves etcd's leadership from the host's own member,
 	// if it leads, to Target.
 	VerbMoveLeader Verb = "move-leader"
@@ -80,6 +85,10 @@ type Report struct {
 	// it failed.
 	Refused string `json:"refused,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Armed: the command is taken up and waits for its condition (a
+	// settle, for the host's member to be removed); Done follows once it
+	// is carried out.
+	Armed bool `json:"armed,omitempty"`
 }
 
 // JournalStep is one step as the journal holds it.
@@ -101,17 +110,22 @@ type JournalStep struct {
 // Undo is one step of an abort.
 type Undo string
 
-// Undo steps, in the order an abort takes them.
+// Undo steps. An abort takes restore-out first; then, for a newcomer still
+// a learner, remove-in and standby-in; for one promoted to voter,
+// standby-in and remove-in (a voter's host serves its API from its own
+// member, so removed from under it, its actuator would read no
+// standby-in; its own restart removes it instead).
 const (
 	// UndoRestoreOut writes DropInVoter back on X, without a restart: the
 	// pre-write is taken back before anything else, so that X, if it
 	// restarts, stays a voter.
 	UndoRestoreOut Undo = "restore-out"
 	// UndoRemoveIn removes S's member, learner or voter, from a voter host
-	// (S itself may be cut off).
+	// (S itself may be cut off); found done when S's restart removed it.
 	UndoRemoveIn Undo = "remove-in"
 	// UndoStandbyIn writes DropInStandby on S and restarts it, so that S
-	// never joins again by itself.
+	// never joins again by itself (and, a member still, leaves etcd as
+	// k3s's RemoveSelf has it).
 	UndoStandbyIn Undo = "standby-in"
 )
 

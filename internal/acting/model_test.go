@@ -61,6 +61,12 @@ type mhost struct {
 	// removed: k3s's member controller removed its member and wrote
 	// removed-node-name (its etcd label stays until k3s restarts).
 	removed bool
+	// armed is the settle its actuator took up, waiting for its member
+	// to leave etcd.
+	armed *Command
+	// apiDown: its voter member was removed from under it; its actuator
+	// reaches no API server until k3s restarts there.
+	apiDown bool
 }
 
 type mmember struct {
@@ -110,6 +116,11 @@ func (m *model) addMember(host string, learner bool) {
 }
 
 func (m *model) removeMember(host string) {
+	// A voter's k3s serves its API from its own member: removed from
+	// under it, the host serves no API until k3s restarts there (a
+	// learner's API server never served, test/acting saw the standby's
+	// reach the API through the other servers').
+	m.hosts[host].apiDown = !m.members[host].learner
 	delete(m.members, host)
 	if m.leader == host {
 		m.leader = m.longestVoter()
@@ -202,14 +213,16 @@ func (m *model) restarted(h *mhost) {
 	h.ready = true
 	if !h.etcdOn {
 		if m.members[h.name] != nil {
-			// RemoveSelf, through the etcd proxy.
+			// RemoveSelf, through the etcd proxy, as it starts: its API
+			// server serves from the others' members.
 			m.removeMember(h.name)
 		}
+		h.apiDown = false
 		h.etcdLabel, h.nodeNamed, h.tombstoned = false, false, false
 		m.logf("restarted %s control-plane only", h.name)
 		return
 	}
-	h.tombstoned = false
+	h.tombstoned, h.apiDown = false, false
 	m.logf("restarted %s with etcd", h.name)
 }
 
@@ -261,8 +274,23 @@ func (m *model) memberController() {
 
 // actuate is one host's actuator reading the journal.
 func (m *model) actuate(h *mhost) {
+	if h.cut {
+		return
+	}
+	if c := h.armed; c != nil {
+		// An armed settle waits on the local member alone.
+		if m.members[h.name] == nil {
+			h.armed = nil
+			m.executed[fmt.Sprintf("%s/%d", c.PlanID, c.Seq)]++
+			m.logf("actuator %s: settle, its member gone", h.name)
+			h.ready = false
+			h.restartAt = m.now.Add(2 * modelTick)
+			h.report = &Report{PlanID: c.PlanID, Seq: c.Seq, Term: c.Term, Done: true}
+		}
+		return
+	}
 	j := m.journal
-	if h.cut || j == nil || j.Command == nil || j.Command.Host != h.name {
+	if h.apiDown || j == nil || j.Command == nil || j.Command.Host != h.name {
 		return
 	}
 	c := j.Command
@@ -272,6 +300,15 @@ func (m *model) actuate(h *mhost) {
 	}
 	if c.Term < m.lease {
 		h.report = &Report{PlanID: c.PlanID, Seq: c.Seq, Term: c.Term, Refused: "stale term"}
+		return
+	}
+	if c.Verb == VerbSettle {
+		if r := h.report; r == nil || r.PlanID != c.PlanID || r.Seq != c.Seq || !(r.Armed || r.Done) {
+			armed := *c
+			h.armed = &armed
+			h.report = &Report{PlanID: c.PlanID, Seq: c.Seq, Term: c.Term, Armed: true}
+			m.logf("actuator %s: settle armed", h.name)
+		}
 		return
 	}
 	if m.executed[key] > 0 {
@@ -306,7 +343,7 @@ func (m *model) actuate(h *mhost) {
 			}
 		}
 	}
-	if c.Restart || c.Verb == VerbRestart {
+	if c.Restart {
 		h.ready = false
 		h.restartAt = m.now.Add(2 * modelTick)
 	}

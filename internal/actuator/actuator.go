@@ -195,6 +195,10 @@ func (a *Actuator) Round(ctx context.Context) {
 			ectx, cancel := a.timeout(ctx, EtcdTimeout(a.cfg.Settings))
 			v, err := a.cfg.Etcd.View(ectx)
 			cancel()
+			if err != nil && NotServing(err) && d.Command.Verb == acting.VerbSettle {
+				in.EtcdNotServing = true
+				continue
+			}
 			if err != nil {
 				a.idle("cannot read the local etcd member; trying again", slog.String("command", cmdName(d.Command)), slog.String("err", err.Error()))
 				return
@@ -218,6 +222,13 @@ func (a *Actuator) carry(ctx context.Context, d Decision) {
 			a.idle(d.Detail, slog.String("code", string(d.Code)), slog.String("command", cmdName(d.Command)))
 		}
 	case KindPublish:
+		a.publish(ctx, d.Report)
+	case KindArm:
+		if err := a.record(d.Entry); err != nil {
+			log.Error("cannot write the local state; the command waits", "command", cmdName(d.Command), "err", err)
+			return
+		}
+		log.Info("command armed: k3s restarts once the local member is out of etcd", "command", cmdName(d.Command), "verb", d.Command.Verb)
 		a.publish(ctx, d.Report)
 	case KindRefuse, KindInterrupted:
 		if err := a.record(d.Entry); err != nil {

@@ -3,10 +3,13 @@ package actuator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,12 +59,18 @@ func (f *fakeRecord) Put(_ context.Context, r acting.Report) error {
 
 type fakeEtcd struct {
 	view    EtcdView
+	viewErr error
 	moved   []uint64
 	removed []uint64
 	err     error
 }
 
-func (f *fakeEtcd) View(context.Context) (EtcdView, error) { return f.view, nil }
+func (f *fakeEtcd) View(context.Context) (EtcdView, error) {
+	if f.viewErr != nil {
+		return EtcdView{}, f.viewErr
+	}
+	return f.view, nil
+}
 func (f *fakeEtcd) MoveLeader(_ context.Context, to uint64) error {
 	f.moved = append(f.moved, to)
 	return f.err
@@ -198,7 +207,7 @@ func (b *blockingRestarter) String() string { return "blocking" }
 // next start: reported failed as interrupted, not carried out again.
 func TestInterruptedNotRedone(t *testing.T) {
 	r := newRig(t)
-	r.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbRestart, "", true))
+	r.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbEtcdOn, "", true))
 	a := r.start(t, nil)
 	// Stop it mid-restart: the round's context ends while the restart
 	// blocks, as SIGTERM would; what the state holds is what a killed
@@ -297,7 +306,7 @@ func TestFileRestartDeadlineOnTheClock(t *testing.T) {
 	r := newRig(t)
 	dir := t.TempDir()
 	fr := &FileRestarter{Dir: dir, Clock: r.clock}
-	r.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbRestart, "", true))
+	r.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbEtcdOn, "", true))
 	a := r.start(t, fr)
 	done := make(chan struct{})
 	go func() { a.Round(context.Background()); close(done) }()
@@ -472,5 +481,52 @@ func TestRunRetriesOnTheClock(t *testing.T) {
 	})
 	if reads() != 2 || r.dropIn(t) != acting.DropInStandby {
 		t.Fatalf("after RetryEvery: %d reads, drop-in %q", reads(), r.dropIn(t))
+	}
+}
+
+// downLease is the Lease of a host whose API server stopped: every read
+// fails.
+type downLease struct{}
+
+func (downLease) Term(context.Context) (int32, bool, error) {
+	return 0, false, errors.New("the host's API server serves no more")
+}
+
+// A settle on the real state file: armed and reported; an actuator started
+// again meanwhile waits on; once the local etcd refuses connections (a
+// removed member's etcd closes) k3s is restarted once, with no Lease read
+// (the host's API server stopped with its member), and reported done.
+func TestSettleRestartsOnceTheMemberIsGone(t *testing.T) {
+	r := newRig(t)
+	r.etcd.view = *view(false)
+	r.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbSettle, "", true))
+	a := r.start(t, nil)
+	a.Round(context.Background())
+	if got := r.lastReport(t); !got.Armed || got.Done || len(r.restarts.tokens) != 0 {
+		t.Fatalf("after the first round: report %+v, restarts %v; want armed, none", got, r.restarts.tokens)
+	}
+	a.cfg.Lease = downLease{}
+	a = r.start(t, nil)
+	a.cfg.Lease = downLease{}
+	r.clock.Step(time.Second)
+	a.Round(context.Background())
+	if len(r.restarts.tokens) != 0 {
+		t.Fatalf("restarted while the member is still in: %v", r.restarts.tokens)
+	}
+	r.etcd.viewErr = fmt.Errorf("etcd /v3/maintenance/status: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
+	a.Round(context.Background())
+	a.Round(context.Background())
+	if got := r.lastReport(t); !got.Done || got.Armed || len(r.restarts.tokens) != 1 {
+		t.Fatalf("once the member is gone: report %+v, restarts %v; want done, one restart", got, r.restarts.tokens)
+	}
+	// Any other failure to read etcd is waited out, not taken for a removal.
+	r2 := newRig(t)
+	r2.etcd.viewErr = context.DeadlineExceeded
+	r2.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbSettle, "", true))
+	a2 := r2.start(t, nil)
+	a2.Round(context.Background())
+	a2.Round(context.Background())
+	if len(r2.restarts.tokens) != 0 {
+		t.Errorf("restarted on an etcd read that timed out: %v", r2.restarts.tokens)
 	}
 }

@@ -29,6 +29,9 @@ const (
 	// CodeReported: the record already reports this command (the local
 	// state was lost): not taken up again.
 	CodeReported Code = "reported"
+	// CodeAwaitingRemoval: a settle is armed and the local member is
+	// still in etcd.
+	CodeAwaitingRemoval Code = "awaiting_removal"
 
 	// Refusals.
 	CodeStaleTerm      Code = "stale_term"       // the command's term is below the Lease's leaseTransitions: a deposed controller's
@@ -66,6 +69,9 @@ const (
 	// KindAct: record Entry (started) in the state, carry out Action,
 	// record how it ended, publish its report.
 	KindAct Kind = "act"
+	// KindArm: record Entry (armed) in the state, then publish Report: a
+	// settle taken up, waiting for the host's member to leave etcd.
+	KindArm Kind = "arm"
 )
 
 // ActionKind names what an Action does.
@@ -126,9 +132,12 @@ type Input struct {
 	// (nil for none or not read).
 	State     State
 	Published *acting.Report
-	// Etcd is the local member's view, nil until read (KindNeedEtcd).
-	Etcd *EtcdView
-	Now  time.Time
+	// Etcd is the local member's view, nil until read (KindNeedEtcd);
+	// EtcdNotServing says it was asked and nothing listens on its port (a
+	// removed member's etcd is closed; so is a host's whose k3s is down).
+	Etcd           *EtcdView
+	EtcdNotServing bool
+	Now            time.Time
 }
 
 // Decision is what the actuator does next.
@@ -158,6 +167,8 @@ func Decide(in Input) Decision {
 	}
 	if e := in.State.Find(c.PlanID, c.Seq); e != nil {
 		switch {
+		case e.Armed && e.Ended == nil:
+			return awaitRemoval(in, c, e)
 		case e.Ended == nil:
 			ended := *e
 			t := in.Now
@@ -198,15 +209,43 @@ func Decide(in Input) Decision {
 		return act(in, c, Action{Kind: ActWriteDropIn, DropIn: acting.DropInVoter, Restart: c.Restart})
 	case acting.VerbEtcdOff:
 		return act(in, c, Action{Kind: ActWriteDropIn, DropIn: acting.DropInStandby, Restart: c.Restart})
-	case acting.VerbRestart:
-		return act(in, c, Action{Kind: ActRestart, Restart: true})
+	case acting.VerbSettle:
+		// Armed at once: the term and the plan are judged now, while the
+		// host's API server still serves; what follows needs only the
+		// local member.
+		e := entryOf(c, in.Now)
+		e.Armed = true
+		return Decision{Kind: KindArm, Command: c, Entry: e, Report: e.Report()}
 	case acting.VerbMoveLeader:
 		return moveLeader(in, c)
 	case acting.VerbRemoveMember:
 		return removeMember(in, j, c)
 	}
 	return refuse(in, c, CodeUnknownVerb, fmt.Sprintf("verb %q is none of %s, %s, %s, %s, %s", c.Verb,
-		acting.VerbEtcdOn, acting.VerbEtcdOff, acting.VerbRestart, acting.VerbMoveLeader, acting.VerbRemoveMember))
+		acting.VerbEtcdOn, acting.VerbEtcdOff, acting.VerbSettle, acting.VerbMoveLeader, acting.VerbRemoveMember))
+}
+
+// awaitRemoval carries an armed settle on: k3s is restarted once the local
+// member is out of etcd (its member list lacks it, or its etcd no longer
+// listens, as a removed member's does not); until then the armed report
+// is published and the actuator waits. Nothing here reads the API: the
+// host's API server stops serving with its member. An etcd that does not
+// listen because k3s is down is restarted too: the standby drop-in is on
+// the host (prewrite), so a k3s start removes the member itself
+// (RemoveSelf) as the removal asked for would.
+func awaitRemoval(in Input, c acting.Command, e *Entry) Decision {
+	if in.Etcd == nil && !in.EtcdNotServing {
+		return Decision{Kind: KindNeedEtcd, Command: c}
+	}
+	if in.EtcdNotServing {
+		return act(in, c, Action{Kind: ActRestart, Restart: true})
+	}
+	v := in.Etcd
+	if !slices.ContainsFunc(v.Members, func(m Member) bool { return m.ID == v.Self }) {
+		return act(in, c, Action{Kind: ActRestart, Restart: true})
+	}
+	return publish(in, e.Report(), Decision{Kind: KindIdle, Command: c, Code: CodeAwaitingRemoval,
+		Detail: fmt.Sprintf("the local member %s is still in etcd: k3s restarts once it is removed", FormatMemberID(v.Self))})
 }
 
 // moveLeader hands leadership to the target when the local member leads.

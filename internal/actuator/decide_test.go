@@ -109,7 +109,7 @@ func TestTermFence(t *testing.T) {
 }
 
 func TestLeaseNeededAndAbsent(t *testing.T) {
-	i := in(journal(acting.PhaseRunning, cmd(acting.VerbRestart, "", true)))
+	i := in(journal(acting.PhaseRunning, cmd(acting.VerbEtcdOn, "", true)))
 	i.Term = nil
 	if d := Decide(i); d.Kind != KindNeedLease {
 		t.Errorf("no term: %+v, want need_lease", d)
@@ -155,7 +155,6 @@ func TestVerbActions(t *testing.T) {
 		{cmd(acting.VerbEtcdOn, "", false), Action{Kind: ActWriteDropIn, DropIn: acting.DropInVoter}},
 		{cmd(acting.VerbEtcdOff, "", true), Action{Kind: ActWriteDropIn, DropIn: acting.DropInStandby, Restart: true}},
 		{cmd(acting.VerbEtcdOff, "", false), Action{Kind: ActWriteDropIn, DropIn: acting.DropInStandby}},
-		{cmd(acting.VerbRestart, "", true), Action{Kind: ActRestart, Restart: true}},
 	} {
 		d := Decide(in(journal(acting.PhaseRunning, c.c)))
 		if d.Kind != KindAct || d.Action != c.want {
@@ -163,6 +162,45 @@ func TestVerbActions(t *testing.T) {
 		}
 		if d.Entry.Ended != nil || d.Entry.PlanID != planID || d.Entry.Seq != 3 || !d.Entry.Started.Equal(t0) {
 			t.Errorf("%s: entry %+v, want started at %v, not ended", c.c.Verb, d.Entry, t0)
+		}
+	}
+}
+
+// A settle arms at once (no etcd read: the term and plan are judged while
+// the API serves), then restarts k3s only once the local member is out of
+// etcd: the member list lacks it, or nothing listens on its port. While it
+// waits it asks nothing of the API (no Lease read), and it outlives the
+// journal it came in (an actuator restarted meanwhile waits on).
+func TestSettleArmsThenWaitsForTheRemoval(t *testing.T) {
+	c := cmd(acting.VerbSettle, "", true)
+	j := journal(acting.PhaseRunning, c)
+	d := Decide(in(j))
+	if d.Kind != KindArm || !d.Entry.Armed || d.Entry.Ended != nil || !d.Report.Armed || d.Report.Done {
+		t.Fatalf("settle taken up: %+v, want armed, reported armed", d)
+	}
+	armed := Input{Node: self, Journal: j, State: State{Schema: StateSchema, Node: self}.With(d.Entry), Now: t0.Add(time.Second)}
+	// No Term: the Lease is not read again once armed.
+	if d := Decide(armed); d.Kind != KindNeedEtcd {
+		t.Fatalf("armed, nothing read yet: %+v, want the etcd view asked for", d)
+	}
+	armed.Etcd = view(false)
+	d2 := Decide(armed)
+	if d2.Kind != KindPublish || !d2.Report.Armed {
+		t.Fatalf("armed, the member still in, the report not yet written: %+v, want the armed report published", d2)
+	}
+	armed.Published = &d2.Report
+	if d := Decide(armed); d.Kind != KindIdle || d.Code != CodeAwaitingRemoval {
+		t.Fatalf("armed, the member still in: %+v, want idle, %s", d, CodeAwaitingRemoval)
+	}
+	gone := *view(false)
+	gone.Members = gone.Members[1:]
+	for name, in := range map[string]Input{
+		"member list lacks it": func() Input { i := armed; i.Etcd = &gone; return i }(),
+		"etcd not serving":     func() Input { i := armed; i.Etcd, i.EtcdNotServing = nil, true; return i }(),
+	} {
+		d := Decide(in)
+		if d.Kind != KindAct || d.Action != (Action{Kind: ActRestart, Restart: true}) || d.Entry.Armed || d.Entry.Ended != nil {
+			t.Errorf("%s: %+v, want k3s restarted, the entry started", name, d)
 		}
 	}
 }
@@ -312,7 +350,7 @@ func TestRefusalJudgedAgainAtANewerTerm(t *testing.T) {
 func TestPendingReportPublished(t *testing.T) {
 	at := t0
 	e := Entry{PlanID: planID, Seq: 2, Term: leaseTerm, Verb: acting.VerbEtcdOn, Started: t0, Ended: &at, Outcome: OutcomeDone}
-	other := cmd(acting.VerbRestart, "", true)
+	other := cmd(acting.VerbEtcdOn, "", true)
 	other.Host, other.Seq = "s", 4
 	for _, j := range []*acting.Journal{nil, journal(acting.PhaseRunning, nil), journal(acting.PhaseRunning, other)} {
 		i := in(j)

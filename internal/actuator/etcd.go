@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // The local etcd member is called through its gRPC gateway: the same
@@ -46,6 +47,11 @@ var (
 	// ErrMemberNotFound: MemberRemove of a member that is gone.
 	ErrMemberNotFound = errors.New("etcdserver: member not found")
 )
+
+// NotServing reports whether err says nothing listens on the member's
+// port (the connection was refused): its etcd is closed, as a removed
+// member's is within a second of its removal, or k3s is down.
+func NotServing(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // Etcd is the local member's gateway.
 type Etcd struct {

@@ -18,7 +18,7 @@ const StateSchema = "fleet-role.io/actuator-state/v1"
 // holds one command at a time and its Seq only grows within a plan, so
 // at-most-once needs only the command the journal holds now; the rest is
 // history for the operator. A swap issues at most 4 commands running
-// (admit, prewrite, move-leader, settle) and 3 aborting (restore-out,
+// (admit, prewrite, move-leader, settle with the removal) and 3 aborting (restore-out,
 // remove-in, standby-in), each perhaps re-issued once under a new Seq after
 // a failure: 32 keeps two whole swaps' worth for any one host.
 const MaxEntries = 32
@@ -57,11 +57,17 @@ type Entry struct {
 	// Note says why a command was done with nothing to do (a leader that
 	// does not lead, a member already gone).
 	Note string `json:"note,omitempty"`
+	// Armed: a settle taken up, waiting for the host's member to leave
+	// etcd; nothing is under way yet, so an actuator that stops here
+	// waits on when it starts again (an entry started and not armed that
+	// never ended was interrupted).
+	Armed bool `json:"armed,omitempty"`
 }
 
-// Report is what the actuator's record says of e once it ended.
+// Report is what the actuator's record says of e once it ended, or while
+// it is armed.
 func (e Entry) Report() acting.Report {
-	return acting.Report{PlanID: e.PlanID, Seq: e.Seq, Term: e.Term, Done: e.Outcome == OutcomeDone, Refused: e.Refused, Error: e.Error}
+	return acting.Report{PlanID: e.PlanID, Seq: e.Seq, Term: e.Term, Done: e.Outcome == OutcomeDone, Refused: e.Refused, Error: e.Error, Armed: e.Armed && e.Ended == nil}
 }
 
 func entryOf(c acting.Command, now time.Time) Entry {

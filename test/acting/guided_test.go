@@ -113,6 +113,7 @@ func TestActingGuidedSwap(t *testing.T) {
 	defer cli3.Close()
 	g := &guided{harness: &harness{t: t, ctx: ctx, f: f, etcd: cli3}}
 	defer g.report()
+	defer g.podLogs()
 
 	g.install(hosts)
 	st := g.waitStatus("a baseline: every host fit, no swap, acting guided", baselineTimeout, func(st *status.Status) error {
@@ -150,6 +151,33 @@ func TestActingGuidedSwap(t *testing.T) {
 		t.Errorf("a process of the fleet exited: %s", e)
 	}
 	t.Logf("the whole test took %.1f s", time.Since(began).Seconds())
+}
+
+// podLogs, when the test failed, logs the tail of every fleet-role pod's
+// log (the actuators' say what each host did of its commands), read
+// through the first server's API server, which no swap here removes.
+func (g *guided) podLogs() {
+	if !g.t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods, err := g.f.Admin.CoreV1().Pods("fleet-role").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		g.t.Logf("pod logs: %v", err)
+		return
+	}
+	tail := int64(120)
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			b, err := g.f.Admin.CoreV1().Pods("fleet-role").GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: &tail}).DoRaw(ctx)
+			if err != nil {
+				g.t.Logf("log of %s/%s on %s: %v", p.Name, c.Name, p.Spec.NodeName, err)
+				continue
+			}
+			g.t.Logf("log of %s/%s on %s (last %d lines):\n%s", p.Name, c.Name, p.Spec.NodeName, tail, b)
+		}
+	}
 }
 
 // journalStep is the journal's record of n.

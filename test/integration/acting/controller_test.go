@@ -326,8 +326,22 @@ func TestActingControllerCarriesTheSwap(t *testing.T) {
 	}
 	f.report("server-3", acting.Report{PlanID: plan.ID, Seq: 2, Term: j.Term, Done: true})
 
-	// remove: server-3 does not lead, so move-leader is skipped and the
-	// controller asks k3s to remove it, through the admission policy.
+	// remove: server-3 does not lead, so move-leader is skipped. Its
+	// settle goes out first; the removal is asked for only once
+	// server-3's actuator holds it (past the removal, its host serves no
+	// API).
+	j = f.await("settle sent to server-3 with the removal", time.Minute, func(j *acting.Journal) error {
+		if j.Command == nil || j.Command.Verb != acting.VerbSettle || j.Current() == nil || j.Current().Name != acting.StepRemove {
+			return fmt.Errorf("step %+v, command %+v", j.Current(), j.Command)
+		}
+		return nil
+	})
+	if n, err := c.Admin.CoreV1().Nodes().Get(f.ctx, "server-3", metav1.GetOptions{}); err != nil || n.Annotations[acting.RemoveAnnotation] != "" {
+		t.Fatalf("server-3's removal asked before its actuator armed the settle: %v, annotations %v", err, n.Annotations)
+	}
+	settle := *j.Command
+	f.report("server-3", acting.Report{PlanID: plan.ID, Seq: settle.Seq, Term: j.Term, Armed: true})
+	// Through the admission policy.
 	f.await("server-3's removal requested", time.Minute, func(j *acting.Journal) error {
 		n, err := c.Admin.CoreV1().Nodes().Get(f.ctx, "server-3", metav1.GetOptions{})
 		if err != nil {
@@ -347,13 +361,13 @@ func TestActingControllerCarriesTheSwap(t *testing.T) {
 	f.members.Store(3)
 	f.patchNode("server-3", nil, map[string]*string{acting.RemoveAnnotation: nil, k3snode.NodeNameAnnotation: nil,
 		k3snode.NodeAddressAnnotation: nil, k3snode.RemovedNodeNameAnnotation: ptr("server-3-1a2b3c4d")}, nil)
-	j = f.await("settle asked of server-3", time.Minute, func(j *acting.Journal) error {
-		if j.Command == nil || j.Command.Verb != acting.VerbRestart {
-			return fmt.Errorf("step %+v, command %+v", j.Current(), j.Command)
+	j = f.await("settle under way, the same command", time.Minute, func(j *acting.Journal) error {
+		if j.Current() == nil || j.Current().Name != acting.StepSettle || j.Command == nil || j.Command.Seq != settle.Seq {
+			return fmt.Errorf("step %+v, command %+v, want settle under way by command %d", j.Current(), j.Command, settle.Seq)
 		}
 		return nil
 	})
-	f.report("server-3", acting.Report{PlanID: plan.ID, Seq: j.Command.Seq, Term: j.Term, Done: true})
+	f.report("server-3", acting.Report{PlanID: plan.ID, Seq: settle.Seq, Term: j.Term, Done: true})
 	// Restarted control-plane only, k3s takes its etcd label off.
 	f.patchNode("server-3", map[string]*string{k3snode.EtcdRoleLabel: nil}, nil, nil)
 	j = f.await("the swap done", time.Minute, func(j *acting.Journal) error {

@@ -486,7 +486,7 @@ func TestActuator(t *testing.T) {
 	})
 
 	t.Run("restarted, the actuator carries nothing out twice", func(t *testing.T) {
-		c := acting.Command{PlanID: planID, Seq: 11, Term: term + 1, Host: node, Verb: acting.VerbRestart, Restart: true}
+		c := acting.Command{PlanID: planID, Seq: 11, Term: term + 1, Host: node, Verb: acting.VerbEtcdOn, Restart: true}
 		e.command(t, acting.PhaseRunning, c)
 		if r := e.waitReport(t, 11, term+1); !r.Done {
 			t.Fatalf("report %+v", r)
@@ -510,6 +510,60 @@ func TestActuator(t *testing.T) {
 		}
 		e.checkShape(t)
 	})
+
+	// Last: it removes the actuator's own member. A settle is armed at
+	// once and restarts k3s only once that member is out of etcd, judged
+	// on the local member alone: real etcd, removed, closes its client
+	// port (the actuator's reads are then refused).
+	t.Run("settle: armed, then k3s restarted once the local member is removed", func(t *testing.T) {
+		e.run(t)
+		before := len(e.sup.restarts())
+		e.command(t, acting.PhaseRunning, acting.Command{PlanID: planID, Seq: 12, Term: term + 1, Host: node, Verb: acting.VerbSettle, Restart: true})
+		if r := waitReportWhere(t, e, 12, "armed", func(r acting.Report) bool { return r.Armed || r.Done }); r.Done {
+			t.Fatalf("settle reported done before the member's removal: %+v", r)
+		}
+		if got := len(e.sup.restarts()); got != before {
+			t.Fatalf("k3s restarted %d times while the member is in", got-before)
+		}
+		id, err := actuator.ParseMemberID(e.local.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli, err := e.etcd.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		removedAt := time.Now()
+		if _, err := cli.MemberRemove(rctx, id); err != nil {
+			t.Fatalf("remove the local member %s: %v", e.local.ID, err)
+		}
+		waitReportWhere(t, e, 12, "done", func(r acting.Report) bool { return r.Done || r.Error != "" || r.Refused != "" })
+		if r := e.report(t); !r.Done || r.Armed {
+			t.Fatalf("report %+v, want done", r)
+		}
+		if got := len(e.sup.restarts()); got != before+1 {
+			t.Fatalf("k3s restarted %d times once the member was removed, want once", got-before)
+		}
+		t.Logf("settle: k3s restarted and reported %.1f s after the member's removal", time.Since(removedAt).Seconds())
+	})
+}
+
+// waitReportWhere waits, as waitReport does, for the record to report
+// command seq as ok wants (what names it).
+func waitReportWhere(t *testing.T, e *env, seq int, what string, ok func(acting.Report) bool) acting.Report {
+	t.Helper()
+	deadline := time.Now().Add(reportWait)
+	for {
+		if r := e.report(t); r != nil && r.PlanID == planID && r.Seq == seq && ok(*r) {
+			return *r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("command %d not reported %s in %v: record %+v", seq, what, reportWait, e.report(t))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // members counts the cluster's members, learners included.
