@@ -44,6 +44,9 @@ type EtcdMember interface {
 	View(ctx context.Context) (EtcdView, error)
 	MoveLeader(ctx context.Context, to uint64) error
 	RemoveMember(ctx context.Context, id uint64) error
+	// Listening reports whether anything accepts a connection on the
+	// member's port, asking the member nothing.
+	Listening(ctx context.Context) (bool, error)
 }
 
 // StateStore keeps the local state (FileState).
@@ -195,15 +198,21 @@ func (a *Actuator) Round(ctx context.Context) {
 			ectx, cancel := a.timeout(ctx, EtcdTimeout(a.cfg.Settings))
 			v, err := a.cfg.Etcd.View(ectx)
 			cancel()
-			if err != nil && NotServing(err) && d.Command.Verb == acting.VerbSettle {
-				in.EtcdNotServing = true
-				continue
-			}
 			if err != nil {
 				a.idle("cannot read the local etcd member; trying again", slog.String("command", cmdName(d.Command)), slog.String("err", err.Error()))
 				return
 			}
 			in.Etcd = &v
+			continue
+		case KindNeedEtcdPort:
+			ectx, cancel := a.timeout(ctx, EtcdTimeout(a.cfg.Settings))
+			up, err := a.cfg.Etcd.Listening(ectx)
+			cancel()
+			if err != nil {
+				a.idle("cannot tell whether the local etcd member listens; trying again", slog.String("command", cmdName(d.Command)), slog.String("err", err.Error()))
+				return
+			}
+			in.EtcdListening = &up
 			continue
 		}
 		a.carry(ctx, d)

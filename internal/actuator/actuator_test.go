@@ -3,13 +3,10 @@ package actuator
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,18 +55,27 @@ func (f *fakeRecord) Put(_ context.Context, r acting.Report) error {
 }
 
 type fakeEtcd struct {
-	view    EtcdView
-	viewErr error
-	moved   []uint64
-	removed []uint64
-	err     error
+	view  EtcdView
+	views int
+	// closed: nothing listens on the member's port; listenErr: whether
+	// anything does cannot be told.
+	closed    bool
+	listenErr error
+	moved     []uint64
+	removed   []uint64
+	err       error
 }
 
 func (f *fakeEtcd) View(context.Context) (EtcdView, error) {
-	if f.viewErr != nil {
-		return EtcdView{}, f.viewErr
-	}
+	f.views++
 	return f.view, nil
+}
+
+func (f *fakeEtcd) Listening(context.Context) (bool, error) {
+	if f.listenErr != nil {
+		return false, f.listenErr
+	}
+	return !f.closed, nil
 }
 func (f *fakeEtcd) MoveLeader(_ context.Context, to uint64) error {
 	f.moved = append(f.moved, to)
@@ -493,19 +499,18 @@ func (downLease) Term(context.Context) (int32, bool, error) {
 }
 
 // A settle on the real state file: armed and reported; an actuator started
-// again meanwhile waits on; once the local etcd refuses connections (a
-// removed member's etcd closes) k3s is restarted once, with no Lease read
-// (the host's API server stopped with its member), and reported done.
+// again meanwhile waits on; once the local etcd's port refuses connections
+// (a removed member's etcd closes) k3s is restarted once, with no Lease
+// read (the host's API server stopped with its member) and nothing asked
+// of the member, and reported done.
 func TestSettleRestartsOnceTheMemberIsGone(t *testing.T) {
 	r := newRig(t)
-	r.etcd.view = *view(false)
 	r.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbSettle, "", true))
 	a := r.start(t, nil)
 	a.Round(context.Background())
 	if got := r.lastReport(t); !got.Armed || got.Done || len(r.restarts.tokens) != 0 {
 		t.Fatalf("after the first round: report %+v, restarts %v; want armed, none", got, r.restarts.tokens)
 	}
-	a.cfg.Lease = downLease{}
 	a = r.start(t, nil)
 	a.cfg.Lease = downLease{}
 	r.clock.Step(time.Second)
@@ -513,20 +518,21 @@ func TestSettleRestartsOnceTheMemberIsGone(t *testing.T) {
 	if len(r.restarts.tokens) != 0 {
 		t.Fatalf("restarted while the member is still in: %v", r.restarts.tokens)
 	}
-	r.etcd.viewErr = fmt.Errorf("etcd /v3/maintenance/status: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
+	r.etcd.closed = true
 	a.Round(context.Background())
 	a.Round(context.Background())
-	if got := r.lastReport(t); !got.Done || got.Armed || len(r.restarts.tokens) != 1 {
-		t.Fatalf("once the member is gone: report %+v, restarts %v; want done, one restart", got, r.restarts.tokens)
+	if got := r.lastReport(t); !got.Done || got.Armed || len(r.restarts.tokens) != 1 || r.etcd.views != 0 {
+		t.Fatalf("once the member is gone: report %+v, restarts %v, views of the member %d; want done, one restart, none", got, r.restarts.tokens, r.etcd.views)
 	}
-	// Any other failure to read etcd is waited out, not taken for a removal.
+	// A port that cannot be told open or closed is waited out, not taken
+	// for a removal.
 	r2 := newRig(t)
-	r2.etcd.viewErr = context.DeadlineExceeded
+	r2.etcd.listenErr = context.DeadlineExceeded
 	r2.journal.j = journal(acting.PhaseRunning, cmd(acting.VerbSettle, "", true))
 	a2 := r2.start(t, nil)
 	a2.Round(context.Background())
 	a2.Round(context.Background())
 	if len(r2.restarts.tokens) != 0 {
-		t.Errorf("restarted on an etcd read that timed out: %v", r2.restarts.tokens)
+		t.Errorf("restarted on an etcd port that timed out: %v", r2.restarts.tokens)
 	}
 }

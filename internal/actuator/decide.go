@@ -60,6 +60,9 @@ const (
 	// etcd member's view, into the Input and decide again.
 	KindNeedLease Kind = "need_lease"
 	KindNeedEtcd  Kind = "need_etcd"
+	// KindNeedEtcdPort: find whether anything listens on the local
+	// member's port (Input.EtcdListening), asking the member nothing.
+	KindNeedEtcdPort Kind = "need_etcd_port"
 	// KindPublish: write Report to the record; the state has it already.
 	KindPublish Kind = "publish"
 	// KindRefuse and KindInterrupted: record Entry (ended) in the state,
@@ -133,11 +136,11 @@ type Input struct {
 	State     State
 	Published *acting.Report
 	// Etcd is the local member's view, nil until read (KindNeedEtcd);
-	// EtcdNotServing says it was asked and nothing listens on its port (a
-	// removed member's etcd is closed; so is a host's whose k3s is down).
-	Etcd           *EtcdView
-	EtcdNotServing bool
-	Now            time.Time
+	// EtcdListening whether anything listens on its port, nil until
+	// found (KindNeedEtcdPort).
+	Etcd          *EtcdView
+	EtcdListening *bool
+	Now           time.Time
 }
 
 // Decision is what the actuator does next.
@@ -225,27 +228,26 @@ func Decide(in Input) Decision {
 		acting.VerbEtcdOn, acting.VerbEtcdOff, acting.VerbSettle, acting.VerbMoveLeader, acting.VerbRemoveMember))
 }
 
-// awaitRemoval carries an armed settle on: k3s is restarted once the local
-// member is out of etcd (its member list lacks it, or its etcd no longer
-// listens, as a removed member's does not); until then the armed report
-// is published and the actuator waits. Nothing here reads the API: the
-// host's API server stops serving with its member. An etcd that does not
-// listen because k3s is down is restarted too: the standby drop-in is on
-// the host (prewrite), so a k3s start removes the member itself
-// (RemoveSelf) as the removal asked for would.
+// awaitRemoval carries an armed settle on: k3s is restarted once nothing
+// listens on the local member's port any more (etcd closes a removed
+// member's server within a second of its removal); until then the armed
+// report is published and the actuator waits. Nothing here reads the API
+// (the host's API server stops serving with its member), nor asks the
+// member anything: etcd 3.6.5's maintenance Status on a member stopping
+// after its removal dereferences its closed backend, and on k3s v1.34.2
+// that crashed k3s (test/acting). An etcd that does not listen because k3s
+// is down is restarted too: the standby drop-in is on the host (prewrite),
+// so a k3s start removes the member itself (RemoveSelf) as the removal
+// asked for would.
 func awaitRemoval(in Input, c acting.Command, e *Entry) Decision {
-	if in.Etcd == nil && !in.EtcdNotServing {
-		return Decision{Kind: KindNeedEtcd, Command: c}
-	}
-	if in.EtcdNotServing {
-		return act(in, c, Action{Kind: ActRestart, Restart: true})
-	}
-	v := in.Etcd
-	if !slices.ContainsFunc(v.Members, func(m Member) bool { return m.ID == v.Self }) {
+	switch {
+	case in.EtcdListening == nil:
+		return Decision{Kind: KindNeedEtcdPort, Command: c}
+	case !*in.EtcdListening:
 		return act(in, c, Action{Kind: ActRestart, Restart: true})
 	}
 	return publish(in, e.Report(), Decision{Kind: KindIdle, Command: c, Code: CodeAwaitingRemoval,
-		Detail: fmt.Sprintf("the local member %s is still in etcd: k3s restarts once it is removed", FormatMemberID(v.Self))})
+		Detail: "the local etcd member still listens: k3s restarts once it is removed and closes"})
 }
 
 // moveLeader hands leadership to the target when the local member leads.

@@ -167,10 +167,9 @@ func TestVerbActions(t *testing.T) {
 }
 
 // A settle arms at once (no etcd read: the term and plan are judged while
-// the API serves), then restarts k3s only once the local member is out of
-// etcd: the member list lacks it, or nothing listens on its port. While it
-// waits it asks nothing of the API (no Lease read), and it outlives the
-// journal it came in (an actuator restarted meanwhile waits on).
+// the API serves), then restarts k3s only once nothing listens on the
+// local member's port. While it waits it asks nothing of the API (no Lease
+// read).
 func TestSettleArmsThenWaitsForTheRemoval(t *testing.T) {
 	c := cmd(acting.VerbSettle, "", true)
 	j := journal(acting.PhaseRunning, c)
@@ -180,28 +179,22 @@ func TestSettleArmsThenWaitsForTheRemoval(t *testing.T) {
 	}
 	armed := Input{Node: self, Journal: j, State: State{Schema: StateSchema, Node: self}.With(d.Entry), Now: t0.Add(time.Second)}
 	// No Term: the Lease is not read again once armed.
-	if d := Decide(armed); d.Kind != KindNeedEtcd {
-		t.Fatalf("armed, nothing read yet: %+v, want the etcd view asked for", d)
+	if d := Decide(armed); d.Kind != KindNeedEtcdPort {
+		t.Fatalf("armed, nothing read yet: %+v, want the etcd port asked after", d)
 	}
-	armed.Etcd = view(false)
+	up, down := true, false
+	armed.EtcdListening = &up
 	d2 := Decide(armed)
 	if d2.Kind != KindPublish || !d2.Report.Armed {
-		t.Fatalf("armed, the member still in, the report not yet written: %+v, want the armed report published", d2)
+		t.Fatalf("armed, the member listening, the report not yet written: %+v, want the armed report published", d2)
 	}
 	armed.Published = &d2.Report
 	if d := Decide(armed); d.Kind != KindIdle || d.Code != CodeAwaitingRemoval {
-		t.Fatalf("armed, the member still in: %+v, want idle, %s", d, CodeAwaitingRemoval)
+		t.Fatalf("armed, the member listening: %+v, want idle, %s", d, CodeAwaitingRemoval)
 	}
-	gone := *view(false)
-	gone.Members = gone.Members[1:]
-	for name, in := range map[string]Input{
-		"member list lacks it": func() Input { i := armed; i.Etcd = &gone; return i }(),
-		"etcd not serving":     func() Input { i := armed; i.Etcd, i.EtcdNotServing = nil, true; return i }(),
-	} {
-		d := Decide(in)
-		if d.Kind != KindAct || d.Action != (Action{Kind: ActRestart, Restart: true}) || d.Entry.Armed || d.Entry.Ended != nil {
-			t.Errorf("%s: %+v, want k3s restarted, the entry started", name, d)
-		}
+	armed.EtcdListening = &down
+	if d := Decide(armed); d.Kind != KindAct || d.Action != (Action{Kind: ActRestart, Restart: true}) || d.Entry.Armed || d.Entry.Ended != nil {
+		t.Errorf("armed, nothing listening: %+v, want k3s restarted, the entry started", d)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -47,11 +48,6 @@ var (
 	// ErrMemberNotFound: MemberRemove of a member that is gone.
 	ErrMemberNotFound = errors.New("etcdserver: member not found")
 )
-
-// NotServing reports whether err says nothing listens on the member's
-// port (the connection was refused): its etcd is closed, as a removed
-// member's is within a second of its removal, or k3s is down.
-func NotServing(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // Etcd is the local member's gateway.
 type Etcd struct {
@@ -160,6 +156,27 @@ func (e *Etcd) View(ctx context.Context) (EtcdView, error) {
 		v.Members = append(v.Members, Member{ID: uint64(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, Learner: m.Learner})
 	}
 	return v, nil
+}
+
+// Listening reports whether anything accepts a TCP connection on the
+// member's port: false when the connection is refused (its etcd is
+// closed, as a removed member's is within a second of its removal, or k3s
+// is down), an error when it cannot tell (a timeout). The connection is
+// closed at once; nothing is sent.
+func (e *Etcd) Listening(ctx context.Context) (bool, error) {
+	u, err := url.Parse(e.endpoint)
+	if err != nil {
+		return false, fmt.Errorf("etcd endpoint %q: %w", e.endpoint, err)
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", u.Host)
+	switch {
+	case err == nil:
+		c.Close()
+		return true, nil
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return false, nil
+	}
+	return false, fmt.Errorf("dial the local etcd member at %s: %w", u.Host, err)
 }
 
 // MoveLeader asks the local member, which must lead, to hand its

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -128,5 +129,40 @@ func TestEtcdEndpointChecked(t *testing.T) {
 	}
 	if _, err := NewEtcd("http://127.0.0.1:2379", EtcdTLS{}); err != nil {
 		t.Errorf("http without TLS files: %v", err)
+	}
+}
+
+// Listening tells a port something listens on from one nothing does, on
+// real sockets, and sends nothing.
+func TestListening(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		n, _ := c.Read(make([]byte, 1))
+		c.Close()
+		got <- n
+	}()
+	e, err := NewEtcd("https://"+l.Addr().String(), EtcdTLS{CA: "ca", Cert: "c", Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if up, err := e.Listening(ctx); !up || err != nil {
+		t.Fatalf("a listening port: %v, %v", up, err)
+	}
+	if n := <-got; n != 0 {
+		t.Errorf("%d bytes sent to the member", n)
+	}
+	l.Close()
+	if up, err := e.Listening(ctx); up || err != nil {
+		t.Fatalf("a closed port: %v, %v; want false, no error", up, err)
 	}
 }

@@ -68,9 +68,13 @@ type guided struct {
 // slow, once an operator approves the plan it publishes: afterwards etcd's
 // members are the two fit voters and the standby, the old voter is a Ready
 // control-plane-only server labelled a standby, and the status says done.
-// The leaving voter leads, so leadership is moved first. An observer
-// independent of fleet-role samples etcd's members and health every 250 ms
-// and writes through the API server throughout.
+// The leaving voter leads, so leadership is moved first, and the
+// controller holding the Lease is killed at one step boundary drawn per
+// run. A second swap takes a voter that does not lead, restarted unplanned
+// once its drop-in is pre-written; a third cuts its standby off once
+// admitted, and aborts. An observer independent of fleet-role samples
+// etcd's members and health every 250 ms and writes through the API server
+// throughout.
 func TestActingGuidedSwap(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.HoldHost(t)
@@ -134,7 +138,7 @@ func TestActingGuidedSwap(t *testing.T) {
 
 	// The leaving voter leads (leadership is moved first), and is slowed
 	// on every packet.
-	g.carry(swapCase{out: leaving, in: standby, leads: true, voters: []string{first, second, leaving}})
+	g.carry(swapCase{out: leaving, in: standby, leads: true, voters: []string{first, second, leaving}, killAt: drawKill(t)})
 
 	if t.Failed() {
 		t.Log("the first swap failed: the second is not run")
@@ -146,6 +150,13 @@ func TestActingGuidedSwap(t *testing.T) {
 		// hour of cooldown is a guard of the product, not of this test).
 		g.resetJournal()
 		g.carry(swapCase{out: second, in: leaving, voters: []string{first, second, standby}, unplannedRestart: true})
+	}
+	if !t.Failed() {
+		// The standby now is the second server: cut off once admitted,
+		// it is never promoted, and the swap aborts back to the voters
+		// it began with.
+		g.resetJournal()
+		g.carry(swapCase{out: standby, in: second, voters: []string{first, leaving, standby}, cutStandby: true})
 	}
 	for _, e := range f.Exited() {
 		t.Errorf("a process of the fleet exited: %s", e)
@@ -309,6 +320,54 @@ type swapCase struct {
 	// operator would, once its drop-in is pre-written: it must remove its
 	// own member and never be re-added, and the swap end done.
 	unplannedRestart bool
+	// killAt, when set, is the step at whose start the controller that
+	// holds the Lease is killed (its pod deleted without grace): the other
+	// replica takes the Lease at a newer term and carries the swap on from
+	// the journal, taking no step twice.
+	killAt acting.StepName
+	// cutStandby cuts the standby off (its link down) once it is admitted,
+	// a learner: it can never catch up, so promote passes its deadline and
+	// the swap aborts, removing its member from a voter's side; the link
+	// comes back once that is done, for its actuator to make it a standby
+	// again. It must never be promoted, and the members end as they began.
+	cutStandby bool
+}
+
+// killableSteps are the step boundaries a controller can be killed at on
+// k3s: each step's start (move-leader only when the leaving voter leads).
+var killableSteps = []acting.StepName{acting.StepAdmit, acting.StepPromote, acting.StepStabilise, acting.StepPrewrite, acting.StepRemove, acting.StepSettle}
+
+// drawKill is the one boundary this run kills the controller at, drawn
+// from the clock (logged, and settable by FLEET_ROLE_ACTING_KILL_AT to
+// rerun one): every run tries another; the executor's unit tests try them
+// all on the model.
+func drawKill(t *testing.T) acting.StepName {
+	if v := os.Getenv("FLEET_ROLE_ACTING_KILL_AT"); v != "" {
+		if !slices.Contains(acting.Steps, acting.StepName(v)) {
+			t.Fatalf("FLEET_ROLE_ACTING_KILL_AT=%q is no step of %v", v, acting.Steps)
+		}
+		return acting.StepName(v)
+	}
+	n := killableSteps[time.Now().UnixNano()%int64(len(killableSteps))]
+	t.Logf("the controller is killed at the start of %s this run (FLEET_ROLE_ACTING_KILL_AT=%s reruns it)", n, n)
+	return n
+}
+
+// killLeader deletes the pod of the controller that holds the Lease, with
+// no grace, as a crashed node or an OOM kill would stop it: it releases
+// nothing. It returns the pod's name.
+func (g *guided) killLeader() string {
+	l, err := g.f.Admin.CoordinationV1().Leases("fleet-role").Get(g.ctx, "fleet-role", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		g.t.Fatalf("the controller's Lease: %v %+v", err, l)
+	}
+	holder := *l.Spec.HolderIdentity
+	pod, _, _ := strings.Cut(holder, "_")
+	zero := int64(0)
+	if err := g.f.Admin.CoreV1().Pods("fleet-role").Delete(g.ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		g.t.Fatalf("kill the controller %s: %v", pod, err)
+	}
+	return pod
 }
 
 // carry slows c.out, waits for the plan fleet-role publishes, approves it
@@ -358,12 +417,17 @@ func (g *guided) carry(c swapCase) {
 		t.Fatalf("fleet-role approve %s: exit %d: %s%s", plan.ID, code, out.String(), errb.String())
 	}
 	t.Logf("fleet-role approve: %s", strings.TrimSpace(out.String()))
-	restarted, lifted := false, false
+	restarted, lifted, cut := false, false, cutState{}
+	var killed string
+	var killTerm int32
 	total := acting.TotalDeadline(g.settings)
 	st := g.waitStatus("the swap done", total+time.Minute, func(st *status.Status) error {
 		j := st.Acting.Journal
 		if j == nil || j.PlanID != plan.ID {
 			return errors.New("no journal of this plan yet")
+		}
+		if c.cutStandby {
+			return g.cutOff(c, j, &cut)
 		}
 		if j.Phase == acting.PhaseAborted || j.Phase == acting.PhaseHalted {
 			t.Fatalf("the swap ended %s: abort %+v, halt %q; history %+v", j.Phase, j.Abort, j.Halt, j.History)
@@ -382,6 +446,10 @@ func (g *guided) carry(c swapCase) {
 			}
 			t.Logf("remove done: the delay on %s lifted", c.out)
 		}
+		if c.killAt != "" && killed == "" && journalStep(j, c.killAt).State == acting.StateRunning {
+			killed, killTerm = g.killLeader(), j.Term
+			t.Logf("%s running: the leading controller %s killed (term %d)", c.killAt, killed, killTerm)
+		}
 		if c.unplannedRestart && !restarted && journalStep(j, acting.StepPrewrite).State == acting.StateDone {
 			restarted = true
 			t.Logf("prewrite done: %s's k3s restarted by nobody's plan", c.out)
@@ -399,11 +467,34 @@ func (g *guided) carry(c swapCase) {
 	})
 	fig := o.stop()
 	g.judge(fig)
+	if c.cutStandby {
+		g.checkAborted(c, st.Acting.Journal, fig, cut)
+		return
+	}
 	if c.unplannedRestart && !restarted {
 		t.Errorf("the swap was done before its prewrite was seen done: %s was never restarted unplanned", c.out)
 	}
 	t.Logf("the swap took %.1f s from the approval", time.Since(approved).Seconds())
 	j := st.Acting.Journal
+	if c.killAt != "" {
+		if killed == "" {
+			t.Errorf("%s was never seen running: no controller was killed", c.killAt)
+		} else if j.Term <= killTerm {
+			t.Errorf("the swap ended in term %d, the killed controller's was %d: no other controller carried it on", j.Term, killTerm)
+		}
+	}
+	// No step taken twice, whoever carried it.
+	ran := map[string]int{}
+	for _, e := range j.History {
+		if e.State == string(acting.StateRunning) && slices.Contains(acting.Steps, acting.StepName(e.Step)) {
+			ran[e.Step]++
+		}
+	}
+	for n, k := range ran {
+		if k != 1 {
+			t.Errorf("step %s went under way %d times; history %+v", n, k, j.History)
+		}
+	}
 	for _, s := range j.Steps {
 		took := "-"
 		if s.Started != nil && s.Ended != nil {
@@ -456,6 +547,77 @@ func (g *guided) carry(c swapCase) {
 			return fmt.Errorf("%s labelled %s=%q", c.out, g.settings.EligibleLabel, v)
 		}
 		return nil
+	})
+}
+
+// cutState is how far the cut-off standby's case has gone.
+type cutState struct {
+	cutAt, mendedAt time.Time
+}
+
+// cutOff follows the cut-off standby's case at each status: the standby
+// cut once admitted, its link back once the abort has removed its member;
+// it returns nil once the swap has ended aborted.
+func (g *guided) cutOff(c swapCase, j *acting.Journal, cut *cutState) error {
+	t := g.t
+	if j.Phase == acting.PhaseHalted || j.Phase == acting.PhaseDone {
+		t.Fatalf("the swap ended %s with the standby cut off, want aborted: halt %q; history %+v", j.Phase, j.Halt, j.History)
+	}
+	if cut.cutAt.IsZero() && journalStep(j, acting.StepAdmit).State == acting.StateDone {
+		if err := g.f.Lab.LinkDown(c.in); err != nil {
+			t.Fatal(err)
+		}
+		cut.cutAt = time.Now()
+		t.Logf("admit done: %s cut off", c.in)
+	}
+	if !cut.cutAt.IsZero() && cut.mendedAt.IsZero() && j.Abort != nil && !slices.Contains(j.Abort.Undo, acting.UndoRemoveIn) {
+		if err := g.f.Lab.LinkUp(c.in); err != nil {
+			t.Fatal(err)
+		}
+		cut.mendedAt = time.Now()
+		t.Logf("the abort removed %s's member (undo left %v): its link back up after %.1f s cut off", c.in, j.Abort.Undo, cut.mendedAt.Sub(cut.cutAt).Seconds())
+	}
+	if j.Phase != acting.PhaseAborted {
+		if cur := j.Current(); cur != nil && j.Phase == acting.PhaseRunning {
+			return fmt.Errorf("%s: step %s %s", j.Phase, cur.Name, cur.State)
+		}
+		return fmt.Errorf("%s (abort %+v)", j.Phase, j.Abort)
+	}
+	return nil
+}
+
+// checkAborted holds what the cut-off standby's case must end with: the
+// swap aborted at promote's deadline, the standby never promoted, the
+// members as they began, the standby a Ready control-plane-only server.
+func (g *guided) checkAborted(c swapCase, j *acting.Journal, fig quorumwatch.Figures, cut cutState) {
+	t := g.t
+	if cut.cutAt.IsZero() || cut.mendedAt.IsZero() {
+		t.Errorf("the standby was cut at %v and mended at %v: the case did not run its course", cut.cutAt, cut.mendedAt)
+	}
+	if j.Abort == nil || j.Abort.Step != acting.StepPromote || j.Abort.Cause != acting.CauseDeadline {
+		t.Errorf("abort %+v, want at promote, its deadline passed", j.Abort)
+	} else {
+		undone := "-"
+		if j.Ended != nil {
+			undone = fmt.Sprintf("%.1f s", j.Ended.Sub(j.Abort.At).Seconds())
+		}
+		t.Logf("aborted at %s (%s) %.1f s after the cut; undone in %s", j.Abort.Step, j.Abort.Cause, j.Abort.At.Sub(cut.cutAt).Seconds(), undone)
+	}
+	for _, e := range fig.Events {
+		t.Logf("observer: %s %s %s", e.At.Format("15:04:05.000"), e.Member, e.Kind)
+		if strings.HasPrefix(e.Member, c.in+"-") && (e.Kind == quorumwatch.Promoted || e.Kind == quorumwatch.AddedVoter) {
+			t.Errorf("the cut-off standby %s was %s", c.in, e.Kind)
+		}
+	}
+	if ms := g.memberHosts(); !slices.Equal(ms, c.voters) {
+		t.Errorf("etcd's members after the abort are on %v, want %v as before", ms, c.voters)
+	}
+	g.wait(c.in+" a Ready control-plane-only server again", 2*time.Minute, func() error {
+		n, err := g.node(c.in)
+		if err != nil {
+			return err
+		}
+		return controlPlaneOnly(n)
 	})
 }
 
