@@ -220,11 +220,10 @@ func deadline(s settings.Settings, n StepName) Deadline {
 		return secs(s.LearnerStallTime+2*k3sManageTick, "learner_stall_time to catch up, plus two of k3s's 15 s ticks (manageTickerTime): one to promote, one for its leader to write EtcdIsVoter on the Node its k3s has labelled by then")
 	case StepStabilise:
 		return secs(stableFor(s)+s.LearnerStallTime, "two sample periods as a fit voter, plus learner_stall_time for its record to show it")
-	case StepPrewrite, StepSettle:
-		if n == StepSettle {
-			return secs(s.LearnerStallTime, "learner_stall_time: a k3s restart takes about as long as a join")
-		}
-		return secs(2*s.SamplePeriod, "two sample periods: the actuator reports at its host's next record write, one missed")
+	case StepSettle:
+		return secs(s.LearnerStallTime, "learner_stall_time: a k3s restart takes about as long as a join")
+	case StepPrewrite:
+		return secs(2*s.SamplePeriod+2*APIRequestTimeout, "two sample periods for the actuator's report (one record write missed), and two API request timeouts for the leaving voter's actuator to read the command and report, over the host's own path, which is slow by this swap's very cause (on k3s, with 300 ms each way, the command reached it 9 s after the journal was written)")
 	case StepMoveLeader:
 		return secs(2*s.SamplePeriod+2*s.ElectionTimeout+2*APIRequestTimeout, "two sample periods for a record to show the new leader (one missed), two election timeouts (etcd's MoveLeader waits up to one for the new leader), and two API request timeouts for the leaving voter's actuator to read the command and report, over the host's own path, which is slow by this swap's very cause")
 	case StepRemove:
