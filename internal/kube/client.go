@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,19 +130,36 @@ func NewClientWith(kubeconfigPath string, tune func(*rest.Config)) (*Client, err
 	return NewClientForConfig(cfg)
 }
 
-// OneRequestPerConnection makes cfg's client speak HTTP/1.1, one request
-// on a connection at a time, rather than HTTP/2's one connection for all.
-// On k3s every server's API server stands behind the kubernetes Service,
-// and a swap removes one server's etcd member, after which its API server
-// answers nothing (nor fails) until k3s restarts there: an HTTP/2
-// connection that landed on it (it still answers pings) carries every
-// request into it, each timing out, for as long as the connection lives;
-// on real k3s both controllers lost their Lease so and the swap stopped.
-// Over HTTP/1.1 a request that times out closes its own connection, and
-// the next dials anew through the Service, which no longer names that
-// server once its API server stops renewing its endpoint lease.
+// OneRequestPerConnection makes cfg's client speak HTTP/1.1 and close
+// each connection after its one request, so that every request dials anew
+// through the kubernetes Service. On k3s every server's API server stands
+// behind that Service, and a swap removes one server's etcd member (the
+// leaving voter's; an abort's newcomer's), after which that API server
+// serves nothing until k3s restarts there: it holds a request until it
+// times out, or answers it at once with an error. The host's own
+// kube-proxy can no longer update its rules, so they still name it. An
+// HTTP/2 connection that landed on it (it still answers pings) carried
+// every request into it for as long as it lived: on real k3s both
+// controllers lost their Lease so and the swap stopped. An HTTP/1.1
+// connection kept alive does the same when the broken server answers with
+// errors: on real k3s an aborting newcomer's actuator sent every request
+// for minutes on one connection into its own host's stopped API server,
+// and never read its last command. One request a connection costs a TCP
+// and TLS handshake each, a few a sample period for the controller and
+// the actuator.
 func OneRequestPerConnection(cfg *rest.Config) {
 	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return closeAfter{rt} })
+}
+
+// closeAfter asks the transport to close each request's connection once
+// its response is read (http.Request.Close), never to reuse it.
+type closeAfter struct{ rt http.RoundTripper }
+
+func (c closeAfter) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Close = true
+	return c.rt.RoundTrip(r)
 }
 
 // NewClientForConfig connects with cfg, setting the rate and timeout above
