@@ -282,6 +282,44 @@ const (
 	listTimeout   = 2 * time.Second
 )
 
+// firstMemberList asks for the member list through the shared client and,
+// at the same time, through every voter's own connection, and returns the
+// first answer: a member that hangs (one slowed, or one removed and
+// stopping) holds the shared client's request until listTimeout, and the
+// observer must not stop sampling for it.
+func firstMemberList(ctx context.Context, cli *clientv3.Client, conns map[uint64]*clientv3.Client, members []*pb.Member) (*clientv3.MemberListResponse, error) {
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	type answer struct {
+		ml  *clientv3.MemberListResponse
+		err error
+	}
+	clients := []*clientv3.Client{cli}
+	for _, m := range members {
+		if c := conns[m.ID]; c != nil && !m.IsLearner {
+			clients = append(clients, c)
+		}
+	}
+	answers := make(chan answer, len(clients))
+	for _, c := range clients {
+		go func() {
+			ml, err := c.MemberList(lctx)
+			answers <- answer{ml, err}
+		}()
+	}
+	var first error
+	for range clients {
+		a := <-answers
+		if a.err == nil {
+			return a.ml, nil
+		}
+		if first == nil {
+			first = a.err
+		}
+	}
+	return nil, first
+}
+
 // sample runs the sampler until ctx ends.
 func (w *Watch) sample(ctx context.Context, cli *clientv3.Client) {
 	conns := map[uint64]*clientv3.Client{} // a member's own connection, by member ID
@@ -304,9 +342,7 @@ func (w *Watch) sample(ctx context.Context, cli *clientv3.Client) {
 	for {
 		now := time.Now()
 		s := Sample{At: now, Leader: map[uint64]uint64{}, Term: map[uint64]uint64{}}
-		lctx, cancel := context.WithTimeout(ctx, listTimeout)
-		ml, err := cli.MemberList(lctx)
-		cancel()
+		ml, err := firstMemberList(ctx, cli, conns, members)
 		if ctx.Err() != nil {
 			break
 		}
