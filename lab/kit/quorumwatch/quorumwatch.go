@@ -320,12 +320,78 @@ func firstMemberList(ctx context.Context, cli *clientv3.Client, conns map[uint64
 	return nil, first
 }
 
+// statusPoller reads one member's status every interval, each read
+// bounded by statusTimeout, and keeps the last answer.
+type statusPoller struct {
+	mu     sync.Mutex
+	at     time.Time
+	st     *pb.StatusResponse
+	err    error
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (w *Watch) pollStatus(ctx context.Context, c *clientv3.Client) *statusPoller {
+	pctx, cancel := context.WithCancel(ctx)
+	p := &statusPoller{cancel: cancel, done: make(chan struct{}), err: errors.New("no status read yet")}
+	first := make(chan struct{})
+	go func() {
+		defer close(p.done)
+		once := sync.OnceFunc(func() { close(first) })
+		defer once()
+		tick := time.NewTicker(w.cfg.Interval)
+		defer tick.Stop()
+		for pctx.Err() == nil {
+			sctx, scancel := context.WithTimeout(pctx, statusTimeout)
+			st, err := pb.NewMaintenanceClient(c.ActiveConnection()).Status(sctx, &pb.StatusRequest{})
+			scancel()
+			p.mu.Lock()
+			if err == nil {
+				p.at, p.st, p.err = time.Now(), st, nil
+			} else if pctx.Err() == nil {
+				p.err = err
+			}
+			p.mu.Unlock()
+			once()
+			select {
+			case <-pctx.Done():
+			case <-tick.C:
+			}
+		}
+	}()
+	// The first read is waited for (at most statusTimeout), so that a
+	// member just seen is not counted silent for want of an answer.
+	<-first
+	return p
+}
+
+// latest is the last status read, unless the last read failed or it is
+// older than maxAge at now.
+func (p *statusPoller) latest(now time.Time, maxAge time.Duration) (*pb.StatusResponse, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.err != nil:
+		return nil, p.err
+	case now.Sub(p.at) > maxAge:
+		return nil, fmt.Errorf("last status read %.1f s ago", now.Sub(p.at).Seconds())
+	}
+	return p.st, nil
+}
+
+func (p *statusPoller) stop() {
+	p.cancel()
+	<-p.done
+}
+
 // sample runs the sampler until ctx ends.
 func (w *Watch) sample(ctx context.Context, cli *clientv3.Client) {
 	conns := map[uint64]*clientv3.Client{} // a member's own connection, by member ID
+	pollers := map[uint64]*statusPoller{}  // its status poller, by member ID
 	statusFailing := map[uint64]bool{}     // the member's last status was unread
 	defer func() {
-		for _, c := range conns {
+		for id, c := range conns {
+			pollers[id].stop()
 			c.Close()
 		}
 	}()
@@ -381,11 +447,11 @@ func (w *Watch) sample(ctx context.Context, cli *clientv3.Client) {
 			endpoints = key
 		}
 
-		// Every started member's status, at once, each through its own
-		// connection (Maintenance.Status of a shared client would dial
-		// anew for every call).
-		var smu sync.Mutex
-		var wg sync.WaitGroup
+		// Every started member's status, as its own poller last read it
+		// (each through its own connection, every interval): a member on a
+		// slow path answers no sooner than its round trip, and the sample
+		// must not wait for it. An answer older than statusTimeout and an
+		// interval counts as none.
 		statusErrs := 0
 		for _, m := range members {
 			if len(m.ClientURLs) == 0 {
@@ -399,37 +465,29 @@ func (w *Watch) sample(ctx context.Context, cli *clientv3.Client) {
 					continue
 				}
 				conns[m.ID] = c
+				pollers[m.ID] = w.pollStatus(ctx, c)
 			}
-			wg.Add(1)
-			go func(id uint64, c *clientv3.Client) {
-				defer wg.Done()
-				sctx, cancel := context.WithTimeout(ctx, statusTimeout)
-				defer cancel()
-				st, err := pb.NewMaintenanceClient(c.ActiveConnection()).Status(sctx, &pb.StatusRequest{})
-				smu.Lock()
-				defer smu.Unlock()
-				if err != nil {
-					statusErrs++
-					if !statusFailing[id] {
-						w.cfg.Logf("quorumwatch: etcd member %s's status unread: %v", memberName(members, id), err)
-					}
-					statusFailing[id] = true
-					return
+			st, err := pollers[m.ID].latest(now, statusTimeout+w.cfg.Interval)
+			if err != nil {
+				statusErrs++
+				if !statusFailing[m.ID] {
+					w.cfg.Logf("quorumwatch: etcd member %s's status unread: %v", memberName(members, m.ID), err)
 				}
-				statusFailing[id] = false
-				s.Leader[id] = st.Leader
-				s.Term[id] = st.RaftTerm
-			}(m.ID, c)
+				statusFailing[m.ID] = true
+				continue
+			}
+			statusFailing[m.ID] = false
+			s.Leader[m.ID] = st.Leader
+			s.Term[m.ID] = st.RaftTerm
 		}
-		wg.Wait()
-		if ctx.Err() != nil {
-			break
-		}
-		// Connections of members gone from the list are closed.
+		// Connections of members gone from the list are closed, their
+		// pollers stopped.
 		for id, c := range conns {
 			if !slices.ContainsFunc(members, func(m *pb.Member) bool { return m.ID == id }) {
+				pollers[id].stop()
 				c.Close()
 				delete(conns, id)
+				delete(pollers, id)
 			}
 		}
 
