@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/cli"
@@ -72,7 +73,8 @@ type guided struct {
 // controller holding the Lease is killed at one step boundary drawn per
 // run. A second swap takes a voter that does not lead, restarted unplanned
 // once its drop-in is pre-written; a third cuts its standby off once
-// admitted, and aborts. An observer independent of fleet-role samples
+// admitted, and aborts; a fourth, with the controllers switched to acting
+// auto, is begun by the controller itself. An observer independent of fleet-role samples
 // etcd's members and health every 250 ms and writes through the API server
 // throughout.
 func TestActingGuidedSwap(t *testing.T) {
@@ -157,6 +159,14 @@ func TestActingGuidedSwap(t *testing.T) {
 		// it began with.
 		g.resetJournal()
 		g.carry(swapCase{out: standby, in: second, voters: []string{first, leaving, standby}, cutStandby: true})
+	}
+	if !t.Failed() {
+		// Acting auto: the same swap the third case aborted, begun by the
+		// controller itself once its plan has been published steadily
+		// for a window.
+		g.resetJournal()
+		g.actingAuto()
+		g.carry(swapCase{out: standby, in: second, voters: []string{first, leaving, standby}, auto: true})
 	}
 	for _, e := range f.Exited() {
 		t.Errorf("a process of the fleet exited: %s", e)
@@ -331,6 +341,39 @@ type swapCase struct {
 	// comes back once that is done, for its actuator to make it a standby
 	// again. It must never be promoted, and the members end as they began.
 	cutStandby bool
+	// auto switches the controllers to acting auto before the swap: no
+	// one approves it; the controller does once the plan has been
+	// published steadily for a window.
+	auto bool
+}
+
+// actingAuto switches both controllers to acting auto, as an operator
+// would: the Deployment's FLEET_ROLE_ACTING set to auto, and every
+// controller pod of the new template Ready.
+func (g *guided) actingAuto() {
+	t := g.t
+	deps := g.f.Admin.AppsV1().Deployments("fleet-role")
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"controller","env":[{"name":"FLEET_ROLE_ACTING","value":"auto"}]}]}}}}`
+	if _, err := deps.Patch(g.ctx, "fleet-role", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("set FLEET_ROLE_ACTING=auto on the controller: %v", err)
+	}
+	g.wait("both controllers running acting auto", applyTimeout, func() error {
+		d, err := deps.Get(g.ctx, "fleet-role", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != *d.Spec.Replicas || d.Status.ReadyReplicas != *d.Spec.Replicas || d.Status.Replicas != *d.Spec.Replicas {
+			return fmt.Errorf("rollout: %d updated, %d ready, %d in all, of %d", d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.Replicas, *d.Spec.Replicas)
+		}
+		return nil
+	})
+	g.settings.Acting = settings.ActingAuto
+	g.waitStatus("the status saying acting auto", applyTimeout, func(st *status.Status) error {
+		if st.Acting == nil || st.Acting.Mode != settings.ActingAuto {
+			return fmt.Errorf("acting %+v", st.Acting)
+		}
+		return nil
+	})
 }
 
 // killableSteps are the step boundaries a controller can be killed at on
@@ -412,11 +455,13 @@ func (g *guided) carry(c swapCase) {
 
 	o := g.watch()
 	approved := time.Now()
-	var out, errb bytes.Buffer
-	if code := cli.Main([]string{"approve", "--kubeconfig", f.AdminKC, plan.ID}, &out, &errb); code != cli.ExitOK {
-		t.Fatalf("fleet-role approve %s: exit %d: %s%s", plan.ID, code, out.String(), errb.String())
+	if !c.auto {
+		var out, errb bytes.Buffer
+		if code := cli.Main([]string{"approve", "--kubeconfig", f.AdminKC, plan.ID}, &out, &errb); code != cli.ExitOK {
+			t.Fatalf("fleet-role approve %s: exit %d: %s%s", plan.ID, code, out.String(), errb.String())
+		}
+		t.Logf("fleet-role approve: %s", strings.TrimSpace(out.String()))
 	}
-	t.Logf("fleet-role approve: %s", strings.TrimSpace(out.String()))
 	restarted, lifted, cut := false, false, cutState{}
 	var killed string
 	var killTerm int32
@@ -476,6 +521,13 @@ func (g *guided) carry(c swapCase) {
 	}
 	t.Logf("the swap took %.1f s from the approval", time.Since(approved).Seconds())
 	j := st.Acting.Journal
+	if want := map[bool]string{true: "auto", false: "operator"}[c.auto]; j.ApprovedBy != want {
+		t.Errorf("the swap was approved by %q, want %q", j.ApprovedBy, want)
+	}
+	if c.auto {
+		t.Logf("acting auto began the swap %.1f s after its plan was ready (a window of %d samples is %v)",
+			j.Started.Sub(approved).Seconds(), g.settings.Window, time.Duration(g.settings.Window)*g.settings.SamplePeriod)
+	}
 	if c.killAt != "" {
 		if killed == "" {
 			t.Errorf("%s was never seen running: no controller was killed", c.killAt)
