@@ -12,16 +12,17 @@ import (
 // acting plan publishes and what an approval approves.
 func Draft(w World, mode string) *Plan {
 	if w.Out == "" || w.In == "" {
-		return nil
+		return leadDraft(w, mode)
 	}
 	xh, sh := w.host(w.Out), w.host(w.In)
 	if xh == nil || sh == nil {
 		return nil
 	}
 	p := &Plan{
-		ID:  PlanID(xh.Name, xh.MemberID, sh.Name),
-		Out: Party{Node: xh.Name, MemberID: xh.MemberID, PeerURL: xh.PeerURL},
-		In:  Party{Node: sh.Name, PeerURL: sh.PeerURL},
+		Kind: KindSwap,
+		ID:   PlanID(xh.Name, xh.MemberID, sh.Name),
+		Out:  Party{Node: xh.Name, MemberID: xh.MemberID, PeerURL: xh.PeerURL},
+		In:   Party{Node: sh.Name, PeerURL: sh.PeerURL},
 	}
 	p.Standby = StandbyServer
 	if !sh.Server {
@@ -43,6 +44,31 @@ func Draft(w World, mode string) *Plan {
 		p.Steps = append(p.Steps, st)
 	}
 	// The approval is the first guard: ready is every other.
+	p.Ready = holds(p.Steps[0].Guards[1:])
+	if !p.Ready {
+		p.Steps[0].State = StateHeld
+	}
+	return p
+}
+
+// leadDraft is the leadership move off the voter the decision would
+// replace for want of a fit standby, when that voter leads: its steps
+// move-leader and done, the rest skipped. nil when there is none to draft.
+func leadDraft(w World, mode string) *Plan {
+	xh := w.host(w.LeadOut)
+	if xh == nil || !xh.Voter || !xh.Leader || xh.MemberID == "" {
+		return nil
+	}
+	p := &Plan{Kind: KindMoveLeader, ID: LeadPlanID(xh.Name, xh.MemberID),
+		Out: Party{Node: xh.Name, MemberID: xh.MemberID, PeerURL: xh.PeerURL}}
+	to := leaderTarget(&w, p)
+	for _, n := range []StepName{StepMoveLeader, StepDone} {
+		st := Step{Name: n, State: StatePending, Actor: actorOf(n), Host: hostOf(n, p), Guards: []Guard{}}
+		if n == StepMoveLeader {
+			st.Guards, st.Writes, st.Deadline = leadGuards(&w, p, mode, to), writesOf(n, p, to), deadline(w.Settings, n)
+		}
+		p.Steps = append(p.Steps, st)
+	}
 	p.Ready = holds(p.Steps[0].Guards[1:])
 	if !p.Ready {
 		p.Steps[0].State = StateHeld

@@ -86,14 +86,19 @@ func Next(j *Journal, w World, mode string, term int32) Outcome {
 // open starts the swap p: the journal with admit under way and its command.
 func open(prev *Journal, p *Plan, w *World, mode string, term int32) *Journal {
 	now := w.Now
-	j := &Journal{Schema: JournalSchema, PlanID: p.ID, Out: p.Out, In: p.In, Phase: PhaseRunning,
+	j := &Journal{Schema: JournalSchema, Kind: p.Kind, PlanID: p.ID, Out: p.Out, In: p.In, Phase: PhaseRunning,
 		Tolerance0: startTolerance(w, p.Out.Node, p.In.Node), ApprovedBy: approvedBy(mode), Started: now, Term: term,
 		LeaderTo: leaderTarget(w, p), History: []Event{}}
 	if prev != nil {
 		j.Past = recent(prev.Past, now)
 	}
 	for _, n := range Steps {
-		j.Steps = append(j.Steps, JournalStep{Name: n, State: StatePending})
+		st := JournalStep{Name: n, State: StatePending}
+		if p.Kind == KindMoveLeader && n != StepMoveLeader && n != StepDone {
+			// A leadership move changes no membership: its one step.
+			st.State = StateSkipped
+		}
+		j.Steps = append(j.Steps, st)
 	}
 	r := round{j: j, w: w, now: now}
 	r.event("open", string(PhaseRunning), "")
@@ -237,7 +242,12 @@ func (r *round) leadFirst() bool {
 	switch {
 	case r.done(ml):
 		r.end(ml, StateDone, "")
-		r.reach(r.j.step(StepAdmit))
+		if r.j.Kind == KindMoveLeader {
+			// The move was the whole plan.
+			r.reach(r.j.step(StepDone))
+		} else {
+			r.reach(r.j.step(StepAdmit))
+		}
 		return true
 	case r.now.After(*ml.Deadline):
 		r.fail(ml, CauseDeadline)
@@ -409,14 +419,7 @@ func (r *round) removalAsked() bool {
 	return x.RemoveRequested == r.j.PlanID || x.RemoveAnnotation || !x.Voter
 }
 
-func (r *round) memberHost(id string) *Host {
-	for i := range r.w.Hosts {
-		if id != "" && r.w.Hosts[i].MemberID == id {
-			return &r.w.Hosts[i]
-		}
-	}
-	return nil
-}
+func (r *round) memberHost(id string) *Host { return r.w.memberHost(id) }
 
 func (r *round) command(host string, v Verb, target string, restart bool) int {
 	r.j.Seq++

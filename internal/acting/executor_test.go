@@ -449,3 +449,87 @@ func TestRemoveFailsBeforeTheRequestAborts(t *testing.T) {
 		t.Errorf("the removal asked, its deadline passed: %+v, want halted at the deadline", out.Journal)
 	}
 }
+
+// TestLeaderMovedOnItsOwn: the decision would replace x, which leads, but
+// has no fit standby: the plan is a leadership move alone (item 7), whose
+// one step hands etcd's leadership to a fit voter; no member is added or
+// removed, and the move counts for the cooldown as a swap does.
+func TestLeaderMovedOnItsOwn(t *testing.T) {
+	m := newModel("x")
+	m.noStandby = true
+	p := Draft(m.world(), settings.ActingGuided)
+	if p == nil || p.Kind != KindMoveLeader || p.ID != LeadPlanID("x", m.memberID("x")) || !p.Ready || len(p.Steps) != 2 || p.Steps[0].Name != StepMoveLeader {
+		t.Fatalf("draft %+v, want a ready move-leader plan of two steps", p)
+	}
+	run(t, m, -1, killNone, false)
+	j := m.journal
+	if j.Phase != PhaseDone || j.Kind != KindMoveLeader || j.step(StepMoveLeader).State != StateDone {
+		t.Fatalf("phase %s kind %s move-leader %s, want done\n%s", j.Phase, j.Kind, j.step(StepMoveLeader).State, strings.Join(m.log, "\n"))
+	}
+	if m.leader == "x" || m.leader == "" {
+		t.Errorf("leader %q, want a voter other than x", m.leader)
+	}
+	for _, s := range j.Steps {
+		if s.Name != StepMoveLeader && s.Name != StepDone && s.State != StateSkipped {
+			t.Errorf("step %s %s, want skipped: a leadership move changes no membership", s.Name, s.State)
+		}
+	}
+	if got := strings.Join(m.voters(), ","); got != "a,b,x" || m.members["s"] != nil || m.maxMembers != 3 {
+		t.Errorf("voters %s, s a member %v, most members %d: want a,b,x and no other member ever", got, m.members["s"] != nil, m.maxMembers)
+	}
+	if w := WithPast(m.world(), j); w.LastSwapEnded.IsZero() || w.SwapsDay != 1 {
+		t.Errorf("after the move: last ended %v, %d today; want it counted as a swap is", w.LastSwapEnded, w.SwapsDay)
+	}
+	checkSafe(t, m)
+
+	// A move etcd never makes aborts at its deadline with nothing to undo.
+	m = newModel("x")
+	m.noStandby, m.stuckLeader = true, true
+	run(t, m, -1, killNone, false)
+	if j := m.journal; j.Phase != PhaseAborted || j.Abort == nil || j.Abort.Step != StepMoveLeader || len(j.Abort.Undo) != 0 {
+		t.Errorf("stuck leader: phase %s abort %+v, want aborted at move-leader, nothing to undo", j.Phase, j.Abort)
+	}
+
+	// No leadership move when the voter to replace does not lead, or
+	// when no voter can take the leadership.
+	m = newModel("a")
+	m.noStandby = true
+	if p := Draft(m.world(), settings.ActingGuided); p != nil {
+		t.Errorf("x does not lead: draft %+v, want none", p)
+	}
+	m = newModel("x")
+	m.noStandby = true
+	m.hosts["a"].verdict, m.hosts["b"].verdict = "unfit", "unknown"
+	p = Draft(m.world(), settings.ActingGuided)
+	if p == nil || p.Ready || p.Steps[0].State != StateHeld {
+		t.Fatalf("no fit voter to lead: %+v, want a plan held", p)
+	}
+	if g := p.Steps[0].Guards[1]; g.Code != GuardLeaderTarget || g.OK {
+		t.Errorf("guard %+v, want %s failing", g, GuardLeaderTarget)
+	}
+}
+
+// TestLeaderMoveKilledAtEveryBoundary: the leadership move resumed after
+// the controller is killed at each of its writing rounds, before the
+// journal and after it, in the same term and a newer one: done, the
+// leadership off x, no member changed.
+func TestLeaderMoveKilledAtEveryBoundary(t *testing.T) {
+	clean := newModel("x")
+	clean.noStandby = true
+	writes := run(t, clean, -1, killNone, false)
+	for at := 0; at < writes; at++ {
+		for _, k := range []kill{killBeforeJournal, killBeforeNode} {
+			for _, newTerm := range []bool{false, true} {
+				m := newModel("x")
+				m.noStandby = true
+				run(t, m, at, k, newTerm)
+				if m.journal.Phase != PhaseDone || m.leader == "x" || strings.Join(m.voters(), ",") != "a,b,x" {
+					t.Errorf("killed in round %d (%d, new term %v): phase %s, leader %s, voters %v", at, k, newTerm, m.journal.Phase, m.leader, m.voters())
+				}
+				if err := historyOK(m.journal); err != nil {
+					t.Errorf("killed in round %d: %v", at, err)
+				}
+			}
+		}
+	}
+}

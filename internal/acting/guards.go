@@ -30,6 +30,7 @@ const (
 	GuardJoined            GuardCode = "joined"             // the leaving voter joined with --server
 	GuardToleranceOpt      GuardCode = "tolerance_optimistic"
 	GuardToleranceFloor    GuardCode = "tolerance_floor"
+	GuardLeaderTarget      GuardCode = "leader_target" // a fit voter, alive, to hand etcd's leadership to
 )
 
 // Guard is one condition a step needs, in the shape of the decision's
@@ -107,6 +108,10 @@ type World struct {
 	FleetWide bool
 	// Out and In are the swap the decision publishes; both empty for none.
 	Out, In string
+	// LeadOut is the voter the decision would replace when it names no
+	// swap only for want of a fit standby: if it leads, a leadership move
+	// off it is drafted instead (KindMoveLeader).
+	LeadOut string
 	// SteadySince is when the decision began to publish this same swap
 	// without a break.
 	SteadySince time.Time
@@ -327,17 +332,7 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 			fmt.Sprintf("%d etcd alarms", w.Alarms)))
 		gs = append(gs, yes(GuardFleetWide, !w.FleetWide,
 			"a cause the whole fleet shares is not fixed by moving one vote", fleetWideDetail(w.FleetWide)))
-		if !w.LastSwapEnded.IsZero() {
-			since := w.Now.Sub(w.LastSwapEnded)
-			g := Guard{Code: GuardCooldown, Value: num(since.Seconds()), Limit: num(SwapCooldown.Seconds()), Unit: "seconds",
-				Rule: settings.AtLeast, OK: since >= SwapCooldown, age: true,
-				Basis:  "an hour between swaps: Cluster API's control plane waits as long (MinHealthyPeriod) before it remediates again",
-				Detail: fmt.Sprintf("the last swap ended at %s", w.LastSwapEnded.UTC().Format(time.RFC3339))}
-			gs = append(gs, g)
-		}
-		gs = append(gs, count(GuardSwapsPerDay, w.SwapsDay, MaxSwapsPerDay(s), settings.Under, "swaps",
-			"at most target_voters swaps in 24 hours: no more than there are votes, so that a judgement that flaps cannot churn one vote all day",
-			fmt.Sprintf("%d swaps began in the last 24 hours", w.SwapsDay)))
+		gs = append(gs, paceGuards(w)...)
 		aliveGuard()
 		tolerances()
 	case StepPromote:
@@ -362,6 +357,63 @@ func guards(w *World, n StepName, p *Plan, t0 int, mode string) []Guard {
 		tolerances()
 	}
 	return gs
+}
+
+// paceGuards are the cooldown since the last swap or leadership move
+// ended, and the daily cap: what keeps a judgement that flaps from
+// churning the fleet.
+func paceGuards(w *World) []Guard {
+	var gs []Guard
+	if !w.LastSwapEnded.IsZero() {
+		since := w.Now.Sub(w.LastSwapEnded)
+		gs = append(gs, Guard{Code: GuardCooldown, Value: num(since.Seconds()), Limit: num(SwapCooldown.Seconds()), Unit: "seconds",
+			Rule: settings.AtLeast, OK: since >= SwapCooldown, age: true,
+			Basis:  "an hour between swaps: Cluster API's control plane waits as long (MinHealthyPeriod) before it remediates again",
+			Detail: fmt.Sprintf("the last swap ended at %s", w.LastSwapEnded.UTC().Format(time.RFC3339))})
+	}
+	return append(gs, count(GuardSwapsPerDay, w.SwapsDay, MaxSwapsPerDay(w.Settings), settings.Under, "swaps",
+		"at most target_voters swaps in 24 hours: no more than there are votes, so that a judgement that flaps cannot churn one vote all day",
+		fmt.Sprintf("%d swaps began in the last 24 hours", w.SwapsDay)))
+}
+
+// leadGuards are what a leadership move needs before it begins: the
+// approval, a voter to hand the leadership to, the pace of swaps, every
+// voter alive, and no cause the whole fleet shares. It changes no
+// membership, so no tolerance guard applies.
+func leadGuards(w *World, p *Plan, mode, to string) []Guard {
+	gs := []Guard{approval(w, p, mode)}
+	target := "none: no voter but the leader is fit, alive and known by its member ID"
+	if h := w.memberHost(to); h != nil {
+		target = h.Name
+	}
+	gs = append(gs, yes(GuardLeaderTarget, to != "",
+		"etcd's leadership goes to a fit voter that is alive (etcd's MoveLeader takes only a voter); the first by name among equals",
+		"target: "+target))
+	gs = append(gs, paceGuards(w)...)
+	alive, voters := 0, 0
+	for i := range w.Hosts {
+		if h := &w.Hosts[i]; h.Voter {
+			voters++
+			if h.Alive {
+				alive++
+			}
+		}
+	}
+	gs = append(gs, count(GuardVotersAlive, alive, voters, settings.AtLeast, "voters",
+		"every voter alive by etcd's own gauges (has a leader, record fresh): a leadership handed to a voter cut off is handed back by the next election",
+		fmt.Sprintf("%d of %d voters alive", alive, voters)))
+	gs = append(gs, yes(GuardFleetWide, !w.FleetWide,
+		"a cause the whole fleet shares is not fixed by moving the leadership", fleetWideDetail(w.FleetWide)))
+	return gs
+}
+
+func (w *World) memberHost(id string) *Host {
+	for i := range w.Hosts {
+		if id != "" && w.Hosts[i].MemberID == id {
+			return &w.Hosts[i]
+		}
+	}
+	return nil
 }
 
 func approval(w *World, p *Plan, mode string) Guard {

@@ -170,9 +170,12 @@ type Past struct {
 // precondition so that two writers never both succeed.
 type Journal struct {
 	Schema string `json:"schema"`
-	PlanID string `json:"plan_id"`
-	Out    Party  `json:"out"`
-	In     Party  `json:"in"`
+	// Kind is the plan's: swap (empty in a journal written before kinds),
+	// or move-leader.
+	Kind   PlanKind `json:"kind,omitempty"`
+	PlanID string   `json:"plan_id"`
+	Out    Party    `json:"out"`
+	In     Party    `json:"in"`
 	// LeaderTo is the member move-leader hands leadership to.
 	LeaderTo string        `json:"leader_to,omitempty"`
 	Phase    Phase         `json:"phase"`
@@ -209,6 +212,11 @@ func (j *Journal) step(n StepName) *JournalStep {
 		}
 	}
 	return nil
+}
+
+// Moves is what the journal's plan moves, as Parties says it.
+func (j *Journal) Moves() string {
+	return Parties(j.Kind, j.Out.Node, j.In.Node)
 }
 
 // Current is the step under way: the first that is neither done nor

@@ -41,6 +41,9 @@ type model struct {
 	refuseRemove bool
 	// stuckLeader makes etcd's MoveLeader time out: leadership stays.
 	stuckLeader bool
+	// noStandby: the decision names x to replace but no fit standby, so
+	// it publishes no swap (LeadOut, not Out and In).
+	noStandby bool
 	// what the observer saw
 	maxLearners, maxMembers, minAliveMargin int
 	everVoter                               map[string]bool
@@ -379,6 +382,9 @@ func (m *model) observe() {
 // its label, with removed-node-name, until k3s restarts there.
 func (m *model) world() World {
 	w := World{Now: m.now, Settings: m.s, Out: "x", In: "s", SteadySince: m.now.Add(-time.Hour), Approved: PlanID("x", m.memberID("x"), "s")}
+	if m.noStandby {
+		w.Out, w.In, w.LeadOut, w.Approved = "", "", "x", LeadPlanID("x", m.memberID("x"))
+	}
 	for _, name := range m.order {
 		h := m.hosts[name]
 		host := Host{Name: name, Verdict: h.verdict, Server: h.server, EtcdLabel: h.etcdLabel, Ready: h.ready && !h.cut,

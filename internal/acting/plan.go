@@ -134,8 +134,33 @@ type Deadline struct {
 	Basis   string  `json:"basis"`
 }
 
-// Plan is the step table of the published swap.
+// PlanKind is what a plan changes.
+type PlanKind string
+
+// Plan kinds.
+const (
+	// KindSwap swaps an unfit voter out for a standby, add first.
+	KindSwap PlanKind = "swap"
+	// KindMoveLeader moves etcd's leadership off an unfit leader that no
+	// standby can replace: no membership changes, and the worst fault
+	// there is ends (every write waits for a slow leader). Its steps are
+	// move-leader and done; the rest are skipped.
+	KindMoveLeader PlanKind = "move-leader"
+)
+
+// Parties says who a plan of kind k moves: "X out, S in" for a swap,
+// "etcd's leadership off X" for a leadership move.
+func Parties(k PlanKind, out, in string) string {
+	if k == KindMoveLeader {
+		return "etcd's leadership off " + out
+	}
+	return out + " out, " + in + " in"
+}
+
+// Plan is the step table of the published swap or leadership move.
 type Plan struct {
+	// Kind is what the plan changes: swap, or move-leader.
+	Kind PlanKind `json:"kind"`
 	// ID names the swap for an approval: the same leaving member and
 	// standby give the same ID at every decision.
 	ID      string      `json:"id"`
@@ -158,6 +183,13 @@ type Plan struct {
 func PlanID(out, outMember, in string) string {
 	sum := sha256.Sum256([]byte(out + "\x00" + outMember + "\x00" + in))
 	return "swap-" + hex.EncodeToString(sum[:5])
+}
+
+// LeadPlanID is the ID of the leadership move off member outMember of
+// node out: a digest, as PlanID's, and never a swap's.
+func LeadPlanID(out, outMember string) string {
+	sum := sha256.Sum256([]byte("move-leader\x00" + out + "\x00" + outMember))
+	return "lead-" + hex.EncodeToString(sum[:5])
 }
 
 // DropInPath is the k3s configuration drop-in the actuator owns on a host.

@@ -115,7 +115,7 @@ func publishedPlan(st *status.Status, id string) (*acting.Plan, error) {
 	case a.Plan == nil:
 		return nil, fmt.Errorf("plan %q: the status publishes no swap now (decision %s)", status.Printable(id), st.Decision.Action)
 	case a.Plan.ID != id:
-		return nil, fmt.Errorf("plan %q is not the published plan: the status publishes %s (%s out, %s in)", status.Printable(id), a.Plan.ID, status.Printable(a.Plan.Out.Node), status.Printable(a.Plan.In.Node))
+		return nil, fmt.Errorf("plan %q is not the published plan: the status publishes %s (%s)", status.Printable(id), a.Plan.ID, status.Printable(acting.Parties(a.Plan.Kind, a.Plan.Out.Node, a.Plan.In.Node)))
 	}
 	if j := a.Journal; j != nil && j.Phase.Open() && j.PlanID != id {
 		return nil, fmt.Errorf("plan %q: the swap %s is %s: one swap at a time", status.Printable(id), j.PlanID, j.Phase)
@@ -164,7 +164,7 @@ func printApproval(w io.Writer, st *status.Status, p *acting.Plan) error {
 	if mode != settings.ActingGuided {
 		next = "acting is " + status.Printable(mode) + ", not guided: this approval is kept, and used only if acting is guided"
 	}
-	_, err := fmt.Fprintf(w, "approved %s: %s out, %s in; %s\n", p.ID, status.Printable(p.Out.Node), status.Printable(p.In.Node), next)
+	_, err := fmt.Fprintf(w, "approved %s: %s; %s\n", p.ID, status.Printable(acting.Parties(p.Kind, p.Out.Node, p.In.Node)), next)
 	return err
 }
 

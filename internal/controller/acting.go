@@ -20,8 +20,9 @@ import (
 // was read at and only while this controller's term lasts, then the remove
 // annotation. The status carries the journal as written.
 
-// steady follows since when the decision has published the same swap
-// without a break, for acting auto's approval. It lives in memory only: a
+// steady follows since when the decision has published the same swap (or
+// named the same leader to replace for want of a standby: a leadership
+// move's plan) without a break, for acting auto's approval. It lives in memory only: a
 // restarted controller counts the window again, which only delays.
 type steady struct {
 	out, in string
@@ -29,12 +30,18 @@ type steady struct {
 }
 
 func (s *steady) observe(d status.Decision, now time.Time) time.Time {
+	out, in := d.Out, d.In
 	if d.Action != status.ActionSwap {
+		// A leadership move's plan is steady while the same voter would
+		// be replaced for want of a fit standby.
+		out, in = kube.LeadOut(d), ""
+	}
+	if out == "" {
 		*s = steady{}
 		return time.Time{}
 	}
-	if s.out != d.Out || s.in != d.In || s.since.IsZero() {
-		*s = steady{out: d.Out, in: d.In, since: now}
+	if s.out != out || s.in != in || s.since.IsZero() {
+		*s = steady{out: out, in: in, since: now}
 	}
 	return s.since
 }

@@ -15,6 +15,23 @@ import (
 	"github.com/fleet-role/fleet-role/internal/status"
 )
 
+// LeadOut is the voter d would replace but for want of a fit standby: d
+// is held back by its candidate step alone (no standby, or none fit), and
+// its replace step names the voter. "" otherwise: a gate that holds the
+// swap holds a leadership move too.
+func LeadOut(d status.Decision) string {
+	r, ok := d.DecidingStep()
+	if !ok || (r.Code != status.CodeNoStandby && r.Code != status.CodeNoFitStandby) {
+		return ""
+	}
+	for _, r := range d.Reasons {
+		if r.OK && (r.Code == status.CodeMostSlowLinks || r.Code == status.CodeFurthestOverLimits) {
+			return r.Subject
+		}
+	}
+	return ""
+}
+
 // actingWorld is what acting reads, gathered from the decision and the
 // Nodes (as NodeView keeps them with acting on). Each host's etcd
 // role and member are the decision's, from its record; its Node says what
@@ -26,6 +43,8 @@ func actingWorld(st *status.Status, nodes []corev1.Node, s settings.Settings, no
 	}
 	if st.Decision.Action == status.ActionSwap {
 		w.Out, w.In = st.Decision.Out, st.Decision.In
+	} else {
+		w.LeadOut = LeadOut(st.Decision)
 	}
 	for _, r := range st.Decision.Reasons {
 		if r.Code == status.CodeFleetWideFault {

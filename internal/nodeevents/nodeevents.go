@@ -175,7 +175,11 @@ func SwapChanges(before, after *acting.Journal) []Event {
 		if e.State == string(acting.StateFailed) || e.State == string(acting.PhaseAborting) || e.State == string(acting.PhaseHalted) {
 			typ = corev1.EventTypeWarning
 		}
-		msg := fmt.Sprintf("fleet-role swap %s (%s out, %s in): %s %s", after.PlanID, after.Out.Node, after.In.Node, e.Step, e.State)
+		what := "swap"
+		if after.Kind == acting.KindMoveLeader {
+			what = "move-leader"
+		}
+		msg := fmt.Sprintf("fleet-role %s %s (%s): %s %s", what, after.PlanID, after.Moves(), e.Step, e.State)
 		if e.Cause != "" {
 			msg += " (" + e.Cause + ")"
 		}
@@ -195,6 +199,9 @@ func swapHosts(j *acting.Journal, step string) []string {
 	case string(acting.StepAdmit), string(acting.StepPromote), string(acting.StepStabilise), string(acting.UndoRemoveIn), string(acting.UndoStandbyIn):
 		return []string{j.In.Node}
 	case string(acting.StepPrewrite), string(acting.StepMoveLeader), string(acting.StepRemove), string(acting.StepSettle), string(acting.UndoRestoreOut):
+		return []string{j.Out.Node}
+	}
+	if j.In.Node == "" {
 		return []string{j.Out.Node}
 	}
 	return []string{j.Out.Node, j.In.Node}

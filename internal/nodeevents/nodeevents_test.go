@@ -245,3 +245,19 @@ func TestSwapChanges(t *testing.T) {
 		t.Errorf("another swap: %d events, want its whole history's (8)", len(got))
 	}
 }
+
+// A leadership move's lines go on its one host's Node, and say what it
+// moves.
+func TestLeadershipMoveChanges(t *testing.T) {
+	j := &acting.Journal{Kind: acting.KindMoveLeader, PlanID: "lead-1", Out: acting.Party{Node: "x"},
+		History: []acting.Event{{Step: "open", State: "running"}, {Step: "move-leader", State: "done"}, {Step: "swap", State: "done"}}}
+	got := nodeevents.SwapChanges(nil, j)
+	if len(got) != 3 {
+		t.Fatalf("events %+v, want one a line, on x alone", got)
+	}
+	for _, e := range got {
+		if e.Node != "x" || !strings.HasPrefix(e.Message, "fleet-role move-leader lead-1 (etcd's leadership off x): ") {
+			t.Errorf("event %+v, want on x, saying the leadership move", e)
+		}
+	}
+}

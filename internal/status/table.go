@@ -154,7 +154,11 @@ func writeActing(b *strings.Builder, a *acting.Status) {
 	if !p.Ready {
 		state = "not ready"
 	}
-	fmt.Fprintf(b, "acting: %s, plan %s: %s out, %s in (%s standby); %s\n", Printable(a.Mode), Printable(p.ID), Printable(p.Out.Node), Printable(p.In.Node), Printable(string(p.Standby)), state)
+	if p.Kind == acting.KindMoveLeader {
+		fmt.Fprintf(b, "acting: %s, plan %s: %s (no standby to swap it for); %s\n", Printable(a.Mode), Printable(p.ID), Printable(acting.Parties(p.Kind, p.Out.Node, "")), state)
+	} else {
+		fmt.Fprintf(b, "acting: %s, plan %s: %s out, %s in (%s standby); %s\n", Printable(a.Mode), Printable(p.ID), Printable(p.Out.Node), Printable(p.In.Node), Printable(string(p.Standby)), state)
+	}
 	if p.Remedy != "" {
 		fmt.Fprintf(b, "  first: %s\n", Printable(p.Remedy))
 	}
@@ -189,6 +193,14 @@ func writeActing(b *strings.Builder, a *acting.Status) {
 	}
 }
 
+// journalKind names what a journal carries: "swap", or "move-leader".
+func journalKind(j *acting.Journal) string {
+	if j.Kind == "" {
+		return string(acting.KindSwap)
+	}
+	return string(j.Kind)
+}
+
 // writeJournal says where the swap under way, or the last one, stands, and
 // why the executor did not run, when it did not.
 func writeJournal(b *strings.Builder, a *acting.Status) {
@@ -199,8 +211,8 @@ func writeJournal(b *strings.Builder, a *acting.Status) {
 	if j == nil {
 		return
 	}
-	fmt.Fprintf(b, "swap %s: %s out, %s in; %s, approved by %s, started %s, term %d\n", Printable(j.PlanID), Printable(j.Out.Node),
-		Printable(j.In.Node), j.Phase, Printable(j.ApprovedBy), j.Started.UTC().Format(time.RFC3339), j.Term)
+	fmt.Fprintf(b, "%s %s: %s; %s, approved by %s, started %s, term %d\n", journalKind(j), Printable(j.PlanID), Printable(j.Moves()),
+		j.Phase, Printable(j.ApprovedBy), j.Started.UTC().Format(time.RFC3339), j.Term)
 	if cur := j.Current(); cur != nil {
 		line := fmt.Sprintf("  step %s %s", cur.Name, cur.State)
 		if cur.Deadline != nil {
