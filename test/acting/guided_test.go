@@ -69,7 +69,9 @@ type guided struct {
 // slow, once an operator approves the plan it publishes: afterwards etcd's
 // members are the two fit voters and the standby, the old voter is a Ready
 // control-plane-only server labelled a standby, and the status says done.
-// The leaving voter leads, so leadership is moved first, and the
+// First, with the slow voter leading and the standby slowed too (no fit
+// standby), acting moves etcd's leadership alone. Then the leaving voter
+// leads, so leadership is moved first, and the
 // controller holding the Lease is killed at one step boundary drawn per
 // run. A second swap takes a voter that does not lead, restarted unplanned
 // once its drop-in is pre-written; a third cuts its standby off once
@@ -138,6 +140,14 @@ func TestActingGuidedSwap(t *testing.T) {
 	})
 	t.Logf("baseline %.1f s after the start: %s", time.Since(began).Seconds(), st.Decision.Action)
 
+	// First the leadership alone: the slow voter leads, and the standby
+	// is slowed too, so no standby is fit to take its vote.
+	g.leadOnly(leaving, standby, []string{first, second, leaving})
+	if t.Failed() {
+		return
+	}
+	g.resetJournal() // the move counts for the cooldown as a swap does
+
 	// The leaving voter leads (leadership is moved first), and is slowed
 	// on every packet.
 	g.carry(swapCase{out: leaving, in: standby, leads: true, voters: []string{first, second, leaving}, killAt: drawKill(t)})
@@ -198,6 +208,81 @@ func (g *guided) podLogs() {
 			}
 			g.t.Logf("log of %s/%s on %s (last %d lines):\n%s", p.Name, c.Name, p.Spec.NodeName, tail, b)
 		}
+	}
+}
+
+// leadOnly slows the voter x, made etcd's leader, and the standby s too:
+// the decision would replace x but has no fit standby, so acting drafts a
+// leadership move alone. Approved, it must hand the leadership to another
+// voter and change no member.
+func (g *guided) leadOnly(x, s string, voters []string) {
+	t := g.t
+	if l := g.leader(); l != x {
+		g.moveLeader(l, x)
+	}
+	for _, h := range []string{x, s} {
+		if err := g.f.Lab.SetDelay(h, injected); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, h := range []string{x, s} {
+			if err := g.f.Lab.SetDelay(h, 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	began := time.Now()
+	var plan *acting.Plan
+	g.waitStatus("a leadership move off the slow leader published, ready but for the approval", planTimeout, func(st *status.Status) error {
+		if st.Acting == nil || st.Acting.Plan == nil {
+			return fmt.Errorf("no plan: decision %s", st.Decision.Action)
+		}
+		p := st.Acting.Plan
+		if p.Kind != acting.KindMoveLeader || p.Out.Node != x {
+			return fmt.Errorf("plan %s of kind %s: %s", p.ID, p.Kind, acting.Parties(p.Kind, p.Out.Node, p.In.Node))
+		}
+		if !p.Ready {
+			return fmt.Errorf("plan %s not ready: %s", p.ID, heldBy(p))
+		}
+		plan = p
+		return nil
+	})
+	t.Logf("plan %s (%s) published %.1f s after %s and %s were slowed", plan.ID, acting.Parties(plan.Kind, x, ""), time.Since(began).Seconds(), x, s)
+	o := g.watch()
+	approved := time.Now()
+	var out, errb bytes.Buffer
+	if code := cli.Main([]string{"approve", "--kubeconfig", g.f.AdminKC, plan.ID}, &out, &errb); code != cli.ExitOK {
+		t.Fatalf("fleet-role approve %s: exit %d: %s%s", plan.ID, code, out.String(), errb.String())
+	}
+	t.Logf("fleet-role approve: %s", strings.TrimSpace(out.String()))
+	st := g.waitStatus("the leadership move done", acting.TotalDeadline(g.settings), func(st *status.Status) error {
+		j := st.Acting.Journal
+		if j == nil || j.PlanID != plan.ID {
+			return errors.New("no journal of this plan yet")
+		}
+		if j.Phase == acting.PhaseAborted || j.Phase == acting.PhaseHalted {
+			t.Fatalf("the leadership move ended %s: abort %+v; history %+v", j.Phase, j.Abort, j.History)
+		}
+		if j.Phase != acting.PhaseDone {
+			return fmt.Errorf("%s", j.Phase)
+		}
+		return nil
+	})
+	fig := o.stop()
+	g.judge(fig)
+	j := st.Acting.Journal
+	ml := journalStep(j, acting.StepMoveLeader)
+	t.Logf("the leadership move took %.1f s from the approval (move-leader %.1f s)", time.Since(approved).Seconds(), tookOf(ml).Seconds())
+	g.steps = append(g.steps, step{name: "move-leader alone", took: tookOf(ml), note: x + " led, no fit standby"})
+	if l := g.leader(); l == x || l == s {
+		t.Errorf("etcd's leader after the move is %s, want a fit voter", l)
+	}
+	for _, e := range fig.Events {
+		t.Errorf("the observer saw a membership change during a leadership move: %s %s %s", e.At.Format("15:04:05.000"), e.Member, e.Kind)
+	}
+	if ms := g.memberHosts(); !slices.Equal(ms, voters) {
+		t.Errorf("etcd's members after the leadership move are on %v, want %v as before", ms, voters)
 	}
 }
 
