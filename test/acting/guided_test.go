@@ -74,8 +74,8 @@ type guided struct {
 // leads, so leadership is moved first, and the
 // controller holding the Lease is killed at one step boundary drawn per
 // run. A second swap takes a voter that does not lead, restarted unplanned
-// once its drop-in is pre-written; a third cuts its standby off once
-// admitted, and aborts; a fourth, with the controllers switched to acting
+// once its drop-in is pre-written; a third cuts its standby's etcd peer
+// traffic, so that its learner never catches up, and aborts; a fourth, with the controllers switched to acting
 // auto, is begun by the controller itself. An observer independent of fleet-role samples
 // etcd's members and health every 250 ms and writes through the API server
 // throughout.
@@ -164,9 +164,9 @@ func TestActingGuidedSwap(t *testing.T) {
 		g.carry(swapCase{out: second, in: leaving, voters: []string{first, second, standby}, unplannedRestart: true})
 	}
 	if !t.Failed() {
-		// The standby now is the second server: cut off once admitted,
-		// it is never promoted, and the swap aborts back to the voters
-		// it began with.
+		// The standby now is the second server: its etcd peer traffic
+		// cut, its learner never catches up nor is promoted, and the swap
+		// aborts back to the voters it began with.
 		g.resetJournal()
 		g.carry(swapCase{out: standby, in: second, voters: []string{first, leaving, standby}, cutStandby: true})
 	}
@@ -420,11 +420,15 @@ type swapCase struct {
 	// replica takes the Lease at a newer term and carries the swap on from
 	// the journal, taking no step twice.
 	killAt acting.StepName
-	// cutStandby cuts the standby off (its link down) once it is admitted,
-	// a learner: it can never catch up, so promote passes its deadline and
-	// the swap aborts, removing its member from a voter's side; the link
-	// comes back once that is done, for its actuator to make it a standby
-	// again. It must never be promoted, and the members end as they began.
+	// cutStandby cuts the standby's etcd peer traffic (port 2380, both
+	// ways) before the swap opens: admitted, its learner can never catch
+	// up, so etcd refuses its promotion, promote passes its deadline and
+	// the swap aborts, removing its member from a voter's side; its peer
+	// traffic comes back once that is done. Its actuator and its API
+	// traffic are left alone: the abort's last command is its to carry
+	// out. It must never be promoted, and the members end as they began.
+	// (Its link cut whole once admitted came too late: k3s had promoted
+	// the learner 6 s after adding it.)
 	cutStandby bool
 	// auto switches the controllers to acting auto before the swap: no
 	// one approves it; the controller does once the plan has been
@@ -539,6 +543,12 @@ func (g *guided) carry(c swapCase) {
 	}
 
 	o := g.watch()
+	cut := cutState{}
+	if c.cutStandby {
+		g.peerTraffic(c.in, false)
+		cut.cutAt = time.Now()
+		t.Logf("%s's etcd peer traffic cut before the approval", c.in)
+	}
 	approved := time.Now()
 	if !c.auto {
 		var out, errb bytes.Buffer
@@ -547,7 +557,7 @@ func (g *guided) carry(c swapCase) {
 		}
 		t.Logf("fleet-role approve: %s", strings.TrimSpace(out.String()))
 	}
-	restarted, lifted, cut := false, false, cutState{}
+	restarted, lifted := false, false
 	var killed string
 	var killTerm int32
 	total := acting.TotalDeadline(g.settings)
@@ -692,27 +702,34 @@ type cutState struct {
 	cutAt, mendedAt time.Time
 }
 
-// cutOff follows the cut-off standby's case at each status: the standby
-// cut once admitted, its link back once the abort has removed its member;
-// it returns nil once the swap has ended aborted.
+// peerTraffic lets host h's etcd peer traffic (TCP port 2380, to it and
+// from it) through, or drops it, by iptables rules in its network
+// namespace; the rest of its traffic is left alone.
+func (g *guided) peerTraffic(h string, on bool) {
+	op := "-I"
+	if on {
+		op = "-D"
+	}
+	for _, rule := range [][]string{{"INPUT", "--dport"}, {"OUTPUT", "--dport"}} {
+		cmd := g.f.Host(h).Net.Command(g.ctx, "iptables", op, rule[0], "-p", "tcp", rule[1], "2380", "-j", "DROP")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			g.t.Fatalf("iptables %s %s on %s: %v\n%s", op, rule[0], h, err, out)
+		}
+	}
+}
+
+// cutOff follows the cut-off standby's case at each status: its peer
+// traffic back once the abort has removed its member; it returns nil once
+// the swap has ended aborted.
 func (g *guided) cutOff(c swapCase, j *acting.Journal, cut *cutState) error {
 	t := g.t
 	if j.Phase == acting.PhaseHalted || j.Phase == acting.PhaseDone {
 		t.Fatalf("the swap ended %s with the standby cut off, want aborted: halt %q; history %+v", j.Phase, j.Halt, j.History)
 	}
-	if cut.cutAt.IsZero() && journalStep(j, acting.StepAdmit).State == acting.StateDone {
-		if err := g.f.Lab.LinkDown(c.in); err != nil {
-			t.Fatal(err)
-		}
-		cut.cutAt = time.Now()
-		t.Logf("admit done: %s cut off", c.in)
-	}
-	if !cut.cutAt.IsZero() && cut.mendedAt.IsZero() && j.Abort != nil && !slices.Contains(j.Abort.Undo, acting.UndoRemoveIn) {
-		if err := g.f.Lab.LinkUp(c.in); err != nil {
-			t.Fatal(err)
-		}
+	if cut.mendedAt.IsZero() && j.Abort != nil && !slices.Contains(j.Abort.Undo, acting.UndoRemoveIn) {
+		g.peerTraffic(c.in, true)
 		cut.mendedAt = time.Now()
-		t.Logf("the abort removed %s's member (undo left %v): its link back up after %.1f s cut off", c.in, j.Abort.Undo, cut.mendedAt.Sub(cut.cutAt).Seconds())
+		t.Logf("the abort removed %s's member (undo left %v): its peer traffic back after %.1f s cut", c.in, j.Abort.Undo, cut.mendedAt.Sub(cut.cutAt).Seconds())
 	}
 	if j.Phase != acting.PhaseAborted {
 		if cur := j.Current(); cur != nil && j.Phase == acting.PhaseRunning {
