@@ -133,8 +133,8 @@ and 0 on SIGTERM.`,
 		log := newLogger(cmd.ErrOrStderr(), "actuator")
 		// A swap stops the leaving voter's API server until k3s restarts
 		// there, which is this host's own command to see
-		// (kube.OneRequestPerConnection).
-		client, err := kube.NewClientWith(kubeconfig, kube.OneRequestPerConnection)
+		// (kube.RedialAfterFailure).
+		client, err := kube.NewClientWith(kubeconfig, kube.RedialAfterFailure)
 		if err != nil {
 			return usageErrorf("kubernetes client: %w", err)
 		}

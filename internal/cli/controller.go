@@ -116,8 +116,8 @@ worth). While it leads it names its page in the Endpoints of the Service
 		var tune func(*rest.Config)
 		if s.Acts() {
 			// A swap stops one server's API server until k3s restarts
-			// there (kube.OneRequestPerConnection).
-			tune = kube.OneRequestPerConnection
+			// there (kube.RedialAfterFailure).
+			tune = kube.RedialAfterFailure
 		}
 		client, err := kube.NewClientWith(kubeconfig, tune)
 		if err != nil {

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,37 +133,58 @@ func NewClientWith(kubeconfigPath string, tune func(*rest.Config)) (*Client, err
 	return NewClientForConfig(cfg)
 }
 
-// OneRequestPerConnection makes cfg's client speak HTTP/1.1 and close
-// each connection after its one request, so that every request dials anew
-// through the kubernetes Service. On k3s every server's API server stands
-// behind that Service, and a swap removes one server's etcd member (the
-// leaving voter's; an abort's newcomer's), after which that API server
-// serves nothing until k3s restarts there: it holds a request until it
-// times out, or answers it at once with an error. The host's own
-// kube-proxy can no longer update its rules, so they still name it. An
-// HTTP/2 connection that landed on it (it still answers pings) carried
-// every request into it for as long as it lived: on real k3s both
-// controllers lost their Lease so and the swap stopped. An HTTP/1.1
-// connection kept alive does the same when the broken server answers with
-// errors: on real k3s an aborting newcomer's actuator sent every request
-// for minutes on one connection into its own host's stopped API server,
-// and never read its last command. One request a connection costs a TCP
-// and TLS handshake each, a few a sample period for the controller and
-// the actuator.
-func OneRequestPerConnection(cfg *rest.Config) {
+// RedialAfterFailure makes cfg's client speak HTTP/1.1 and never reuse a
+// connection that carried a failed request, so that the next request
+// dials anew through the kubernetes Service. On k3s every server's API
+// server stands behind that Service, and a swap removes one server's etcd
+// member (the leaving voter's; an abort's newcomer's), after which that
+// API server serves nothing until k3s restarts there: it holds a request
+// until it times out, or answers it at once with an error. The host's own
+// kube-proxy can no longer update its rules, so they still name it.
+//   - An HTTP/2 connection that landed on it (it still answers pings)
+//     carried every request into it for as long as it lived: on real k3s
+//     both controllers lost their Lease so and the swap stopped.
+//   - An HTTP/1.1 connection kept alive did the same when the broken
+//     server answered with errors: an aborting newcomer's actuator sent
+//     every request for minutes into its own host's stopped API server
+//     and never read its last command.
+//   - One request a connection cured that, but every request then paid a
+//     TCP and TLS handshake: over a voter's slowed path (600 ms a round
+//     trip) the controller's Lease renewals took past their deadline and
+//     the Lease flapped for a minute and a half.
+//
+// So a connection is kept while its requests succeed, and dropped after a
+// request that timed out (Go closes it) or was answered with a server
+// error (5xx): the next request finds the transport's idle connections
+// closed, that one among them, and dials anew.
+func RedialAfterFailure(cfg *rest.Config) {
 	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return closeAfter{rt} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &redialAfterFailure{rt: rt} })
 }
 
-// closeAfter asks the transport to close each request's connection once
-// its response is read (http.Request.Close), never to reuse it.
-type closeAfter struct{ rt http.RoundTripper }
-
-func (c closeAfter) RoundTrip(req *http.Request) (*http.Response, error) {
-	r := req.Clone(req.Context())
-	r.Close = true
-	return c.rt.RoundTrip(r)
+// redialAfterFailure closes the idle connections of its transport before
+// the first request after a server error's response: the connection that
+// carried it went back to the idle pool once its body was read, and is
+// not reused.
+type redialAfterFailure struct {
+	rt     http.RoundTripper
+	failed atomic.Bool
 }
+
+func (r *redialAfterFailure) RoundTrip(req *http.Request) (*http.Response, error) {
+	if r.failed.Swap(false) {
+		utilnet.CloseIdleConnectionsFor(r.rt)
+	}
+	res, err := r.rt.RoundTrip(req)
+	if err == nil && res.StatusCode >= http.StatusInternalServerError {
+		r.failed.Store(true)
+	}
+	return res, err
+}
+
+// WrappedRoundTripper lets client-go reach the transport below (to cancel
+// a request, to close its idle connections).
+func (r *redialAfterFailure) WrappedRoundTripper() http.RoundTripper { return r.rt }
 
 // NewClientForConfig connects with cfg, setting the rate and timeout above
 // where cfg leaves them unset.
