@@ -112,7 +112,7 @@ func NewClient(kubeconfigPath string) (*Client, error) {
 }
 
 // NewClientWith is NewClient with tune applied to the configuration first
-// (OneRequestPerConnection, say); nil for none.
+// (RedialAfterFailure, say); nil for none.
 func NewClientWith(kubeconfigPath string, tune func(*rest.Config)) (*Client, error) {
 	var cfg *rest.Config
 	var err error
