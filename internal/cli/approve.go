@@ -157,9 +157,13 @@ func printApproval(w io.Writer, st *status.Status, p *acting.Plan) error {
 	if st.Acting != nil {
 		mode = st.Acting.Mode
 	}
-	next := "the controller starts it at its next decision once every other guard of admit holds"
+	first := acting.StepAdmit
+	if len(p.Steps) > 0 {
+		first = p.Steps[0].Name
+	}
+	next := "the controller starts it at its next decision once every other guard of " + string(first) + " holds"
 	if !p.Ready {
-		next = "admit is held now (" + status.Printable(string(firstHeld(p))) + "): the controller starts the swap once every guard holds"
+		next = string(first) + " is held now (" + status.Printable(string(firstHeld(p))) + "): the controller starts it once every guard holds"
 	}
 	if mode != settings.ActingGuided {
 		next = "acting is " + status.Printable(mode) + ", not guided: this approval is kept, and used only if acting is guided"
