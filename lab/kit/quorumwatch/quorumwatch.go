@@ -282,39 +282,54 @@ const (
 	listTimeout   = 2 * time.Second
 )
 
-// firstMemberList asks for the member list through the shared client and,
-// at the same time, through every voter's own connection, and returns the
-// first answer: a member that hangs (one slowed, or one removed and
-// stopping) holds the shared client's request until listTimeout, and the
-// observer must not stop sampling for it.
-func firstMemberList(ctx context.Context, cli *clientv3.Client, conns map[uint64]*clientv3.Client, members []*pb.Member) (*clientv3.MemberListResponse, error) {
+// firstMemberList asks for the member list through the shared client
+// and, when that has not answered within hedge, through every voter's own
+// connection too, and returns the first answer: a member that hangs (one
+// slowed, or one removed and stopping) holds the shared client's request
+// until listTimeout, and the observer must not stop sampling for it. The
+// reads are linearizable (a removed member cannot answer with a stale
+// list), each a ReadIndex through etcd's leader: hedged, so that a
+// healthy fleet is asked once a sample.
+func firstMemberList(ctx context.Context, cli *clientv3.Client, conns map[uint64]*clientv3.Client, members []*pb.Member, hedge time.Duration) (*clientv3.MemberListResponse, error) {
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	type answer struct {
 		ml  *clientv3.MemberListResponse
 		err error
 	}
-	clients := []*clientv3.Client{cli}
-	for _, m := range members {
-		if c := conns[m.ID]; c != nil && !m.IsLearner {
-			clients = append(clients, c)
-		}
+	answers := make(chan answer, 1+len(conns))
+	ask := func(c *clientv3.Client) {
+		ml, err := c.MemberList(lctx)
+		answers <- answer{ml, err}
 	}
-	answers := make(chan answer, len(clients))
-	for _, c := range clients {
-		go func() {
-			ml, err := c.MemberList(lctx)
-			answers <- answer{ml, err}
-		}()
-	}
+	go ask(cli)
+	asked, hedged := 1, false
+	timer := time.NewTimer(hedge)
+	defer timer.Stop()
 	var first error
-	for range clients {
-		a := <-answers
-		if a.err == nil {
-			return a.ml, nil
+	for asked > 0 {
+		select {
+		case a := <-answers:
+			asked--
+			if a.err == nil {
+				return a.ml, nil
+			}
+			if first == nil {
+				first = a.err
+			}
+			if hedged {
+				continue
+			}
+		case <-timer.C:
 		}
-		if first == nil {
-			first = a.err
+		if !hedged {
+			hedged = true
+			for _, m := range members {
+				if c := conns[m.ID]; c != nil && !m.IsLearner {
+					go ask(c)
+					asked++
+				}
+			}
 		}
 	}
 	return nil, first
@@ -408,7 +423,7 @@ func (w *Watch) sample(ctx context.Context, cli *clientv3.Client) {
 	for {
 		now := time.Now()
 		s := Sample{At: now, Leader: map[uint64]uint64{}, Term: map[uint64]uint64{}}
-		ml, err := firstMemberList(ctx, cli, conns, members)
+		ml, err := firstMemberList(ctx, cli, conns, members, w.cfg.Interval)
 		if ctx.Err() != nil {
 			break
 		}
