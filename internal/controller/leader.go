@@ -619,7 +619,18 @@ func (c *Controller) RunElected(ctx context.Context, e Election) error {
 			return nil
 		}
 		el.forget()
-		c.log.Warn("lost the lease; this controller writes nothing until it leads again", "lease", lease, "renew_deadline", e.RenewDeadline)
+		c.log.Warn("lost the lease; this controller writes nothing, and stands aside for a lease duration before it runs again", "lease", lease, "renew_deadline", e.RenewDeadline, "lease_duration", e.LeaseDuration)
+		// A controller that could not renew within its renew deadline is
+		// likely on a slow path or host (on real k3s: the very voter a
+		// swap was to take out, slowed 300 ms each way). Running again at
+		// once, it took the Lease back as its holder of record at each late
+		// renewal, and the follower on a sound host never got it: the
+		// Lease flapped and no decision was published for minutes. Standing
+		// aside for a lease duration lets the record expire, and the
+		// follower take it.
+		if !el.wait(ctx, e.LeaseDuration) {
+			return nil
+		}
 	}
 }
 
