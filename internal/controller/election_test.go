@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -533,4 +534,79 @@ func TestPreviousAtReanchorsAnotherWritersClock(t *testing.T) {
 	if got := controller.PreviousAt(a, nil, "self", known(time.Hour), readAt, tol); !got.IsZero() {
 		t.Fatalf("no previous status: %v", got)
 	}
+}
+
+// A holder that loses its Lease (its renewals fail for the renew deadline)
+// stands aside for a lease duration before it runs again: it reads the
+// Lease not once in that time, so that the record expires and a follower
+// on a sounder path takes it over, and runs again once it has passed.
+func TestLostHolderStandsAside(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	l := &memLeases{}
+	var reads atomic.Int32
+	l.read = func() { reads.Add(1) }
+	cfg, _ := largeFleet(t, 0)
+	cfg.Clock = clk
+	var log syncBuffer
+	cfg.Log = slog.New(slog.NewTextHandler(&log, nil))
+	c, err := controller.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.RunElected(ctx, testElection(l, &memStatus{}, "a")) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	logged := func(what string) func() error {
+		return func() error {
+			if !strings.Contains(log.String(), what) {
+				return fmt.Errorf("no log line %q yet", what)
+			}
+			return nil
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, logged("leading: this controller decides"))
+	// Cut off: every Lease call fails until the renew deadline passes.
+	l.mu.Lock()
+	l.err = errors.New("cut off")
+	l.mu.Unlock()
+	for i := 0; !strings.Contains(log.String(), "stands aside"); i++ {
+		if i > 100 {
+			t.Fatalf("the holder never lost its Lease:\n%s", log.String())
+		}
+		waitForTimer(t, clk)
+		clk.Step(controller.DefaultRetryPeriod)
+	}
+	testkit.Eventually(t, 10*time.Second, logged("stands aside"))
+	lost := clk.Now()
+	l.mu.Lock()
+	l.err = nil
+	l.mu.Unlock()
+	before := reads.Load()
+	// Up to just short of a lease duration after the loss: no read.
+	for clk.Now().Before(lost.Add(controller.DefaultLeaseDuration - controller.DefaultRetryPeriod)) {
+		waitForTimer(t, clk)
+		clk.Step(controller.DefaultRetryPeriod)
+	}
+	// A holder that ran again at once reads the Lease within moments of
+	// its loss (without the standing aside this fails at once); the
+	// elector now waits on the clock, which nothing steps meanwhile.
+	time.Sleep(50 * time.Millisecond)
+	if n := reads.Load() - before; n != 0 {
+		t.Fatalf("the lost holder read the Lease %d times within a lease duration of its loss", n)
+	}
+	// Past it: it runs again.
+	waitForTimer(t, clk)
+	clk.Step(2 * controller.DefaultRetryPeriod)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if reads.Load() == before {
+			return errors.New("the holder has not run for the Lease again")
+		}
+		return nil
+	})
 }
