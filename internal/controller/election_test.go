@@ -581,6 +581,9 @@ func TestLostHolderStandsAside(t *testing.T) {
 		}
 		waitForTimer(t, clk)
 		clk.Step(controller.DefaultRetryPeriod)
+		// A yield, not a wait for a condition: the renewal and the decision
+		// loop run on the stepped clock; the loop ends on the log line.
+		time.Sleep(time.Millisecond)
 	}
 	testkit.Eventually(t, 10*time.Second, logged("stands aside"))
 	lost := clk.Now()
@@ -588,8 +591,10 @@ func TestLostHolderStandsAside(t *testing.T) {
 	l.err = nil
 	l.mu.Unlock()
 	before := reads.Load()
-	// Up to just short of a lease duration after the loss: no read.
-	for clk.Now().Before(lost.Add(controller.DefaultLeaseDuration - controller.DefaultRetryPeriod)) {
+	// Up to two retry periods short of a lease duration after the loss
+	// (the loss may have come a step before the log line was seen): no
+	// read.
+	for clk.Now().Before(lost.Add(controller.DefaultLeaseDuration - 2*controller.DefaultRetryPeriod)) {
 		waitForTimer(t, clk)
 		clk.Step(controller.DefaultRetryPeriod)
 	}
@@ -602,7 +607,7 @@ func TestLostHolderStandsAside(t *testing.T) {
 	}
 	// Past it: it runs again.
 	waitForTimer(t, clk)
-	clk.Step(2 * controller.DefaultRetryPeriod)
+	clk.Step(3 * controller.DefaultRetryPeriod)
 	testkit.Eventually(t, 10*time.Second, func() error {
 		if reads.Load() == before {
 			return errors.New("the holder has not run for the Lease again")
