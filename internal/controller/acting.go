@@ -123,6 +123,13 @@ func (c *Controller) act(ctx context.Context, st *status.Status, w acting.World,
 		a.Stall = &acting.Stall{Code: acting.StallNoLease, Detail: "the controller runs for no Lease (--leader-elect=false): nothing would fence its commands"}
 		return
 	}
+	// The published plan is judged as the executor judges it: with the
+	// cooldown and the daily count the journal recalls (a plan shown ready
+	// while the executor holds it for the cooldown would say nothing of
+	// why nothing begins).
+	if a.Plan != nil {
+		a.Plan = acting.Draft(acting.WithPast(w, r.journal), c.cfg.Settings.Acting)
+	}
 	term := c.term.writer.Term
 	out := acting.Next(r.journal, w, c.cfg.Settings.Acting, term)
 	j := r.journal
