@@ -787,6 +787,16 @@ func tookOf(s acting.JournalStep) time.Duration {
 // admission policy refuses an administrator an update of it, not these).
 func (g *guided) resetJournal() {
 	g.t.Helper()
+	// The approval first, as an operator withdraws it: the journal is
+	// what records an approval spent, so an approval left beside a journal
+	// made anew would start the same plan again if it were published
+	// again (after the leadership move, the same leader named while its
+	// standby was still read unfit: a second move began, and its hour of
+	// cooldown held the next swap).
+	var out, errb bytes.Buffer
+	if code := cli.Main([]string{"approve", "--kubeconfig", g.f.AdminKC, "--withdraw"}, &out, &errb); code != cli.ExitOK {
+		g.t.Fatalf("fleet-role approve --withdraw: exit %d: %s%s", code, out.String(), errb.String())
+	}
 	cms := g.f.Admin.CoreV1().ConfigMaps("fleet-role")
 	if err := cms.Delete(g.ctx, acting.JournalConfigMap, metav1.DeleteOptions{}); err != nil {
 		g.t.Fatal(err)
