@@ -362,23 +362,8 @@ func TestFailedTriesSayWhy(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	forbidden := fmt.Errorf("get lease fleet-role/fleet-role: %w: leases.coordination.k8s.io \"fleet-role\" is forbidden", kube.ErrForbidden)
 	l := &memLeases{err: forbidden}
-	cfg, _ := largeFleet(t, 0)
-	cfg.Clock = clk
-	var log syncBuffer
-	cfg.Log = slog.New(slog.NewTextHandler(&log, nil))
-	c, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.RunElected(ctx, testElection(l, &memStatus{}, "a")) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	log := &syncBuffer{}
+	c := runElected(t, clk, l, log)
 	// Three tries: the first at once, then one a jittered retry period.
 	const tries = 3
 	for i := range tries {
@@ -418,6 +403,29 @@ func TestFailedTriesSayWhy(t *testing.T) {
 	if rerr != nil || !strings.Contains(note, "following: b holds the lease") {
 		t.Errorf("readiness following b: %q, %v; want ready, naming b", note, rerr)
 	}
+}
+
+// runElected runs a controller of a large fleet for the Lease l as "a", on
+// clk, logging to log, until the test ends.
+func runElected(t *testing.T, clk *clocktesting.FakeClock, l *memLeases, log *syncBuffer) *controller.Controller {
+	t.Helper()
+	cfg, _ := largeFleet(t, 0)
+	cfg.Clock = clk
+	cfg.Log = slog.New(slog.NewTextHandler(log, nil))
+	c, err := controller.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.RunElected(ctx, testElection(l, &memStatus{}, "a")) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return c
 }
 
 // syncBuffer is a log two goroutines may use.
@@ -545,23 +553,8 @@ func TestLostHolderStandsAside(t *testing.T) {
 	l := &memLeases{}
 	var reads atomic.Int32
 	l.read = func() { reads.Add(1) }
-	cfg, _ := largeFleet(t, 0)
-	cfg.Clock = clk
-	var log syncBuffer
-	cfg.Log = slog.New(slog.NewTextHandler(&log, nil))
-	c, err := controller.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.RunElected(ctx, testElection(l, &memStatus{}, "a")) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	log := &syncBuffer{}
+	runElected(t, clk, l, log)
 	logged := func(what string) func() error {
 		return func() error {
 			if !strings.Contains(log.String(), what) {
