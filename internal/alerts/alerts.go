@@ -91,7 +91,7 @@ func rules(s settings.Settings) []Rule {
 			},
 			Annotations: map[string]string{
 				"summary":     "fleet-role would swap etcd voter {{ $labels.out }} out for {{ $labels.in }}",
-				"description": "The controller publishes a swap: {{ $labels.out }} out, {{ $labels.in }} in. It only reports (dry run): nothing is changed. fleet-role status prints the decision and every step behind it.",
+				"description": "The controller publishes a swap: {{ $labels.out }} out, {{ $labels.in }} in. With acting off (the default) it only reports: nothing is changed; with acting guided the swap waits for an operator's fleet-role approve, with acting auto for its plan to stand a window. fleet-role status prints the decision, every step behind it and the plan.",
 			},
 		},
 		{
@@ -152,6 +152,32 @@ func rules(s settings.Settings) []Rule {
 			Annotations: map[string]string{
 				"summary":     "the fleet-role record of {{ $labels.host }} is {{ $labels.issue }}",
 				"description": "refused: the API server refused the probe's write (the admission policy, the size cap or validation; the record holds the refusal's text); full: the probe left its oldest samples out to fit the record's cap; unreadable: the record cannot be decoded; unprotected: the probe writes no samples because the API server did not refuse it a write to a record not its own (the admission policy fleet-role-probe-records is not enforced: see the probe's log and its readiness). fleet-role status {{ $labels.host }} prints the reason.",
+			},
+		},
+		{
+			Alert: "FleetRoleSwapPastDeadline",
+			Expr:  `fleet_role_swap_step_deadline_timestamp_seconds < time()`,
+			For:   2 * p,
+			Basis: "two sample_periods: the executor ends a step past its deadline at its next decision (twice a sample_period) and the next scrape no longer sees it; one still there after two periods means the executor is not running (see FleetRoleActingStalled)",
+			Labels: map[string]string{
+				"severity": "critical",
+			},
+			Annotations: map[string]string{
+				"summary":     "swap {{ $labels.plan }} is past the deadline of its step {{ $labels.step }}, and the controller has not ended it",
+				"description": "A membership change is under way and its step {{ $labels.step }} should have been aborted (or, from remove on, halted) at its deadline; it was not, so the fleet may be left mid-swap (a learner admitted, a voter pre-written). kubectl fleet-role status shows the swap, its journal and why the controller stalls; docs/acting.md has the runbook.",
+			},
+		},
+		{
+			Alert: "FleetRoleActingStalled",
+			Expr:  `fleet_role_acting_stalled == 1`,
+			For:   stale,
+			Basis: "entry_unchanged (3 x sample_period), the controller's readiness bound: a stall of one decision (a journal conflict as the Lease changes hands) passes; one that lasts as long as a decision may be missing is not passing",
+			Labels: map[string]string{
+				"severity": "warning",
+			},
+			Annotations: map[string]string{
+				"summary":     "fleet-role's controller acts but cannot run its swaps ({{ $labels.code }})",
+				"description": "Acting guided or auto, the controller could not run the swap's executor at its decisions for " + dur(stale) + " ({{ $labels.code }}: NoJournal, the journal ConfigMap is missing; JournalUnreadable, JournalConflict, ReadFailed or WriteFailed, its reads or writes fail; NoLease or NotLeading, it holds no Lease term to fence its commands). No swap begins or moves on meanwhile. kubectl fleet-role status prints the stall's detail.",
 			},
 		},
 		{

@@ -51,6 +51,12 @@ type recording struct {
 var headerRE = regexp.MustCompile(`^# run=(\S+) period=(\S+) window=(\d+)`)
 var blockRE = regexp.MustCompile(`^# scrape=(\d+) target=(\S+) up=([01])`)
 
+// atRE is a block's wall time (Unix seconds), which recordings that hold
+// timestamps write: the tests' time starts at 0, so a timestamp gauge is
+// read relative to the first scrape's wall time, as promtool's time() is
+// relative to the test's start.
+var atRE = regexp.MustCompile(` at=([0-9.]+)`)
+
 func recordedRuns(t *testing.T) []*recording {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(testdata, "recorded", "*.prom.gz"))
@@ -90,6 +96,7 @@ func readRecording(path string) (*recording, error) {
 		scrape int
 		target string
 		up     bool
+		at     float64
 		text   bytes.Buffer
 	}
 	var blocks []*block
@@ -116,7 +123,13 @@ func readRecording(path string) (*recording, error) {
 			if first < 0 {
 				first = n
 			}
-			blocks = append(blocks, &block{scrape: n - first, target: m[2], up: m[3] == "1"})
+			b := &block{scrape: n - first, target: m[2], up: m[3] == "1"}
+			if a := atRE.FindStringSubmatch(line); a != nil {
+				if b.at, err = strconv.ParseFloat(a[1], 64); err != nil {
+					return nil, fmt.Errorf("%q: %w", line, err)
+				}
+			}
+			blocks = append(blocks, b)
 			continue
 		}
 		if len(blocks) > 0 {
@@ -137,6 +150,9 @@ func readRecording(path string) (*recording, error) {
 		}
 		r.events = append(r.events, fmt.Sprintf("# at %s: %s", promDur(time.Duration(n-first)*r.period), rest))
 	}
+	// The wall time of the tests' 0: the first block's, when blocks carry
+	// theirs.
+	base := blocks[0].at
 	for _, b := range blocks {
 		if r.up[b.target] == nil {
 			r.up[b.target] = make([]bool, r.scrapes)
@@ -156,6 +172,9 @@ func readRecording(path string) (*recording, error) {
 				v, ok := value(mf.GetType(), m)
 				if !ok {
 					continue // histograms: no rule reads them
+				}
+				if base > 0 && strings.HasSuffix(name, "_timestamp_seconds") {
+					v -= base
 				}
 				labels := targetLabels(b.target)
 				labels[model.MetricNameLabel] = name
@@ -310,6 +329,16 @@ func (r *recording) conditions(rule Rule, i int) []map[string]string {
 		eq1("fleet_role_host_record_issue", nil, in("issue", "stale", "missing"))
 	case "FleetRoleRecordRefusedOrFull":
 		eq1("fleet_role_host_record_issue", nil, in("issue", "refused", "full", "unreadable"))
+	case "FleetRoleSwapPastDeadline":
+		// The deadline, relative to the first scrape, before the
+		// evaluation's time (promtool's time() at scrape i).
+		for _, s := range r.at(i, "fleet_role_swap_step_deadline_timestamp_seconds", nil) {
+			if s.values[i] < (time.Duration(i) * r.period).Seconds() {
+				out = append(out, alertLabels(rule, s.labels))
+			}
+		}
+	case "FleetRoleActingStalled":
+		eq1("fleet_role_acting_stalled", nil, nil)
 	case "FleetRoleControllerNotDeciding":
 		// increase over (t-3P, t] == 0 needs two samples there, all
 		// equal; absent() when the series has no sample at t.

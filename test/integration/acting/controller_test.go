@@ -20,6 +20,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/k3snode"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/lab/kit/testkit"
@@ -233,13 +234,19 @@ func step(j *acting.Journal, n acting.StepName) acting.JournalStep {
 // replica is one controller, elected, acting guided.
 func (f *fleet) replica(id string, e controller.Election) *testkit.Loop {
 	f.t.Helper()
+	return f.metered(id, e, nil)
+}
+
+// metered is replica exporting its metrics to m.
+func (f *fleet) metered(id string, e controller.Election, m *controller.Metrics) *testkit.Loop {
+	f.t.Helper()
 	cl := f.c.Client(f.t, testkit.ControllerSA)
 	leases, err := cl.Leases(f.s.Namespace)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	ctrl, err := controller.New(controller.Config{Settings: f.s, Store: cl.ConfigMaps(f.s.Namespace),
-		Records: testkit.RecordSource(f.t, cl, f.s.RecordsNamespace()), Nodes: cl.Nodes(), Swap: cl.SwapStore(f.s.Namespace)})
+		Records: testkit.RecordSource(f.t, cl, f.s.RecordsNamespace()), Nodes: cl.Nodes(), Swap: cl.SwapStore(f.s.Namespace), Metrics: m})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -403,11 +410,14 @@ func TestActingControllerCarriesTheSwap(t *testing.T) {
 }
 
 // newFleet starts the four hosts' probes on c, server-3 slow, with
-// settings acting in mode.
-func newFleet(t *testing.T, c *testkit.Cluster, mode string) *fleet {
+// settings acting in mode, changed by each of tweak.
+func newFleet(t *testing.T, c *testkit.Cluster, mode string, tweak ...func(*settings.Settings)) *fleet {
 	t.Helper()
 	s := testkit.Settings(t, 200*time.Millisecond)
 	s.Acting, s.DryRun = mode, !(mode == settings.ActingGuided || mode == settings.ActingAuto)
+	for _, tw := range tweak {
+		tw(&s)
+	}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -516,5 +526,81 @@ func TestActingPlanWritesOnlyTheStatus(t *testing.T) {
 	}
 	if r, _, err := c.Client(t, testkit.ControllerSA).SwapStore(c.Namespace).Reports(f.ctx); err != nil || len(r) != 0 {
 		t.Errorf("actuator records under acting plan: %v, %v", r, err)
+	}
+}
+
+// The published plan is judged with the journal's past, as the executor
+// judges it: a swap that ended ten minutes ago holds the plan unready by
+// the hour's cooldown, with its figures, and an approval of it begins
+// nothing.
+func TestActingPlanShowsTheCooldown(t *testing.T) {
+	c := testkit.StartActing(t)
+	f := newFleet(t, c, settings.ActingGuided)
+	ended := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Second)
+	started := ended.Add(-3 * time.Minute)
+	old := &acting.Journal{Schema: acting.JournalSchema, Kind: acting.KindSwap, PlanID: "swap-0123456789",
+		Out: acting.Party{Node: "server-2"}, In: acting.Party{Node: "server-4"}, Phase: acting.PhaseDone,
+		ApprovedBy: "operator", Started: started, Ended: &ended, Term: 1,
+		Past: []acting.Past{{PlanID: "swap-0123456789", Started: started, Ended: ended, Phase: acting.PhaseDone}}}
+	for _, n := range acting.Steps {
+		old.Steps = append(old.Steps, acting.JournalStep{Name: n, State: acting.StateDone})
+	}
+	data, err := kube.JournalData(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As an administrator restores a journal: deleted and created (the
+	// admission policy refuses anyone but the controller an update).
+	cms := c.Admin.CoreV1().ConfigMaps(c.Namespace)
+	cm, err := cms.Get(f.ctx, acting.JournalConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(f.ctx, acting.JournalConfigMap, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	created, err := cms.Create(f.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cm.Name, Namespace: cm.Namespace, Labels: cm.Labels}, Data: data}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := f.replica("a", election(f.s))
+
+	var plan *acting.Plan
+	var cooldown acting.Guard
+	testkit.Eventually(t, 2*time.Minute, func() error {
+		st, err := c.Status(t)
+		if err != nil {
+			return err
+		}
+		if st.Acting == nil || st.Acting.Plan == nil {
+			return fmt.Errorf("no plan yet: decision %s %s -> %s", st.Decision.Action, st.Decision.Out, st.Decision.In)
+		}
+		p := st.Acting.Plan
+		if p.Out.Node != "server-3" || p.In.Node != "server-4" {
+			return fmt.Errorf("plan %s: %s out, %s in", p.ID, p.Out.Node, p.In.Node)
+		}
+		for _, g := range p.Steps[0].Guards {
+			if g.Code == acting.GuardCooldown {
+				plan, cooldown = p, g
+				return nil
+			}
+		}
+		return fmt.Errorf("plan %s has no %s guard on %s", p.ID, acting.GuardCooldown, p.Steps[0].Name)
+	})
+	since := time.Since(ended).Seconds()
+	if cooldown.OK || plan.Ready || cooldown.Value == nil || cooldown.Limit == nil ||
+		*cooldown.Value < 600 || *cooldown.Value > since || *cooldown.Limit != acting.SwapCooldown.Seconds() || cooldown.Unit != "seconds" {
+		t.Fatalf("plan %s ready %v; its cooldown guard %+v, want held: a value of 600 to %.0f seconds since the swap ended, limit %.0f", plan.ID, plan.Ready, cooldown, since, acting.SwapCooldown.Seconds())
+	}
+	t.Logf("plan %s held: %s %.0f %s, limit %.0f (%s)", plan.ID, cooldown.Code, *cooldown.Value, cooldown.Unit, *cooldown.Limit, cooldown.Detail)
+
+	text := plan.ID
+	if err := c.PatchData(f.ctx, acting.ApprovalConfigMap, acting.ApprovalKey, &text); err != nil {
+		t.Fatal(err)
+	}
+	f.periods(3)
+	loop.Stop(t)
+	if j, err := cms.Get(f.ctx, acting.JournalConfigMap, metav1.GetOptions{}); err != nil || j.ResourceVersion != created.ResourceVersion {
+		t.Errorf("the journal was written during the cooldown: %v, resourceVersion %s, was %s", err, j.ResourceVersion, created.ResourceVersion)
 	}
 }
