@@ -2,14 +2,15 @@
 # Runs the tests that judge real latencies, one at a time and without the
 # race detector: the fsync reading against fio, the slow disk against fio, a
 # CPU quota against a busy loop, the wake-up reading of a starved process,
-# then the four end-to-end scenarios (the demo, the mesh, the pods, k3s).
+# then the end-to-end scenarios (the demo, the mesh with acting on k3s
+# beside it, the pods, k3s).
 #
 #   hack/timed-tests.sh [host|cluster] [go test flags]
 #
 # host runs those of one host, which need etcd, fio, Prometheus and Chromium
 # (the fsync reading, the slow disk, the quota, the wake-up reading, the
-# demo); cluster those that need the Kubernetes commands and k3s (the mesh,
-# the pods, k3s); neither word runs both, as hack/test.sh does after the
+# demo); cluster those that need the Kubernetes commands and k3s (acting
+# and the mesh, the pods, k3s); neither word runs both, as hack/test.sh does after the
 # raced packages; bench/busy.sh runs both again beside a busy loop on each
 # core.
 # It expects the tools in the environment as hack/test.sh exports them
@@ -41,12 +42,18 @@ gotest() {
   local log rc=0
   log=$(mktemp)
   go test "$@" 2>&1 | tee "$log" || rc=$?
-  if [ "$rc" != 0 ]; then
-    printf '\n== what failed: the last lines the tests wrote themselves\n'
-    grep -E '^[[:space:]]+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$log" | tail -n 25 | cut -c1-400 || true
-    failed+=("$current")
-  fi
+  judged "$log" "$rc" "$current"
   rm -f "$log"
+}
+
+# judged records step $3 as failed when its go test exited $2 non-zero, with
+# the last lines its tests wrote themselves from log $1.
+judged() {
+  if [ "$2" != 0 ]; then
+    printf '\n== what failed (%s): the last lines the tests wrote themselves\n' "$3"
+    grep -E '^[[:space:]]+[A-Za-z0-9_]+_test\.go:[0-9]+: ' "$1" | tail -n 25 | cut -c1-400 || true
+    failed+=("$3")
+  fi
 }
 
 # host_tests: the timing-judging tests of one host (etcd, fio, Prometheus,
@@ -70,11 +77,33 @@ host_tests() {
 
 # cluster_tests: the end-to-end scenarios that run Kubernetes and k3s.
 cluster_tests() {
+  # Acting on real k3s (test/acting's guided swaps, about 14 minutes, most
+  # of it waiting on k3s and on the decision's windows and cooldown) runs
+  # beside the mesh (about 12), which leaves a core and more idle: its
+  # formed fleet takes about 0.4 of a core, and its etcd members write to
+  # memory, not to the disk the mesh's members fsync. The mesh starts only
+  # once acting's fleet is formed and quiet (the file it writes then): four
+  # k3s starting take both cores for a minute, which the mesh's timing must
+  # not share. Its log is printed after the mesh's.
+  step "acting on k3s, beside the mesh (its log follows the mesh's)"
+  local acting_log formed acting_pid acting_rc=0
+  acting_log=$(mktemp)
+  formed=$(mktemp -u)
+  FLEET_ROLE_ACTING_FORMED_FILE=$formed go test -count=1 -p 1 -v -timeout 45m -run '^TestActingGuidedSwap$' "$@" ./test/acting >"$acting_log" 2>&1 &
+  acting_pid=$!
+  # Until the fleet is formed, or the test has ended (failed before it):
+  # its own timeout bounds the wait.
+  while [ ! -e "$formed" ] && kill -0 "$acting_pid" 2>/dev/null; do sleep 1; done
   # The mesh scenario runs verbose, so that the log shows the campaign's round
   # fault by fault and its table (periods from each fault to its swap, the
   # recoveries), not only "ok".
   step "the mesh"
   gotest -count=1 -p 1 -v -timeout 50m "$@" ./test/mesh
+  step "acting on k3s: its log"
+  wait "$acting_pid" || acting_rc=$?
+  cat "$acting_log"
+  judged "$acting_log" "$acting_rc" "acting on k3s"
+  rm -f "$acting_log" "$formed"
   # The pods scenario: the manifests as real pods from the image built from
   # this checkout, on a one-node cluster with a kubelet and containerd (root);
   # verbose, so that the log shows the host's readings in and out of the pod.

@@ -138,25 +138,42 @@ func TestKilledAtEveryBoundary(t *testing.T) {
 // removes the learner from a voter host and, once the standby is back,
 // makes it control-plane only; it never votes.
 func TestStandbyCutOffAborts(t *testing.T) {
-	writes := cutOff(t, -1, killNone, false)
-	// The same with the controller killed at every round that writes,
-	// the abort's among them.
-	for at := 0; at < writes; at++ {
-		for _, k := range []kill{killBeforeJournal, killBeforeNode} {
-			for _, newTerm := range []bool{false, true} {
-				t.Run(fmt.Sprintf("round%d/kill%d/newterm=%v", at, k, newTerm), func(t *testing.T) { cutOff(t, at, k, newTerm) })
+	for _, peer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("peer-traffic-only=%v", peer), func(t *testing.T) {
+			writes := cutOff(t, -1, killNone, false, peer)
+			// The same with the controller killed at every round that
+			// writes, the abort's among them.
+			for at := 0; at < writes; at++ {
+				for _, k := range []kill{killBeforeJournal, killBeforeNode} {
+					for _, newTerm := range []bool{false, true} {
+						t.Run(fmt.Sprintf("round%d/kill%d/newterm=%v", at, k, newTerm), func(t *testing.T) { cutOff(t, at, k, newTerm, peer) })
+					}
+				}
 			}
-		}
+		})
 	}
 }
 
 // cutOff is one run of TestStandbyCutOffAborts, killing the controller in
-// the writing round killAt as run does.
-func cutOff(t *testing.T, killAt int, k kill, newTerm bool) (writes int) {
+// the writing round killAt as run does. The standby is cut off whole once
+// it is a learner, and mended once the abort has removed its member; or,
+// with peer, only its etcd peer traffic is cut, from before the swap until
+// the abort has ended, as test/acting cuts it: it joins as a learner that
+// never catches up, and joins again after every removal until the abort
+// makes it a standby.
+func cutOff(t *testing.T, killAt int, k kill, newTerm, peer bool) (writes int) {
 	t.Helper()
 	m := newModel("a")
+	m.hosts["s"].peerCut = peer
 	healed := false
 	writes, _ = drive(m, killAt, k, newTerm, func() {
+		if peer {
+			if m.journal != nil && m.journal.Phase == PhaseAborted && m.hosts["s"].peerCut {
+				m.hosts["s"].peerCut = false
+				m.logf("mend s's peer traffic")
+			}
+			return
+		}
 		if mm := m.members["s"]; mm != nil && mm.learner && !m.hosts["s"].cut && !healed {
 			m.hosts["s"].cut = true
 			m.logf("cut s")

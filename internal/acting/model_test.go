@@ -56,11 +56,21 @@ type mhost struct {
 	etcdLabel, nodeNamed, ready bool
 	verdict                     string
 	cut                         bool
-	restartAt                   time.Time
-	removeAnn                   bool
-	removeReq                   string
-	report                      *Report
-	tombstoned                  bool
+	// peerCut: only its etcd peer traffic is cut. Its k3s still reaches
+	// the voters' client port, so it joins (etcd adds its learner), but
+	// its learner never catches up, so it is never promoted; its
+	// actuator still works. Its k3s, whose etcd cannot bootstrap, exits
+	// and is started again by its service manager, and each start with
+	// no member of its own joins again (the step's join does).
+	peerCut bool
+	// joinedAt is when a peer-cut host's k3s joined: its etcd gives up
+	// its bootstrap bootstrapGiveUp later and k3s exits.
+	joinedAt   time.Time
+	restartAt  time.Time
+	removeAnn  bool
+	removeReq  string
+	report     *Report
+	tombstoned bool
 	// removed: k3s's member controller removed its member and wrote
 	// removed-node-name (its etcd label stays until k3s restarts).
 	removed bool
@@ -123,15 +133,27 @@ func (m *model) removeMember(host string) {
 	// under it, the host serves no API until k3s restarts there (a
 	// learner's API server never served, test/acting saw the standby's
 	// reach the API through the other servers').
-	m.hosts[host].apiDown = !m.members[host].learner
+	learner := m.members[host].learner
+	m.hosts[host].apiDown = !learner
 	delete(m.members, host)
 	if m.leader == host {
 		m.leader = m.longestVoter()
 	}
+	m.logf("member remove %s", host)
+	if h := m.hosts[host]; h.peerCut && learner {
+		// Its etcd never started: no tombstone. Its k3s, in its loop of
+		// failed bootstraps and restarts, joins again at its next start
+		// while its drop-in keeps etcd on: at the worst, at once, before
+		// any controller reads the member list without it.
+		h.joinedAt = time.Time{}
+		if h.etcdOn && h.restartAt.IsZero() && h.server {
+			m.join(h)
+		}
+		return
+	}
 	// A member removed while it runs stops its etcd and stays down until
 	// k3s restarts (the tombstone).
 	m.hosts[host].tombstoned = true
-	m.logf("member remove %s", host)
 }
 
 func (m *model) logf(f string, a ...any) {
@@ -161,7 +183,7 @@ func (m *model) longestVoter() string {
 // connected: a member takes part (not cut off, not removed from under it).
 func (m *model) connected(h string) bool {
 	_, ok := m.members[h]
-	return ok && !m.hosts[h].cut && !m.hosts[h].tombstoned
+	return ok && !m.hosts[h].cut && !m.hosts[h].peerCut && !m.hosts[h].tombstoned
 }
 
 // step advances the model by one tick: the actuators read the journal and
@@ -173,6 +195,13 @@ func (m *model) step() {
 	}
 	for _, name := range m.order {
 		h := m.hosts[name]
+		if h.peerCut && h.etcdOn && h.restartAt.IsZero() && !h.joinedAt.IsZero() && m.now.Sub(h.joinedAt) >= bootstrapGiveUp {
+			// Its etcd cannot fetch the cluster from its peers: k3s
+			// exits, and systemd (Restart=always) starts it again
+			// RestartSec later.
+			h.joinedAt, h.restartAt = time.Time{}, m.now.Add(serviceRestartSec)
+			m.logf("%s's etcd gave up its bootstrap: k3s exits, systemd starts it again", h.name)
+		}
 		if !h.restartAt.IsZero() && !m.now.Before(h.restartAt) {
 			m.restarted(h)
 		}
@@ -206,7 +235,19 @@ func (m *model) join(h *mhost) {
 		}
 	}
 	m.addMember(h.name, true)
+	if h.peerCut {
+		h.joinedAt = m.now
+	}
 }
+
+// bootstrapGiveUp is how long after its join a learner whose peers it
+// cannot reach takes to give up (etcd's bootstrap failed 18 s after it
+// began in test/acting); serviceRestartSec is systemd's RestartSec in the
+// k3s.service of k3s's install script.
+const (
+	bootstrapGiveUp   = 20 * time.Second
+	serviceRestartSec = 5 * time.Second
+)
 
 // restarted completes a k3s restart: with etcd off, RemoveSelf and the
 // metadata controller; with it on, a removed member's tombstone starts a
@@ -226,6 +267,9 @@ func (m *model) restarted(h *mhost) {
 		return
 	}
 	h.tombstoned, h.apiDown = false, false
+	if h.peerCut {
+		h.joinedAt = m.now // its bootstrap begins again, and fails again
+	}
 	m.logf("restarted %s with etcd", h.name)
 }
 

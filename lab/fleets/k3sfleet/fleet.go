@@ -123,7 +123,19 @@ type Config struct {
 	// AuditPolicy, when set, makes every server's API server log what it
 	// admits under it (Host.AuditLog).
 	AuditPolicy []byte
+	// RestartOnExit starts a host's k3s again ServiceRestartDelay after
+	// it exits, as systemd does with the k3s.service that k3s's install
+	// script writes (Restart=always, RestartSec=5s): a server whose etcd
+	// cannot join exits (etcd's bootstrap gives up and k3s shuts down) and
+	// a real host runs it again until it joins or is stopped. Without it
+	// an exit is read as a crash (Fleet.Exited); with it the exit is
+	// recorded (Fleet.Restarts, Exited set) and the test judges it.
+	RestartOnExit bool
 }
+
+// ServiceRestartDelay is RestartSec of the k3s.service that k3s's install
+// script writes: how long systemd waits before starting k3s again.
+const ServiceRestartDelay = 5 * time.Second
 
 // Transition is one change of a server's EtcdIsVoter condition seen while
 // the fleet formed.
@@ -588,15 +600,17 @@ func (f *Fleet) waitFormed(ctx context.Context) error {
 	})
 }
 
-// Exited names the hosts' k3s and containerd processes that have exited.
+// Exited names the hosts' k3s and containerd processes that have exited
+// (with RestartOnExit, containerd's only: the supervisor starts k3s
+// again).
 func (f *Fleet) Exited() []string {
 	var out []string
 	for _, h := range f.Hosts {
-		for _, p := range []interface {
+		for i, p := range []interface {
 			Exited() (bool, error)
 			Tail(int) string
 		}{h.K3s(), h.containerd} {
-			if p == nil {
+			if p == nil || (i == 0 && f.cfg.RestartOnExit) {
 				continue
 			}
 			if gone, err := p.Exited(); gone {

@@ -40,10 +40,16 @@ const (
 	RestartDoneFile = "k3s-restart.done"
 )
 
-// Restart is one k3s restart the supervisor carried out.
+// Restart is one k3s restart the supervisor carried out: asked for by a
+// token, or, with Config.RestartOnExit, after k3s exited on its own
+// (Exited set, Token empty).
 type Restart struct {
 	Host  string
 	Token string
+	// Exited is how the k3s started again had ended, when it ended on
+	// its own; Log the tail of its log.
+	Exited string
+	Log    string
 	// Seen is when the supervisor read the request, Done when it wrote
 	// the done token (after the new k3s process started).
 	Seen, Done time.Time
@@ -82,11 +88,35 @@ func (s *supervisor) watch(h *Host, last string) {
 	defer tick.Stop()
 	request := h.File(filepath.Join(LabDir, RestartRequestFile))
 	done := h.File(filepath.Join(LabDir, RestartDoneFile))
+	var exitSeen time.Time // when k3s was first seen exited, for RestartOnExit
 	for {
 		select {
 		case <-s.quit:
 			return
 		case <-tick.C:
+		}
+		if s.f.cfg.RestartOnExit {
+			p := h.K3s()
+			if gone, err := p.Exited(); gone {
+				if exitSeen.IsZero() {
+					exitSeen = time.Now()
+					s.f.t.Logf("restart supervisor: %s's k3s exited (%v); started again in %v, as systemd's Restart=always does", h.Name, err, ServiceRestartDelay)
+				}
+				if time.Since(exitSeen) < ServiceRestartDelay {
+					continue
+				}
+				r := Restart{Host: h.Name, Exited: fmt.Sprint(err), Log: p.Tail(15), Seen: exitSeen}
+				if err := h.startK3s(); err != nil {
+					r.Err = fmt.Errorf("start %s's k3s again after its exit: %w", h.Name, err)
+					s.f.t.Errorf("restart supervisor: %v", r.Err)
+				}
+				r.Done = time.Now()
+				exitSeen = time.Time{}
+				s.mu.Lock()
+				s.restarts = append(s.restarts, r)
+				s.mu.Unlock()
+				continue
+			}
 		}
 		token, err := readToken(request)
 		if err != nil {
