@@ -281,12 +281,16 @@ func testFloodingProbe(t *testing.T, ctx context.Context, c *testkit.Cluster, ad
 	}
 	tick.Stop()
 	wg.Wait()
-	// The flood filled the level: requests waited in its queue, or were
-	// refused past it; and it never held more seats than the level has.
-	if flood429 == 0 && maxQueued == 0 {
-		t.Errorf("%d writers flooding for %v (%d written) were never queued nor answered 429: the flood never filled the probes' level", floodWriters, flood, floodOK)
+	// The flood filled the level: every seat held at a sample, requests
+	// waiting in its queue, or refused past it; and it never held more
+	// seats than the level has. (On a busy machine the flooders, slowed
+	// encoding their writes, held every seat but left the queue empty at
+	// each sample: CI's race step.)
+	seats := float64(nominalProbeSeats(t, ctx, admin))
+	if flood429 == 0 && maxQueued == 0 && maxExecuting < seats {
+		t.Errorf("%d writers flooding for %v (%d written) held at most %v of the level's %v seats and were never queued nor answered 429: the flood never filled the probes' level", floodWriters, flood, floodOK, maxExecuting, seats)
 	}
-	if seats := float64(nominalProbeSeats(t, ctx, admin)); maxExecuting > seats {
+	if maxExecuting > seats {
 		t.Errorf("the probes' level held %v seats during the flood, past its %v", maxExecuting, seats)
 	}
 	if ctrlErr > 0 {
