@@ -82,9 +82,10 @@ cluster_tests() {
   # beside the mesh (about 12), which leaves a core and more idle: its
   # formed fleet takes about 0.4 of a core, and its etcd members write to
   # memory, not to the disk the mesh's members fsync. The mesh starts only
-  # once acting's fleet is formed and quiet (the file it writes then): four
-  # k3s starting take both cores for a minute, which the mesh's timing must
-  # not share. Its log is printed after the mesh's.
+  # once acting's fleet is formed and fleet-role's pods run (the file the
+  # test writes then): four k3s starting take both cores for a minute,
+  # which the mesh's timing must not share. Its log is printed after the
+  # mesh's.
   step "acting on k3s, beside the mesh (its log follows the mesh's)"
   local acting_log formed acting_pid acting_rc=0
   acting_log=$(mktemp)

@@ -105,7 +105,11 @@ func (s *supervisor) watch(h *Host, last string) {
 				if time.Since(exitSeen) < ServiceRestartDelay {
 					continue
 				}
-				r := Restart{Host: h.Name, Exited: fmt.Sprint(err), Log: p.Tail(15), Seen: exitSeen}
+				how := "exit status 0"
+				if err != nil {
+					how = err.Error()
+				}
+				r := Restart{Host: h.Name, Exited: how, Log: p.Tail(15), Seen: exitSeen}
 				if err := h.startK3s(); err != nil {
 					r.Err = fmt.Errorf("start %s's k3s again after its exit: %w", h.Name, err)
 					s.f.t.Errorf("restart supervisor: %v", r.Err)
