@@ -35,7 +35,8 @@ import (
 // 30 s after its join under the slowed leader, was not yet labelled and
 // called a voter by k3s 51 s later, and promote's deadline of 90 s
 // aborted the swap; at a minute and a half it is 2 minutes, and promote
-// took at most 34 s in the ten swaps since), the disk reading skipped (etcd on tmpfs), and the
+// took at most 41 s in the sixteen swaps since), the disk reading skipped
+// (etcd on tmpfs), and the
 // actuator restarting k3s through the harness's supervisor, whose
 // directory it is given (k3sfleet.LabDir), for systemd.
 var actingSubstitutions = append(slices.Clone(testkit.CompressedTime),
@@ -449,7 +450,7 @@ type swapCase struct {
 	// ways) before the swap opens: admitted, its learner can never catch
 	// up, so etcd refuses its promotion, promote passes its deadline and
 	// the swap aborts, removing its member from a voter's side; its peer
-	// traffic comes back once that is done. Its actuator and its API
+	// traffic comes back once the abort has ended. Its actuator and its API
 	// traffic are left alone: the abort's last command is its to carry
 	// out. It must never be promoted, and the members end as they began.
 	// (Its link cut whole once admitted came too late: k3s had promoted
@@ -508,6 +509,71 @@ func drawKill(t *testing.T) acting.StepName {
 	n := killableSteps[time.Now().UnixNano()%int64(len(killableSteps))]
 	t.Logf("the controller is killed at the start of %s this run (FLEET_ROLE_ACTING_KILL_AT=%s reruns it)", n, n)
 	return n
+}
+
+// killer kills the leading controller once the journal shows a step
+// running.
+type killer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	pod    string
+	term   int32
+}
+
+// killAt watches the journal ConfigMap, every version of it, and kills the
+// controller that holds the Lease at the first version that shows plan's
+// step running: the published status, polled, can pass over a step of a
+// few seconds (stabilise's 9.6 s was missed on a loaded machine), a watch
+// of the journal cannot.
+func (g *guided) killAt(plan string, step acting.StepName) *killer {
+	ctx, cancel := context.WithCancel(g.ctx)
+	k := &killer{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		cms := g.f.Admin.CoreV1().ConfigMaps("fleet-role")
+		rv := "" // a watch that ends is taken up from the last version seen
+		for ctx.Err() == nil {
+			w, err := cms.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + acting.JournalConfigMap, ResourceVersion: rv})
+			if err != nil {
+				// The API server may be restarting, or rv too old: again,
+				// from what it has now.
+				rv = ""
+				select {
+				case <-ctx.Done():
+				case <-time.After(250 * time.Millisecond):
+				}
+				continue
+			}
+			for ev := range w.ResultChan() {
+				cm, ok := ev.Object.(*corev1.ConfigMap)
+				if !ok {
+					rv = "" // an error event: its version is gone
+					continue
+				}
+				rv = cm.ResourceVersion
+				j, err := acting.UnmarshalJournal([]byte(cm.Data[acting.JournalKey]))
+				if err != nil || j.PlanID != plan || journalStep(j, step).State != acting.StateRunning {
+					continue
+				}
+				k.pod, k.term = g.killLeader(), j.Term
+				g.t.Logf("%s running: the leading controller %s killed (term %d)", step, k.pod, k.term)
+				w.Stop()
+				return
+			}
+		}
+	}()
+	return k
+}
+
+// stop ends the watch and returns the pod killed ("" for none) and its
+// term. On a nil killer it returns none.
+func (k *killer) stop() (string, int32) {
+	if k == nil {
+		return "", 0
+	}
+	k.cancel()
+	<-k.done
+	return k.pod, k.term
 }
 
 // killLeader deletes the pod of the controller that holds the Lease, with
@@ -582,8 +648,10 @@ func (g *guided) carry(c swapCase) {
 		t.Logf("fleet-role approve: %s", strings.TrimSpace(out.String()))
 	}
 	restarted, lifted := false, false
-	var killed string
-	var killTerm int32
+	var kill *killer
+	if c.killAt != "" {
+		kill = g.killAt(plan.ID, c.killAt)
+	}
 	total := acting.TotalDeadline(g.settings)
 	st := g.waitStatus("the swap done", total+time.Minute, func(st *status.Status) error {
 		j := st.Acting.Journal
@@ -609,10 +677,6 @@ func (g *guided) carry(c swapCase) {
 				t.Fatal(err)
 			}
 			t.Logf("remove done: the delay on %s lifted", c.out)
-		}
-		if c.killAt != "" && killed == "" && journalStep(j, c.killAt).State == acting.StateRunning {
-			killed, killTerm = g.killLeader(), j.Term
-			t.Logf("%s running: the leading controller %s killed (term %d)", c.killAt, killed, killTerm)
 		}
 		if c.unplannedRestart && !restarted && journalStep(j, acting.StepPrewrite).State == acting.StateDone {
 			restarted = true
@@ -648,8 +712,9 @@ func (g *guided) carry(c swapCase) {
 			j.Started.Sub(approved).Seconds(), g.settings.Window, time.Duration(g.settings.Window)*g.settings.SamplePeriod)
 	}
 	if c.killAt != "" {
+		killed, killTerm := kill.stop()
 		if killed == "" {
-			t.Errorf("%s was never seen running: no controller was killed", c.killAt)
+			t.Errorf("%s was never seen running in the journal: no controller was killed", c.killAt)
 		} else if j.Term <= killTerm {
 			t.Errorf("the swap ended in term %d, the killed controller's was %d: no other controller carried it on", j.Term, killTerm)
 		}
