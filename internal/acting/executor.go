@@ -477,7 +477,8 @@ func (r *round) undo() {
 			// Gone, or removed by the voter's actuator and back already: a
 			// newcomer's k3s that cannot join exits, and its service
 			// manager starts it again, which adds its member once more
-			// (test/acting saw one every 23 s) until standby-in has made
+			// (test/acting saw it exit about every 26 s, and its learner
+			// back 1.25 s after a removal) until standby-in has made
 			// it a standby. Waiting here for it to stay gone would wait
 			// for ever; the check below removes it once more at the end.
 			done = r.inGone(in) || (r.j.Command != nil && r.reported(r.host(r.j.Command.Host), a.Seq))
