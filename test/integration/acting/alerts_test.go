@@ -247,9 +247,11 @@ func TestActingStepPastItsDeadline(t *testing.T) {
 		}
 		return nil
 	})
+	// Taken before the policy goes: from its deletion the controller may
+	// write the abort before the API server is seen to take writes again.
+	liftedAt := time.Now()
 	refuseJournal(f.ctx, t, c, false)
 	rec.event(t, "the admission policy removed")
-	liftedAt := time.Now()
 	j = f.await("the swap aborting at admit", time.Minute, func(j *acting.Journal) error {
 		if j.Abort == nil {
 			return fmt.Errorf("phase %s, no abort yet", j.Phase)
@@ -276,7 +278,7 @@ func TestActingStepPastItsDeadline(t *testing.T) {
 		return nil
 	})
 	rec.event(t, "the swap aborted")
-	f.periods(3)
+	f.periods(5) // scrapes to hold the quiet after it: at least 3 are asked for below
 	loop.Stop(t)
 	stopRecording()
 	<-recorded
