@@ -555,7 +555,15 @@ func (g *guided) killAt(plan string, step acting.StepName) *killer {
 				if err != nil || j.PlanID != plan || journalStep(j, step).State != acting.StateRunning {
 					continue
 				}
-				k.pod, k.term = g.killLeader(), j.Term
+				// Off the test's goroutine: an error is reported, not
+				// fatal (stop's caller fails on no kill).
+				pod, err := g.killLeader()
+				if err != nil {
+					g.t.Errorf("%s running: %v", step, err)
+					w.Stop()
+					return
+				}
+				k.pod, k.term = pod, j.Term
 				g.t.Logf("%s running: the leading controller %s killed (term %d)", step, k.pod, k.term)
 				w.Stop()
 				return
@@ -578,19 +586,20 @@ func (k *killer) stop() (string, int32) {
 
 // killLeader deletes the pod of the controller that holds the Lease, with
 // no grace, as a crashed node or an OOM kill would stop it: it releases
-// nothing. It returns the pod's name.
-func (g *guided) killLeader() string {
+// nothing. It returns the pod's name; it may run off the test's goroutine,
+// so it returns its error rather than fail the test.
+func (g *guided) killLeader() (string, error) {
 	l, err := g.f.Admin.CoordinationV1().Leases("fleet-role").Get(g.ctx, "fleet-role", metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil {
-		g.t.Fatalf("the controller's Lease: %v %+v", err, l)
+		return "", fmt.Errorf("the controller's Lease: %v %+v", err, l)
 	}
 	holder := *l.Spec.HolderIdentity
 	pod, _, _ := strings.Cut(holder, "_")
 	zero := int64(0)
 	if err := g.f.Admin.CoreV1().Pods("fleet-role").Delete(g.ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-		g.t.Fatalf("kill the controller %s: %v", pod, err)
+		return "", fmt.Errorf("kill the controller %s: %w", pod, err)
 	}
-	return pod
+	return pod, nil
 }
 
 // carry slows c.out, waits for the plan fleet-role publishes, approves it
