@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -533,8 +534,17 @@ func (c *Cluster) client0() (*clientv3.Client, error) {
 	if c.client != nil {
 		return c.client, nil
 	}
+	cli, err := newClient(c.Members)
+	if err != nil {
+		return nil, err
+	}
+	c.client = cli
+	return cli, nil
+}
+
+func newClient(ms []*Member) (*clientv3.Client, error) {
 	var eps []string
-	for _, m := range c.Members {
+	for _, m := range ms {
 		eps = append(eps, m.ClientURL)
 	}
 	cli, err := clientv3.New(clientv3.Config{
@@ -545,12 +555,18 @@ func (c *Cluster) client0() (*clientv3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdproc: client: %w", err)
 	}
-	c.client = cli
 	return cli, nil
 }
 
 // Client is a client of the whole cluster, closed by Stop.
 func (c *Cluster) Client() (*clientv3.Client, error) { return c.client0() }
+
+// ClientExcept is a client of every member but m, which the caller closes.
+// A member asked to remove itself applies the removal and stops, and may
+// answer "server stopped" for a removal that did commit: ask another.
+func (c *Cluster) ClientExcept(m *Member) (*clientv3.Client, error) {
+	return newClient(slices.DeleteFunc(c.members(), func(o *Member) bool { return o == m }))
+}
 
 // Leader asks every running member for its status and returns the member
 // that reports itself as leader.
