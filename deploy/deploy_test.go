@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -531,11 +532,13 @@ const (
 	msgPod       = "fleet-role-probe writes records only with a token bound to a Pod, as the kubelet issues it"
 	msgNodeUID   = "fleet-role-probe writes records only with a token that carries the UID of its Node"
 	msgOwnRecord = "may write only its own record, the ConfigMap "
-	msgNotRecord = "fleet-role-probe may change or delete only a probe record (labelled fleet-role.io/record=probe)"
+	msgNotRecord = "fleet-role-probe may change or delete only a probe record (labelled fleet-role.io/record=probe) or its tail (=tail)"
 	msgLabels    = "a probe record carries exactly the labels fleet-role.io/record=probe and app.kubernetes.io/part-of=fleet-role"
 	msgMeta      = "a probe record carries no annotations and no finalizers"
 	msgOwner     = "a probe record has exactly one ownerReference, to its own Node "
-	msgData      = "a probe record holds one data key, entry, and no binaryData, and is not immutable"
+	msgData      = "a probe record holds data.entry or binaryData.window (both: a release before the tail layout wrote data.entry over a window, and data.entry is read), a tail one key, binaryData.tail, and neither is immutable"
+	msgTailLabel = "a probe tail carries exactly the labels fleet-role.io/record=tail and app.kubernetes.io/part-of=fleet-role"
+	msgCapPacked = "a probe record's packed window or tail holds at most 213027 bytes (the record cap at the shipped settings, in whole base64 groups of 3 bytes)"
 	msgCap       = "bytes (the record cap at the shipped settings); this entry is "
 	msgManaged   = "a probe record's managedFields hold at most 10 entries, each of apiVersion v1 and no subresource, naming only"
 	// The API server's own words for a refusal by RBAC.
@@ -590,7 +593,7 @@ func TestOnAPIServer(t *testing.T) {
 	for _, v := range policy(t).Spec.Validations {
 		text.WriteString(v.Message + "\n" + v.MessageExpression + "\n")
 	}
-	for _, m := range []string{msgClaim, msgPod, msgNodeUID, msgOwnRecord, msgNotRecord, msgLabels, msgMeta, msgOwner, msgData, msgCap, msgManaged} {
+	for _, m := range []string{msgClaim, msgPod, msgNodeUID, msgOwnRecord, msgNotRecord, msgLabels, msgTailLabel, msgMeta, msgOwner, msgData, msgCap, msgCapPacked, msgManaged} {
 		if !strings.Contains(text.String(), m) {
 			t.Fatalf("the policy in %s no longer says %q: update the test's words with it", rendered, m)
 		}
@@ -858,7 +861,8 @@ func testCanI(t *testing.T, ctx context.Context, c *testkit.Cluster, kubectl, kc
 		{verb: "watch", resource: "configmaps/fleet-role-settings", namespace: ns, probe: true, controller: true,
 			note: "by name alone, a watch selected by metadata.name, to follow the settings (--settings-configmap)"},
 		{verb: "patch", resource: "configmaps/fleet-role-settings", namespace: ns},
-		{verb: "get", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, controller: true},
+		{verb: "get", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, probe: true, controller: true,
+			note: "the probe: by name alone, for the record layout the controller reads (fleet-role.io/record-format)"},
 		{verb: "update", resource: "leases.coordination.k8s.io/fleet-role", namespace: ns, controller: true},
 		{verb: "create", resource: "leases.coordination.k8s.io", namespace: ns, controller: true,
 			note: "RBAC cannot restrict create by name; the replicas make the Lease fleet-role at their first start"},
@@ -1067,6 +1071,24 @@ func testAdmission(t *testing.T, ctx context.Context, c *testkit.Cluster, nodes 
 		}
 		return string(b)
 	}
+	// packedPatch is a merge patch of n bytes of binaryData key (and no
+	// data), as the tail layout writes it.
+	packedPatch := func(key string, n int) string {
+		b, err := json.Marshal(map[string]any{"data": nil, "binaryData": map[string][]byte{key: bytes.Repeat([]byte{'x'}, n)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	// lastWindow is the entry text of e's last 100 samples.
+	lastWindow := func(e entry.Entry) string {
+		e.Samples = e.Samples[len(e.Samples)-100:]
+		text, err := entry.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
 	entryPatch := func(entry string) string {
 		b, err := json.Marshal(map[string]any{"data": map[string]string{record.DataKey: entry}})
 		if err != nil {
@@ -1085,13 +1107,16 @@ func testAdmission(t *testing.T, ctx context.Context, c *testkit.Cluster, nodes 
 		}
 	}
 	own := func(n, other string) string {
-		return "fleet-role-probe on node " + n + " " + msgOwnRecord + n + ", not " + other
+		return "fleet-role-probe on node " + n + " " + msgOwnRecord + n + " (and its tail " + n + ".tail), not " + other
 	}
 	ownerOf := func(n string) string { return msgOwner + n + " " }
 	P1, P2, P3 := "probe on "+node1, "probe on "+node2, "probe on "+node3
 	U, C, A := "probe, token bound to no Pod", "controller", "admin"
 	NB, E := "probe, token bound to Node "+node1+" (no Pod)", "probe on server-9, token issued before Node server-9 existed"
 	twoByte := strings.Repeat("é", capBytes/2+1) // (cap/2+1) characters, cap+2 bytes
+	// The packed cap: the cap in whole base64 groups of 3 bytes, as the
+	// policy reads binaryData (admission.yaml).
+	packedCap := 3 * ((capBytes + 2) / 3)
 	r := func(edit func(*corev1.ConfigMap)) *corev1.ConfigMap { return shaped(node1, edit) }
 
 	attempts := []attempt{
@@ -1267,6 +1292,62 @@ func testAdmission(t *testing.T, ctx context.Context, c *testkit.Cluster, nodes 
 			}
 			return nil
 		}), "", 0},
+
+		// The tail layout (docs/records.md, "Layouts"): the probe writes its
+		// record's window packed and its tail, and no other node's tail,
+		// in the shape the policy holds, its packed bytes under the cap.
+		{P1, "writes its record in the tail layout, then its tail (Records.Put in the tail layout, twice)", check("the tail layout", func() error {
+			rs := kube.NewRecordsFor(p1.ConfigMapClient(rns), rns, kube.Layout{Format: func(context.Context) int { return record.FormatTail }})
+			// A full window, then the window a period on: a snapshot,
+			// then a tail of one sample.
+			e := testkit.RealisticEntry(node1, []string{node1, node2}, 0, 101, 15*time.Second, time.Now())
+			for n := 100; n <= 101; n++ {
+				w := e
+				w.Samples = e.Samples[n-100 : n]
+				text, err := entry.Encode(w)
+				if err != nil {
+					return err
+				}
+				if err := rs.Put(ctx, owner(node1), text); err != nil {
+					return err
+				}
+			}
+			cm, err := admin.CoreV1().ConfigMaps(rns).Get(ctx, node1, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			tail, err := admin.CoreV1().ConfigMaps(rns).Get(ctx, node1+record.TailSuffix, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(cm.Data) != 0 || len(cm.BinaryData[record.WindowKey]) == 0 || len(tail.BinaryData[record.TailKey]) == 0 {
+				return fmt.Errorf("record data %d keys, window %d bytes; tail %d bytes: the entry layout was written (a refusal of the tail layout)",
+					len(cm.Data), len(cm.BinaryData[record.WindowKey]), len(tail.BinaryData[record.TailKey]))
+			}
+			want := lastWindow(e)
+			if _, got, err := record.Assemble(cm, tail); err != nil || got != want {
+				return fmt.Errorf("the record reads %d bytes (%v), want the window's %d", len(got), err, len(want))
+			}
+			return nil
+		}), "", 0},
+		{P1, "creates the tail of " + node2, create(p1, record.TailObject(rns, owner(node2), []byte{1})), own(node1, node2+record.TailSuffix), 0},
+		{P1, "adds data.entry to its tail", patch(p1, node1+record.TailSuffix, `{"data":{"entry":"x"}}`), msgData, 0},
+		{P1, "labels its tail as a record", patch(p1, node1+record.TailSuffix, `{"metadata":{"labels":{"fleet-role.io/record":"probe"}}}`), msgTailLabel, 0},
+		{P1, "creates a tail named as its record", create(p1, func() *corev1.ConfigMap {
+			cm := record.TailObject(rns, owner(node1), []byte{1})
+			cm.Name = node1
+			return cm
+		}()), msgLabels, 0},
+		{P1, fmt.Sprintf("writes a packed window of %d bytes (the packed cap)", packedCap), patch(p1, node1, packedPatch(record.WindowKey, packedCap)), "", 0},
+		{P1, fmt.Sprintf("writes a packed window of %d bytes (packed cap + 1)", packedCap+1), patch(p1, node1, packedPatch(record.WindowKey, packedCap+1)), msgCapPacked, http.StatusRequestEntityTooLarge},
+		{P1, fmt.Sprintf("writes a packed window of %d bytes (packed cap - 1)", packedCap-1), patch(p1, node1, packedPatch(record.WindowKey, packedCap-1)), "", 0},
+		{P1, fmt.Sprintf("writes a tail of %d bytes (the packed cap)", packedCap), patch(p1, node1+record.TailSuffix, packedPatch(record.TailKey, packedCap)), "", 0},
+		{P1, fmt.Sprintf("writes a tail of %d bytes (packed cap + 1)", packedCap+1), patch(p1, node1+record.TailSuffix, packedPatch(record.TailKey, packedCap+1)), msgCapPacked, http.StatusRequestEntityTooLarge},
+		{P2, "deletes " + node1 + "'s tail", del(p2, node1+record.TailSuffix), own(node2, node1+record.TailSuffix), 0},
+		{P1, "deletes its tail", del(p1, node1+record.TailSuffix), "", 0},
+		{P1, "writes data.entry over its packed window (Records.Put in the entry layout, as a release before the tail layout writes)", put(p1, node1, e1), "", 0},
+		{P1, "adds a second binaryData key beside its window", patch(p1, node1, `{"binaryData":{"b":"AQ=="}}`), msgData, 0},
+		{P1, "writes its record in the entry layout alone", patch(p1, node1, `{"binaryData":null}`), "", 0},
 
 		// A ConfigMap named after a node that is no record: its probe can
 		// neither write, relabel nor delete it.

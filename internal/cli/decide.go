@@ -29,7 +29,7 @@ func newDecideCommand() *cobra.Command {
 		Long: `Makes the controller's decision from saved inputs and prints it, touching no
 cluster:
 
-  kubectl -n fleet-role-records get configmap -l fleet-role.io/record=probe -o json > records.json
+  kubectl -n fleet-role-records get configmap -l fleet-role.io/record -o json > records.json
   kubectl get nodes -o json > nodes.json
   kubectl -n fleet-role get configmap fleet-role-status -o json > previous.json
   fleet-role decide --probe records.json --nodes nodes.json --previous previous.json -o table
@@ -53,7 +53,7 @@ It prints the status as ` + "`fleet-role status`" + ` prints the published one:
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&probe, "probe", "", "the probe records as JSON (kubectl -n fleet-role-records get configmap -l fleet-role.io/record=probe -o json)")
+	f.StringVar(&probe, "probe", "", "the probe records as JSON (kubectl -n fleet-role-records get configmap -l fleet-role.io/record -o json)")
 	f.StringVar(&nodes, "nodes", "", "the Nodes as JSON (kubectl get nodes -o json)")
 	f.StringVar(&previous, "previous", "", "the previous status: status.json or the fleet-role-status ConfigMap as JSON")
 	f.StringVar(&now, "now", "", "the time of the decision, RFC 3339 (default: the current time)")
@@ -149,7 +149,7 @@ It prints the status as ` + "`fleet-role status`" + ` prints the published one:
 
 // The inputs decide takes, each as the command that gets it.
 var inputWants = map[string]string{
-	"--probe":    "the records as `kubectl -n fleet-role-records get configmap -l " + record.Selector + " -o json` prints them",
+	"--probe":    "the records and their tails as `kubectl -n fleet-role-records get configmap -l " + record.AnySelector + " -o json` prints them",
 	"--nodes":    "the Nodes as `kubectl get nodes -o json` prints them",
 	"--previous": "the status as `kubectl -n fleet-role get configmap fleet-role-status -o json` prints it, or its status.json",
 }
@@ -193,7 +193,7 @@ func readJSON(flag, path string, v any) error {
 const legacySharedConfigMap = "fleet-role-probe"
 
 // probeInput reads --probe: a List of records as `kubectl get cm -l
-// fleet-role.io/record=probe -o json` prints it (kind List or
+// fleet-role.io/record -o json` prints it (kind List or
 // ConfigMapList), or one record. It returns the entries and the records
 // that cannot be read as records, as the controller does. The one shared
 // ConfigMap of the installs before records (fleet-role-probe, a key a
@@ -241,5 +241,5 @@ func probeInput(data []byte) (entries, unreadable map[string]string, err error) 
 		entries, unreadable = record.ReadAll([]*corev1.ConfigMap{&cm})
 		return entries, unreadable, nil
 	}
-	return nil, nil, fmt.Errorf("kind %q: want a List of records (kubectl get cm -l %s -o json) or a record", head.Kind, record.Selector)
+	return nil, nil, fmt.Errorf("kind %q: want a List of records (kubectl get cm -l %s -o json) or a record", head.Kind, record.AnySelector)
 }

@@ -21,7 +21,7 @@ func TestDecideSaysWhatItWants(t *testing.T) {
 		}
 		return p
 	}
-	wantProbe := "want the records as `kubectl -n fleet-role-records get configmap -l fleet-role.io/record=probe -o json` prints them"
+	wantProbe := "want the records and their tails as `kubectl -n fleet-role-records get configmap -l fleet-role.io/record -o json` prints them"
 	wantNodes := "want the Nodes as `kubectl get nodes -o json` prints them"
 	for _, c := range []struct {
 		name        string

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/httpserve"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
@@ -81,12 +82,16 @@ start and 0 on SIGTERM, after writing what it holds. It serves /metrics, /health
 		if err != nil {
 			return usageErrorf("kubernetes client: %w", err)
 		}
+		format, err := client.RecordFormat(s.Namespace, controller.LeaseName)
+		if err != nil {
+			return usageErrorf("kubernetes client: %w", err)
+		}
 		metrics := probe.NewMetrics()
 		nodes := client.NewNodeInformer(kube.NodeView(s, probe.PeerAddressAnnotation), kube.NodeSelectors(s)...)
 		p, err := probe.New(probe.Config{
 			Node:     node,
 			Settings: s,
-			Records:  client.Records(s.RecordsNamespace()),
+			Records:  client.RecordsInLayout(s.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: s.Window}),
 			Policy:   client.PolicyCheck(s.RecordsNamespace()),
 			Nodes:    nodes,
 			Sampler:  probe.NewHost(s, hostRoot, metricsURL, fsyncDir),

@@ -64,6 +64,9 @@ type Config struct {
 type Controller struct {
 	cfg Config
 	log *slog.Logger
+	// assembler reads the records, and keeps what it assembled of a
+	// record in the tail layout until the record or its tail changes.
+	assembler record.Assembler
 
 	previous *status.Status // the last decision, in memory; read from the ConfigMap once at start
 	// previousAt is previous's generation by this process's clock when
@@ -185,7 +188,7 @@ func (c *Controller) tick(ctx context.Context) (*status.Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	entries, unreadable := record.ReadAll(records)
+	entries, unreadable := c.assembler.ReadAll(records)
 	kubeNodes, err := c.cfg.Nodes.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)

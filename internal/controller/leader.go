@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleet-role/fleet-role/internal/kube"
+	"github.com/fleet-role/fleet-role/internal/record"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/internal/version"
 )
@@ -181,7 +182,8 @@ const (
 func (el *elector) try(ctx context.Context) (attempt, error) {
 	e := el.e
 	before := el.clock.Now()
-	rec := kube.LeaseRecord{Holder: e.Identity, LeaseDuration: e.LeaseDuration, AcquireTime: before, RenewTime: before}
+	rec := kube.LeaseRecord{Holder: e.Identity, LeaseDuration: e.LeaseDuration, AcquireTime: before, RenewTime: before,
+		RecordFormat: record.FormatRead}
 	old, rv, err := e.Leases.Get(ctx, e.Name)
 	if errors.Is(err, kube.ErrNotFound) && el.leadingNow() {
 		return attemptGone, nil

@@ -277,7 +277,7 @@ func (f *gFleet) rawEntry(t testing.TB, h *gHost) string {
 }
 
 // records is the probes' records as the controller lists them and
-// `kubectl get configmap -l fleet-role.io/record=probe -o json` prints
+// `kubectl get configmap -l fleet-role.io/record -o json` prints
 // them: a List of one ConfigMap per recording host, owned by its Node.
 func (f *gFleet) records(t testing.TB) corev1.ConfigMapList {
 	list := corev1.ConfigMapList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/gentype"
+
+	"github.com/fleet-role/fleet-role/internal/record"
 )
 
 // The controller's leader election holds a coordination.k8s.io/v1 Lease,
@@ -51,6 +54,10 @@ type LeaseRecord struct {
 	AcquireTime   time.Time
 	RenewTime     time.Time
 	Transitions   int32
+	// RecordFormat is the highest record layout the holder reads
+	// (record.FormatAnnotation); 0 when the Lease does not say, as a
+	// release before the tail layout writes it.
+	RecordFormat int
 }
 
 // Leases reads and writes one namespace's Leases.
@@ -85,11 +92,24 @@ func (l *clientLeases) Get(ctx context.Context, name string) (LeaseRecord, strin
 	if err != nil {
 		return LeaseRecord{}, "", fmt.Errorf("get lease %s/%s: %w", l.ns, name, leaseError(err))
 	}
-	return recordOf(o.Spec), o.ResourceVersion, nil
+	r := recordOf(o.Spec)
+	r.RecordFormat, _ = strconv.Atoi(o.Annotations[record.FormatAnnotation])
+	return r, o.ResourceVersion, nil
+}
+
+// leaseMeta is a Lease's metadata as the election writes it: the holder's
+// record layout says itself at every write (record.FormatAnnotation), and a
+// write without it (an older release's) drops it.
+func leaseMeta(ns, name, rv string, r LeaseRecord) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: rv}
+	if r.RecordFormat > 0 {
+		m.Annotations = map[string]string{record.FormatAnnotation: strconv.Itoa(r.RecordFormat)}
+	}
+	return m
 }
 
 func (l *clientLeases) Create(ctx context.Context, name string, r LeaseRecord) (string, error) {
-	o, err := l.c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns}, Spec: specOf(r)},
+	o, err := l.c.Create(ctx, &coordinationv1.Lease{ObjectMeta: leaseMeta(l.ns, name, "", r), Spec: specOf(r)},
 		metav1.CreateOptions{FieldManager: fieldManager})
 	if err != nil {
 		return "", fmt.Errorf("create lease %s/%s: %w", l.ns, name, leaseError(err))
@@ -98,7 +118,7 @@ func (l *clientLeases) Create(ctx context.Context, name string, r LeaseRecord) (
 }
 
 func (l *clientLeases) Update(ctx context.Context, name string, r LeaseRecord, rv string) (string, error) {
-	o, err := l.c.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns, ResourceVersion: rv}, Spec: specOf(r)},
+	o, err := l.c.Update(ctx, &coordinationv1.Lease{ObjectMeta: leaseMeta(l.ns, name, rv, r), Spec: specOf(r)},
 		metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
 		return "", fmt.Errorf("update lease %s/%s: %w", l.ns, name, leaseError(err))
@@ -229,4 +249,29 @@ func (s *clientStatus) Create(ctx context.Context, name, key, value string) (str
 		return "", fmt.Errorf("create configmap %s/%s by server-side apply: %w", s.ns, name, classify(err))
 	}
 	return cm.ResourceVersion, nil
+}
+
+// RecordFormat returns what a probe reads of the record layout the
+// controller reads: record.FormatAnnotation on the Lease name of namespace,
+// read from the API server's cache (resourceVersion 0: no read of etcd).
+// A Lease that cannot be read, or says nothing, says record.FormatEntry,
+// which every release reads.
+func (c *Client) RecordFormat(namespace, name string) (func(ctx context.Context) int, error) {
+	rc, err := newREST(c.cfg, coordinationv1.SchemeGroupVersion, "/apis", leaseScheme, leaseCodecs)
+	if err != nil {
+		return nil, err
+	}
+	leases := gentype.NewClient[*coordinationv1.Lease]("leases", rc, leaseParams, namespace,
+		func() *coordinationv1.Lease { return &coordinationv1.Lease{} })
+	return func(ctx context.Context) int {
+		o, err := leases.Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+		if err != nil {
+			return record.FormatEntry
+		}
+		f, err := strconv.Atoi(o.Annotations[record.FormatAnnotation])
+		if err != nil || f < record.FormatEntry {
+			return record.FormatEntry
+		}
+		return f
+	}, nil
 }

@@ -41,26 +41,61 @@ type Records interface {
 
 // RecordSource lists every record of the namespace, for the controller.
 type RecordSource interface {
-	// List returns the records (ConfigMaps carrying record.Selector),
-	// sorted by name. The objects are shared with a cache: read only.
+	// List returns the records and their tails (ConfigMaps carrying
+	// record.AnySelector), sorted by name. The objects are shared with a
+	// cache: read only.
 	List(ctx context.Context) ([]*corev1.ConfigMap, error)
 }
 
-// Records returns the probe records of namespace.
+// Records returns the probe records of namespace, in the entry layout.
 func (c *Client) Records(namespace string) Records {
 	return NewRecordsFor(c.ConfigMapClient(namespace), namespace)
 }
 
+// RecordsInLayout returns the probe records of namespace, written in the
+// tail layout whenever l says the controller reads it (docs/records.md,
+// "Layouts").
+func (c *Client) RecordsInLayout(namespace string, l Layout) Records {
+	return &clientRecords{c: c.ConfigMapClient(namespace), ns: namespace, layout: &l}
+}
+
 // NewRecordsFor returns the probe records of namespace through cms, the
 // ConfigMap client of that namespace: a Client's, or a whole clientset's
-// where a test or the bench holds one.
-func NewRecordsFor(cms ConfigMapClient, namespace string) Records {
-	return &clientRecords{c: cms, ns: namespace}
+// where a test or the bench holds one. They are written in the entry
+// layout, or, with l, in the tail layout whenever l says so.
+func NewRecordsFor(cms ConfigMapClient, namespace string, l ...Layout) Records {
+	r := &clientRecords{c: cms, ns: namespace}
+	if len(l) > 0 {
+		r.layout = &l[0]
+	}
+	return r
+}
+
+// Layout says when a probe writes its record in the tail layout.
+type Layout struct {
+	// Format is the highest layout the controller reads
+	// (record.FormatAnnotation on its Lease); record.FormatEntry when it
+	// cannot be read.
+	Format func(ctx context.Context) int
+	// RetryAfter is how many writes the probe keeps to the entry layout
+	// after the API server refused one in the tail layout (an admission
+	// policy that predates it): the probe's window, in periods, so that it
+	// tries again once a window.
+	RetryAfter int
 }
 
 type clientRecords struct {
-	c  ConfigMapClient
-	ns string
+	c      ConfigMapClient
+	ns     string
+	layout *Layout
+
+	mu sync.Mutex
+	w  record.Writer
+	// refusedFor counts down the writes kept to the entry layout after a
+	// refusal of the tail layout.
+	refusedFor int
+	// tail: a tail may exist, written by this writer or found at Get.
+	tail bool
 }
 
 func (r *clientRecords) Get(ctx context.Context, node string) (string, error) {
@@ -69,7 +104,20 @@ func (r *clientRecords) Get(ctx context.Context, node string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("get record %s/%s: %w", r.ns, name, classify(err))
 	}
-	_, text, err := record.Read(cm)
+	var tail *corev1.ConfigMap
+	if tn, ok := record.TailName(node); ok && len(cm.BinaryData) > 0 {
+		tail, err = r.c.Get(ctx, tn, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			tail, err = nil, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("get record %s/%s: %w", r.ns, tn, classify(err))
+		}
+		r.mu.Lock()
+		r.tail = true
+		r.mu.Unlock()
+	}
+	_, text, err := record.Assemble(cm, tail)
 	if err != nil {
 		return "", fmt.Errorf("get record %s/%s: %w", r.ns, name, err)
 	}
@@ -77,30 +125,85 @@ func (r *clientRecords) Get(ctx context.Context, node string) (string, error) {
 }
 
 func (r *clientRecords) Put(ctx context.Context, owner record.Owner, entry string) error {
-	name := record.Name(owner.Name)
-	err := r.patch(ctx, name, entry)
+	if r.layout == nil {
+		return r.put(ctx, record.Object(r.ns, owner, entry), map[string]any{"data": map[string]string{record.DataKey: entry}})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, named := record.TailName(owner.Name); !named || r.refusedFor > 0 || r.layout.Format(ctx) < record.FormatTail {
+		r.refusedFor = max(0, r.refusedFor-1)
+		return r.putEntry(ctx, owner, entry)
+	}
+	p := r.w.Plan(entry)
+	var err error
+	switch p.Kind {
+	case record.KindEntry:
+		err = r.putEntry(ctx, owner, entry)
+	case record.KindWindow:
+		err = r.put(ctx, record.WindowObject(r.ns, owner, p.Packed),
+			map[string]any{"data": nil, "binaryData": map[string][]byte{record.WindowKey: p.Packed}})
+	case record.KindTail:
+		r.tail = true
+		err = r.put(ctx, record.TailObject(r.ns, owner, p.Packed), map[string]any{"binaryData": map[string][]byte{record.TailKey: p.Packed}})
+	}
+	if err == nil {
+		r.w.Wrote(p)
+		return nil
+	}
+	r.w.Forget()
+	if IsRefused(err) && p.Kind != record.KindEntry {
+		// An admission policy that predates the tail layout, or a node
+		// named as this one's tail: the entry layout, which it admits,
+		// for a window.
+		r.refusedFor = r.layout.RetryAfter
+		return r.putEntry(ctx, owner, entry)
+	}
+	return err
+}
+
+// putEntry writes the record in the entry layout and removes a tail that
+// may be left, which no reader reads beside it. Called with r.mu held.
+func (r *clientRecords) putEntry(ctx context.Context, owner record.Owner, entry string) error {
+	r.w.Forget()
+	err := r.put(ctx, record.Object(r.ns, owner, entry), map[string]any{"data": map[string]string{record.DataKey: entry}, "binaryData": nil})
+	if err != nil || !r.tail {
+		return err
+	}
+	if tn, ok := record.TailName(owner.Name); ok {
+		if err := r.c.Delete(ctx, tn, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil // left for the next write in the entry layout
+		}
+	}
+	r.tail = false
+	return nil
+}
+
+// put writes obj with a JSON merge patch of body when it exists (the
+// record's other fields are the admission policy's to hold), or creates
+// obj when it does not.
+func (r *clientRecords) put(ctx context.Context, obj *corev1.ConfigMap, body map[string]any) error {
+	err := r.patch(ctx, obj.Name, body)
 	if !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	obj := record.Object(r.ns, owner, entry)
 	_, err = r.c.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		// Made between the patch and the create (a probe restarted while
 		// its previous pod was still writing): patch what is there.
-		return r.patch(ctx, name, entry)
+		return r.patch(ctx, obj.Name, body)
 	}
 	if err != nil {
-		return fmt.Errorf("create record %s/%s: %w", r.ns, name, classify(err))
+		return fmt.Errorf("create record %s/%s: %w", r.ns, obj.Name, classify(err))
 	}
 	return nil
 }
 
-func (r *clientRecords) patch(ctx context.Context, name, entry string) error {
-	body, err := json.Marshal(map[string]map[string]string{"data": {record.DataKey: entry}})
+func (r *clientRecords) patch(ctx context.Context, name string, body map[string]any) error {
+	b, err := json.Marshal(body)
 	if err != nil {
 		return fmt.Errorf("patch record %s/%s: %w", r.ns, name, err)
 	}
-	_, err = r.c.Patch(ctx, name, types.MergePatchType, body,
+	_, err = r.c.Patch(ctx, name, types.MergePatchType, b,
 		metav1.PatchOptions{FieldManager: fieldManager})
 	if err != nil {
 		return fmt.Errorf("patch record %s/%s: %w", r.ns, name, classify(err))
@@ -109,16 +212,25 @@ func (r *clientRecords) patch(ctx context.Context, name, entry string) error {
 }
 
 func (r *clientRecords) Delete(ctx context.Context, node string) error {
-	name := record.Name(node)
-	err := r.c.Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete record %s/%s: %w", r.ns, name, classify(err))
+	names := []string{record.Name(node)}
+	if tn, ok := record.TailName(node); ok && r.layout != nil {
+		names = append(names, tn)
 	}
+	for _, name := range names {
+		err := r.c.Delete(ctx, name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete record %s/%s: %w", r.ns, name, classify(err))
+		}
+	}
+	r.mu.Lock()
+	r.w.Forget()
+	r.tail = false
+	r.mu.Unlock()
 	return nil
 }
 
 // RecordInformer is the controller's view of the records: a shared informer
-// that lists and watches the ConfigMaps carrying record.Selector in one
+// that lists and watches the ConfigMaps carrying record.AnySelector in one
 // namespace, so that a decision reads a local cache rather than the API
 // server, and a record's write costs one watch event, not a list.
 type RecordInformer struct {
@@ -150,7 +262,7 @@ type CanVote func(node string) (canVote, known bool)
 // informer not synced) is held: a record dropped wrongly would read as
 // missing until its next write. Nil canVote holds every record.
 func (c *Client) NewRecordInformerHolding(namespace string, canVote CanVote) *RecordInformer {
-	lw := configMapListWatch(configMapClient(c.watch, namespace), func(o *metav1.ListOptions) { o.LabelSelector = record.Selector })
+	lw := configMapListWatch(configMapClient(c.watch, namespace), func(o *metav1.ListOptions) { o.LabelSelector = record.AnySelector })
 	inf := cache.NewSharedIndexInformerWithOptions(c.rewatched(lw), &corev1.ConfigMap{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
@@ -165,7 +277,7 @@ func (c *Client) NewRecordInformerHolding(namespace string, canVote CanVote) *Re
 		}
 		view, err := recordView(obj)
 		if cm, ok := view.(*corev1.ConfigMap); ok && err == nil && canVote != nil {
-			if can, known := canVote(cm.Name); known && !can {
+			if can, known := canVote(record.NodeOf(cm)); known && !can {
 				unheld(cm)
 			}
 		}
@@ -215,7 +327,7 @@ func (i *RecordInformer) Unheld() map[string]int {
 		}
 		if v, ok := cm.Annotations[unheldAnnotation]; ok {
 			n, _ := strconv.Atoi(v)
-			out[cm.Name] = n
+			out[record.NodeOf(cm)] += n
 		}
 	}
 	return out
@@ -230,8 +342,11 @@ func (i *RecordInformer) Unheld() map[string]int {
 func (i *RecordInformer) CachedBytes(node string) int {
 	n := 0
 	for _, obj := range i.inf.GetStore().List() {
-		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == node {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && record.NodeOf(cm) == node {
 			for _, v := range cm.Data {
+				n += len(v)
+			}
+			for _, v := range cm.BinaryData {
 				n += len(v)
 			}
 		}

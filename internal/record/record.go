@@ -16,6 +16,7 @@ package record
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,6 +99,25 @@ func Object(namespace string, owner Owner, entry string) *corev1.ConfigMap {
 	return cm
 }
 
+// WindowObject is node's record in the tail layout holding the packed
+// window, as the probe creates it.
+func WindowObject(namespace string, owner Owner, window []byte) *corev1.ConfigMap {
+	cm := Object(namespace, owner, "")
+	cm.Data, cm.BinaryData = nil, map[string][]byte{WindowKey: window}
+	return cm
+}
+
+// TailObject is node's tail holding the packed tail, as the probe creates
+// it: named TailName (the caller has checked that there is one), labelled
+// and owned as the record is.
+func TailObject(namespace string, owner Owner, tail []byte) *corev1.ConfigMap {
+	cm := Object(namespace, owner, "")
+	cm.Name = Name(owner.Name) + TailSuffix
+	cm.Labels = TailLabels()
+	cm.Data, cm.BinaryData = nil, map[string][]byte{TailKey: tail}
+	return cm
+}
+
 // IsRecord reports whether cm carries the record label.
 func IsRecord(cm *corev1.ConfigMap) bool {
 	return cm != nil && cm.Labels[Label] == LabelValue
@@ -106,51 +126,179 @@ func IsRecord(cm *corev1.ConfigMap) bool {
 // ErrNotRecord is returned by Read for a ConfigMap that is not a record.
 var ErrNotRecord = errors.New("not a probe record")
 
-// Read returns the node a record belongs to and its entry text. It checks
-// the shape the admission policy enforces, so that a record written around
-// the policy (by an administrator, or on a cluster without it) is reported
-// rather than trusted: the record label, the one data key, and an owner
-// reference to the Node of the record's name when it has one.
+// Read returns the node a record belongs to and its entry text, as if it
+// had no tail: the text of data.entry, or the packed snapshot of a record
+// in the tail layout, unpacked. It checks the shape the admission policy
+// enforces, so that a record written around the policy (by an
+// administrator, or on a cluster without it) is reported rather than
+// trusted: the record label, one data key or one binaryData key, and an
+// owner reference to the Node of the record's name when it has one.
 func Read(cm *corev1.ConfigMap) (node, entry string, err error) {
-	if !IsRecord(cm) {
-		return "", "", fmt.Errorf("configmap %s: %w (no label %s)", cm.Name, ErrNotRecord, Selector)
-	}
-	node = cm.Name
-	if len(cm.BinaryData) > 0 {
-		return node, "", fmt.Errorf("record %s: has binaryData; a record holds only data.%s", cm.Name, DataKey)
-	}
-	if len(cm.Data) != 1 {
-		return node, "", fmt.Errorf("record %s: %d data keys; a record holds only data.%s", cm.Name, len(cm.Data), DataKey)
-	}
-	text, ok := cm.Data[DataKey]
-	if !ok {
-		return node, "", fmt.Errorf("record %s: no data.%s", cm.Name, DataKey)
-	}
-	for _, o := range cm.OwnerReferences {
-		if o.Kind == "Node" && o.Name != node {
-			return node, "", fmt.Errorf("record %s: owned by Node %q, not the node it is named after", cm.Name, o.Name)
-		}
-	}
-	return node, text, nil
+	node, entry, _, err = read(cm)
+	return node, entry, err
 }
 
-// ReadAll reads records as the controller and `fleet-role decide` do: node
-// name to entry text, and node name to why for the records that cannot be
-// read as records. A ConfigMap that is no record is passed over.
+// read is Read, and the packed snapshot when the record is in the tail
+// layout.
+func read(cm *corev1.ConfigMap) (node, entry string, window []byte, err error) {
+	if !IsRecord(cm) {
+		return "", "", nil, fmt.Errorf("configmap %s: %w (no label %s)", cm.Name, ErrNotRecord, Selector)
+	}
+	node = cm.Name
+	if err := ownedByItsNode(cm, node); err != nil {
+		return node, "", nil, fmt.Errorf("record %w", err)
+	}
+	for k := range cm.Data {
+		if k != DataKey {
+			return node, "", nil, fmt.Errorf("record %s: data.%s; a record holds data.%s or binaryData.%s alone", cm.Name, k, DataKey, WindowKey)
+		}
+	}
+	for k := range cm.BinaryData {
+		if k != WindowKey {
+			return node, "", nil, fmt.Errorf("record %s: binaryData.%s; a record holds data.%s or binaryData.%s alone", cm.Name, k, DataKey, WindowKey)
+		}
+	}
+	// data.entry beside a window is an older probe's write over the tail
+	// layout (a release before it, rolled back to): data.entry is the
+	// newer.
+	if text, ok := cm.Data[DataKey]; ok {
+		return node, text, nil, nil
+	}
+	window, ok := cm.BinaryData[WindowKey]
+	if !ok {
+		return node, "", nil, fmt.Errorf("record %s: holds neither data.%s nor binaryData.%s", cm.Name, DataKey, WindowKey)
+	}
+	text, err := Unpack(window)
+	if err != nil {
+		return node, "", nil, fmt.Errorf("record %s: binaryData.%s: %w", cm.Name, WindowKey, err)
+	}
+	return node, text, window, nil
+}
+
+func ownedByItsNode(cm *corev1.ConfigMap, node string) error {
+	for _, o := range cm.OwnerReferences {
+		if o.Kind == "Node" && o.Name != node {
+			return fmt.Errorf("%s: owned by Node %q, not the node it is named after", cm.Name, o.Name)
+		}
+	}
+	return nil
+}
+
+// Assemble returns the node a record belongs to and the entry text its
+// window reads as: Read's, extended by tail when the record is in the tail
+// layout and tail extends its snapshot (Merge). A tail of an older
+// snapshot (the probe wrote a new one and no tail since) is passed over; a
+// nil tail is none.
+func Assemble(rec, tail *corev1.ConfigMap) (node, entry string, err error) {
+	node, text, window, err := read(rec)
+	if err != nil || window == nil || tail == nil {
+		return node, text, err
+	}
+	if err := ownedByItsNode(tail, node); err != nil {
+		return node, "", fmt.Errorf("tail %w", err)
+	}
+	if len(tail.Data) != 0 || len(tail.BinaryData) != 1 || tail.BinaryData[TailKey] == nil {
+		return node, "", fmt.Errorf("tail %s: holds other than binaryData.%s alone", tail.Name, TailKey)
+	}
+	base, drop, tailText, err := UnpackTail(tail.BinaryData[TailKey])
+	if err != nil {
+		return node, "", fmt.Errorf("tail %s: %w", tail.Name, err)
+	}
+	if base != Base(window) {
+		return node, text, nil
+	}
+	merged, err := Merge(text, drop, tailText)
+	if err != nil {
+		return node, "", fmt.Errorf("tail %s: %w", tail.Name, err)
+	}
+	return node, merged, nil
+}
+
+// ReadAll reads records as `fleet-role decide` does: node name to entry
+// text, and node name to why for the records that cannot be read as
+// records. A ConfigMap that is neither record nor tail is passed over.
 func ReadAll(records []*corev1.ConfigMap) (entries, unreadable map[string]string) {
+	return (*Assembler)(nil).ReadAll(records)
+}
+
+// Assembler reads records as ReadAll does, and keeps what it assembled
+// from a record in the tail layout until the record or its tail changes
+// (by resourceVersion): the controller reads every record twice a period,
+// and each changes once. The nil Assembler keeps nothing. It is safe for
+// concurrent use.
+type Assembler struct {
+	mu   sync.Mutex
+	kept map[string]assembled
+}
+
+type assembled struct {
+	recRV, tailRV string
+	text, err     string
+}
+
+// ReadAll is the package's ReadAll.
+func (a *Assembler) ReadAll(records []*corev1.ConfigMap) (entries, unreadable map[string]string) {
 	entries, unreadable = map[string]string{}, map[string]string{}
+	tails := map[string]*corev1.ConfigMap{}
 	for _, cm := range records {
-		node, text, err := Read(cm)
-		switch {
-		case errors.Is(err, ErrNotRecord):
+		if IsTail(cm) {
+			tails[NodeOf(cm)] = cm
+		}
+	}
+	seen := map[string]bool{}
+	for _, cm := range records {
+		if !IsRecord(cm) {
 			continue
-		case err != nil:
+		}
+		node, text, err := a.assemble(cm, tails[cm.Name])
+		seen[node] = true
+		if err != nil {
 			unreadable[node] = err.Error()
-		default:
+		} else {
 			entries[node] = text
 		}
 	}
+	if a != nil {
+		a.mu.Lock()
+		for node := range a.kept {
+			if !seen[node] {
+				delete(a.kept, node)
+			}
+		}
+		a.mu.Unlock()
+	}
 	return entries, unreadable
+}
+
+func (a *Assembler) assemble(rec, tail *corev1.ConfigMap) (node, text string, err error) {
+	if a == nil || rec.ResourceVersion == "" || len(rec.BinaryData) == 0 {
+		return Assemble(rec, tail)
+	}
+	k := assembled{recRV: rec.ResourceVersion}
+	if tail != nil {
+		k.tailRV = tail.ResourceVersion
+	}
+	a.mu.Lock()
+	got, ok := a.kept[rec.Name]
+	a.mu.Unlock()
+	if ok && got.recRV == k.recRV && got.tailRV == k.tailRV {
+		if got.err != "" {
+			return rec.Name, "", errors.New(got.err)
+		}
+		return rec.Name, got.text, nil
+	}
+	node, text, err = Assemble(rec, tail)
+	k.text = text
+	if err != nil {
+		k.err = err.Error()
+	}
+	a.mu.Lock()
+	if a.kept == nil {
+		a.kept = map[string]assembled{}
+	}
+	a.kept[node] = k
+	a.mu.Unlock()
+	return node, text, err
 }
 
 // CapBytes is the largest entry a record holds at these settings: the size of

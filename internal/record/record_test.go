@@ -81,10 +81,10 @@ func TestRead(t *testing.T) {
 	}{
 		{"no label", func(cm *corev1.ConfigMap) { delete(cm.Labels, record.Label) }, "not a probe record"},
 		{"another label value", func(cm *corev1.ConfigMap) { cm.Labels[record.Label] = "other" }, "not a probe record"},
-		{"binaryData", func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"x": nil} }, "has binaryData"},
-		{"two keys", func(cm *corev1.ConfigMap) { cm.Data["extra"] = "" }, "2 data keys"},
-		{"no key", func(cm *corev1.ConfigMap) { cm.Data = nil }, "0 data keys"},
-		{"another key", func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"other": ""} }, "no data.entry"},
+		{"binaryData", func(cm *corev1.ConfigMap) { cm.BinaryData = map[string][]byte{"x": nil} }, "binaryData.x; a record holds"},
+		{"two keys", func(cm *corev1.ConfigMap) { cm.Data["extra"] = "" }, "data.extra; a record holds"},
+		{"no key", func(cm *corev1.ConfigMap) { cm.Data = nil }, "holds neither data.entry nor binaryData.window"},
+		{"another key", func(cm *corev1.ConfigMap) { cm.Data = map[string]string{"other": ""} }, "data.other; a record holds"},
 		{"another node's owner", func(cm *corev1.ConfigMap) { cm.OwnerReferences[0].Name = "node-b" }, `owned by Node "node-b"`},
 	} {
 		cm := good()
@@ -110,7 +110,7 @@ func TestReadAll(t *testing.T) {
 	if len(entries) != 1 || entries["node-a"] != "{}" {
 		t.Errorf("entries %v", entries)
 	}
-	if len(unreadable) != 1 || !strings.Contains(unreadable["node-b"], "2 data keys") {
+	if len(unreadable) != 1 || !strings.Contains(unreadable["node-b"], "data.extra; a record holds") {
 		t.Errorf("unreadable %v", unreadable)
 	}
 }

@@ -122,21 +122,33 @@ func (m *mesh) checkRBAC(t *testing.T) {
 }
 
 // checkRecords holds the records as the probes left them: one per host,
-// named after its node, carrying the record labels and one data key, and
-// owned by its Node (by UID), and no other ConfigMap carrying the label.
+// named after its node, carrying the record labels, owned by its Node (by
+// UID), and in the tail layout (docs/records.md, "Layouts": the elected
+// controller's Lease says it reads it) with a tail labelled and owned
+// alike that reads with it; and no other ConfigMap carrying the label.
 func (m *mesh) checkRecords(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := m.admin.CoreV1().ConfigMaps(m.settings.RecordsNamespace()).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+	l, err := m.admin.CoreV1().ConfigMaps(m.settings.RecordsNamespace()).List(ctx, metav1.ListOptions{LabelSelector: record.AnySelector})
 	if err != nil {
 		fatal(t, err)
 	}
+	tails := map[string]*corev1.ConfigMap{}
+	for i := range l.Items {
+		if cm := &l.Items[i]; record.IsTail(cm) {
+			tails[record.NodeOf(cm)] = cm
+		}
+	}
 	var got []string
+	var window, packed, whole int
 	for i := range l.Items {
 		cm := &l.Items[i]
+		if record.IsTail(cm) {
+			continue
+		}
 		got = append(got, cm.Name)
-		node, _, err := record.Read(cm)
+		node, text, err := record.Assemble(cm, tails[cm.Name])
 		if err != nil {
 			errorf(t, "record %s: %v", cm.Name, err)
 			continue
@@ -153,12 +165,24 @@ func (m *mesh) checkRecords(t *testing.T) {
 		if !reflect.DeepEqual(cm.Labels, record.Labels()) {
 			errorf(t, "record %s: labels %v, want %v", cm.Name, cm.Labels, record.Labels())
 		}
+		tail := tails[cm.Name]
+		if len(cm.BinaryData[record.WindowKey]) == 0 || tail == nil {
+			errorf(t, "record %s: in the entry layout (data keys %d, tail %v), though the elected controller reads the tail layout", cm.Name, len(cm.Data), tail != nil)
+			continue
+		}
+		if !reflect.DeepEqual(tail.OwnerReferences, want) || !reflect.DeepEqual(tail.Labels, record.TailLabels()) {
+			errorf(t, "tail %s: ownerReferences %+v labels %v, want %+v and %v", tail.Name, tail.OwnerReferences, tail.Labels, want, record.TailLabels())
+		}
+		window++
+		packed += len(cm.BinaryData[record.WindowKey])
+		whole += len(text)
 	}
 	slices.Sort(got)
 	if want := slices.Sorted(slices.Values(m.hosts)); !slices.Equal(got, want) {
 		errorf(t, "records %v, want one per host %v", got, want)
 	} else {
-		t.Logf("records %s: each named after its node, labelled %s, owned by its Node", strings.Join(got, ", "), record.Selector)
+		t.Logf("records %s: each named after its node, labelled %s, owned by its Node; %d in the tail layout, their windows %d bytes packed, %d whole",
+			strings.Join(got, ", "), record.Selector, window, packed, whole)
 	}
 }
 

@@ -44,7 +44,7 @@ func watchRecords(ctx context.Context, admin kubernetes.Interface, namespace str
 
 func (w *recordWatch) watch(ctx context.Context) {
 	for ctx.Err() == nil {
-		wi, err := w.admin.CoreV1().ConfigMaps(w.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+		wi, err := w.admin.CoreV1().ConfigMaps(w.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: record.AnySelector})
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -58,8 +58,9 @@ func (w *recordWatch) watch(ctx context.Context) {
 			}
 			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
 				w.mu.Lock()
-				if _, voter := w.written[cm.Name]; voter {
-					w.written[cm.Name] = time.Now()
+				// A record or its tail (the tail layout): either is a write.
+				if _, voter := w.written[record.NodeOf(cm)]; voter {
+					w.written[record.NodeOf(cm)] = time.Now()
 				}
 				w.mu.Unlock()
 			}

@@ -575,11 +575,15 @@ func Millis(samples []entry.Sample) []int64 {
 }
 
 // History records every entry each record took, from a watch of the records
-// held by the admin: every write the API server accepted is seen, however
-// quickly the next one follows. Its keys are the records' node names.
+// (and their tails: the tail layout, docs/records.md) held by the admin:
+// every write the API server accepted is seen, however quickly the next one
+// follows. Its keys are the records' node names; an entry is what the record
+// and its tail read as together (record.Assemble), or why they cannot be
+// read.
 type History struct {
 	mu       sync.Mutex
-	versions map[string][]string // node -> distinct entries in order
+	objs     map[string]*corev1.ConfigMap // record or tail name -> last seen
+	versions map[string][]string          // node -> distinct entries in order
 	owners   map[string][]metav1.OwnerReference
 	events   int
 	err      error
@@ -589,8 +593,8 @@ type History struct {
 // WatchRecords starts recording; it stops when ctx ends (Wait waits for it).
 func (c *Cluster) WatchRecords(ctx context.Context, t testing.TB) *History {
 	t.Helper()
-	h := &History{versions: map[string][]string{}, owners: map[string][]metav1.OwnerReference{}, done: make(chan struct{})}
-	opts := metav1.ListOptions{LabelSelector: record.Selector}
+	h := &History{objs: map[string]*corev1.ConfigMap{}, versions: map[string][]string{}, owners: map[string][]metav1.OwnerReference{}, done: make(chan struct{})}
+	opts := metav1.ListOptions{LabelSelector: record.AnySelector}
 	l, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -641,8 +645,21 @@ func (h *History) record(cm *corev1.ConfigMap) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.events++
-	k, v := cm.Name, cm.Data[record.DataKey]
-	h.owners[k] = cm.OwnerReferences
+	h.objs[cm.Name] = cm
+	k := record.NodeOf(cm)
+	rec := h.objs[k]
+	if rec == nil || !record.IsRecord(rec) {
+		return // a tail before its record
+	}
+	var tail *corev1.ConfigMap
+	if tn, ok := record.TailName(k); ok {
+		tail = h.objs[tn]
+	}
+	_, v, err := record.Assemble(rec, tail)
+	if err != nil {
+		v = "unreadable: " + err.Error()
+	}
+	h.owners[k] = rec.OwnerReferences
 	vs := h.versions[k]
 	if len(vs) == 0 || vs[len(vs)-1] != v {
 		h.versions[k] = append(vs, v)
@@ -825,13 +842,17 @@ func (c *Cluster) Records(t testing.TB) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).List(ctx, metav1.ListOptions{LabelSelector: record.Selector})
+	l, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).List(ctx, metav1.ListOptions{LabelSelector: record.AnySelector})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	cms := make([]*corev1.ConfigMap, len(l.Items))
 	for i := range l.Items {
-		out[l.Items[i].Name] = l.Items[i].Data[record.DataKey]
+		cms[i] = &l.Items[i]
+	}
+	out, unreadable := record.ReadAll(cms)
+	for node, why := range unreadable {
+		out[node] = "unreadable: " + why
 	}
 	return out
 }
