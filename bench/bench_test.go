@@ -54,9 +54,9 @@ func TestWALPerSample(t *testing.T) {
 	bin := buildFleetRole(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// Eight periods: enough writes (24 and 48, about 4 KB each) that the
+	// Eight periods: enough writes (24 and 48, about 1 KB each) that the
 	// API server's own writes meanwhile (its leases, a few small objects)
-	// add under 1% to the bytes counted.
+	// add a few % at most to the bytes counted.
 	const periods = 8
 	small, err := e.WALPerSample(ctx, bin, 3, periods)
 	if err != nil {
@@ -67,14 +67,19 @@ func TestWALPerSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []WALRun{small, large} {
-		t.Logf("%d hosts: %d writes, %d other revisions, %.0f WAL bytes per sample, record %.0f bytes stored (entry %.0f), measured over %s, run %s",
-			r.Hosts, r.Writes, r.Other, r.PerSample(), r.RecordBytes, r.EntryBytes, r.Measured.Round(time.Millisecond), r.Elapsed.Round(time.Second))
+		t.Logf("%d hosts: %d writes (%d windows, %d tails, %.0f bytes each as stored), %d other revisions, %.0f WAL bytes per sample, record %.0f bytes stored (entry %.0f), measured over %s, run %s",
+			r.Hosts, r.Writes, r.Windows, r.Tails, r.WrittenBytes, r.Other, r.PerSample(), r.RecordBytes, r.EntryBytes, r.Measured.Round(time.Millisecond), r.Elapsed.Round(time.Second))
 		if r.Writes < r.Hosts*periods {
 			t.Errorf("%d hosts: %d writes counted, want at least %d", r.Hosts, r.Writes, r.Hosts*periods)
 		}
+		// The Lease says the controller reads the tail layout: the
+		// probes write tails most periods (a window about every ten).
+		if r.Tails <= r.Windows {
+			t.Errorf("%d hosts: %d tails and %d windows written, want mostly tails (the tail layout)", r.Hosts, r.Tails, r.Windows)
+		}
 	}
 	growth, toRecord, problems := WALVerdict(small, large)
-	t.Logf("growth %.3f (at most %.2f), WAL per sample / record %.3f (at most %.0f)", growth, MaxWALGrowth, toRecord, MaxWALToRecord)
+	t.Logf("growth %.3f (at most %.2f), WAL per sample / object written %.3f (at most %.0f), WAL per sample at most %d", growth, MaxWALGrowth, toRecord, MaxWALToRecord, MaxWALPerSample)
 	for _, p := range problems {
 		t.Error(p)
 	}
@@ -82,10 +87,10 @@ func TestWALPerSample(t *testing.T) {
 
 // The verdict's bounds, at, just under and just over each.
 func TestWALVerdict(t *testing.T) {
-	run := func(hosts int, perSample, record float64) WALRun {
-		return WALRun{Hosts: hosts, Writes: 1000, WALBytes: perSample * 1000, RecordBytes: record}
+	run := func(hosts int, perSample, written float64) WALRun {
+		return WALRun{Hosts: hosts, Writes: 1000, WALBytes: perSample * 1000, WrittenBytes: written}
 	}
-	const small, rec = 8000.0, 6000.0
+	const small, rec = 1000.0, 800.0
 	for _, c := range []struct {
 		name     string
 		large    WALRun
@@ -96,9 +101,18 @@ func TestWALVerdict(t *testing.T) {
 		{"growth just over", run(50, small*MaxWALGrowth+1, rec), 1},
 		{"record ratio at the bound", run(50, small, small/MaxWALToRecord), 0},
 		{"record ratio just over", run(50, small, small/MaxWALToRecord-1), 1},
-		{"both over", run(50, 3*small, small), 2},
+		{"both over", run(50, 1.4*small, 0.6*small), 2},
+		{"a heartbeat's at the bound", run(50, MaxWALPerSample, MaxWALPerSample/MaxWALToRecord), 0},
+		{"a heartbeat's just under", run(50, MaxWALPerSample-1, MaxWALPerSample/MaxWALToRecord), 0},
+		{"a heartbeat's just over", run(50, MaxWALPerSample+1, MaxWALPerSample/MaxWALToRecord+1), 2},
 	} {
-		_, _, problems := WALVerdict(run(10, small, rec), c.large)
+		// The heartbeat's cases from a small run of the same bytes, so
+		// that they pass no other bound.
+		from := run(10, small, rec)
+		if c.large.PerSample() >= MaxWALPerSample-1 {
+			from = run(10, c.large.PerSample(), rec)
+		}
+		_, _, problems := WALVerdict(from, c.large)
 		if len(problems) != c.problems {
 			t.Errorf("%s: %d problems %q, want %d", c.name, len(problems), problems, c.problems)
 		}

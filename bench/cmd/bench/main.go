@@ -39,6 +39,7 @@ type options struct {
 	onlyClean                          bool
 	walHosts                           string
 	walPeriods                         int
+	walAgainst                         string
 	onlyWAL                            bool
 	onlyController                     bool
 	onlyDecide                         bool
@@ -70,6 +71,7 @@ func main() {
 	flag.StringVar(&o.walHosts, "wal-hosts", "10,50", "recording hosts of the etcd WAL measurement, fewer then more (empty: skip)")
 	flag.IntVar(&o.walPeriods, "wal-periods", 30, "periods (of 1 s) the WAL measurement counts, once every window is full")
 	flag.BoolVar(&o.onlyWAL, "only-wal", false, "run the etcd WAL measurement alone")
+	flag.StringVar(&o.walAgainst, "wal-against", "", "also measure the etcd WAL bytes per sample of the build of this git revision (an earlier release, say v0.1.0 or HEAD~3), at the same hosts in the same fleet, and give the ratio")
 	flag.StringVar(&o.controllerEnv, "controller-env", "", "with -only-controller: comma-separated NAME=VALUE settings added to the controller's environment (GOMEMLIMIT=48MiB, say)")
 	flag.BoolVar(&o.onlyDecide, "only-decide", false, "run BenchmarkDecide alone (-decide-count times)")
 	flag.BoolVar(&o.onlyController, "only-controller", false, "run the controller's resident memory alone, over the large fleet's records")
@@ -243,10 +245,39 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
+// buildAt builds ./cmd/fleet-role as of the git revision rev, from a
+// worktree of root's repository under dir, as buildImageBinary builds.
+func buildAt(ctx context.Context, root, dir, rev string) (string, error) {
+	wt := filepath.Join(dir, "worktree-"+strings.NewReplacer("/", "-", "~", "-", "^", "-").Replace(rev))
+	add := exec.CommandContext(ctx, "git", "worktree", "add", "--detach", wt, rev)
+	add.Dir = root
+	if out, err := add.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("-wal-against %s: git worktree add: %w\n%s", rev, err, out)
+	}
+	defer func() {
+		rm := exec.Command("git", "worktree", "remove", "--force", wt)
+		rm.Dir = root
+		_ = rm.Run()
+	}()
+	out := filepath.Join(dir, "against")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	bin, err := buildImageBinaryFrom(ctx, wt, out)
+	if err != nil {
+		return "", fmt.Errorf("-wal-against %s: %w", rev, err)
+	}
+	return bin, nil
+}
+
 // buildImageBinary builds ./cmd/fleet-role into dir with the Dockerfile's
 // flags (static, trimmed, stripped), so that the memory measured is the
 // image's binary's: an unstripped build maps more of itself.
 func buildImageBinary(ctx context.Context, root, dir string) (string, error) {
+	return buildImageBinaryFrom(ctx, root, dir)
+}
+
+func buildImageBinaryFrom(ctx context.Context, root, dir string) (string, error) {
 	binary := filepath.Join(dir, "fleet-role")
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", binary, "./cmd/fleet-role")
 	build.Dir = root
@@ -379,18 +410,39 @@ func walRows(ctx context.Context, root, tmp, binary string, tools bench.Tools, o
 		runs = append(runs, r)
 		rows = append(rows, bench.Row{
 			Measure: fmt.Sprintf("etcd WAL bytes per sample, %d recording hosts (per-host records, `fleet-role probe` processes)", hosts),
-			Figure: fmt.Sprintf("%.0f bytes (%d writes in %s; record %.0f bytes as stored, entry %.0f)",
-				r.PerSample(), r.Writes, r.Measured.Round(100*time.Millisecond), r.RecordBytes, r.EntryBytes),
+			Figure: fmt.Sprintf("%.0f bytes (%d writes in %s; record %.0f bytes as stored, entry %.0f; %d windows and %d tails written, %.0f bytes each as stored)",
+				r.PerSample(), r.Writes, r.Measured.Round(100*time.Millisecond), r.RecordBytes, r.EntryBytes, r.Windows, r.Tails, r.WrittenBytes),
+			Goal: fmt.Sprintf("<= %d", bench.MaxWALPerSample), Met: bench.Verdict(r.PerSample() <= bench.MaxWALPerSample),
 		})
+	}
+	if o.walAgainst != "" {
+		step("etcd WAL: building %s to measure beside this build", o.walAgainst)
+		against, err := buildAt(ctx, root, tmp, o.walAgainst)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, hosts := range counts {
+			step("etcd WAL: %d probe processes of %s", hosts, o.walAgainst)
+			r, err := env.WALPerSample(ctx, against, hosts, o.walPeriods)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", o.walAgainst, err)
+			}
+			ratio := r.PerSample() / runs[i].PerSample()
+			rows = append(rows,
+				bench.Row{Measure: fmt.Sprintf("etcd WAL bytes per sample, %d recording hosts, of %s", hosts, o.walAgainst),
+					Figure: fmt.Sprintf("%.0f bytes (%d writes in %s)", r.PerSample(), r.Writes, r.Measured.Round(100*time.Millisecond))},
+				bench.Row{Measure: fmt.Sprintf("etcd WAL bytes per sample, %d hosts, %s / this build", hosts, o.walAgainst),
+					Figure: fmt.Sprintf("%.2f", ratio), Goal: ">= 3", Met: bench.Verdict(ratio >= 3)})
+		}
 	}
 	small, large := runs[0], runs[len(runs)-1]
 	growth, toRecord, _ := bench.WALVerdict(small, large)
 	rows = append(rows,
 		bench.Row{Measure: fmt.Sprintf("etcd WAL bytes per sample, %d / %d hosts", large.Hosts, small.Hosts),
 			Figure: fmt.Sprintf("%.3f", growth), Goal: fmt.Sprintf("<= %.2f", bench.MaxWALGrowth), Met: bench.Verdict(growth <= bench.MaxWALGrowth)},
-		bench.Row{Measure: fmt.Sprintf("etcd WAL bytes per sample / record size, %d hosts", large.Hosts),
-			Figure: fmt.Sprintf("%.3f (%.0f / %.0f bytes)", toRecord, large.PerSample(), large.RecordBytes), Goal: fmt.Sprintf("<= %.0f", bench.MaxWALToRecord), Met: bench.Verdict(toRecord <= bench.MaxWALToRecord)})
-	notes := []string{fmt.Sprintf("etcd WAL: each recording host a standby with an eligible Node, a token bound to a Pod on it and a record seeded with a full realistic window (window %d), so every write is a full window's; %s period; measured over %d periods once each probe had written twice; WAL bytes the mean of the three members' etcd_disk_wal_write_bytes_total; writes counted by revision from a watch of the records; the runs took %s.",
+		bench.Row{Measure: fmt.Sprintf("etcd WAL bytes per sample / size of the object written, %d hosts", large.Hosts),
+			Figure: fmt.Sprintf("%.3f (%.0f / %.0f bytes)", toRecord, large.PerSample(), large.WrittenBytes), Goal: fmt.Sprintf("<= %.0f", bench.MaxWALToRecord), Met: bench.Verdict(toRecord <= bench.MaxWALToRecord)})
+	notes := []string{fmt.Sprintf("etcd WAL: each recording host a standby with an eligible Node, a token bound to a Pod on it and a record seeded with a full realistic window (window %d), so every window written is a full one; the controller's Lease saying it reads the tail layout; %s period; measured over %d periods once each probe had written twice; WAL bytes the mean of the three members' etcd_disk_wal_write_bytes_total; writes counted by revision from a watch of the records; the runs took %s.",
 		env.Settings.Window, bench.WALPeriod, o.walPeriods, walElapsed(runs))}
 	return rows, notes, nil
 }
