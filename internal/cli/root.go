@@ -85,6 +85,7 @@ it carries that swap out, step by step (docs/acting.md).`,
 		newRenderCommand(),
 		newPrepareFsyncDirCommand(),
 		newStatusCommand(name),
+		newRecordCommand(name),
 		newApproveCommand(name),
 		newTimingCommand(),
 	)

@@ -72,6 +72,22 @@ type Election struct {
 	// Page, when set, names this replica's page in the Endpoints of the
 	// Service that reaches the leader's (advertise.go).
 	Page *PageAdvert
+	// RecordFormat is the record layout the Lease says its holder reads
+	// (record.FormatAnnotation), which the probes write: 0 is this
+	// release's, record.FormatRead; -1 says none, as a release before the
+	// tail layout writes the Lease (the rollout test stands one in so).
+	RecordFormat int
+}
+
+// recordFormat is what this replica's writes of the Lease say it reads.
+func (e Election) recordFormat() int {
+	switch {
+	case e.RecordFormat < 0:
+		return 0
+	case e.RecordFormat == 0:
+		return record.FormatRead
+	}
+	return e.RecordFormat
 }
 
 // TakeoverBound is the longest a follower takes to lead once the leader has
@@ -183,7 +199,7 @@ func (el *elector) try(ctx context.Context) (attempt, error) {
 	e := el.e
 	before := el.clock.Now()
 	rec := kube.LeaseRecord{Holder: e.Identity, LeaseDuration: e.LeaseDuration, AcquireTime: before, RenewTime: before,
-		RecordFormat: record.FormatRead}
+		RecordFormat: e.recordFormat()}
 	old, rv, err := e.Leases.Get(ctx, e.Name)
 	if errors.Is(err, kube.ErrNotFound) && el.leadingNow() {
 		return attemptGone, nil
