@@ -74,8 +74,8 @@ type WALRun struct {
 	// Windows and Tails count the writes of the records and of their
 	// tails.
 	Windows, Tails int
-	Elapsed                 time.Duration // the whole run: start, warm-up, measurement
-	Measured                time.Duration // between the two scrapes
+	Elapsed        time.Duration // the whole run: start, warm-up, measurement
+	Measured       time.Duration // between the two scrapes
 }
 
 // PerSample is the WAL bytes per record write.
