@@ -24,6 +24,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fleet-role/fleet-role/internal/k3snode"
+	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -248,7 +249,9 @@ func (e *Env) ProbeClient() (*kube.Client, error) {
 }
 
 // NewProber starts the probe of the first voter with the real host
-// readings, as `fleet-role probe` builds it but for two things: it lists the
+// readings, as `fleet-role probe` builds it (its record in the tail layout,
+// which the controller's Lease says it reads, announceTailLayout) but for
+// two things: it lists the
 // Nodes each sample, where the command reads them from an informer's cache
 // (kube.NodeInformer), so that a sample's cost here includes a list of the
 // Nodes and bounds the command's from above; and its loop runs on a fake
@@ -260,12 +263,20 @@ func (e *Env) NewProber(ctx context.Context) (*Prober, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.announceTailLayout(ctx); err != nil {
+		return nil, err
+	}
+	format, err := c.RecordFormat(e.Settings.Namespace, controller.LeaseName)
+	if err != nil {
+		return nil, err
+	}
 	p := &Prober{clk: clocktesting.NewFakeClock(time.Now()), period: e.Settings.SamplePeriod,
 		wrote: make(chan struct{}, 1), done: make(chan struct{})}
+	records := c.RecordsInLayout(e.Settings.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: e.Settings.Window})
 	loop, err := probe.New(probe.Config{
 		Node:     e.Node,
 		Settings: e.Settings,
-		Records:  wroteRecords{c.Records(e.Settings.RecordsNamespace()), p.wrote},
+		Records:  wroteRecords{records, p.wrote},
 		Nodes:    c.Nodes(),
 		Sampler:  probe.NewHost(e.Settings, "/", e.MetricsURL, ""),
 		Clock:    p.clk,

@@ -142,6 +142,11 @@ const ComponentPeriod = 400 * time.Millisecond
 
 // RunProbe runs `fleet-role probe` as the first voter for n samples.
 func (e *Env) RunProbe(ctx context.Context, binary string, n int) (Component, error) {
+	// The controller's Lease says it reads the tail layout, so that the
+	// probe writes it as in an install of this release.
+	if err := e.announceTailLayout(ctx); err != nil {
+		return Component{}, err
+	}
 	return RunComponent(ctx, binary, "probe", "fleet_role_probe_samples_total", n,
 		time.Duration(n)*ComponentPeriod*3+time.Minute, nil,
 		"--kubeconfig", e.ProbeKubeconfig, "--node", e.Node, "--metrics-url", e.MetricsURL,
