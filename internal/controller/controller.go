@@ -188,6 +188,7 @@ func (c *Controller) tick(ctx context.Context) (*status.Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.assembler.Limit = record.CapBytes(s.Window, s.MaxServers)
 	entries, unreadable := c.assembler.ReadAll(records)
 	kubeNodes, err := c.cfg.Nodes.List(ctx)
 	if err != nil {

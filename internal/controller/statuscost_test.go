@@ -136,5 +136,20 @@ func BenchmarkStatusCost(b *testing.B) {
 			b.ReportMetric(float64(writes)*hour/periods, "writes/hour")
 			b.ReportMetric(float64(bytes)/float64(max(writes, 1)), "bytes/write")
 		})
+		// Ages alone changing: the records written once and unchanged
+		// for as many periods as stay under entry_unchanged, past which
+		// the hosts are stale (a change the status says). Every write
+		// after the first would be one for ages alone.
+		b.Run(fmt.Sprintf("ages-only/hosts=%d", hosts), func(b *testing.B) {
+			cfg, _ := largeFleet(b, 2)
+			stale := cfg.Settings.StaleAfter()
+			frozen := int(stale.Value/cfg.Settings.SamplePeriod.Seconds()) - 1
+			var writes int
+			for b.Loop() {
+				writes, _ = statusCost(b, hosts-3, frozen, false)
+			}
+			b.ReportMetric(float64(writes-1), "writes-after-first")
+			b.ReportMetric(float64(frozen*controller.DecisionsPerPeriod), "decisions")
+		})
 	}
 }

@@ -132,16 +132,22 @@ func packTo(b *bytes.Buffer, text string) {
 
 // Unpack is the text Pack packed, refused past MaxEntryBytes: what it
 // allocates is bounded whatever the packed bytes say.
-func Unpack(packed []byte) (string, error) {
+func Unpack(packed []byte) (string, error) { return unpackLimited(packed, MaxEntryBytes) }
+
+// unpackLimited is Unpack refused past limit bytes.
+func unpackLimited(packed []byte, limit int) (string, error) {
 	r := flate.NewReaderDict(bytes.NewReader(packed), []byte(dictionary))
 	defer r.Close()
 	var b bytes.Buffer
-	n, err := b.ReadFrom(io.LimitReader(r, MaxEntryBytes+1))
+	n, err := b.ReadFrom(io.LimitReader(r, int64(limit)+1))
 	if err != nil {
 		return "", fmt.Errorf("unpack: %w", err)
 	}
-	if n > MaxEntryBytes {
-		return "", fmt.Errorf("unpack: more than %d bytes, the most a ConfigMap holds", MaxEntryBytes)
+	if n > int64(limit) {
+		if limit == MaxEntryBytes {
+			return "", fmt.Errorf("unpack: more than %d bytes, the most a ConfigMap holds", limit)
+		}
+		return "", fmt.Errorf("unpack: more than %d bytes, the record cap", limit)
 	}
 	return b.String(), nil
 }
@@ -172,6 +178,10 @@ func PackTail(base uint64, drop int, text string) []byte {
 
 // UnpackTail reads what PackTail packed.
 func UnpackTail(packed []byte) (base uint64, drop int, text string, err error) {
+	return unpackTailLimited(packed, MaxEntryBytes)
+}
+
+func unpackTailLimited(packed []byte, limit int) (base uint64, drop int, text string, err error) {
 	if len(packed) < baseBytes {
 		return 0, 0, "", fmt.Errorf("tail of %d bytes: shorter than its %d-byte base", len(packed), baseBytes)
 	}
@@ -180,7 +190,7 @@ func UnpackTail(packed []byte) (base uint64, drop int, text string, err error) {
 	if n <= 0 || d > MaxEntryBytes {
 		return 0, 0, "", errors.New("tail: no count of samples dropped after its base")
 	}
-	text, err = Unpack(packed[baseBytes+n:])
+	text, err = unpackLimited(packed[baseBytes+n:], limit)
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("tail: %w", err)
 	}

@@ -213,3 +213,30 @@ func TestTailShape(t *testing.T) {
 		t.Errorf("tail %s read as node %q", tail.Name, record.NodeOf(tail))
 	}
 }
+
+// A reader that knows the record cap (the controller's Assembler) unpacks
+// no more than it: a packed window that reads as more, at just over the
+// limit, is unreadable, at the limit it is read; and data.entry beside a
+// packed window (an older probe's write over it) is the one read.
+func TestAssemblerLimitAndOlderWrite(t *testing.T) {
+	owner := record.Owner{Name: "a", UID: "u"}
+	e := testkit.RealisticEntry("a", []string{"v"}, -1, 5, time.Second, time.Unix(0, 0))
+	text, _ := entry.Encode(e)
+	rec := record.WindowObject("r", owner, record.Pack(text))
+	rec.ResourceVersion = "7"
+	for _, c := range []struct {
+		limit int
+		ok    bool
+	}{{len(text) - 1, false}, {len(text), true}, {len(text) + 1, true}} {
+		a := &record.Assembler{Limit: c.limit}
+		entries, unreadable := a.ReadAll([]*corev1.ConfigMap{rec})
+		if c.ok != (entries["a"] == text) || !c.ok && !strings.Contains(unreadable["a"], "the record cap") {
+			t.Errorf("limit %d (the window %d bytes): entries %d, unreadable %q", c.limit, len(text), len(entries), unreadable)
+		}
+	}
+	older := rec.DeepCopy()
+	older.Data = map[string]string{record.DataKey: "{}"}
+	if _, got, err := record.Assemble(older, nil); err != nil || got != "{}" {
+		t.Errorf("data.entry beside a window read %q %v, want data.entry", got, err)
+	}
+}

@@ -134,13 +134,13 @@ var ErrNotRecord = errors.New("not a probe record")
 // trusted: the record label, one data key or one binaryData key, and an
 // owner reference to the Node of the record's name when it has one.
 func Read(cm *corev1.ConfigMap) (node, entry string, err error) {
-	node, entry, _, err = read(cm)
+	node, entry, _, err = read(cm, MaxEntryBytes)
 	return node, entry, err
 }
 
-// read is Read, and the packed snapshot when the record is in the tail
-// layout.
-func read(cm *corev1.ConfigMap) (node, entry string, window []byte, err error) {
+// read is Read, unpacking at most limit bytes, and the packed snapshot
+// when the record is in the tail layout.
+func read(cm *corev1.ConfigMap, limit int) (node, entry string, window []byte, err error) {
 	if !IsRecord(cm) {
 		return "", "", nil, fmt.Errorf("configmap %s: %w (no label %s)", cm.Name, ErrNotRecord, Selector)
 	}
@@ -168,7 +168,7 @@ func read(cm *corev1.ConfigMap) (node, entry string, window []byte, err error) {
 	if !ok {
 		return node, "", nil, fmt.Errorf("record %s: holds neither data.%s nor binaryData.%s", cm.Name, DataKey, WindowKey)
 	}
-	text, err := Unpack(window)
+	text, err := unpackLimited(window, limit)
 	if err != nil {
 		return node, "", nil, fmt.Errorf("record %s: binaryData.%s: %w", cm.Name, WindowKey, err)
 	}
@@ -190,7 +190,14 @@ func ownedByItsNode(cm *corev1.ConfigMap, node string) error {
 // snapshot (the probe wrote a new one and no tail since) is passed over; a
 // nil tail is none.
 func Assemble(rec, tail *corev1.ConfigMap) (node, entry string, err error) {
-	node, text, window, err := read(rec)
+	return assemble(rec, tail, MaxEntryBytes)
+}
+
+// assemble is Assemble, unpacking and merging no more than limit bytes of
+// entry: a reader that knows the record cap (the controller) decodes no
+// more than it would of data.entry, whatever a packed window says.
+func assemble(rec, tail *corev1.ConfigMap, limit int) (node, entry string, err error) {
+	node, text, window, err := read(rec, limit)
 	if err != nil || window == nil || tail == nil {
 		return node, text, err
 	}
@@ -200,7 +207,7 @@ func Assemble(rec, tail *corev1.ConfigMap) (node, entry string, err error) {
 	if len(tail.Data) != 0 || len(tail.BinaryData) != 1 || tail.BinaryData[TailKey] == nil {
 		return node, "", fmt.Errorf("tail %s: holds other than binaryData.%s alone", tail.Name, TailKey)
 	}
-	base, drop, tailText, err := UnpackTail(tail.BinaryData[TailKey])
+	base, drop, tailText, err := unpackTailLimited(tail.BinaryData[TailKey], limit)
 	if err != nil {
 		return node, "", fmt.Errorf("tail %s: %w", tail.Name, err)
 	}
@@ -210,6 +217,9 @@ func Assemble(rec, tail *corev1.ConfigMap) (node, entry string, err error) {
 	merged, err := Merge(text, drop, tailText)
 	if err != nil {
 		return node, "", fmt.Errorf("tail %s: %w", tail.Name, err)
+	}
+	if len(merged) > limit {
+		return node, "", fmt.Errorf("tail %s: the window and its tail read as %d bytes, over %d", tail.Name, len(merged), limit)
 	}
 	return node, merged, nil
 }
@@ -227,13 +237,27 @@ func ReadAll(records []*corev1.ConfigMap) (entries, unreadable map[string]string
 // and each changes once. The nil Assembler keeps nothing. It is safe for
 // concurrent use.
 type Assembler struct {
+	// Limit bounds what a record in the tail layout is unpacked and merged
+	// to (0: MaxEntryBytes): the controller sets the record cap of its
+	// settings, so that a packed record costs it no more to decode than
+	// data.entry, which the admission policy holds to that cap.
+	Limit int
+
 	mu   sync.Mutex
 	kept map[string]assembled
 }
 
 type assembled struct {
 	recRV, tailRV string
+	limit         int
 	text, err     string
+}
+
+func (a *Assembler) limit() int {
+	if a == nil || a.Limit <= 0 {
+		return MaxEntryBytes
+	}
+	return min(a.Limit, MaxEntryBytes)
 }
 
 // ReadAll is the package's ReadAll.
@@ -272,22 +296,22 @@ func (a *Assembler) ReadAll(records []*corev1.ConfigMap) (entries, unreadable ma
 
 func (a *Assembler) assemble(rec, tail *corev1.ConfigMap) (node, text string, err error) {
 	if a == nil || rec.ResourceVersion == "" || len(rec.BinaryData) == 0 {
-		return Assemble(rec, tail)
+		return assemble(rec, tail, a.limit())
 	}
-	k := assembled{recRV: rec.ResourceVersion}
+	k := assembled{recRV: rec.ResourceVersion, limit: a.limit()}
 	if tail != nil {
 		k.tailRV = tail.ResourceVersion
 	}
 	a.mu.Lock()
 	got, ok := a.kept[rec.Name]
 	a.mu.Unlock()
-	if ok && got.recRV == k.recRV && got.tailRV == k.tailRV {
+	if ok && got.recRV == k.recRV && got.tailRV == k.tailRV && got.limit == k.limit {
 		if got.err != "" {
 			return rec.Name, "", errors.New(got.err)
 		}
 		return rec.Name, got.text, nil
 	}
-	node, text, err = Assemble(rec, tail)
+	node, text, err = assemble(rec, tail, k.limit)
 	k.text = text
 	if err != nil {
 		k.err = err.Error()
