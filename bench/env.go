@@ -272,7 +272,7 @@ func (e *Env) NewProber(ctx context.Context) (*Prober, error) {
 	}
 	p := &Prober{clk: clocktesting.NewFakeClock(time.Now()), period: e.Settings.SamplePeriod,
 		wrote: make(chan struct{}, 1), done: make(chan struct{})}
-	records := c.RecordsInLayout(e.Settings.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: e.Settings.Window})
+	records := c.RecordsInLayout(e.Settings.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: e.Settings.Window, CheckEvery: e.Settings.StalePeriods()})
 	loop, err := probe.New(probe.Config{
 		Node:     e.Node,
 		Settings: e.Settings,

@@ -91,7 +91,7 @@ start and 0 on SIGTERM, after writing what it holds. It serves /metrics, /health
 		p, err := probe.New(probe.Config{
 			Node:     node,
 			Settings: s,
-			Records:  client.RecordsInLayout(s.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: s.Window}),
+			Records:  client.RecordsInLayout(s.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: s.Window, CheckEvery: s.StalePeriods()}),
 			Policy:   client.PolicyCheck(s.RecordsNamespace()),
 			Nodes:    nodes,
 			Sampler:  probe.NewHost(s, hostRoot, metricsURL, fsyncDir),

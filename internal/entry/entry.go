@@ -177,6 +177,35 @@ func Append(e *Entry, s Sample, window int) {
 	}
 }
 
+// AppendKeepsOlder reports whether Append(e, s, ...) leaves e's samples as
+// they are (but for the oldest it drops): whether no older sample holds a
+// histogram whose bounds s's changed. A reader that keeps a decoded window
+// and appends to a copy of its samples slice (record.Writer) may then share
+// the samples' memory.
+func AppendKeepsOlder(e *Entry, s Sample) bool {
+	if s.Etcd == nil {
+		return true
+	}
+	b, peers := anyBounds(s.Etcd.PeerRTT)
+	for i := range e.Samples {
+		old := e.Samples[i].Etcd
+		if old == nil {
+			continue
+		}
+		if !sameBounds(old.WALFsync, s.Etcd.WALFsync) || !sameBounds(old.BackendCommit, s.Etcd.BackendCommit) {
+			return false
+		}
+		if peers {
+			for _, h := range old.PeerRTT {
+				if !sameBounds(h, quantile.Histogram{Bounds: b}) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // sameBounds reports whether old can live beside h in one entry: either has
 // no buckets, or their bounds are equal.
 func sameBounds(old, h quantile.Histogram) bool {

@@ -156,6 +156,10 @@ var limitsCache sync.Map // [window, maxServers] -> Limits
 // far tighter.
 var defaultLimits = sync.OnceValue(func() Limits { return LimitsFor(maxWindowAssumed, maxMembers) })
 
+// DecodeLimits are Decode's limits, for a reader of a Decoder that knows no
+// settings.
+func DecodeLimits() Limits { return defaultLimits() }
+
 // WorstCaseBytes is the size of the largest legitimate entry at the given
 // settings, found by building and encoding it: a voter with max_servers - 1
 // peers, every sample different from the one before (no run shares a count),

@@ -82,6 +82,13 @@ type Layout struct {
 	// policy that predates it): the probe's window, in periods, so that it
 	// tries again once a window.
 	RetryAfter int
+	// CheckEvery: Format is read at least once every CheckEvery writes (a
+	// window, and every write in the entry layout, read it first):
+	// entry_unchanged in periods, so that a controller that no longer
+	// reads the tail layout (rolled back) finds records it cannot read for
+	// no longer than it would find one stale. 0 or 1 reads it before every
+	// write.
+	CheckEvery int
 }
 
 type clientRecords struct {
@@ -96,6 +103,8 @@ type clientRecords struct {
 	refusedFor int
 	// tail: a tail may exist, written by this writer or found at Get.
 	tail bool
+	// unchecked counts the writes since Format was last read.
+	unchecked int
 }
 
 func (r *clientRecords) Get(ctx context.Context, node string) (string, error) {
@@ -130,11 +139,19 @@ func (r *clientRecords) Put(ctx context.Context, owner record.Owner, entry strin
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, named := record.TailName(owner.Name); !named || r.refusedFor > 0 || r.layout.Format(ctx) < record.FormatTail {
+	if _, named := record.TailName(owner.Name); !named || r.refusedFor > 0 {
 		r.refusedFor = max(0, r.refusedFor-1)
 		return r.putEntry(ctx, owner, entry)
 	}
 	p := r.w.Plan(entry)
+	if p.Kind != record.KindTail || r.unchecked+1 >= r.layout.CheckEvery {
+		r.unchecked = 0
+		if r.layout.Format(ctx) < record.FormatTail {
+			return r.putEntry(ctx, owner, entry)
+		}
+	} else {
+		r.unchecked++
+	}
 	var err error
 	switch p.Kind {
 	case record.KindEntry:

@@ -213,21 +213,30 @@ func Merge(window string, drop int, tail string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("tail: %w", err)
 	}
-	switch {
-	case t.Node != e.Node:
-		return "", fmt.Errorf("tail of node %q extends the window of %q", t.Node, e.Node)
-	case t.Fsync != nil || t.Shrunk != 0 || t.Refused != "" || t.Withheld != "":
-		return "", errors.New("tail holds more than samples")
-	case drop > len(e.Samples):
-		return "", fmt.Errorf("tail drops %d samples of a window of %d", drop, len(e.Samples))
-	}
-	e.Samples = e.Samples[drop:]
-	for _, s := range t.Samples {
-		entry.Append(&e, s, 0)
+	if err := extend(&e, drop, t); err != nil {
+		return "", err
 	}
 	text, err := entry.Encode(e)
 	if err != nil {
 		return "", fmt.Errorf("merge: %w", err)
 	}
 	return text, nil
+}
+
+// extend is Merge on decoded entries: e, its oldest drop samples left out,
+// and t's samples appended.
+func extend(e *entry.Entry, drop int, t entry.Entry) error {
+	switch {
+	case t.Node != e.Node:
+		return fmt.Errorf("tail of node %q extends the window of %q", t.Node, e.Node)
+	case t.Fsync != nil || t.Shrunk != 0 || t.Refused != "" || t.Withheld != "":
+		return errors.New("tail holds more than samples")
+	case drop > len(e.Samples):
+		return fmt.Errorf("tail drops %d samples of a window of %d", drop, len(e.Samples))
+	}
+	e.Samples = e.Samples[drop:]
+	for _, s := range t.Samples {
+		entry.Append(e, s, 0)
+	}
+	return nil
 }

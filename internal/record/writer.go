@@ -40,8 +40,8 @@ type Plan struct {
 	// Samples is how many samples the write carries: the window's or the
 	// tail's.
 	Samples int
-	// what Wrote keeps of a snapshot
-	lastAt time.Time
+	// window is the snapshot's window, decoded, which Wrote keeps.
+	window entry.Entry
 }
 
 // Writer plans a probe's writes of its record in the tail layout: the
@@ -60,15 +60,20 @@ type Plan struct {
 // S keeps the payload a period within twice its least over every k, whatever
 // a, b and S are, and at the shipped settings gives k of about 10.
 type Writer struct {
-	// snap is the text the record's snapshot packs; "" when the record
-	// holds no snapshot this Writer wrote.
-	snap      string
+	// snap is the window the record's snapshot packs, decoded, and its
+	// text; snapText "" when the record holds no snapshot this Writer
+	// wrote. Plan appends to a copy of snap's samples slice, never to the
+	// samples themselves.
+	snap      entry.Entry
+	snapText  string
 	base      uint64
 	snapBytes int
-	snapN     int
 	lastAt    time.Time
 	// tailBytes is what the tails since the snapshot have cost, packed.
 	tailBytes int
+	// dec decodes each period's window into memory it reuses: Plan keeps
+	// nothing of it but a snapshot's, which it decodes afresh.
+	dec *entry.Decoder
 }
 
 // Plan is the write that makes the record read as text, the window's whole
@@ -76,14 +81,30 @@ type Writer struct {
 // snapshot that text extends by its newest samples alone and Merge reads
 // the two as text exactly, a snapshot otherwise. A window of no samples
 // (a marker) is written in the entry layout, where every release reads it.
+// A probe plans every period: the snapshot is packed only when one is due,
+// and the snapshot's window is decoded once, when written.
 func (w *Writer) Plan(text string) Plan {
-	e, err := entry.Decode(text)
+	if w.dec == nil {
+		w.dec = &entry.Decoder{}
+	}
+	e, byVoter, err := w.dec.DecodeByVoter(text, entry.DecodeLimits())
 	if err != nil || len(e.Samples) == 0 {
 		return Plan{Kind: KindEntry, Text: text}
 	}
-	snapshot := Plan{Kind: KindWindow, Text: text, Packed: Pack(text), Samples: len(e.Samples), lastAt: e.Samples[len(e.Samples)-1].At}
-	if w.snap == "" {
-		return snapshot
+	if p, ok := w.tail(text, e, byVoter); ok {
+		return p
+	}
+	if e, err = entry.Decode(text); err != nil {
+		return Plan{Kind: KindEntry, Text: text}
+	}
+	return Plan{Kind: KindWindow, Text: text, Packed: Pack(text), Samples: len(e.Samples), window: e}
+}
+
+// tail plans the tail that extends the snapshot to text (decoded as e, its
+// connects by voter), if one may.
+func (w *Writer) tail(text string, e entry.Entry, byVoter map[string]*entry.Connects) (Plan, bool) {
+	if w.snapText == "" {
+		return Plan{}, false
 	}
 	// The snapshot's newest sample, found from the newest back: the
 	// samples after it are the tail, and those before its place in the
@@ -92,29 +113,50 @@ func (w *Writer) Plan(text string) Plan {
 	for i >= 0 && !e.Samples[i].At.Equal(w.lastAt) {
 		i--
 	}
-	k, drop := len(e.Samples)-1-i, w.snapN-(i+1)
+	k, drop := len(e.Samples)-1-i, len(w.snap.Samples)-(i+1)
 	if i < 0 || k == 0 || drop < 0 {
-		return snapshot
+		return Plan{}, false
 	}
-	tailText, err := entry.Encode(entry.Entry{Node: e.Node, Samples: e.Samples[i+1:]})
+	newest := e.Samples[i+1:]
+	from := map[string]*entry.Connects{}
+	for v, c := range byVoter {
+		from[v] = c.Slice(i + 1)
+	}
+	entry.FillConnects(newest, from)
+	tailText, err := entry.Encode(entry.Entry{Node: e.Node, Samples: newest})
 	if err != nil {
-		return snapshot
-	}
-	if merged, err := Merge(w.snap, drop, tailText); err != nil || merged != text {
-		return snapshot
+		return Plan{}, false
 	}
 	packed := PackTail(w.base, drop, tailText)
-	if w.tailBytes+len(packed) > w.snapBytes || len(packed) >= len(snapshot.Packed) {
-		return snapshot
+	if w.tailBytes+len(packed) > w.snapBytes {
+		return Plan{}, false
 	}
-	return Plan{Kind: KindTail, Packed: packed, Samples: k}
+	// What a reader reads (Merge), built from the snapshot decoded once
+	// and the tail decoded as a reader decodes it, must be text exactly.
+	t, err := entry.Decode(tailText)
+	if err != nil {
+		return Plan{}, false
+	}
+	m := w.snap
+	m.Samples = append(make([]entry.Sample, 0, len(w.snap.Samples)-drop+len(t.Samples)), w.snap.Samples[drop:]...)
+	for _, s := range t.Samples {
+		if !entry.AppendKeepsOlder(&m, s) {
+			return Plan{}, false // Merge would change the older samples: not on the shared ones
+		}
+		m.Samples = append(m.Samples, s)
+	}
+	if merged, err := entry.Encode(m); err != nil || merged != text {
+		return Plan{}, false
+	}
+	return Plan{Kind: KindTail, Packed: packed, Samples: k}, true
 }
 
 // Wrote records that the API server took p.
 func (w *Writer) Wrote(p Plan) {
 	switch p.Kind {
 	case KindWindow:
-		*w = Writer{snap: p.Text, base: Base(p.Packed), snapBytes: len(p.Packed), snapN: p.Samples, lastAt: p.lastAt}
+		*w = Writer{snap: p.window, snapText: p.Text, base: Base(p.Packed), snapBytes: len(p.Packed),
+			lastAt: p.window.Samples[len(p.window.Samples)-1].At, dec: w.dec}
 	case KindTail:
 		w.tailBytes += len(p.Packed)
 	default:
@@ -124,4 +166,4 @@ func (w *Writer) Wrote(p Plan) {
 
 // Forget makes the next plan a snapshot: the record may hold anything (a
 // write failed in a way that leaves it unknown, or another took its place).
-func (w *Writer) Forget() { *w = Writer{} }
+func (w *Writer) Forget() { *w = Writer{dec: w.dec} }

@@ -179,6 +179,13 @@ func (s Settings) StaleAfter() Limit {
 			"judged by when the controller saw the entry change, never by comparing the probe's clock with the controller's"}
 }
 
+// StalePeriods is entry_unchanged in sample periods (StaleAfter): how
+// many periods a probe may go without a write the controller reads before
+// its record is stale.
+func (s Settings) StalePeriods() int {
+	return int(math.Round(s.StaleAfter().Value / s.SamplePeriod.Seconds()))
+}
+
 // Cooldown is how long the voter set must stay unchanged before a swap.
 func (s Settings) Cooldown() Limit {
 	win := time.Duration(s.Window) * s.SamplePeriod

@@ -1,21 +1,27 @@
-package controller
+package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/record"
+	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/kit/testkit"
 )
@@ -110,6 +116,12 @@ func (u *unknownSpans) worst() (string, time.Duration) {
 func TestRolloutMixesLayouts(t *testing.T) {
 	c := testkit.Start(t)
 	s := testkit.Settings(t, 500*time.Millisecond)
+	// A window of 10 (the fewest at p90) fills in 5 s, before which every
+	// host reads unknown.
+	s.Window, s.TailPercentile = 10, 0.9
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	hosts := []string{"server-1", "server-2", "server-3", "agent-1", "agent-2"}
 	c.AddNodes(t,
 		testkit.Node{Name: "server-1", Voter: true, Eligible: true, Address: "127.0.8.1"},
@@ -120,7 +132,7 @@ func TestRolloutMixesLayouts(t *testing.T) {
 	)
 	samplers := map[string]*testkit.Sampler{}
 	for _, h := range hosts {
-		samplers[h] = &testkit.Sampler{Make: walIn(1)}
+		samplers[h] = &testkit.Sampler{}
 	}
 	// A probe of either release: older writes the entry layout and reads
 	// no Lease, as a release before the tail layout does.
@@ -133,7 +145,7 @@ func TestRolloutMixesLayouts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			records = cl.RecordsInLayout(s.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: s.Window})
+			records = cl.RecordsInLayout(s.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: s.Window, CheckEvery: s.StalePeriods()})
 		}
 		p, err := probe.New(probe.Config{Node: node, Settings: s, Records: records, Nodes: cl.Nodes(), Sampler: samplers[node], Log: testkit.NewLog().Logger})
 		if err != nil {
@@ -300,19 +312,20 @@ func TestRolloutMixesLayouts(t *testing.T) {
 	allKnown("both updated")
 	checkSpans("the controller updated after the probes", onePeriod, period)
 
-	// Rolled back, the controller first: within a period of the older
-	// controller's first write of the Lease the probes write the entry
-	// layout again, which it reads; then the probes. Its decisions until
-	// then read the records in the tail layout as unreadable: a host may
-	// read unknown from the first decision after its takeover until the
-	// first after the probes' next write, a period and a decision's
-	// interval (half a period) at most.
+	// Rolled back, the controller first: within entry_unchanged of the
+	// older controller's first write of the Lease the probes write the
+	// entry layout again (a probe writing tails reads the Lease at least
+	// once every entry_unchanged), which it reads; then the probes. Its
+	// decisions until then read the records in the tail layout as
+	// unreadable: a host may read unknown from the first decision after
+	// its takeover until the first after that write, entry_unchanged and
+	// a decision's interval (half a period) at most.
 	ctrl.Stop(t)
 	startController(true)
 	waitLayouts("the controller rolled back", len(hosts), 0)
 	allKnown("the controller rolled back")
 	update(true)
-	checkSpans("rolled back, the controller first", onePeriod+onePeriod/2, "a period and a decision's interval")
+	checkSpans("rolled back, the controller first", time.Duration(s.StalePeriods())*s.SamplePeriod+onePeriod/2, "entry_unchanged and a decision's interval")
 
 	// The controller updated before the probes: the older probes write the
 	// entry layout it reads; updated, they take up the tail layout.
@@ -327,4 +340,168 @@ func TestRolloutMixesLayouts(t *testing.T) {
 
 	stopFollowing()
 	<-followed
+}
+
+// countingWindows counts the writes that carry binaryData (the tail
+// layout's), and those the admission policy refused.
+type countingWindows struct {
+	kube.ConfigMapClient
+	mu      sync.Mutex
+	packed  int
+	refused int
+}
+
+func (c *countingWindows) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.ConfigMap, error) {
+	cm, err := c.ConfigMapClient.Patch(ctx, name, pt, data, opts, sub...)
+	if strings.Contains(string(data), `"binaryData":{`) {
+		c.count(err)
+	}
+	return cm, err
+}
+
+func (c *countingWindows) Create(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error) {
+	out, err := c.ConfigMapClient.Create(ctx, cm, opts)
+	if len(cm.BinaryData) > 0 {
+		c.count(err)
+	}
+	return out, err
+}
+
+// count counts a write in the tail layout; a 404 (a patch of an object
+// not made yet, which a create follows) is no write.
+func (c *countingWindows) count(err error) {
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.packed++
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		c.refused++
+	}
+}
+
+func (c *countingWindows) counts() (packed, refused int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.packed, c.refused
+}
+
+// Under an admission policy that refuses the tail layout (as one older
+// than it does), a probe's write in it is followed by the entry layout in
+// the same write, and the entry layout is kept for RetryAfter writes
+// before the tail layout is tried again: at the limit it is tried, just
+// under it is not. Once the policy admits it, the record takes it up.
+func TestTailLayoutRefusedFallsBack(t *testing.T) {
+	c := testkit.Start(t)
+	s := testkit.Settings(t, time.Second)
+	c.AddNodes(t, testkit.Node{Name: "agent-1", Eligible: true, Address: "127.0.8.9"})
+	ctx := context.Background()
+	vaps := c.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	installed, err := vaps.Get(ctx, "fleet-role-probe-records", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	older := installed.DeepCopy()
+	forbidden := metav1.StatusReasonForbidden
+	older.Spec.Validations = append(older.Spec.Validations, admissionregistrationv1.Validation{
+		Expression: "!has(object.binaryData) || size(object.binaryData) == 0",
+		Message:    "an older policy: a probe record holds no binaryData", Reason: &forbidden})
+	if _, err := vaps.Update(ctx, older, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.ProbeClient(t, "agent-1")
+	node, err := c.Admin.CoreV1().Nodes().Get(ctx, "agent-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := record.Owner{Name: node.Name, UID: node.UID}
+	cms := &countingWindows{ConfigMapClient: cl.ConfigMapClient(s.RecordsNamespace())}
+	const retryAfter = 3
+	rs := kube.NewRecordsFor(cms, s.RecordsNamespace(), kube.Layout{Format: func(context.Context) int { return record.FormatTail }, RetryAfter: retryAfter})
+	// Windows of 20 samples, a sample on each write.
+	e := testkit.RealisticEntry(node.Name, []string{"server-1"}, -1, 1000, s.SamplePeriod, time.Now())
+	n := 20
+	put := func() string {
+		t.Helper()
+		if n > len(e.Samples) {
+			t.Fatalf("%d writes and the tail layout still admitted", n)
+		}
+		w := e
+		w.Samples = e.Samples[n-20 : n]
+		n++
+		text, err := entry.Encode(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Put(ctx, owner, text); err != nil {
+			t.Fatalf("write %d: %v", n, err)
+		}
+		return text
+	}
+	layoutOf := func() string {
+		cm, err := c.Admin.CoreV1().ConfigMaps(s.RecordsNamespace()).Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cm.BinaryData) > 0 {
+			return "tail"
+		}
+		return "entry"
+	}
+	// The API server loads a policy's change within a moment: until the
+	// first refusal the tail layout may still be admitted.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		put()
+		if _, refused := cms.counts(); refused == 0 {
+			return errors.New("the tail layout not refused yet")
+		}
+		return nil
+	})
+	packed, _ := cms.counts()
+	if got := layoutOf(); got != "entry" {
+		t.Fatalf("after the refusal the record is in the %s layout, want entry", got)
+	}
+	// retryAfter writes in the entry layout without trying: just under
+	// the limit it is not tried, at it it is (and refused again).
+	for i := range retryAfter {
+		text := put()
+		if p, _ := cms.counts(); p != packed {
+			t.Fatalf("write %d after the refusal tried the tail layout, under RetryAfter %d", i+1, retryAfter)
+		}
+		if _, got, err := record.Assemble(mustGet(t, c, s, node.Name), nil); err != nil || got != text {
+			t.Fatalf("write %d after the refusal: the record reads %d bytes (%v), want the window's %d", i+1, len(got), err, len(text))
+		}
+	}
+	put()
+	if p, r := cms.counts(); p != packed+1 || r != 2 {
+		t.Fatalf("the write at RetryAfter: %d writes in the tail layout, %d refused; want %d and 2", p, r, packed+1)
+	}
+	// The installed policy back: at the next try the tail layout is taken.
+	current, err := vaps.Get(ctx, installed.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current.Spec = installed.Spec
+	if _, err := vaps.Update(ctx, current, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, func() error {
+		put()
+		if got := layoutOf(); got != "tail" {
+			return fmt.Errorf("the record is in the %s layout", got)
+		}
+		return nil
+	})
+	p, r := cms.counts()
+	t.Logf("an older policy: %d writes tried in the tail layout, %d refused, each followed by the entry layout; the installed policy back, the tail layout taken", p, r)
+}
+
+func mustGet(t *testing.T, c *testkit.Cluster, s settings.Settings, name string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := c.Admin.CoreV1().ConfigMaps(s.RecordsNamespace()).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
 }
