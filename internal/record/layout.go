@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fleet-role/fleet-role/internal/deflate"
 	"github.com/fleet-role/fleet-role/internal/entry"
 )
 
@@ -103,16 +103,6 @@ func NodeOf(cm *corev1.ConfigMap) string {
 const dictionary = `{"v":1,"node":"server-2","n":2,"t0":"2026-12-06T00:00:00.011Z","dt_ms":[0,15013],"restart":[0],"link":[{"if":"enp3s0","class":"wired","n":2}],"connect_us":{"server-1":[703,602],"server-3":[2230,2039]},"mem_total_kib":[[33554432,2]],"mem_available_kib":[15280227,16945637],"mem_full_stall_us":[null,14928],"wakeup_late_us":[null,1111],"etcd":{"present":[[1,2]],"member_id":[{"id":"8437b7c545b29981","n":2}],"is_leader":[[0,2]],"is_learner":[[0,2]],"has_leader":[[1,2]],"connected_peers":[[2,2]],"known_peers":[[2,2]],"leader_changes":[[0,2]],"wal_fsync":[null,[0,32,1,413,2,181,3,352]],"backend_commit":[null,[1,10,2,231,3,229,4,65]],"peer_rtt":{"8437b7c545b29980":[null,[4,1]]},"db_size_kib":[57257,57310],"quota_bytes":[[2147483648,2]],"bounds":{"wal_fsync":[0.001,0.002,0.004,0.008,0.016,0.032,0.064,0.128,0.256,0.512,1.024,2.048,4.096,8.192],"backend_commit":[0.001,0.002,0.004,0.008,0.016,0.032,0.064,0.128,0.256,0.512,1.024,2.048,4.096,8.192],"peer_rtt":[0.0001,0.0002,0.0004,0.0008,0.0016,0.0032,0.0064,0.0128,0.0256,0.0512,0.1024,0.2048,0.4096,0.8192,1.6384,3.2768]}}}` +
 	`{"v":1,"node":"standby","n":2,"t0":"2026-12-06T00:00:00.024Z","dt_ms":[0,14995],"restart":[0],"link":[{"if":"enp3s0","class":"wired","n":2}],"connect_us":{"server-1":[522,2694],"server-2":[2238,2202],"server-3":[1028,729]},"mem_total_kib":[[33554432,2]],"mem_available_kib":[15000300,16093353],"mem_full_stall_us":[null,0],"wakeup_late_us":[null,6260],"fsync":{"at":"2026-12-06T00:00:15Z","dir":"/var/lib/rancher/k3s/server/db/fleet-role-fsync","filesystem":"ext4","measured_disk":true,"writes":10029,"p99_us":2100,"max_us":9300}}`
 
-// packers holds deflate writers for reuse: one costs about 1 MB to make at
-// the best compression, and a probe packs once a period.
-var packers = sync.Pool{New: func() any {
-	w, err := flate.NewWriterDict(io.Discard, flate.BestCompression, []byte(dictionary))
-	if err != nil {
-		panic(err) // only for an invalid level
-	}
-	return w
-}}
-
 // Pack is text, an entry's, as a record in the tail layout holds it: raw
 // DEFLATE (RFC 1951) at the best compression, primed with dictionary.
 func Pack(text string) []byte {
@@ -122,9 +112,13 @@ func Pack(text string) []byte {
 }
 
 func packTo(b *bytes.Buffer, text string) {
-	w := packers.Get().(*flate.Writer)
-	defer packers.Put(w)
-	w.Reset(b)
+	// internal/deflate's writer, made for each pack: about 100 KB, where
+	// compress/flate's would hold 780 KB (its package says why that
+	// matters to the probe).
+	w, err := deflate.NewWriterDict(b, deflate.BestCompression, []byte(dictionary))
+	if err != nil {
+		panic(err) // only for an invalid level
+	}
 	// Writes to a bytes.Buffer do not fail.
 	_, _ = io.WriteString(w, text)
 	_ = w.Close()
