@@ -71,6 +71,9 @@ type Writer struct {
 	lastAt    time.Time
 	// tailBytes is what the tails since the snapshot have cost, packed.
 	tailBytes int
+	// dec decodes each period's window into memory it reuses: Plan keeps
+	// nothing of it but a snapshot's, which it decodes afresh.
+	dec *entry.Decoder
 }
 
 // Plan is the write that makes the record read as text, the window's whole
@@ -81,7 +84,10 @@ type Writer struct {
 // A probe plans every period: the snapshot is packed only when one is due,
 // and the snapshot's window is decoded once, when written.
 func (w *Writer) Plan(text string) Plan {
-	e, byVoter, err := entry.DecodeByVoter(text, entry.DecodeLimits())
+	if w.dec == nil {
+		w.dec = &entry.Decoder{}
+	}
+	e, byVoter, err := w.dec.DecodeByVoter(text, entry.DecodeLimits())
 	if err != nil || len(e.Samples) == 0 {
 		return Plan{Kind: KindEntry, Text: text}
 	}
@@ -150,7 +156,7 @@ func (w *Writer) Wrote(p Plan) {
 	switch p.Kind {
 	case KindWindow:
 		*w = Writer{snap: p.window, snapText: p.Text, base: Base(p.Packed), snapBytes: len(p.Packed),
-			lastAt: p.window.Samples[len(p.window.Samples)-1].At}
+			lastAt: p.window.Samples[len(p.window.Samples)-1].At, dec: w.dec}
 	case KindTail:
 		w.tailBytes += len(p.Packed)
 	default:
@@ -160,4 +166,4 @@ func (w *Writer) Wrote(p Plan) {
 
 // Forget makes the next plan a snapshot: the record may hold anything (a
 // write failed in a way that leaves it unknown, or another took its place).
-func (w *Writer) Forget() { *w = Writer{} }
+func (w *Writer) Forget() { *w = Writer{dec: w.dec} }
