@@ -15,6 +15,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -93,15 +94,26 @@ func (e *Env) CheckProbeEntry(ctx context.Context, want int) error {
 	return nil
 }
 
-// EntryBytes is the size of the entry a ConfigMap of the namespace holds
-// in data.entry: a probe's record (named after its node) or the shell
-// route's (ShellRecord).
+// EntryBytes is the size of the entry a ConfigMap of the namespace reads
+// as: a probe's record (named after its node) with its tail in the tail
+// layout, or the shell route's data.entry (ShellRecord).
 func (e *Env) EntryBytes(ctx context.Context, name string) (int, error) {
-	cm, err := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace()).Get(ctx, name, metav1.GetOptions{})
+	cms := e.Admin.CoreV1().ConfigMaps(e.Settings.RecordsNamespace())
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return 0, err
 	}
-	return len(cm.Data[record.DataKey]), nil
+	if !record.IsRecord(cm) || len(cm.BinaryData) == 0 {
+		return len(cm.Data[record.DataKey]), nil
+	}
+	var tail *corev1.ConfigMap
+	if tn, ok := record.TailName(name); ok {
+		if tail, err = cms.Get(ctx, tn, metav1.GetOptions{}); err != nil {
+			tail = nil
+		}
+	}
+	_, text, err := record.Assemble(cm, tail)
+	return len(text), err
 }
 
 //go:embed shell_route.sh
