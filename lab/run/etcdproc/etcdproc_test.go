@@ -170,12 +170,22 @@ func TestLearnerFlow(t *testing.T) {
 	if err := c.Promote(context.Background(), l); err != nil {
 		t.Fatal(err)
 	}
-	st, err = l.Status(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.IsLearner {
-		t.Errorf("%s still a learner after Promote", l.Name)
+	// The promotion is committed when Promote returns; the learner says
+	// so once it has applied it, which may be a moment later (CI saw it
+	// still a learner right after).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err = l.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.IsLearner {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still a learner 10 s after Promote", l.Name)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	cli, err := c.Client()
 	if err != nil {
