@@ -410,6 +410,9 @@ type writer struct {
 	ns    string // the namespace of its ConfigMap
 	cm    string
 	verbs []string
+	// tail is a second ConfigMap it may write so: a probe's tail, in the
+	// tail layout (docs/records.md, "Layouts").
+	tail string
 }
 
 // writerOf tells which component made e: the controller, or the probe of
@@ -419,14 +422,15 @@ func (m *mesh) writerOf(e auditlog.Event) (w writer, ok bool) {
 	prefix := "system:serviceaccount:" + m.settings.Namespace + ":"
 	switch e.User.Username {
 	case prefix + controllerSA:
-		return writer{"controller", m.settings.Namespace, m.settings.StatusConfigMap, []string{"patch"}}, true
+		return writer{"controller", m.settings.Namespace, m.settings.StatusConfigMap, []string{"patch"}, ""}, true
 	case prefix + probeSA:
 		nodes := e.User.Extra[record.NodeNameClaim]
 		if len(nodes) != 1 {
 			return writer{who: fmt.Sprintf("probe with node claim %q", nodes)}, true
 		}
 		// The probe creates its record when a merge patch finds none.
-		return writer{"probe on " + nodes[0], m.settings.RecordsNamespace(), record.Name(nodes[0]), []string{"create", "patch"}}, true
+		tail, _ := record.TailName(nodes[0])
+		return writer{"probe on " + nodes[0], m.settings.RecordsNamespace(), record.Name(nodes[0]), []string{"create", "patch"}, tail}, true
 	}
 	return writer{}, false
 }
@@ -463,7 +467,8 @@ func (m *mesh) checkAudit(t *testing.T) {
 		requests[w.who]++
 		what := e.What()
 		r := e.ObjectRef
-		own := r != nil && r.Resource == "configmaps" && r.Namespace == w.ns && r.Name == w.cm && r.Subresource == ""
+		own := r != nil && r.Resource == "configmaps" && r.Namespace == w.ns && r.Subresource == "" &&
+			(r.Name == w.cm || w.tail != "" && r.Name == w.tail)
 		// The controller's Events on the Nodes, created and then counted up
 		// by patches (client-go's recorder), in namespace default.
 		if w.who == "controller" && e.EventOnNode(m.hosts) && e.Code() < 400 {
@@ -552,9 +557,10 @@ func (m *mesh) checkAudit(t *testing.T) {
 	}
 	want := map[string]writer{}
 	for _, h := range m.hosts {
-		want["probe on "+h] = writer{"probe on " + h, m.settings.RecordsNamespace(), record.Name(h), []string{"create", "patch"}}
+		tail, _ := record.TailName(h)
+		want["probe on "+h] = writer{"probe on " + h, m.settings.RecordsNamespace(), record.Name(h), []string{"create", "patch"}, tail}
 	}
-	want["controller"] = writer{"controller", ns, m.settings.StatusConfigMap, []string{"patch"}}
+	want["controller"] = writer{"controller", ns, m.settings.StatusConfigMap, []string{"patch"}, ""}
 	for who := range requests {
 		if _, ok := want[who]; !ok {
 			errorf(t, "%s, not a host of the scenario, made %d requests", who, requests[who])
@@ -573,7 +579,11 @@ func (m *mesh) checkAudit(t *testing.T) {
 		if unanswered[w] > policyChecks[w] {
 			errorf(t, "%s: %d dry runs unanswered (504 or 429) against %d refused", w, unanswered[w], policyChecks[w])
 		}
-		t.Logf("%s: %d requests (%d failed in the API server, %d found no record yet, %d dry runs refused, %d unanswered, %d conditional writes refused 409), %d writes, every one a %s of ConfigMap %s/%s",
-			w, requests[w], serverErrors[w], notFound[w], policyChecks[w], unanswered[w], conflicts[w], writes[w], strings.Join(want[w].verbs, " or "), want[w].ns, want[w].cm)
+		cms := want[w].ns + "/" + want[w].cm
+		if want[w].tail != "" {
+			cms += " or " + want[w].ns + "/" + want[w].tail
+		}
+		t.Logf("%s: %d requests (%d failed in the API server, %d found no record yet, %d dry runs refused, %d unanswered, %d conditional writes refused 409), %d writes, every one a %s of ConfigMap %s",
+			w, requests[w], serverErrors[w], notFound[w], policyChecks[w], unanswered[w], conflicts[w], writes[w], strings.Join(want[w].verbs, " or "), cms)
 	}
 }

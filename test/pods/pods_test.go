@@ -397,13 +397,21 @@ func (s *scenario) events(t *testing.T, ctx context.Context) {
 	}
 }
 
-// readRecord reads the node's record as the admin.
+// readRecord reads the node's record as the admin, with its tail in the
+// tail layout (docs/records.md, "Layouts").
 func (s *scenario) readRecord(ctx context.Context) (entry.Entry, *corev1.ConfigMap, error) {
-	cm, err := s.c.Admin.CoreV1().ConfigMaps(recordsNS).Get(ctx, record.Name(node), metav1.GetOptions{})
+	cms := s.c.Admin.CoreV1().ConfigMaps(recordsNS)
+	cm, err := cms.Get(ctx, record.Name(node), metav1.GetOptions{})
 	if err != nil {
 		return entry.Entry{}, nil, err
 	}
-	_, raw, err := record.Read(cm)
+	var tail *corev1.ConfigMap
+	if tn, ok := record.TailName(node); ok && len(cm.BinaryData) > 0 {
+		if tail, err = cms.Get(ctx, tn, metav1.GetOptions{}); err != nil {
+			tail = nil // none yet: the record reads as its snapshot
+		}
+	}
+	_, raw, err := record.Assemble(cm, tail)
 	if err != nil {
 		return entry.Entry{}, cm, err
 	}
