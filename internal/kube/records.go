@@ -143,8 +143,17 @@ func (r *clientRecords) Put(ctx context.Context, owner record.Owner, entry strin
 		r.refusedFor = max(0, r.refusedFor-1)
 		return r.putEntry(ctx, owner, entry)
 	}
+	// Without a snapshot of its own the writer's plan is a window: the
+	// layout is read first, so that a probe kept to the entry layout packs
+	// nothing.
+	if !r.w.HasSnapshot() {
+		r.unchecked = 0
+		if r.layout.Format(ctx) < record.FormatTail {
+			return r.putEntry(ctx, owner, entry)
+		}
+	}
 	p := r.w.Plan(entry)
-	if p.Kind != record.KindTail || r.unchecked+1 >= r.layout.CheckEvery {
+	if r.w.HasSnapshot() && (p.Kind != record.KindTail || r.unchecked+1 >= r.layout.CheckEvery) {
 		r.unchecked = 0
 		if r.layout.Format(ctx) < record.FormatTail {
 			return r.putEntry(ctx, owner, entry)

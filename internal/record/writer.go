@@ -164,6 +164,10 @@ func (w *Writer) Wrote(p Plan) {
 	}
 }
 
+// HasSnapshot says whether the record holds a snapshot this Writer wrote:
+// else the next plan is a snapshot, or a marker in the entry layout.
+func (w *Writer) HasSnapshot() bool { return w.snapText != "" }
+
 // Forget makes the next plan a snapshot: the record may hold anything (a
 // write failed in a way that leaves it unknown, or another took its place).
 func (w *Writer) Forget() { *w = Writer{dec: w.dec} }
