@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -103,16 +102,10 @@ func (e *Env) EntryBytes(ctx context.Context, name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if !record.IsRecord(cm) || len(cm.BinaryData) == 0 {
+	if !record.IsRecord(cm) {
 		return len(cm.Data[record.DataKey]), nil
 	}
-	var tail *corev1.ConfigMap
-	if tn, ok := record.TailName(name); ok {
-		if tail, err = cms.Get(ctx, tn, metav1.GetOptions{}); err != nil {
-			tail = nil
-		}
-	}
-	_, text, err := record.Assemble(cm, tail)
+	text, err := kube.NewRecordsFor(cms, e.Settings.RecordsNamespace()).Get(ctx, name)
 	return len(text), err
 }
 

@@ -506,16 +506,7 @@ func (e *Env) checkWALRecord(ctx context.Context, node string, window int) (stor
 	if err != nil {
 		return 0, 0, fmt.Errorf("record of %s: %w", node, err)
 	}
-	var tail *corev1.ConfigMap
-	if tn, ok := record.TailName(node); ok {
-		if tail, err = cms.Get(ctx, tn, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			tail, err = nil, nil
-		}
-		if err != nil {
-			return 0, 0, fmt.Errorf("tail of %s: %w", node, err)
-		}
-	}
-	_, text, err := record.Assemble(cm, tail)
+	text, err := kube.NewRecordsFor(cms, e.Settings.RecordsNamespace()).Get(ctx, node)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -428,12 +428,8 @@ func (s *scenario) checkRecords(t *testing.T, ctx context.Context, snap snapshot
 	t.Helper()
 	leaders := 0
 	for _, name := range hosts {
-		cm, err := s.fleet.Admin.CoreV1().ConfigMaps(recordsNS).Get(ctx, record.Name(name), metav1.GetOptions{})
-		if err != nil {
-			t.Errorf("record %s: %v", name, err)
-			continue
-		}
-		_, raw, err := record.Read(cm)
+		// As the controller reads it: with its tail, in the tail layout.
+		raw, err := kube.NewRecordsFor(s.fleet.Admin.CoreV1().ConfigMaps(recordsNS), recordsNS).Get(ctx, name)
 		if err != nil {
 			t.Errorf("record %s: %v", name, err)
 			continue

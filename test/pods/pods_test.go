@@ -405,13 +405,7 @@ func (s *scenario) readRecord(ctx context.Context) (entry.Entry, *corev1.ConfigM
 	if err != nil {
 		return entry.Entry{}, nil, err
 	}
-	var tail *corev1.ConfigMap
-	if tn, ok := record.TailName(node); ok && len(cm.BinaryData) > 0 {
-		if tail, err = cms.Get(ctx, tn, metav1.GetOptions{}); err != nil {
-			tail = nil // none yet: the record reads as its snapshot
-		}
-	}
-	_, raw, err := record.Assemble(cm, tail)
+	raw, err := kube.NewRecordsFor(cms, recordsNS).Get(ctx, node)
 	if err != nil {
 		return entry.Entry{}, cm, err
 	}

@@ -31,7 +31,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -813,20 +812,16 @@ func (l *Loop) Alive(t testing.TB) {
 	}
 }
 
-// Entry reads node's record as the admin and decodes its entry; false when
-// there is none.
+// Entry reads node's record (with its tail, in the tail layout) as the
+// admin and decodes its entry; false when there is none.
 func (c *Cluster) Entry(t testing.TB, node string) (entry.Entry, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	raw, err := c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace).Get(ctx, record.Name(node), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	text, err := kube.NewRecordsFor(c.Admin.CoreV1().ConfigMaps(c.RecordsNamespace), c.RecordsNamespace).Get(ctx, node)
+	if errors.Is(err, kube.ErrNotFound) {
 		return entry.Entry{}, false
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, text, err := record.Read(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
