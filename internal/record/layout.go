@@ -20,10 +20,10 @@ import (
 // Every write of a ConfigMap is a write of the whole object into etcd's
 // log, fsynced by every voter. A record that holds the whole window and is
 // rewritten every period costs etcd the whole window every period, about
-// 4.8 KB at the shipped settings (bench/run.sh -only-wal), where a kubelet's heartbeat costs about
-// 1.5 KB (docs/performance.md). The tail layout writes the whole window
-// only now and then, packed, and each period a small second object holding
-// the samples since.
+// 4.8 KB at the shipped settings (bench/run.sh -only-wal), where a
+// kubelet's heartbeat costs about 1.5 KB (docs/performance.md). The tail
+// layout writes the whole window only now and then, packed, and each
+// period a small second object holding the samples since.
 const (
 	// FormatEntry: the record holds the window in data.entry, the entry's
 	// text (docs/entry.md), rewritten every period. Every release reads
