@@ -279,9 +279,12 @@ func TestActingStepPastItsDeadline(t *testing.T) {
 	})
 	rec.event(t, "the swap aborted")
 	f.periods(5) // scrapes to hold the quiet after it: at least 3 are asked for below
-	loop.Stop(t)
+	// The recording ends before the controller does: stopping it cancels
+	// the decision in flight, whose reads then fail (ReadFailed), and a
+	// scrape between the two would show a stall the swap never had.
 	stopRecording()
 	<-recorded
+	loop.Stop(t)
 
 	// What the scrapes showed: the deadline exported past itself at every
 	// scrape from the deadline to the lifting, the refused writes' stall
