@@ -273,11 +273,15 @@ func (e *Env) NewProber(ctx context.Context) (*Prober, error) {
 	p := &Prober{clk: clocktesting.NewFakeClock(time.Now()), period: e.Settings.SamplePeriod,
 		wrote: make(chan struct{}, 1), done: make(chan struct{})}
 	records := c.RecordsInLayout(e.Settings.RecordsNamespace(), kube.Layout{Format: format, RetryAfter: e.Settings.Window, CheckEvery: e.Settings.StalePeriods()})
+	// The Nodes as the shipped probe reads them (internal/cli/probe.go):
+	// from an informer's cache, a list once and then a watch, rather than
+	// a list each period, which the probe does not do.
+	nodes := c.NewNodeInformer(kube.NodeView(e.Settings, probe.PeerAddressAnnotation), kube.NodeSelectors(e.Settings)...)
 	loop, err := probe.New(probe.Config{
 		Node:     e.Node,
 		Settings: e.Settings,
 		Records:  wroteRecords{records, p.wrote},
-		Nodes:    c.Nodes(),
+		Nodes:    nodes,
 		Sampler:  probe.NewHost(e.Settings, "/", e.MetricsURL, ""),
 		Clock:    p.clk,
 	})
@@ -286,9 +290,22 @@ func (e *Env) NewProber(ctx context.Context) (*Prober, error) {
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.stop = cancel
+	informed := make(chan struct{})
+	go func() {
+		defer close(informed)
+		_ = nodes.Run(rctx)
+	}()
+	sctx, synced := context.WithTimeout(ctx, sampleWait)
+	defer synced()
+	if err := nodes.WaitForSync(sctx); err != nil {
+		cancel()
+		<-informed
+		return nil, err
+	}
 	go func() {
 		defer close(p.done)
 		_ = loop.Run(rctx)
+		<-informed
 	}()
 	if err := p.written(ctx); err != nil {
 		p.Close()

@@ -199,7 +199,7 @@ func encodeColumns[S any](cols []column[S], data []colData, prefix string, rows 
 				if v == nil {
 					continue
 				}
-				us, err := micros(fmt.Sprintf("sample %d: %s", sampleAt(at, j), field), *v)
+				us, err := microsAt(*v, func() string { return fmt.Sprintf("sample %d: %s", sampleAt(at, j), field) })
 				if err != nil {
 					return err
 				}

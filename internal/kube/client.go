@@ -68,9 +68,6 @@ type Client struct {
 func (c *Client) Rewatch(d time.Duration) error {
 	wcfg := rest.CopyConfig(c.cfg)
 	wcfg.Timeout = max(d, time.Second) + clientTimeout
-	if wcfg.AcceptContentTypes == "" {
-		wcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	}
 	w, err := newCoreREST(wcfg)
 	if err != nil {
 		return err
@@ -199,20 +196,24 @@ func NewClientForConfig(cfg *rest.Config) (*Client, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = clientUserAgent
 	}
+	// Answers in protobuf too where the API server serves it (every
+	// core/v1 and coordination/v1 type), JSON else; requests keep sending
+	// JSON (a merge patch is JSON by definition). Each write of a probe's
+	// record is answered with the whole object, and decoding it as JSON
+	// was a tenth of the probe's CPU a sample (BenchmarkProbeSample's
+	// profile); protobuf decodes it in about a quarter of that
+	// (BenchmarkNodeEventDecode, for a Node).
+	if cfg.AcceptContentTypes == "" {
+		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
 	rc, err := newCoreREST(cfg)
 	if err != nil {
 		return nil, err
 	}
 	wcfg := rest.CopyConfig(cfg)
 	wcfg.Timeout = 0
-	// The informers' lists and watches in protobuf where the API server
-	// serves it (every core/v1 type), JSON else: a Node or a record
-	// decodes in about a quarter of the CPU (BenchmarkNodeEventDecode),
-	// and every watch event is decoded whole before a view keeps a part.
-	// Requests keep sending JSON.
-	if wcfg.AcceptContentTypes == "" {
-		wcfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	}
+	// The informers' lists and watches in protobuf as well (cfg says so
+	// now): every watch event is decoded whole before a view keeps a part.
 	watch, err := newCoreREST(wcfg)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -111,17 +112,28 @@ func Pack(text string) []byte {
 	return b.Bytes()
 }
 
-func packTo(b *bytes.Buffer, text string) {
-	// internal/deflate's writer, made for each pack: about 100 KB, where
-	// compress/flate's would hold 780 KB (its package says why that
-	// matters to the probe).
-	w, err := deflate.NewWriterDict(b, deflate.BestCompression, []byte(dictionary))
+// packers keeps internal/deflate's writers, primed with the dictionary,
+// from one pack to the next: a probe packs a tail every period, and a
+// writer made for each was a sixth of the bytes it allocated a sample
+// (BenchmarkProbeSample's profile). One holds about 100 KB, where
+// compress/flate's would hold 780 KB (internal/deflate says why that
+// matters to the probe).
+var packers = sync.Pool{New: func() any {
+	w, err := deflate.NewWriterDict(io.Discard, deflate.BestCompression, []byte(dictionary))
 	if err != nil {
 		panic(err) // only for an invalid level
 	}
+	return w
+}}
+
+func packTo(b *bytes.Buffer, text string) {
+	w := packers.Get().(*deflate.Writer)
+	defer packers.Put(w)
+	w.Reset(b) // primed with the dictionary again
 	// Writes to a bytes.Buffer do not fail.
 	_, _ = io.WriteString(w, text)
 	_ = w.Close()
+	w.Reset(io.Discard) // holds no reference to b while pooled
 }
 
 // Unpack is the text Pack packed, refused past MaxEntryBytes: what it
