@@ -350,6 +350,10 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	ours["/registry/configmaps/"+m.settings.Namespace+"/"+m.settings.StatusConfigMap] = false
 	for _, cm := range names[1:] {
 		ours["/registry/configmaps/"+m.settings.RecordsNamespace()+"/"+cm] = false
+		// And its tail: the probes write the tail layout here (checkRecords
+		// holds that they do), whose tail is written every period.
+		tail, _ := record.TailName(cm)
+		ours["/registry/configmaps/"+m.settings.RecordsNamespace()+"/"+tail] = false
 	}
 	// The Lease the controller holds while it decides (docs/status.md, One
 	// writer), renewed every retry period.
@@ -394,7 +398,7 @@ func (m *mesh) compareSnapshots(t *testing.T, before, after snapshot) {
 	if events == 0 {
 		errorf(t, "the controller recorded no Event on any Node, through a campaign that turned hosts unfit")
 	}
-	t.Logf("of %d objects stored, written during the scenario: fleet-role's %d ConfigMaps (%s and the records %s) and its Lease %s, %d Events on the Nodes, and the API server's own %s",
+	t.Logf("of %d objects stored, written during the scenario: fleet-role's %d ConfigMaps (%s, and the records %s with their tails) and its Lease %s, %d Events on the Nodes, and the API server's own %s",
 		len(after.keys), len(ours)-1, m.settings.StatusConfigMap, strings.Join(m.hosts, ", "), controller.LeaseName, events, strings.Join(house, ", "))
 }
 
