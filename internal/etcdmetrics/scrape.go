@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -112,59 +111,26 @@ func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, er
 	if resp.ContentLength > MaxPageBytes {
 		return nil, fmt.Errorf("scrape %s: page of %d bytes (Content-Length) larger than %d bytes (MaxPageBytes): not an etcd page", url, resp.ContentLength, MaxPageBytes)
 	}
-	page, err := readPage(resp.Body, resp.ContentLength)
+	// Read through the families' filter as it arrives: the page is never
+	// held whole (readKept says why).
+	kept, n, err := readKept(resp.Body)
 	if err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%w after %d bytes", context.Cause(ctx), len(page))
+			err = fmt.Errorf("%w after %d bytes", context.Cause(ctx), n)
 		}
 		return nil, fmt.Errorf("scrape %s: read page: %w", url, err)
 	}
-	if len(page) > MaxPageBytes {
+	if n > MaxPageBytes {
 		return nil, fmt.Errorf("scrape %s: page larger than %d bytes (MaxPageBytes): not an etcd page", url, MaxPageBytes)
 	}
 	now := wall.Now()
-	s, err := parse(ctx, page)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("scrape %s: parse metrics page: %w", url, context.Cause(ctx))
+	}
+	s, err := parseKept(ctx, kept)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	s.Time = now
 	return s, nil
-}
-
-// firstReadBytes is the buffer a page is first read into: a member of 7's
-// page (about 182 KB, see MaxPageBytes) fits.
-const firstReadBytes = 256 << 10
-
-// readPage reads at most MaxPageBytes+1 bytes of r, into a buffer sized by
-// the Content-Length when the member sent one, else grown by doubling from
-// firstReadBytes up to that cap: a page over the cap costs under twice the
-// cap, never more.
-func readPage(r io.Reader, contentLength int64) ([]byte, error) {
-	size := firstReadBytes
-	if contentLength >= 0 && contentLength <= MaxPageBytes {
-		size = int(contentLength) + 1 // the one more shows the end
-	}
-	// Made for each page, not pooled: a pooled page's buffer kept the
-	// probe's resident memory 1.7 MiB higher (VmHWM 33.8 against 32.1 MiB
-	// after 1,000 samples, bench/run.sh -only-memory, 2026-12-07), past
-	// its goal, for a tenth of a sample's CPU.
-	buf := make([]byte, 0, size)
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) > MaxPageBytes {
-				return buf, nil
-			}
-			grown := make([]byte, len(buf), min(2*cap(buf), MaxPageBytes+1))
-			copy(grown, buf)
-			buf = grown
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
