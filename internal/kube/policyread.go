@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 )
 
@@ -113,7 +114,12 @@ func (r *policyReader) get(ctx context.Context, resource string, v any) (gone bo
 	// quorum read waits on etcd's leader, which may be the very voter
 	// fleet-role is there to find slow; the cache lags etcd by a watch
 	// event, well under entry_unchanged.
-	raw, err := r.rc.Get().AbsPath(policyPath+resource+"/"+PolicyName).Param("resourceVersion", "0").DoRaw(ctx)
+	//
+	// Asked for as JSON, which it reads itself: the client accepts
+	// protobuf from the API server by default (client.go), which serves
+	// these types in it too.
+	raw, err := r.rc.Get().AbsPath(policyPath+resource+"/"+PolicyName).Param("resourceVersion", "0").
+		SetHeader("Accept", runtime.ContentTypeJSON).DoRaw(ctx)
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, nil
