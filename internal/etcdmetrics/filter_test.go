@@ -12,15 +12,7 @@ import (
 // same reading with and without the filter (restart-before.prom holds a
 // removed member's series), and the same snapshot but for removed members.
 func TestFilterKeepsWhatParseReads(t *testing.T) {
-	pages, err := filepath.Glob("testdata/*.prom")
-	if err != nil || len(pages) == 0 {
-		t.Fatalf("no captured pages: %v", err)
-	}
-	for _, path := range pages {
-		page, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for path, page := range capturedPages(t) {
 		whole, err := parseText(page)
 		if err != nil {
 			t.Fatalf("%s unfiltered: %v", path, err)
@@ -76,4 +68,22 @@ func BenchmarkParse(b *testing.B) {
 			}
 		})
 	}
+}
+
+// capturedPages are the pages of testdata/, by file name.
+func capturedPages(t *testing.T) map[string][]byte {
+	t.Helper()
+	paths, err := filepath.Glob("testdata/*.prom")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no captured pages: %v", err)
+	}
+	pages := map[string][]byte{}
+	for _, path := range paths {
+		page, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages[filepath.Base(path)] = page
+	}
+	return pages
 }

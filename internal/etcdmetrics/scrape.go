@@ -124,9 +124,6 @@ func Scrape(ctx context.Context, client *http.Client, url string) (*Snapshot, er
 		return nil, fmt.Errorf("scrape %s: page larger than %d bytes (MaxPageBytes): not an etcd page", url, MaxPageBytes)
 	}
 	now := wall.Now()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("scrape %s: parse metrics page: %w", url, context.Cause(ctx))
-	}
 	s, err := parseKept(ctx, kept)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", url, err)

@@ -3,8 +3,6 @@ package etcdmetrics
 import (
 	"bytes"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -16,18 +14,7 @@ import (
 // series, a known member named on the page's first line, garbage, no
 // final newline), read whole, a byte at a time and in odd pieces.
 func TestReadKeptKeepsWhatKeepFamiliesKeeps(t *testing.T) {
-	paths, err := filepath.Glob("testdata/*.prom")
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no captured pages: %v", err)
-	}
-	pages := map[string][]byte{}
-	for _, path := range paths {
-		page, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pages[filepath.Base(path)] = page
-	}
+	pages := capturedPages(t)
 	leader := string(pages["leader.prom"])
 	long := metricPeerRTT + `_bucket{To="` + strings.Repeat("a", 3*lineBufferBytes) + `",le="0.1"} 3` + "\n"
 	pages["a kept line three buffers long"] = []byte(leader + long)
