@@ -36,6 +36,17 @@ var banned = []string{
 	"google.golang.org/grpc",
 	"go.uber.org/zap",
 	"github.com/hanwen/go-fuse", // the slow disk's FUSE server (lab/fault/slowdisk)
+	// client-go's fakes, and what only they and its Event recorder bring:
+	// the strategic merge patch, with OpenAPI's schema code and the
+	// protobuf descriptors it registers at start-up (2.7 MiB resident in
+	// every process; internal/kube/typed.go, internal/nodeevents/recorder.go).
+	"k8s.io/client-go/testing",
+	"k8s.io/client-go/gentype",
+	"k8s.io/client-go/tools/record",
+	"k8s.io/apimachinery/pkg/util/strategicpatch",
+	"k8s.io/apimachinery/pkg/util/managedfields",
+	"k8s.io/kube-openapi/pkg/util/proto",
+	"github.com/google/gnostic-models",
 }
 
 // harnessIn lists the packages of deps that banned names.
@@ -93,7 +104,8 @@ func TestProductBinaryLinksNoHarness(t *testing.T) {
 func TestDemoBinaryLinksTheHarness(t *testing.T) {
 	found := harnessIn(goListDeps(t, "./cmd/fleet-role-demo"))
 	for _, want := range []string{module + "lab/fleets/demo", module + "lab/run/etcdproc", module + "lab/kit/toolcache", module + "lab/kit/kubefake",
-		"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3/proxy", "google.golang.org/grpc", "go.uber.org/zap"} {
+		"go.etcd.io/etcd/client/v3", "go.etcd.io/etcd/pkg/v3/proxy", "google.golang.org/grpc", "go.uber.org/zap",
+		"k8s.io/client-go/testing", "k8s.io/client-go/gentype", "k8s.io/apimachinery/pkg/util/strategicpatch", "github.com/google/gnostic-models/openapiv2"} {
 		if !slices.Contains(found, want) {
 			t.Errorf("harnessIn(go list -deps ./cmd/fleet-role-demo) lacks %s; found %d: %s", want, len(found), strings.Join(found, " "))
 		}

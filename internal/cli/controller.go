@@ -134,11 +134,12 @@ worth). While it leads it names its page in the Endpoints of the Service
 		metrics := controller.NewMetrics()
 		page := statuspage.NewServer(statuspage.HistoryFor(s, controller.DecisionsPerPeriod), "controller "+kube.EventComponent)
 		page.SetRefresh(s.SamplePeriod)
-		rec, stopEvents, err := client.EventRecorder()
+		sink, err := client.EventSink()
 		if err != nil {
 			return err
 		}
-		defer stopEvents()
+		events := nodeevents.Start(sink, kube.EventComponent, nil, log)
+		defer events.Stop()
 		nodes := client.NewNodeInformer(kube.NodeView(s), kube.NodeSelectors(s)...)
 		// The records of nodes no vote could go to are counted, not held
 		// (docs/performance.md, Bounded cost).
@@ -160,7 +161,7 @@ worth). While it leads it names its page in the Endpoints of the Service
 			Log:      log,
 			Metrics:  metrics,
 			Page:     page,
-			Events:   nodeevents.New(rec),
+			Events:   events,
 			Policy:   client.PolicyReader(),
 			Swap:     client.SwapStore(s.Namespace),
 		})

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleet-role/fleet-role/internal/acting"
@@ -159,7 +158,7 @@ func ActuatorRecordObject(namespace string, owner record.Owner, r acting.Report)
 // ActuatorRecord is one node's actuator record in fleet-role's namespace.
 type ActuatorRecord struct {
 	cm    ConfigMapClient
-	nodes *gentype.Client[*corev1.Node]
+	nodes *typed[*corev1.Node, *corev1.NodeList]
 	ns    string
 	node  string
 	name  string
@@ -173,7 +172,7 @@ func (c *Client) ActuatorRecord(namespace, node string) (*ActuatorRecord, error)
 		return nil, err
 	}
 	return &ActuatorRecord{cm: configMapClient(c.rc, namespace), ns: namespace, node: node, name: name,
-		nodes: gentype.NewClient[*corev1.Node]("nodes", c.rc, coreParams, "", func() *corev1.Node { return &corev1.Node{} })}, nil
+		nodes: nodeClient(c.rc)}, nil
 }
 
 // Get is the report the record holds; nil when there is no record.

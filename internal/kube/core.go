@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 )
 
@@ -21,8 +20,9 @@ import (
 // client-go's scheme (k8s.io/client-go/kubernetes/scheme), which imports and
 // registers every API group's types at start-up: about 8 MiB of a process's
 // resident memory and 11 MB of its executable, measured (docs/performance.md).
-// So the client here is client-go's own generic typed client (gentype, what
-// the generated clients are made of) over a scheme that knows core/v1 alone.
+// So the client here is this package's typed client (typed.go: the requests
+// of client-go's generic typed client, gentype, what the generated clients
+// are made of) over a scheme that knows core/v1 alone.
 
 var (
 	coreScheme = runtime.NewScheme()
@@ -77,11 +77,11 @@ func newREST(cfg *rest.Config, gv schema.GroupVersion, apiPath string, scheme *r
 }
 
 func configMapClient(rc rest.Interface, namespace string) ConfigMapClient {
-	return gentype.NewClientWithList[*corev1.ConfigMap, *corev1.ConfigMapList]("configmaps", rc, coreParams, namespace,
+	return newTyped("configmaps", rc, coreParams, namespace,
 		func() *corev1.ConfigMap { return &corev1.ConfigMap{} }, func() *corev1.ConfigMapList { return &corev1.ConfigMapList{} })
 }
 
-func nodeClient(rc rest.Interface) nodeLister {
-	return gentype.NewClientWithList[*corev1.Node, *corev1.NodeList]("nodes", rc, coreParams, "",
+func nodeClient(rc rest.Interface) *typed[*corev1.Node, *corev1.NodeList] {
+	return newTyped("nodes", rc, coreParams, "",
 		func() *corev1.Node { return &corev1.Node{} }, func() *corev1.NodeList { return &corev1.NodeList{} })
 }

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 )
 
@@ -62,13 +61,13 @@ func (c *Client) PageEndpoints(namespace string) (PageEndpoints, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clientEndpoints{ns: namespace, c: gentype.NewClient[*corev1.Endpoints]("endpoints", rc, coreParams, namespace,
-		func() *corev1.Endpoints { return &corev1.Endpoints{} })}, nil
+	return &clientEndpoints{ns: namespace, c: newTyped("endpoints", rc, coreParams, namespace,
+		func() *corev1.Endpoints { return &corev1.Endpoints{} }, func() *corev1.EndpointsList { return &corev1.EndpointsList{} })}, nil
 }
 
 type clientEndpoints struct {
 	ns string
-	c  *gentype.Client[*corev1.Endpoints]
+	c  *typed[*corev1.Endpoints, *corev1.EndpointsList]
 }
 
 func (e *clientEndpoints) Get(ctx context.Context, name string) (PageAddress, string, error) {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleet-role/fleet-role/internal/record"
 )
@@ -26,8 +26,8 @@ import (
 // whose scheme registers every API group at start-up: 9.3 to 9.8 MiB of
 // resident memory and 13 MB of executable in every fleet-role process, the
 // probe on every node included (docs/performance.md). So the Lease is
-// called here as ConfigMaps and Nodes are (core.go): client-go's generic
-// typed client over a scheme that knows coordination/v1 alone, and the
+// called here as ConfigMaps and Nodes are (core.go): this package's typed
+// client (typed.go) over a scheme that knows coordination/v1 alone, and the
 // election (internal/controller/leader.go) follows client-go's algorithm.
 
 var (
@@ -35,6 +35,11 @@ var (
 	leaseCodecs = serializer.NewCodecFactory(leaseScheme)
 	leaseParams = runtime.NewParameterCodec(leaseScheme)
 )
+
+func leaseClient(rc rest.Interface, namespace string) *typed[*coordinationv1.Lease, *coordinationv1.LeaseList] {
+	return newTyped("leases", rc, leaseParams, namespace,
+		func() *coordinationv1.Lease { return &coordinationv1.Lease{} }, func() *coordinationv1.LeaseList { return &coordinationv1.LeaseList{} })
+}
 
 func init() {
 	// coordination/v1's types, and meta/v1's options and Status in its
@@ -78,13 +83,12 @@ func (c *Client) Leases(namespace string) (Leases, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clientLeases{ns: namespace, c: gentype.NewClient[*coordinationv1.Lease]("leases", rc, leaseParams, namespace,
-		func() *coordinationv1.Lease { return &coordinationv1.Lease{} })}, nil
+	return &clientLeases{ns: namespace, c: leaseClient(rc, namespace)}, nil
 }
 
 type clientLeases struct {
 	ns string
-	c  *gentype.Client[*coordinationv1.Lease]
+	c  *typed[*coordinationv1.Lease, *coordinationv1.LeaseList]
 }
 
 func (l *clientLeases) Get(ctx context.Context, name string) (LeaseRecord, string, error) {
@@ -261,8 +265,7 @@ func (c *Client) RecordFormat(namespace, name string) (func(ctx context.Context)
 	if err != nil {
 		return nil, err
 	}
-	leases := gentype.NewClient[*coordinationv1.Lease]("leases", rc, leaseParams, namespace,
-		func() *coordinationv1.Lease { return &coordinationv1.Lease{} })
+	leases := leaseClient(rc, namespace)
 	return func(ctx context.Context) int {
 		o, err := leases.Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
 		if err != nil {

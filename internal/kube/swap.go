@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/gentype"
 
 	"github.com/fleet-role/fleet-role/internal/acting"
 )
@@ -43,13 +42,13 @@ type SwapStore interface {
 // SwapStore returns the swap store of fleet-role's namespace.
 func (c *Client) SwapStore(namespace string) SwapStore {
 	return &clientSwap{cm: configMapClient(c.rc, namespace), ns: namespace,
-		nodes: gentype.NewClient[*corev1.Node]("nodes", c.rc, coreParams, "", func() *corev1.Node { return &corev1.Node{} })}
+		nodes: nodeClient(c.rc)}
 }
 
 type clientSwap struct {
 	cm    ConfigMapClient
 	ns    string
-	nodes *gentype.Client[*corev1.Node]
+	nodes *typed[*corev1.Node, *corev1.NodeList]
 }
 
 func (s *clientSwap) Journal(ctx context.Context) (*acting.Journal, string, error) {

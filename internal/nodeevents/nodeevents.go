@@ -2,8 +2,9 @@
 // look first, `kubectl describe node`: an Event on a host's Node when its
 // verdict changes, and when the swap is advised or held back by another
 // step than before. Which Events a decision calls for is a pure function of
-// the previous decision and this one (Changes); Recorder hands them to
-// client-go's recorder, which aggregates and rate-limits them.
+// the previous decision and this one (Changes); Recorder writes them as
+// client-go's recorder does, counting, folding and rate-limiting them
+// (recorder.go).
 package nodeevents
 
 import (
@@ -14,7 +15,6 @@ import (
 	"github.com/fleet-role/fleet-role/internal/settings"
 	"github.com/fleet-role/fleet-role/internal/status"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 )
 
 // Reasons of the Events: a short CamelCase word each, as Kubernetes names
@@ -232,14 +232,6 @@ func clip(s string) string {
 
 func isStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// Recorder records a decision's Events on the Nodes.
-type Recorder struct {
-	rec record.EventRecorder
-}
-
-// New records through rec (kube.Client.EventRecorder).
-func New(rec record.EventRecorder) *Recorder { return &Recorder{rec: rec} }
-
 // Observe records the Events from prev to cur on the Nodes of nodes; a
 // host whose Node is not among them gets none. A nil Recorder records
 // nothing.
@@ -275,8 +267,7 @@ func (r *Recorder) record(events []Event, nodes []corev1.Node) {
 			continue
 		}
 		// The reference names the Node by kind, name and UID, which is
-		// what kubectl describe node looks Events up by; Eventf's
-		// format is the message itself, quoted so that no % in it is read.
-		r.rec.Eventf(n, e.Type, e.Reason, "%s", e.Message)
+		// what kubectl describe node looks Events up by.
+		r.enqueue(r.event(n, e.Type, e.Reason, e.Message))
 	}
 }

@@ -1,6 +1,7 @@
 package nodeevents_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/fleet-role/fleet-role/internal/acting"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
@@ -189,24 +189,45 @@ func TestMessageEscapesRecordText(t *testing.T) {
 	}
 }
 
-// Observe hands each Event to the recorder on its Node, and none for a host
-// whose Node it was not given.
+// Observe writes each Event on its Node, and none for a host whose Node it
+// was not given.
 func TestObserveRecordsOnTheNode(t *testing.T) {
-	rec := record.NewFakeRecorder(10)
-	r := nodeevents.New(rec)
+	s := &createdSink{created: make(chan *corev1.Event, 10)}
+	r := nodeevents.Start(s, "fleet-role-controller", nil, nil)
+	defer r.Stop()
 	prev := statusOf(none, host("voter-1", status.RoleVoter, status.Fit), host("voter-2", status.RoleVoter, status.Fit))
 	cur := statusOf(none, host("voter-1", status.RoleVoter, status.Unfit), host("voter-2", status.RoleVoter, status.Unfit))
 	r.Observe(prev, cur, []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "voter-1", UID: "u1"}}})
-	close(rec.Events)
-	var got []string
-	for e := range rec.Events {
-		got = append(got, e)
+	select {
+	case e := <-s.created:
+		if e.Type != corev1.EventTypeWarning || e.Reason != nodeevents.ReasonUnfit || !strings.HasPrefix(e.Message, "fleet-role judges this voter unfit (was fit)") ||
+			e.InvolvedObject != (corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: "voter-1", UID: "u1"}) ||
+			e.Namespace != metav1.NamespaceDefault || !strings.HasPrefix(e.Name, "voter-1.") || e.Count != 1 || e.Source.Component != "fleet-role-controller" {
+			t.Fatalf("recorded %+v, want one Warning Unfit on voter-1's UID in namespace default", e)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("nothing recorded within a minute")
 	}
-	if len(got) != 1 || !strings.HasPrefix(got[0], "Warning Unfit fleet-role judges this voter unfit (was fit)") {
-		t.Fatalf("recorded %q, want one Warning Unfit on voter-1", got)
+	select {
+	case e := <-s.created:
+		t.Fatalf("recorded %s %s on %s too, whose Node was not given", e.Type, e.Reason, e.InvolvedObject.Name)
+	case <-time.After(200 * time.Millisecond):
 	}
 	var nilRecorder *nodeevents.Recorder
 	nilRecorder.Observe(prev, cur, nil) // records nothing, and does not panic
+	nilRecorder.Stop()
+}
+
+// createdSink tells each Event created.
+type createdSink struct{ created chan *corev1.Event }
+
+func (s *createdSink) Create(_ context.Context, e *corev1.Event) (*corev1.Event, error) {
+	s.created <- e
+	return e, nil
+}
+
+func (s *createdSink) MergePatch(context.Context, string, string, []byte) (*corev1.Event, error) {
+	panic("no repeat in this test")
 }
 
 // A swap's Events: one per line its history gained since the journal

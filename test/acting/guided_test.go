@@ -805,8 +805,19 @@ func (g *guided) checkExits() {
 		}
 		g.t.Logf("%s's k3s exited on its own at %s (%s), started again %.1f s later", r.Host, r.Seen.Format("15:04:05.0"), r.Exited, r.Done.Sub(r.Seen).Seconds())
 		if r.Host != g.cut.host || r.Seen.Before(g.cut.cutAt) || (!g.cut.mendedAt.IsZero() && r.Seen.After(g.cut.mendedAt)) {
-			g.t.Errorf("%s's k3s exited on its own at %s, not the cut-off standby while cut off (%s, %s to %s):\n%s",
-				r.Host, r.Seen.Format(time.RFC3339), g.cut.host, g.cut.cutAt.Format(time.RFC3339), g.cut.mendedAt.Format(time.RFC3339), r.Log)
+			g.t.Errorf("%s's k3s exited on its own at %s, not the cut-off standby while cut off (%s, %s to %s); its log follows",
+				r.Host, r.Seen.Format(time.RFC3339), g.cut.host, g.cut.cutAt.Format(time.RFC3339), g.cut.mendedAt.Format(time.RFC3339))
+			// A line each, so that a summary of the test's own lines
+			// (the CI's) keeps them: where it crashed, then how its
+			// log ended.
+			for _, l := range strings.Split(r.Crash, "\n") {
+				if l != "" {
+					g.t.Logf("%s's k3s crashed: %s", r.Host, l)
+				}
+			}
+			for _, l := range strings.Split(r.Log, "\n") {
+				g.t.Logf("%s's k3s log ended: %s", r.Host, l)
+			}
 		}
 	}
 }

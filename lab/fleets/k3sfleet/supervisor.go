@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fleet-role/fleet-role/lab/run/proc"
 )
 
 // The k3s restart protocol between a host's own filesystem and the lab. A
@@ -47,9 +49,11 @@ type Restart struct {
 	Host  string
 	Token string
 	// Exited is how the k3s started again had ended, when it ended on
-	// its own; Log the tail of its log.
+	// its own; Log the tail of its log, Crash where that log says it
+	// crashed (proc.Crash), if it did.
 	Exited string
 	Log    string
+	Crash  string
 	// Seen is when the supervisor read the request, Done when it wrote
 	// the done token (after the new k3s process started).
 	Seen, Done time.Time
@@ -109,7 +113,7 @@ func (s *supervisor) watch(h *Host, last string) {
 				if err != nil {
 					how = err.Error()
 				}
-				r := Restart{Host: h.Name, Exited: how, Log: p.Tail(15), Seen: exitSeen}
+				r := Restart{Host: h.Name, Exited: how, Log: p.Tail(15), Crash: proc.Crash(p.Log, 40), Seen: exitSeen}
 				if err := h.startK3s(); err != nil {
 					r.Err = fmt.Errorf("start %s's k3s again after its exit: %w", h.Name, err)
 					s.f.t.Errorf("restart supervisor: %v", r.Err)

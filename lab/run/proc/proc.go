@@ -119,6 +119,25 @@ func (p *Proc) PID() int { return p.cmd.Process.Pid }
 // Tail is the last n lines of the process's log, for failure messages.
 func (p *Proc) Tail(n int) string { return Tail(p.Log, n) }
 
+// Crash is where a Go program's log says it crashed: the last line that
+// begins a panic or a fatal runtime error, and up to n lines from it (the
+// goroutine that crashed comes first); "" when the log says neither. A
+// crash's last lines are other goroutines' frames, which say nothing of
+// its cause.
+func Crash(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "panic: ") || strings.HasPrefix(lines[i], "fatal error: ") {
+			return strings.Join(lines[i:min(len(lines), i+n)], "\n")
+		}
+	}
+	return ""
+}
+
 // Tail is the last n lines of a log file, for failure messages.
 func Tail(path string, n int) string {
 	b, err := os.ReadFile(path)

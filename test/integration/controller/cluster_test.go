@@ -25,6 +25,7 @@ import (
 
 	"github.com/fleet-role/fleet-role/internal/controller"
 	"github.com/fleet-role/fleet-role/internal/entry"
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/probe"
 	"github.com/fleet-role/fleet-role/internal/quantile"
@@ -131,13 +132,14 @@ func TestStatusOnAPIServer(t *testing.T) {
 	store := &kubefake.CountingConfigMaps{Inner: cl.ConfigMaps(s.Namespace)}
 	metrics := controller.NewMetrics()
 	log := testkit.NewLog()
-	rec, stopEvents, err := cl.EventRecorder()
+	sink, err := cl.EventSink()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stopEvents()
+	events := nodeevents.Start(sink, kube.EventComponent, nil, log.Logger)
+	defer events.Stop()
 	ctrl, err := controller.New(controller.Config{Settings: s, Store: store, Records: testkit.RecordSource(t, cl, s.RecordsNamespace()), Nodes: cl.Nodes(), Log: log.Logger, Metrics: metrics,
-		Events: nodeevents.New(rec)})
+		Events: events})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleet-role/fleet-role/internal/kube"
 	"github.com/fleet-role/fleet-role/internal/nodeevents"
 	"github.com/fleet-role/fleet-role/internal/status"
 	"github.com/fleet-role/fleet-role/lab/kit/testenv"
@@ -34,12 +35,12 @@ func TestDescribeNodeShowsTheEvents(t *testing.T) {
 		}
 		nodes = append(nodes, *n)
 	}
-	rec, stop, err := c.Client(t, testkit.ControllerSA).EventRecorder()
+	sink, err := c.Client(t, testkit.ControllerSA).EventSink()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
-	r := nodeevents.New(rec)
+	r := nodeevents.Start(sink, kube.EventComponent, nil, nil)
+	defer r.Stop()
 	prev := statusOf(none, host("voter-1", status.RoleVoter, status.Fit), host("voter-2", status.RoleVoter, status.Fit), host("voter-3", status.RoleVoter, status.Fit))
 	cur := statusOf(held(status.CodeCooldownRunning, "the voter set changed 5m ago"), host("voter-1", status.RoleVoter, status.Fit), host("voter-2", status.RoleVoter, status.Unfit), unknownHost("voter-3"))
 	r.Observe(prev, cur, nodes)
