@@ -265,6 +265,46 @@ func TestSlowReadStampsWhenItReturns(t *testing.T) {
 	try(t, x, "leads")
 }
 
+// The Lease deleted after a follower's last read, which found it expired:
+// another replica took it over unseen by the follower between that read
+// and the deletion, and leads on until its next renewal finds it gone. The
+// follower waits a lease duration from its first read that found the
+// Lease gone before making it anew, so the two never lead at once
+// (TestElectionOnAPIServer saw 50 ms of two leaders without it). A
+// follower that never read a Lease makes it at once.
+func TestLeaseDeletedAfterAnUnseenTakeover(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	l := &memLeases{}
+	// A foreign holder's Lease, read by c and a, then expired.
+	l.set(kube.LeaseRecord{Holder: "foreign", LeaseDuration: controller.DefaultLeaseDuration, AcquireTime: t0, RenewTime: t0, Transitions: 3})
+	a := newElector(t, testElection(l, &memStatus{}, "a"), clk, nil)
+	c := newElector(t, testElection(l, &memStatus{}, "c"), clk, nil)
+	try(t, c, "held")
+	try(t, a, "held")
+	clk.Step(controller.DefaultLeaseDuration)
+	// a takes it over; c does not read it before the deletion.
+	try(t, a, "leads")
+	l.delete()
+	clk.Step(controller.DefaultRetryPeriod)
+	gone := clk.Now()
+	try(t, c, "held")
+	if !a.Leading() {
+		t.Fatal("a stopped leading before its next renewal")
+	}
+	clk.SetTime(gone.Add(controller.DefaultLeaseDuration - time.Nanosecond))
+	try(t, c, "held")
+	try(t, a, "gone") // a's renewal finds the Lease gone: its term ends
+	a.StepDown()
+	clk.SetTime(gone.Add(controller.DefaultLeaseDuration))
+	try(t, c, "leads")
+
+	// A process that never read a Lease, with none there, makes it at once.
+	fresh := &memLeases{}
+	b := newElector(t, testElection(fresh, &memStatus{}, "b"), clk, nil)
+	try(t, b, "leads")
+}
+
 // A leader that sees another holder stops leading at that moment, not at
 // the end of its own renew deadline; one whose Lease was deleted stops too
 // and runs for a new term, whose number is above every term it saw and the
@@ -310,18 +350,21 @@ func TestStepDownAndTermsNeverGoBack(t *testing.T) {
 		t.Errorf("a's term after the Lease was made anew: %d, want 7 (above the 6 it held)", got)
 	}
 
-	// Deleted under a holder another process saw: that one waits out the
-	// holder's lease duration before it makes the Lease anew (the holder
-	// writes until its next renewal finds it gone).
+	// Deleted under a holder another process saw: that one waits out a
+	// lease duration from its first read that found the Lease gone before
+	// it makes the Lease anew (the holder writes until its next renewal
+	// finds it gone): at, just under and just over.
 	c := newElector(t, testElection(l, &memStatus{}, "c"), clk, nil)
 	clk.Step(controller.DefaultRetryPeriod)
 	try(t, a, "leads")
 	try(t, c, "held")
-	seen := clk.Now()
 	l.delete()
-	clk.SetTime(seen.Add(controller.DefaultLeaseDuration - time.Nanosecond))
+	clk.Step(controller.DefaultRetryPeriod)
+	gone := clk.Now()
 	try(t, c, "held")
-	clk.SetTime(seen.Add(controller.DefaultLeaseDuration))
+	clk.SetTime(gone.Add(controller.DefaultLeaseDuration - time.Nanosecond))
+	try(t, c, "held")
+	clk.SetTime(gone.Add(controller.DefaultLeaseDuration))
 	try(t, c, "leads")
 	if got := c.Term(); got != 8 {
 		t.Errorf("c's term after waiting out a's deleted term 7: %d, want 8", got)

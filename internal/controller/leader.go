@@ -142,6 +142,9 @@ type elector struct {
 	observed   kube.LeaseRecord
 	observedRV string
 	observedAt time.Time
+	// goneAt is when this process first found gone a Lease it had read
+	// held by another (goneSince); zero while it reads one, or has not.
+	goneAt time.Time
 	// renewedAt is when this process last acquired or renewed the Lease
 	// (monotonic, taken before the request, so that the leader's own
 	// deadline never ends after the one the follower counts), zero when it
@@ -204,10 +207,11 @@ func (el *elector) try(ctx context.Context) (attempt, error) {
 	if errors.Is(err, kube.ErrNotFound) && el.leadingNow() {
 		return attemptGone, nil
 	}
-	if errors.Is(err, kube.ErrNotFound) && el.heldByOther() {
-		// Deleted under a holder this process saw: that holder writes on
-		// until its next renewal finds the Lease gone, so its lease
-		// duration is waited out as if the Lease were still there.
+	if errors.Is(err, kube.ErrNotFound) && el.goneSince() {
+		// Deleted after this process read it held by another, or free:
+		// that holder, or one that took it or renewed it since, unseen,
+		// writes on until its next renewal finds the Lease gone, so a
+		// lease duration is waited out as if the Lease were still there.
 		return attemptHeld, nil
 	}
 	if errors.Is(err, kube.ErrNotFound) {
@@ -226,6 +230,7 @@ func (el *elector) try(ctx context.Context) (attempt, error) {
 	}
 	after := el.clock.Now()
 	el.mu.Lock()
+	el.goneAt = time.Time{}
 	if !sameRecord(old, el.observed) || rv != el.observedRV {
 		el.observed, el.observedRV, el.observedAt = old, rv, after
 		el.learnClock(old, after)
@@ -325,6 +330,7 @@ func (el *elector) lead(rec kube.LeaseRecord, rv string, before time.Time) {
 	defer el.mu.Unlock()
 	after := el.clock.Now()
 	el.observed, el.observedRV, el.observedAt, el.lastRead, el.lastErr = rec, rv, after, after, nil
+	el.goneAt = time.Time{}
 	el.floor = max(el.floor, rec.Transitions)
 	if el.renewedAt.IsZero() {
 		if len(el.terms) == maxSpells {
@@ -359,6 +365,7 @@ func (el *elector) forget() {
 	el.mu.Lock()
 	defer el.mu.Unlock()
 	el.observed, el.observedRV, el.observedAt = kube.LeaseRecord{}, "", el.clock.Now()
+	el.goneAt = time.Time{}
 }
 
 // validUntil is when this controller stops leading unless it renews: a
@@ -372,15 +379,30 @@ func (el *elector) validUntil() time.Time {
 	return el.renewedAt.Add(el.e.RenewDeadline)
 }
 
-// heldByOther is whether the Lease, as this process last saw it, names
-// another holder whose lease duration (at most HonouredDuration) has not
-// run out since.
-func (el *elector) heldByOther() bool {
+// goneSince is whether the Lease, which this process last read as another's
+// or free, was found gone less than a lease duration ago by this
+// process's first read that found it so. Between that last read and the
+// deletion another replica may have taken the Lease or renewed it unseen
+// (TestElectionOnAPIServer once saw it: a follower whose last read was a
+// foreign holder's expired Lease made the deleted Lease anew while the
+// replica that had taken it over led on, 50 ms of two leaders). That
+// replica writes on until its next renewal finds the Lease gone, at most
+// its renew deadline after its last renewal, which was before the
+// deletion and so before the read that found it gone: a lease duration
+// from that read is longer. A process that has never read a Lease, or
+// whose own it was (its term ended, and forget cleared the record), makes
+// it anew at once.
+func (el *elector) goneSince() bool {
 	el.mu.Lock()
 	defer el.mu.Unlock()
-	o := el.observed
-	return o.Holder != "" && o.Holder != el.e.Identity &&
-		el.observedAt.Add(min(o.LeaseDuration, el.e.HonouredDuration())).After(el.clock.Now())
+	now := el.clock.Now()
+	if el.goneAt.IsZero() {
+		if el.observedRV == "" || el.observed.Holder == el.e.Identity {
+			return false
+		}
+		el.goneAt = now
+	}
+	return el.goneAt.Add(el.e.HonouredDuration()).After(now)
 }
 
 // leadingNow is whether this process holds a term, its deadline aside.
