@@ -142,8 +142,9 @@ type elector struct {
 	observed   kube.LeaseRecord
 	observedRV string
 	observedAt time.Time
-	// goneAt is when this process first found gone a Lease it had read
-	// held by another (goneSince); zero while it reads one, or has not.
+	// goneAt is when this process first found gone a Lease it had last
+	// read held by another, or free (goneSince); zero while it reads one,
+	// and when it has found none gone.
 	goneAt time.Time
 	// renewedAt is when this process last acquired or renewed the Lease
 	// (monotonic, taken before the request, so that the leader's own
