@@ -38,7 +38,7 @@ var banned = []string{
 	"github.com/hanwen/go-fuse", // the slow disk's FUSE server (lab/fault/slowdisk)
 	// client-go's fakes, and what only they and its Event recorder bring:
 	// the strategic merge patch, with OpenAPI's schema code and the
-	// protobuf descriptors it registers at start-up (2.7 MiB resident in
+	// protobuf descriptors it registers at start-up (2.8 MiB resident in
 	// every process; internal/kube/typed.go, internal/nodeevents/recorder.go).
 	"k8s.io/client-go/testing",
 	"k8s.io/client-go/gentype",

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// fleet-role calls one API group, core/v1, for two kinds: ConfigMaps and
-// Nodes. client-go's typed core/v1 client would do, but it decodes through
+// fleet-role calls core/v1 for ConfigMaps, Nodes, Endpoints and Events (and
+// coordination/v1 for its Lease, lease.go). client-go's typed core/v1 client would do, but it decodes through
 // client-go's scheme (k8s.io/client-go/kubernetes/scheme), which imports and
 // registers every API group's types at start-up: about 8 MiB of a process's
 // resident memory and 11 MB of its executable, measured (docs/performance.md).

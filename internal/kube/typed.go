@@ -19,10 +19,11 @@ import (
 // itself: that package also holds the fake clients, so it imports
 // client-go's testing package and through it OpenAPI's schema code and
 // protobuf's descriptors, whose start-up cost every process of the one
-// binary (the probe on every node) would carry: about 0.8 MiB resident
-// alone, and with tools/record (internal/kube/events.go) 2.7 MiB against a
-// program without either (docs/performance.md, "What the executable
-// links").
+// binary (the probe on every node) would carry: on a program that links
+// only the REST client, core/v1, clientcmd and the informer cache, 2.6 MiB
+// more resident alone, and 2.8 MiB with client-go's recorder (replaced by
+// internal/nodeevents/recorder.go) beside it (docs/performance.md, "What
+// the executable links").
 type typed[T objectWithMeta, L runtime.Object] struct {
 	resource  string
 	rc        rest.Interface
