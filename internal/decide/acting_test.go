@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleet-role/fleet-role/internal/decide"
 	"github.com/fleet-role/fleet-role/internal/k3snode"
@@ -29,6 +30,11 @@ func TestNodeViewActsAsTheWholeNode(t *testing.T) {
 		// What a real Node also carries, which the view must drop.
 		whole[i].Status.Images = []corev1.ContainerImage{{Names: []string{"rancher/mirrored-pause:3.6"}}}
 		whole[i].Annotations[k3snode.NodeNameAnnotation+"-not"] = "x"
+		for j := range whole[i].Status.Conditions {
+			if c := &whole[i].Status.Conditions[j]; c.Type == corev1.NodeReady {
+				c.LastHeartbeatTime = metav1.NewTime(f.now) // the kubelet's, every 10 s
+			}
+		}
 	}
 	view := kube.NodeView(s)
 	viewed := make([]corev1.Node, len(whole))
@@ -39,6 +45,13 @@ func TestNodeViewActsAsTheWholeNode(t *testing.T) {
 		}
 		if _, ok := viewed[i].Annotations[k3snode.NodeNameAnnotation+"-not"]; ok {
 			t.Fatalf("%s: the view keeps an annotation acting does not read", whole[i].Name)
+		}
+		for _, c := range viewed[i].Status.Conditions {
+			// The kubelet's heartbeat of Ready would wake every informer
+			// each 10 s; acting reads its status alone.
+			if c.Type == corev1.NodeReady && !c.LastHeartbeatTime.IsZero() {
+				t.Fatalf("%s: the view keeps Ready's heartbeat", whole[i].Name)
+			}
 		}
 	}
 	plan := func(nodes []corev1.Node) *status.Status {

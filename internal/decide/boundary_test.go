@@ -565,8 +565,9 @@ func ExampleSummary() {
 }
 
 // A controller with no previous status dates the voter set from k3s's
-// EtcdIsVoter transitions when every voter has one: at, just under and just
-// over the cooldown since the latest of them. One voter without it: now.
+// EtcdIsVoter conditions when every voter has one, each by its age at k3s's
+// last heartbeat of it: at, just under and just over the cooldown since the
+// youngest of them. One voter without it: now.
 func TestCooldownFromVoterConditions(t *testing.T) {
 	s := settings.Defaults()
 	f := standardFleet(s)
@@ -579,21 +580,21 @@ func TestCooldownFromVoterConditions(t *testing.T) {
 		in := f.input(t, nil)
 		for i := range in.Nodes {
 			if in.Nodes[i].Voter {
-				// The latest transition decides; older ones do not.
-				in.Nodes[i].VoterSince = f.now.Add(-c.ago - time.Duration(i)*time.Hour)
+				// The youngest decides; older ones do not.
+				in.Nodes[i].VoterFor, in.Nodes[i].VoterForKnown = c.ago+time.Duration(i)*time.Hour, true
 			}
 		}
 		latest := f.now.Add(-c.ago - time.Duration(firstVoter(in.Nodes))*time.Hour)
 		st := decideSteady(in)
 		if got := st.Decision.Action == status.ActionSwap; got != c.swap || !st.Memory.VotersChangedAt.Equal(latest) {
-			t.Fatalf("voters became voters %v ago (cooldown %v): swap %v (want %v), changed at %v (want %v): %+v",
+			t.Fatalf("voters were voters %v at k3s's last heartbeat (cooldown %v): swap %v (want %v), changed at %v (want %v): %+v",
 				c.ago, cool, got, c.swap, st.Memory.VotersChangedAt, latest, st.Decision.Reasons)
 		}
 	}
 	in := f.input(t, nil)
 	for i := range in.Nodes {
 		if in.Nodes[i].Voter && i != firstVoter(in.Nodes) {
-			in.Nodes[i].VoterSince = f.now.Add(-2 * cool)
+			in.Nodes[i].VoterFor, in.Nodes[i].VoterForKnown = 2*cool, true
 		}
 	}
 	if st := decide.Decide(in); !st.Memory.VotersChangedAt.Equal(f.now) || st.Decision.Action != status.ActionNone {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -351,10 +352,11 @@ func votes(h *host) bool { return h.role == status.RoleVoter || h.role == status
 
 // remember carries the voter set and when it last changed. A change seen
 // between two decisions dates from the later one. With no previous decision
-// (a controller's first), the set dates from the latest of its voters' k3s
-// EtcdIsVoter transitions when every voter has one, since k3s saw them become
-// voters; otherwise from now, which holds any swap back for a cooldown rather
-// than guess that the set is old.
+// (a controller's first), the set dates from the youngest of its voters' k3s
+// EtcdIsVoter conditions when every voter has one, each counted back from
+// now by its age at k3s's last heartbeat of it (k3snode.Node.VoterFor: k3s's
+// clock against itself, never against this one); otherwise from now, which
+// holds any swap back for a cooldown rather than guess that the set is old.
 func remember(prev *status.Status, hosts []*host, now time.Time) status.Memory {
 	m := status.Memory{Voters: []string{}, VotersChangedAt: now}
 	if prev != nil && !prev.Memory.ConnectsSlowAt.After(now) {
@@ -363,25 +365,25 @@ func remember(prev *status.Status, hosts []*host, now time.Time) status.Memory {
 	if prev != nil && !prev.Memory.MemberLateAt.After(now) {
 		m.MemberLateAt, m.MemberLate = prev.Memory.MemberLateAt.UTC(), prev.Memory.MemberLate
 	}
-	var latest time.Time
+	youngest := time.Duration(math.MaxInt64)
 	known := true
 	for _, h := range hosts {
 		if h.role != status.RoleVoter {
 			continue
 		}
 		m.Voters = append(m.Voters, h.node.Name)
-		if h.node.VoterSince.IsZero() {
+		if !h.node.VoterForKnown {
 			known = false
-		} else if h.node.VoterSince.After(latest) {
-			latest = h.node.VoterSince
+		} else {
+			youngest = min(youngest, h.node.VoterFor)
 		}
 	}
 	if prev != nil && slices.Equal(prev.Memory.Voters, m.Voters) && !prev.Memory.VotersChangedAt.IsZero() && !prev.Memory.VotersChangedAt.After(now) {
 		m.VotersChangedAt = prev.Memory.VotersChangedAt.UTC()
 		return m
 	}
-	if prev == nil && known && len(m.Voters) > 0 && !latest.After(now) {
-		m.VotersChangedAt = latest.UTC()
+	if prev == nil && known && len(m.Voters) > 0 {
+		m.VotersChangedAt = now.Add(-youngest).UTC()
 	}
 	return m
 }

@@ -50,13 +50,21 @@ type Node struct {
 	// PeerAddress: the annotation etcd.k3s.cattle.io/node-address, else the
 	// InternalIP.
 	PeerAddress string
-	// VoterSince: when k3s last turned this node's EtcdIsVoter condition
-	// True (its lastTransitionTime); zero when unknown. A controller with no
-	// previous status takes from it when the voter set formed. k3s writes
-	// the condition some time after etcd promotes the member (about 30 s
-	// on k3s v1.34.2, docs/k3s.md), so the date errs late, which lengthens
-	// the cooldown and never shortens it.
-	VoterSince time.Time
+	// VoterFor: how long this node had been a voter when k3s last wrote
+	// its EtcdIsVoter condition True: the condition's lastHeartbeatTime less
+	// its lastTransitionTime, both by k3s's clock, so that no reader
+	// compares k3s's clock with its own (0 when the heartbeat reads before
+	// the transition). VoterForKnown is false when the condition is not
+	// True or lacks either time. A controller with no previous status dates
+	// the voter set from it: the transition came VoterFor before the
+	// heartbeat, and the heartbeat came no later than now, so now less
+	// VoterFor errs late by the heartbeat's age (k3s writes it again every
+	// 5 minutes, pkg/etcd/etcd.go's heartbeatInterval) and never early.
+	// k3s also writes the condition some time after etcd promotes the
+	// member (about 30 s on k3s v1.34.2, docs/k3s.md): it too errs late,
+	// which lengthens the cooldown and never shortens it.
+	VoterFor      time.Duration
+	VoterForKnown bool
 	// Created and UID are the Node's creationTimestamp and UID, which the
 	// API server sets and no record can: the last tie-breaks between
 	// voters exactly tied (replace.go) read them. Zero when unknown.

@@ -26,8 +26,11 @@ func NodesFromKube(nodes []corev1.Node, s settings.Settings) []k3snode.Node {
 			if c.Status == corev1.ConditionFalse && c.Reason == k3snode.MemberIsLearner {
 				n.Learner = true
 			}
-			if c.Status == corev1.ConditionTrue {
-				n.VoterSince = c.LastTransitionTime.UTC()
+			if c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() && !c.LastHeartbeatTime.IsZero() {
+				// Both times are k3s's clock, never compared with the
+				// controller's; a heartbeat before the transition (two
+				// servers' clocks) reads as a transition just made.
+				n.VoterFor, n.VoterForKnown = max(0, c.LastHeartbeatTime.Sub(c.LastTransitionTime.Time)), true
 			}
 		}
 		n.PeerAddress = PeerAddressOf(&k)
@@ -108,9 +111,16 @@ func NodeView(s settings.Settings, annotations ...string) func(*corev1.Node) *co
 		}
 		for _, c := range k.Status.Conditions {
 			if string(c.Type) == k3snode.EtcdIsVoterCondition || (acts && c.Type == corev1.NodeReady) {
-				v.Status.Conditions = append(v.Status.Conditions, corev1.NodeCondition{
-					Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime,
-				})
+				kept := corev1.NodeCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime}
+				if c.Type == k3snode.EtcdIsVoterCondition {
+					// k3s writes it again every 5 minutes at most (its
+					// heartbeatInterval), and it dates the voter set by
+					// k3s's clock alone (NodesFromKube). The kubelet's
+					// Ready heartbeats every 10 s and is read for its
+					// status alone: kept, it would wake the informer.
+					kept.LastHeartbeatTime = c.LastHeartbeatTime
+				}
+				v.Status.Conditions = append(v.Status.Conditions, kept)
 			}
 		}
 		for _, a := range k.Status.Addresses {

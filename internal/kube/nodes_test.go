@@ -15,29 +15,45 @@ import (
 )
 
 // NodesFromKube reads k3s's EtcdIsVoter condition: False/MemberIsLearner is
-// a learner, and True dates when the node became a voter.
+// a learner, and True says how long the node had been a voter at k3s's last
+// heartbeat of it, both times by k3s's clock.
 func TestNodesFromKubeReadsTheVoterCondition(t *testing.T) {
 	at := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	cond := func(status corev1.ConditionStatus, reason string) corev1.Node {
+	cond := func(status corev1.ConditionStatus, reason string, beat time.Time) corev1.Node {
 		return corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{k3snode.EtcdRoleLabel: "true"}},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
-				Type: k3snode.EtcdIsVoterCondition, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(at),
+				Type: k3snode.EtcdIsVoterCondition, Status: status, Reason: reason,
+				LastTransitionTime: metav1.NewTime(at), LastHeartbeatTime: metav1.NewTime(beat),
 			}}},
 		}
 	}
 	s := settings.Defaults()
-	voter := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionTrue, "MemberNotLearner")}, s)[0]
-	if voter.Learner || !voter.VoterSince.Equal(at) {
-		t.Fatalf("voter: %+v, want VoterSince %v and no learner", voter, at)
+	for _, c := range []struct {
+		beat  time.Time
+		known bool
+		age   time.Duration
+	}{
+		{at.Add(5 * time.Minute), true, 5 * time.Minute},
+		{at, true, 0},
+		// A heartbeat by a server whose clock is behind the one that
+		// wrote the transition: a transition just made, never a negative
+		// age that would date it after now.
+		{at.Add(-time.Minute), true, 0},
+		{time.Time{}, false, 0},
+	} {
+		voter := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionTrue, "MemberNotLearner", c.beat)}, s)[0]
+		if voter.Learner || voter.VoterForKnown != c.known || voter.VoterFor != c.age {
+			t.Fatalf("voter with heartbeat %v: %+v, want VoterFor %v (known %v) and no learner", c.beat, voter, c.age, c.known)
+		}
 	}
-	learner := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, k3snode.MemberIsLearner)}, s)[0]
-	if !learner.Learner || !learner.VoterSince.IsZero() {
-		t.Fatalf("learner: %+v, want a learner with no VoterSince", learner)
+	learner := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, k3snode.MemberIsLearner, at)}, s)[0]
+	if !learner.Learner || learner.VoterForKnown {
+		t.Fatalf("learner: %+v, want a learner with no VoterFor", learner)
 	}
-	unhealthy := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, "Unhealthy")}, s)[0]
-	if unhealthy.Learner || !unhealthy.VoterSince.IsZero() {
-		t.Fatalf("unhealthy: %+v, want neither learner nor VoterSince", unhealthy)
+	unhealthy := kube.NodesFromKube([]corev1.Node{cond(corev1.ConditionFalse, "Unhealthy", at)}, s)[0]
+	if unhealthy.Learner || unhealthy.VoterForKnown {
+		t.Fatalf("unhealthy: %+v, want neither learner nor VoterFor", unhealthy)
 	}
 }
 
@@ -58,7 +74,7 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 		{Name: "agent-1", Eligible: true, Address: "10.0.0.3"},
 		{Name: "agent-2", Address: "10.0.0.4"},
 	} {
-		k := n.Kubelet(since)
+		k := n.Kubelet(since, since.Add(5*time.Minute))
 		// testkit writes the default label names; these settings read others.
 		k.Labels[s.EligibleLabel], k.Labels[s.PinnedLabel] = k.Labels[settings.Defaults().EligibleLabel], k.Labels[settings.Defaults().PinnedLabel]
 		k.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "k3s", Operation: metav1.ManagedFieldsOperationUpdate}}
@@ -88,7 +104,7 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 		t.Fatalf("NodesFromKube of the views:\n%+v\nof the whole Nodes:\n%+v", got, want)
 	}
 	// What the test covers: each case reads as it was made.
-	if !want[0].Voter || !want[0].Pinned || want[0].PeerAddress != "10.0.0.1" || !want[0].VoterSince.Equal(since) ||
+	if !want[0].Voter || !want[0].Pinned || want[0].PeerAddress != "10.0.0.1" || want[0].VoterFor != 5*time.Minute || !want[0].VoterForKnown ||
 		!want[1].Learner || want[1].PeerAddress != "10.0.0.2" || !want[2].Eligible || want[3].Eligible || !want[3].EligibleMarked {
 		t.Fatalf("the whole Nodes do not read as the test made them: %+v", want)
 	}
@@ -118,7 +134,7 @@ func TestNodeViewDecidesAsTheWholeNode(t *testing.T) {
 			t.Errorf("%s: the view keeps the addresses %v, want the first InternalIP alone", k.Name, v.Status.Addresses)
 		}
 		for _, c := range v.Status.Conditions {
-			if c.Type != k3snode.EtcdIsVoterCondition || c.Message != "" || !c.LastHeartbeatTime.IsZero() {
+			if c.Type != k3snode.EtcdIsVoterCondition || c.Message != "" {
 				t.Errorf("%s: the view keeps the condition %+v", k.Name, c)
 			}
 		}

@@ -34,7 +34,7 @@ func TestPlanFromTheNodeView(t *testing.T) {
 		{Name: "agent-1", Eligible: true, Address: "127.0.4.4"},
 		{Name: "agent-2", Address: "127.0.4.5"},
 	} {
-		k := n.Kubelet(since)
+		k := n.Kubelet(since, since.Add(5*time.Minute))
 		k.UID = types.UID("uid-" + n.Name)
 		if i == 2 {
 			// No k3s address annotation: the first InternalIP is the peer.

@@ -194,8 +194,9 @@ func (s *scenario) checkNodes(t *testing.T, ctx context.Context, snap snapshot) 
 			t.Errorf("%s: no %s condition", k.Name, k3sfleet.EtcdIsVoter)
 		case cond.Status != corev1.ConditionTrue || cond.Reason != k3sVoterReason || cond.Message != k3sVoterMessage:
 			t.Errorf("%s: %s %s/%s %q, want True/%s %q", k.Name, k3sfleet.EtcdIsVoter, cond.Status, cond.Reason, cond.Message, k3sVoterReason, k3sVoterMessage)
-		case !n.Voter || n.Learner || n.PeerAddress != h.Addr.String() || !n.VoterSince.Equal(cond.LastTransitionTime.UTC()):
-			t.Errorf("%s reads %+v: want a voter, not a learner, peer address %s, voter since %s", k.Name, n, h.Addr, cond.LastTransitionTime.UTC())
+		case !n.Voter || n.Learner || n.PeerAddress != h.Addr.String() || !n.VoterForKnown || n.VoterFor != max(0, cond.LastHeartbeatTime.Sub(cond.LastTransitionTime.Time)):
+			t.Errorf("%s reads %+v: want a voter, not a learner, peer address %s, a voter for %v at k3s's heartbeat (%s less %s)", k.Name, n, h.Addr,
+				max(0, cond.LastHeartbeatTime.Sub(cond.LastTransitionTime.Time)), cond.LastHeartbeatTime.UTC(), cond.LastTransitionTime.UTC())
 		default:
 			t.Logf("%s: %s=true; %s=%s (etcd member %x), %s=%s; %s True/%s since %s; labels %s=%s %s=%s",
 				k.Name, k3sEtcdRoleLabel, k3sNameAnnotation, m.Name, m.ID, k3sAddrAnnotation, h.Addr,
@@ -408,13 +409,20 @@ func (s *scenario) checkBaseline(t *testing.T, ctx context.Context, st *status.S
 	started := ctrl.CreationTimestamp.UTC()
 	got := st.Memory.VotersChangedAt.UTC()
 	s.votersChangedAt = got
-	if !got.Equal(latest) {
-		t.Errorf("the voter set dates from %s; k3s's latest EtcdIsVoter transition to True is %s (the controller pod was created at %s)",
-			got.Format(time.RFC3339Nano), latest.Format(time.RFC3339), started.Format(time.RFC3339))
+	// The first decision counts each condition's age at k3s's heartbeat of
+	// it back from its own now: never before the latest transition, and
+	// after it by no more than a heartbeat's age, which k3s keeps under
+	// its heartbeatInterval (5 minutes), checked once a tick (15 s,
+	// manageTickerTime), and a second for the write (the times are whole
+	// seconds).
+	const heartbeatAge = 5*time.Minute + 15*time.Second + time.Second
+	if got.Before(latest) || got.After(latest.Add(heartbeatAge)) {
+		t.Errorf("the voter set dates from %s; k3s's latest EtcdIsVoter transition to True is %s: want no earlier, and later by at most %v (the controller pod was created at %s)",
+			got.Format(time.RFC3339Nano), latest.Format(time.RFC3339), heartbeatAge, started.Format(time.RFC3339))
 	} else {
 		r := statuscheck.DecisionReason(st, status.GateCooldown, "")
-		t.Logf("the voter set dates from k3s's latest EtcdIsVoter transition, %s, %.0f s before the controller pod was created; %s",
-			latest.Format(time.RFC3339), started.Sub(latest).Seconds(), status.Summary(*r))
+		t.Logf("the voter set dates from %s, %.1f s after k3s's latest EtcdIsVoter transition, %s, which came %.0f s before the controller pod was created; %s",
+			got.Format(time.RFC3339Nano), got.Sub(latest).Seconds(), latest.Format(time.RFC3339), started.Sub(latest).Seconds(), status.Summary(*r))
 	}
 }
 

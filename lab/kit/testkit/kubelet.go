@@ -20,8 +20,8 @@ const KubeletImages = 50
 // information, k3s's annotations and the other labels), so that a test can
 // hold that a view of the Node decides as the whole one does and keeps none
 // of the rest. Voters also carry k3s's EtcdIsVoter condition, True since
-// voterSince.
-func (n Node) Kubelet(voterSince time.Time) *corev1.Node {
+// voterSince, its heartbeat last written by k3s at beat.
+func (n Node) Kubelet(voterSince, beat time.Time) *corev1.Node {
 	k := n.Object()
 	for key, v := range map[string]string{
 		"beta.kubernetes.io/arch":          "amd64",
@@ -73,7 +73,7 @@ func (n Node) Kubelet(voterSince time.Time) *corev1.Node {
 		st.Conditions = append(st.Conditions, corev1.NodeCondition{
 			Type: k3snode.EtcdIsVoterCondition, Status: corev1.ConditionTrue, Reason: "MemberNotLearner",
 			Message:           "Node is a voting member of the etcd cluster",
-			LastHeartbeatTime: since, LastTransitionTime: metav1.NewTime(voterSince),
+			LastHeartbeatTime: metav1.NewTime(beat), LastTransitionTime: metav1.NewTime(voterSince),
 		})
 	}
 	for i := range KubeletImages {

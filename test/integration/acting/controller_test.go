@@ -49,7 +49,7 @@ type fleet struct {
 const slowConnect = 0.5 // seconds: past the connect limit k3s's 5 s election timeout gives
 
 func (f *fleet) node(name string, voter, joined, server bool, addr string) *corev1.Node {
-	n := testkit.Node{Name: name, Voter: voter, Eligible: true, Address: addr}.Kubelet(time.Now().Add(-2 * time.Hour))
+	n := testkit.Node{Name: name, Voter: voter, Eligible: true, Address: addr}.Kubelet(time.Now().Add(-2*time.Hour), time.Now())
 	args := `["server","--cluster-init"]`
 	if joined {
 		args = `["server","--server","https://127.0.22.1:6443"]`

@@ -601,7 +601,7 @@ func testSettingsInformer(t *testing.T, s *apiserver.Server, admin kubernetes.In
 func testNodeInformer(t *testing.T, s *apiserver.Server, admin kubernetes.Interface) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	k := testkit.Node{Name: "kubelet-1", Voter: true, Address: "127.0.5.1", PeerAddress: "127.0.9.1:12380"}.Kubelet(time.Now())
+	k := testkit.Node{Name: "kubelet-1", Voter: true, Address: "127.0.5.1", PeerAddress: "127.0.9.1:12380"}.Kubelet(time.Now(), time.Now())
 	created, err := admin.CoreV1().Nodes().Create(ctx, k, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
