@@ -44,6 +44,8 @@ type policy struct {
 // policy is not in force, as right after an install, before the API server
 // has loaded it), and then once every entry_unchanged.
 func (p *Prober) policyDue() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return !p.pol.checked || !p.pol.protected || p.pol.why != nil ||
 		p.cfg.Clock.Since(p.pol.last) >= p.cfg.Settings.StaleAfter().Duration()
 }
@@ -55,7 +57,7 @@ func (p *Prober) policyAllows(ctx context.Context) bool {
 	if p.cfg.Policy == nil {
 		return true
 	}
-	if p.owner.Name == "" {
+	if p.ownerNow().Name == "" {
 		return false // no plan yet: nothing to write, and no owner to check with
 	}
 	if p.policyDue() {
@@ -67,7 +69,7 @@ func (p *Prober) policyAllows(ctx context.Context) bool {
 }
 
 func (p *Prober) checkPolicy(ctx context.Context) {
-	err := p.cfg.Policy.CheckRefused(ctx, p.owner)
+	err := p.cfg.Policy.CheckRefused(ctx, p.ownerNow())
 	p.mu.Lock()
 	was, marked := p.pol, p.rec.holds == holdsWithheld
 	p.pol.last, p.pol.why = p.cfg.Clock.Now(), err

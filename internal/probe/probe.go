@@ -107,6 +107,10 @@ type Prober struct {
 	rec     recordState // what the node's record holds (record.go)
 	pol     policy      // what the probe knows of the admission policy (policy.go)
 
+	// writer is closed when the writes beside the loop have ended; nil
+	// while none runs (writeBeside).
+	writer chan struct{}
+
 	fsyncRunning bool
 	fsyncDone    chan struct{} // closed when the last reading started has returned
 	// lastFsync is when this process last started a reading, and started
@@ -116,9 +120,10 @@ type Prober struct {
 	// ConfigMap) set.
 	lastFsync, started time.Time
 
+	owner record.Owner // this node, the owner of its record: set by the loop, read by the writes beside it
+
 	// The loop's alone.
 	recording bool          // this node records (a voter or marked eligible), or had a record at start
-	owner     record.Owner  // this node, the owner of its record
 	lastNodes []corev1.Node // the last list that succeeded
 
 	// pending is a change of the settings handed over by SetSettings,
@@ -198,6 +203,7 @@ func (p *Prober) tick(ctx context.Context) {
 	start := p.cfg.Clock.Now()
 	defer func() { p.cfg.Metrics.observeTick(p.cfg.Clock.Since(start)) }()
 
+	next := start.Add(p.cfg.Settings.SamplePeriod) // the next period's tick
 	p.resume(ctx)
 	nodes, err := p.cfg.Nodes.List(ctx)
 	switch {
@@ -208,7 +214,7 @@ func (p *Prober) tick(ctx context.Context) {
 		// still tries to deliver the samples it holds.
 		p.log.Warn("list nodes failed; no sample this period", "err", err)
 		p.cfg.Metrics.readingFailed(ReadingNodes)
-		p.write(ctx)
+		p.writeBeside(ctx, next)
 		return
 	default:
 		// The API server is away; the hosts are not, and an outage is
@@ -248,7 +254,7 @@ func (p *Prober) tick(ctx context.Context) {
 		p.startFsync(ctx)
 	}
 	if ctx.Err() == nil { // else Run writes it next, with a context of its own
-		p.write(ctx)
+		p.writeBeside(ctx, next)
 	}
 }
 
@@ -277,7 +283,9 @@ func (p *Prober) plan(kubeNodes []corev1.Node) (Plan, bool) {
 	}
 	for _, k := range kubeNodes {
 		if k.Name == p.cfg.Node {
+			p.mu.Lock()
 			p.owner = record.Owner{Name: k.Name, UID: k.UID}
+			p.mu.Unlock()
 		}
 	}
 	sort.Slice(plan.Peers, func(i, j int) bool { return plan.Peers[i].Node < plan.Peers[j].Node })
@@ -404,6 +412,9 @@ func (p *Prober) resume(ctx context.Context) {
 	if !unread {
 		return
 	}
+	// A policy check beside the loop may be writing a marker, which what
+	// the read finds must include.
+	p.settle(ctx)
 	raw, err := p.cfg.Records.Get(ctx, p.cfg.Node)
 	if errors.Is(err, kube.ErrNotFound) {
 		p.mu.Lock()

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/fleet-role/fleet-role/internal/entry"
 	"github.com/fleet-role/fleet-role/internal/kube"
@@ -85,7 +86,7 @@ func (p *Prober) putRecord(ctx context.Context, next recordState, text string) e
 	if next.holds == holdsNothing {
 		err = p.cfg.Records.Delete(ctx, p.cfg.Node)
 	} else {
-		err = p.cfg.Records.Put(ctx, p.owner, text)
+		err = p.cfg.Records.Put(ctx, p.ownerNow(), text)
 	}
 	if err != nil {
 		return err
@@ -100,15 +101,16 @@ func (p *Prober) putRecord(ctx context.Context, next recordState, text string) e
 // window whose encoding passes the record's cap is shrunk (the oldest
 // samples first) rather than refused; a write the API server refuses is
 // replaced, once, by a marker that says so, so that the status can tell a
-// refused host from one that stopped reporting.
-func (p *Prober) write(ctx context.Context) {
+// refused host from one that stopped reporting. It reports whether it
+// wrote the window.
+func (p *Prober) write(ctx context.Context) bool {
 	if !p.policyAllows(ctx) {
-		return
+		return false
 	}
 	p.mu.Lock()
 	if !p.windowDue() || p.owner.Name == "" {
 		p.mu.Unlock()
-		return
+		return false
 	}
 	limit := record.CapBytes(p.cfg.Settings.Window, p.cfg.Settings.MaxServers)
 	text, shrunk, err := Fit(p.entry, limit)
@@ -117,7 +119,7 @@ func (p *Prober) write(ctx context.Context) {
 	if err != nil {
 		p.log.Error("encode entry", "err", err)
 		p.cfg.Metrics.writeFailed("error")
-		return
+		return false
 	}
 	if shrunk > 0 {
 		p.log.Warn("record full: the oldest samples are left out so that it fits its cap",
@@ -126,13 +128,100 @@ func (p *Prober) write(ctx context.Context) {
 	if err := p.putRecord(ctx, recordState{holds: holdsWindow, changes: changes}, text); err != nil {
 		if kube.IsRefused(err) {
 			p.refused(ctx, err)
-			return
+			return false
 		}
 		p.log.Warn("write record failed; the window is kept and sent again next period", "samples", n, "err", err)
 		p.cfg.Metrics.writeFailed("error")
-		return
+		return false
 	}
 	p.cfg.Metrics.written(len(text), limit, shrunk)
+	return true
+}
+
+// writeBeside writes the window beside the loop, and waits for the write
+// until the next period is due (until) at the latest: the loop's samples
+// stay a period apart however long a write takes.
+//
+// Why: every write of a record is a write to etcd, which crosses the path
+// to etcd's leader four times (docs/limits.md, "A slow leader"). Written
+// in the loop, a write of 2 to 3 s (a leader 300 to 450 ms each way) held
+// back every probe's next sample: its ticker dropped the periods it
+// missed, the records changed every 4 s and, with one write a little
+// slower, went unwritten for 6 s, past entry_unchanged, on every host. The
+// gate meant for a paused or cut-off voter then held the slow leader's
+// swap. Beside the loop, one write follows another as soon as the window
+// has changed, so a record changes once a write's time, and a record late
+// past entry_unchanged is again a host or probe that stopped, or a path to
+// the API server that did.
+//
+// One write runs at a time: a sample taken while one is in flight is sent
+// by it, once it has ended, in the next write it makes. A write that fails
+// ends the run; the next period tries again, as before.
+func (p *Prober) writeBeside(ctx context.Context, until time.Time) {
+	p.mu.Lock()
+	running := p.writer != nil
+	if !running {
+		p.writer = make(chan struct{})
+	}
+	done := p.writer
+	p.mu.Unlock()
+	if !running {
+		go func() {
+			for {
+				wrote := p.write(ctx)
+				p.mu.Lock()
+				again := wrote && ctx.Err() == nil && p.windowDue()
+				if !again {
+					// Decided under the lock the loop appends under: a
+					// sample appended after this finds no writer and
+					// starts one.
+					p.writer = nil
+				}
+				p.mu.Unlock()
+				if !again {
+					close(done)
+					return
+				}
+			}
+		}()
+	}
+	p.awaitWrite(ctx, done, until)
+}
+
+// awaitWrite waits for the writes done closes after, until the loop's clock
+// reads until (zero: no bound) or ctx is done.
+func (p *Prober) awaitWrite(ctx context.Context, done <-chan struct{}, until time.Time) {
+	if done == nil {
+		return
+	}
+	var expired <-chan time.Time
+	if !until.IsZero() {
+		t := p.cfg.Clock.NewTimer(until.Sub(p.cfg.Clock.Now()))
+		defer t.Stop()
+		expired = t.C()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-expired:
+	}
+}
+
+// settle waits for the writes in flight, for as long as ctx allows: before
+// the loop removes the record, reads it back, or writes it a last time,
+// none of which a write landing after must undo.
+func (p *Prober) settle(ctx context.Context) {
+	p.mu.Lock()
+	done := p.writer
+	p.mu.Unlock()
+	p.awaitWrite(ctx, done, time.Time{})
+}
+
+// ownerNow is the record's owner as the loop last read it from the Nodes.
+func (p *Prober) ownerNow() record.Owner {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owner
 }
 
 // markerTextBytes bounds the reason a marker carries (a refusal, a
@@ -188,6 +277,7 @@ func (p *Prober) writeWithheld(ctx context.Context, why error) {
 
 // stopRecording removes the record of a node that no longer records.
 func (p *Prober) stopRecording(ctx context.Context) {
+	p.settle(ctx)
 	p.mu.Lock()
 	unread := p.rec.holds == holdsUnread
 	p.mu.Unlock()
@@ -207,6 +297,7 @@ func (p *Prober) stopRecording(ctx context.Context) {
 }
 
 func (p *Prober) flush(ctx context.Context) {
+	p.settle(ctx)
 	if p.recording {
 		p.write(ctx)
 	}
