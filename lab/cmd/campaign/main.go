@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/fleet-role/fleet-role/lab/fault/campaign"
@@ -51,6 +52,9 @@ Flags:
 	fs.StringVar(&cfg.APIServerBinary, "kube-apiserver", os.Getenv("FLEET_ROLE_KUBE_APISERVER"), "the kube-apiserver binary (hack/tools.sh kube-apiserver)")
 	fs.StringVar(&cfg.Kubectl, "kubectl", "kubectl", "the kubectl binary")
 	fs.StringVar(&cfg.Manifest, "manifest", "deploy/fleet-role.yaml", "the rendered manifests")
+	var only string
+	fs.StringVar(&only, "only", "", "make every fault of this kind (one of the catalogue's, docs/campaign.md), to reproduce one kind many times; the first round is then not drawn")
+	fs.BoolVar(&cfg.Leader, "leader", false, "with --only voter-delay: make every delayed voter etcd's leader first")
 	var rescore string
 	fs.StringVar(&rescore, "rescore", "", "score the campaign written to this directory again, from its scoreboard.json and decisions.jsonl, print its table and exit 0 only when it passes; nothing is run")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -78,6 +82,13 @@ Flags:
 	if cfg.Faults < 1 {
 		bad = append(bad, fmt.Sprintf("--faults %d: must be at least 1", cfg.Faults))
 	}
+	if only != "" && !slices.Contains(campaign.Kinds, campaign.Kind(only)) {
+		bad = append(bad, fmt.Sprintf("--only %s: not a kind of the catalogue (%v)", only, campaign.Kinds))
+	}
+	if cfg.Leader && only != string(campaign.VoterDelay) {
+		bad = append(bad, fmt.Sprintf("--leader: only with --only %s (got --only %q)", campaign.VoterDelay, only))
+	}
+	cfg.Only = campaign.Kind(only)
 	if cfg.Standbys < 1 {
 		bad = append(bad, fmt.Sprintf("--standbys %d: must be at least 1, a host to swap a voter for", cfg.Standbys))
 	}

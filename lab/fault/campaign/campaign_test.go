@@ -97,6 +97,41 @@ func TestScheduleInjectsEveryKindFirst(t *testing.T) {
 	}
 }
 
+func TestScheduleOnly(t *testing.T) {
+	s := campaignSettings(t, 5)
+	r := RangesOf(s, timeout)
+	f := testFleet(5)
+	specs, err := ScheduleOnly(11, 12, f, r, VoterDelay, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 12 {
+		t.Fatalf("%d specs, want 12", len(specs))
+	}
+	for i, sp := range specs {
+		if sp.Kind != VoterDelay || !sp.Leader {
+			t.Errorf("spec %d is %s, want a voter-delay of etcd's leader", i, sp)
+		}
+		checkSpec(t, i, sp, f, r)
+	}
+	if specs, err = ScheduleOnly(11, 3, f, r, VoterPause, false); err != nil || len(specs) != 3 || specs[2].Kind != VoterPause || specs[2].Leader {
+		t.Errorf("voter-pause alone: %v, %v", specs, err)
+	}
+	for _, bad := range []struct {
+		kind   Kind
+		leader bool
+	}{{"voter-slow", false}, {VoterPause, true}} {
+		if _, err := ScheduleOnly(11, 3, f, r, bad.kind, bad.leader); err == nil {
+			t.Errorf("%s (leader %v) was drawn, want an error", bad.kind, bad.leader)
+		}
+	}
+	// Two-voters needs two unpinned voters: a fleet of two voters cannot
+	// hold it, and the draw says so rather than spinning.
+	if _, err := ScheduleOnly(11, 3, testFleet(2), r, TwoVoters, false); err == nil {
+		t.Error("two-voters on two voters was drawn, want an error")
+	}
+}
+
 // checkSpec holds a drawn fault to the ranges docs/campaign.md derives.
 func checkSpec(t *testing.T, i int, sp Spec, f Fleet, r Ranges) {
 	t.Helper()

@@ -121,9 +121,9 @@ func Rescore(dir string) (*Result, error) {
 	}
 	// The leader changes were counted from the members' metrics as the
 	// campaign ran, which the board keeps as counts: they stand as written.
-	during, clean := r.Totals.LeaderChanges, r.Totals.Clean
+	during, clean, own := r.Totals.LeaderChanges, r.Totals.Clean, r.Totals.OwnMoves
 	r.Faults, r.Totals = Score(r.Faults, r.decisions, r.Settings.SamplePeriod, r.Fleet.Standbys)
-	r.Totals.LeaderChanges, r.Totals.Clean = during, clean
+	r.Totals.LeaderChanges, r.Totals.Clean, r.Totals.OwnMoves = during, clean, own
 	r.OK = r.Aborted == "" && r.Totals.OK(r.Faults)
 	return &r, nil
 }
@@ -150,8 +150,8 @@ func (r *Result) WriteTable(w io.Writer) {
 	t := r.Totals
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", t.Faults, t.SwapWorthy, t.Caught, t.Gated, t.Missed, t.WrongSwaps, t.Flaps, t.LeaderChanges)
 	tw.Flush()
-	fmt.Fprintf(w, "etcd's leader changed %d times during the faults and %d times between them (from the baseline to the first fault and from each recovery to the next: fleet-role must cause none)\n",
-		t.LeaderChanges, len(t.Clean))
+	fmt.Fprintf(w, "etcd's leader changed %d times during the faults and %d times between them (from the baseline to the first fault and from each recovery to the next: fleet-role must cause none); the campaign's own %d moves of leadership are not counted\n",
+		t.LeaderChanges, len(t.Clean), t.OwnMoves)
 	for _, c := range t.Clean {
 		after := "before the first fault"
 		if c.After > 0 && c.After <= len(r.Faults) {
@@ -168,6 +168,19 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "the machine's load average at the faults' starts: median %.1f, max %.1f, on %d cores\n",
 			loads[len(loads)/2], loads[len(loads)-1], runtime.NumCPU())
 	}
+	// How near the freshness limit the writes came, where etcd's leader
+	// was slowed: every write crosses its path.
+	worst := -1
+	for i, f := range r.Faults {
+		if f.Leader && (worst < 0 || f.Unwritten.Longest > r.Faults[worst].Unwritten.Longest) {
+			worst = i
+		}
+	}
+	if worst >= 0 {
+		f := r.Faults[worst]
+		fmt.Fprintf(w, "with etcd's leader delayed, a voter's record went unwritten %.1f s at most (fault %d, %s), against entry_unchanged %v\n",
+			f.Unwritten.Longest.D().Seconds(), worst+1, f.Unwritten.Voter, r.Settings.StaleAfter().Duration())
+	}
 	for i, f := range r.Faults {
 		if f.OK {
 			continue
@@ -181,7 +194,7 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "stopped early: %s\n", r.Aborted)
 	}
 	if r.OK {
-		fmt.Fprintln(w, "PASS: no wrong swap, no flap, every swap-worthy fault caught within its bound")
+		fmt.Fprintln(w, "PASS: no wrong swap, no flap, every swap-worthy fault caught within its bound, no leader change between faults")
 	} else {
 		fmt.Fprintln(w, "FAIL")
 	}

@@ -4,6 +4,7 @@ package campaign
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,13 +27,14 @@ type recordWatch struct {
 	stale     time.Duration
 
 	mu      sync.Mutex
-	written map[string]time.Time // a record's last write, by its node
+	written map[string]time.Time   // a record's last write, by its node
+	writes  map[string][]time.Time // every write, by node
 	spans   spans
 }
 
 func watchRecords(ctx context.Context, admin kubernetes.Interface, namespace string, voters []string, stale time.Duration) *recordWatch {
 	w := &recordWatch{admin: admin, namespace: namespace, stale: stale,
-		written: map[string]time.Time{}, spans: newSpans()}
+		written: map[string]time.Time{}, writes: map[string][]time.Time{}, spans: newSpans()}
 	now := time.Now()
 	for _, v := range voters {
 		w.written[v] = now // judged from the campaign's start
@@ -60,7 +62,9 @@ func (w *recordWatch) watch(ctx context.Context) {
 				w.mu.Lock()
 				// A record or its tail (the tail layout): either is a write.
 				if _, voter := w.written[record.NodeOf(cm)]; voter {
-					w.written[record.NodeOf(cm)] = time.Now()
+					now := time.Now()
+					w.written[record.NodeOf(cm)] = now
+					w.writes[record.NodeOf(cm)] = append(w.writes[record.NodeOf(cm)], now)
 				}
 				w.mu.Unlock()
 			}
@@ -96,4 +100,33 @@ func (w *recordWatch) intervals(now time.Time) map[string][]Interval {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.spans.all(now)
+}
+
+// longestUnwritten is, for each fault, the longest any voter's record went
+// unwritten from its start to its end, and whose: how near the freshness
+// limit the fault brought the records (a slow leader slows every write).
+func (w *recordWatch) longestUnwritten(faults []Fault) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range faults {
+		f := &faults[i]
+		for v, ts := range w.writes {
+			last := f.Start
+			for _, t := range append(slices.Clone(ts), f.End) {
+				if t.Before(f.Start) || t.After(f.End) {
+					continue
+				}
+				if gap := Duration(t.Sub(last)); gap > f.Unwritten.Longest {
+					f.Unwritten = Unwritten{Longest: gap, Voter: v}
+				}
+				last = t
+			}
+		}
+	}
+}
+
+// Unwritten is the longest a voter's record went unwritten during a fault.
+type Unwritten struct {
+	Longest Duration `json:"longest"`
+	Voter   string   `json:"voter,omitempty"`
 }

@@ -64,6 +64,10 @@ type Config struct {
 	RecoverTimeout time.Duration
 	// Prefix names the lab's namespaces and cgroups ("campaign" by default).
 	Prefix string
+	// Only, when set, makes every fault of that kind (ScheduleOnly), and
+	// Leader every voter-delay one of etcd's leader.
+	Only   Kind
+	Leader bool
 }
 
 // Result is a finished campaign.
@@ -91,6 +95,20 @@ type runner struct {
 	obs    *observer
 	ranges Ranges
 	logf   func(format string, args ...any)
+	// moves are the campaign's own moves of leadership, each from its
+	// request to its return: not elections (CountLeaderChanges).
+	moves []Interval
+}
+
+// moveLeader makes name etcd's leader, within a minute, and keeps the move
+// apart from the elections the campaign counts.
+func (r *runner) moveLeader(ctx context.Context, name, why string) error {
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	from := time.Now()
+	err := r.fl.MoveLeader(lctx, name)
+	r.moves = append(r.moves, Interval{From: from, To: time.Now(), Why: why})
+	return err
 }
 
 // Run runs a campaign and writes its outputs to cfg.Out. It returns an
@@ -181,6 +199,12 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	r.ranges = RangesOf(s, probe.ReadingTimeout(s))
 	flt := Fleet{Voters: fl.Voters, Standbys: fl.Standbys, Pinned: fl.Pinned}
 	specs := Schedule(cfg.Seed, cfg.Faults, flt, r.ranges)
+	if cfg.Only != "" {
+		var err error
+		if specs, err = ScheduleOnly(cfg.Seed, cfg.Faults, flt, r.ranges, cfg.Only, cfg.Leader); err != nil {
+			return nil, fmt.Errorf("campaign: %w", err)
+		}
+	}
 	res := &Result{Seed: cfg.Seed, Settings: s, Fleet: flt, Ranges: r.ranges, Started: time.Now().UTC()}
 
 	octx, stopObserving := context.WithCancel(context.Background())
@@ -219,8 +243,9 @@ func RunOn(ctx context.Context, fl *fleet.Fleet, cfg Config) (*Result, error) {
 	// the decision that sees either gone.
 	heldSpans(res.Faults, watched.intervals(res.Ended), "etcd reported it without a leader or a peer", r.ranges.residue())
 	heldSpans(res.Faults, writes.intervals(res.Ended), "its record went unwritten past the freshness limit", s.SamplePeriod)
+	writes.longestUnwritten(res.Faults)
 	res.Faults, res.Totals = Score(res.Faults, res.decisions, s.SamplePeriod, fl.Standbys)
-	res.Totals.LeaderChanges, res.Totals.Clean = CountLeaderChanges(res.Faults, watched.leaderChanges(), res.Baseline, res.Ended)
+	res.Totals.LeaderChanges, res.Totals.Clean, res.Totals.OwnMoves = CountLeaderChanges(res.Faults, watched.leaderChanges(), r.moves, res.Baseline, res.Ended)
 	res.OK = res.Aborted == "" && res.Totals.OK(res.Faults)
 	if err := res.Write(cfg.Out); err != nil {
 		return res, err
@@ -335,10 +360,7 @@ func (r *runner) inject(ctx context.Context, i, n int, sp Spec) (*Fault, error) 
 	f := &Fault{Spec: sp, Truth: TruthOf(sp, Fleet{Voters: r.fl.Voters, Standbys: r.fl.Standbys, Pinned: r.fl.Pinned}),
 		Bound: BoundOf(sp, r.ranges, len(r.fl.Voters))}
 	if sp.Leader {
-		lctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := r.fl.MoveLeader(lctx, sp.Host)
-		cancel()
-		if err != nil {
+		if err := r.moveLeader(ctx, sp.Host, fmt.Sprintf("fault %d: %s made etcd's leader", i+1, sp.Host)); err != nil {
 			return nil, fmt.Errorf("fault %d: %w", i+1, err)
 		}
 	}
@@ -376,9 +398,7 @@ func (r *runner) inject(ctx context.Context, i, n int, sp Spec) (*Fault, error) 
 		return f, err
 	}
 	if sp.Leader {
-		lctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if err := r.fl.MoveLeader(lctx, r.fl.Pinned); err != nil {
+		if err := r.moveLeader(ctx, r.fl.Pinned, fmt.Sprintf("fault %d: leadership back to %s", i+1, r.fl.Pinned)); err != nil {
 			return f, fmt.Errorf("fault %d: leadership back to %s: %w", i+1, r.fl.Pinned, err)
 		}
 	}

@@ -153,6 +153,30 @@ func Schedule(seed uint64, n int, f Fleet, r Ranges) []Spec {
 	return out
 }
 
+// ScheduleOnly draws n faults of one kind from seed, for reproducing one
+// kind's faults many times (hack/campaign.sh --only). leader makes every
+// voter-delay a delay of etcd's leader; it is refused with any other kind.
+func ScheduleOnly(seed uint64, n int, f Fleet, r Ranges, kind Kind, leader bool) ([]Spec, error) {
+	if !slices.Contains(Kinds, kind) {
+		return nil, fmt.Errorf("kind %q: not in the catalogue (%v)", kind, Kinds)
+	}
+	if leader && kind != VoterDelay {
+		return nil, fmt.Errorf("leader with kind %q: only %s is made on etcd's leader", kind, VoterDelay)
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var out []Spec
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 100*n {
+			return nil, fmt.Errorf("kind %q: the fleet cannot hold it", kind)
+		}
+		s := Spec{Kind: kind, Leader: leader}
+		if draw(rng, &s, f, r) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
 // draw fills in a spec's hosts, severity and times. It reports false when
 // the fleet cannot hold the kind.
 func draw(rng *rand.Rand, s *Spec, f Fleet, r Ranges) bool {

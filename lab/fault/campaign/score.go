@@ -33,6 +33,10 @@ type Fault struct {
 	// published, or withdrawn, in one is the gates' due, not a miss or a
 	// flap.
 	Held map[string][]Interval `json:"held,omitempty"`
+	// Unwritten is the longest a voter's record went unwritten during the
+	// fault (counted from its start, and to its end), as the campaign saw
+	// the writes through the API server.
+	Unwritten Unwritten `json:"unwritten"`
 
 	// Outcome is one of: caught, late (published after its bound), missed
 	// (never published), held (no swap, as the truth says), gated (a
@@ -93,15 +97,19 @@ type Totals struct {
 	// cause: fleet-role must cause none.
 	LeaderChanges int           `json:"leader_changes"`
 	Clean         []CleanChange `json:"clean_changes,omitempty"`
-	Unrecovered   int           `json:"unrecovered"`
-	Kinds         []string      `json:"kinds"`
+	// OwnMoves counts the campaign's own moves of leadership, left out of
+	// both (withoutOwnMoves).
+	OwnMoves    int      `json:"own_leader_moves"`
+	Unrecovered int      `json:"unrecovered"`
+	Kinds       []string `json:"kinds"`
 }
 
 // OK reports whether the campaign passes: no wrong swap, no flap, no
-// swap-worthy fault missed, every fault recovered from and every unfit
-// host the truth names reported so.
+// swap-worthy fault missed, every fault recovered from, every unfit host
+// the truth names reported so, and no leader change between faults: with
+// no fault on, an election is one fleet-role caused.
 func (t Totals) OK(faults []Fault) bool {
-	if t.WrongSwaps > 0 || t.Flaps > 0 || t.Missed > 0 || t.Unrecovered > 0 {
+	if t.WrongSwaps > 0 || t.Flaps > 0 || t.Missed > 0 || t.Unrecovered > 0 || len(t.Clean) > 0 {
 		return false
 	}
 	for _, f := range faults {
@@ -394,15 +402,50 @@ func median(sorted []float64) float64 {
 	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
+// ownMoveSeen is how long after the campaign's own move of leadership
+// returns a member's metrics may first show it: a poll's interval and the
+// poll's own timeout (etcdWatch).
+const ownMoveSeen = 2 * etcdWatchEvery
+
+// withoutOwnMoves is changes less, for each of the campaign's own moves of
+// leadership (MoveLeader, to make a voter-delay's voter etcd's leader and to
+// give leadership back to the pinned voter after it), the one change each
+// member saw of it: its first from the move's start to ownMoveSeen after it
+// returned. Those are the campaign's, not an election fleet-role or a fault
+// caused. It also says how many moves some member was seen to make.
+func withoutOwnMoves(changes map[string][]time.Time, moves []Interval) (map[string][]time.Time, int) {
+	out := make(map[string][]time.Time, len(changes))
+	seen := make([]bool, len(moves))
+	for v, ts := range changes {
+		ts = slices.Clone(ts)
+		for i, m := range moves {
+			if j := slices.IndexFunc(ts, func(t time.Time) bool { return !t.Before(m.From) && !t.After(m.To.Add(ownMoveSeen)) }); j >= 0 {
+				ts = slices.Delete(ts, j, j+1)
+				seen[i] = true
+			}
+		}
+		out[v] = ts
+	}
+	n := 0
+	for _, b := range seen {
+		if b {
+			n++
+		}
+	}
+	return out, n
+}
+
 // CountLeaderChanges sets each fault's LeaderChanges from changes (by
 // voter, when its member saw the leader change) and returns their total,
 // and each change between the faults, from baseline (when the campaign's
-// fleet was first all fit) to ended. A fault's span runs from its Start to
-// its recovery, or to the next fault's start (or ended) when it never
-// recovered; the clean spans are the rest. In each span the member that
-// saw the most changes counts: one election is seen by every member that
-// has a leader, and a member cut off may see none of it.
-func CountLeaderChanges(faults []Fault, changes map[string][]time.Time, baseline, ended time.Time) (during int, clean []CleanChange) {
+// fleet was first all fit) to ended, and how many of the campaign's own
+// moves of leadership (moves) it left out (withoutOwnMoves). A fault's span
+// runs from its Start to its recovery, or to the next fault's start (or
+// ended) when it never recovered; the clean spans are the rest. In each
+// span the member that saw the most changes counts: one election is seen by
+// every member that has a leader, and a member cut off may see none of it.
+func CountLeaderChanges(faults []Fault, changes map[string][]time.Time, moves []Interval, baseline, ended time.Time) (during int, clean []CleanChange, own int) {
+	changes, own = withoutOwnMoves(changes, moves)
 	// in is the changes in [from, to) of the member that saw the most.
 	in := func(from, to time.Time) []time.Time {
 		var most []time.Time
@@ -445,7 +488,7 @@ func CountLeaderChanges(faults []Fault, changes map[string][]time.Time, baseline
 	if !cleanFrom.IsZero() && cleanFrom.Before(ended) {
 		between(len(faults), cleanFrom, ended)
 	}
-	return during, clean
+	return during, clean, own
 }
 
 // CleanChange is one leader change seen between faults: when, after how
