@@ -163,6 +163,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	if n := t.SwapWorthy - t.Gated; n > 0 {
 		fmt.Fprintf(w, "; caught %.1f%% of the swap-worthy faults the gates did not hold (%d of %d) within their bound", 100*float64(t.Caught)/float64(n), t.Caught, n)
 	}
+	if t.SwapWorthy > 0 {
+		fmt.Fprintf(w, "; %.1f%% of all the swap-worthy (%d of %d), a fault a gate held counted as not caught", 100*float64(t.Caught)/float64(t.SwapWorthy), t.Caught, t.SwapWorthy)
+	}
 	fmt.Fprintln(w)
 	if loads := faultLoads(r.Faults); len(loads) > 0 {
 		fmt.Fprintf(w, "the machine's load average at the faults' starts: median %.1f, max %.1f, on %d cores\n",
