@@ -22,7 +22,9 @@ import (
 // start and then once every entry_unchanged (the bound after which the
 // controller calls a record stale), it makes a server-side dry run the
 // policy must refuse (kube.PolicyCheck), every period until one has seen
-// it refused. Until a check has seen it refused it writes no samples; when
+// it refused; the check due once every entry_unchanged after that runs
+// beside the writes (recheckBeside). Until a check has seen it refused it
+// writes no samples; when
 // one sees it admitted it replaces its record by a marker that
 // holds no samples and says why (entry.Entry.Withheld), says so in its
 // log, its readiness and fleet_role_probe_policy_enforced, and keeps
@@ -30,13 +32,17 @@ import (
 // refusal come back. The controller's status names the host unknown with
 // that reason, and no swap is judged on it.
 
-// policy is what the probe knows of the admission policy's hold. The loop
-// alone writes it, under Prober.mu, which Ready reads it under.
+// policy is what the probe knows of the admission policy's hold. The
+// writes and the check beside them write it, under Prober.mu, which Ready
+// reads it under.
 type policy struct {
 	checked   bool // a check has had its answer: refused or admitted
 	protected bool // the last answer: refused
 	why       error
 	last      time.Time // when the last check ran, by this process's monotonic clock
+	// rechecking is closed when the check running beside the writes
+	// (recheckBeside) has ended; nil while none runs.
+	rechecking chan struct{}
 }
 
 // policyDue says whether a check is due: every period until a check has
@@ -61,14 +67,54 @@ func (p *Prober) policyAllows(ctx context.Context) bool {
 		return false // no plan yet: nothing to write, and no owner to check with
 	}
 	if p.policyDue() {
-		p.checkPolicy(ctx)
+		p.mu.Lock()
+		seen := p.pol.checked && p.pol.protected && p.pol.why == nil
+		p.mu.Unlock()
+		if seen {
+			p.recheckBeside(ctx)
+		} else {
+			p.checkPolicy(ctx, true)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.pol.checked && p.pol.protected
 }
 
-func (p *Prober) checkPolicy(ctx context.Context) {
+// recheckBeside runs the check that falls due once every entry_unchanged,
+// after the last one saw the refusal, beside the writes rather than before
+// the next one. Why: the check is a round trip over this host's path to
+// the API server; on a slow leader's host it was added, every
+// entry_unchanged, to a write that already crosses that path six times
+// (docs/limits.md, "A slow leader"). Nothing is trusted longer for it:
+// the writes go on as the last check found, as they would have until it
+// was due, and a check that finds the write to another's record admitted
+// stops them from its answer on. The marker that says so is written by the
+// next write's check, a period later at most: with the policy seen off, a
+// check falls due every period and runs before the write again.
+func (p *Prober) recheckBeside(ctx context.Context) {
+	p.mu.Lock()
+	if p.pol.rechecking != nil {
+		p.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	p.pol.rechecking = done
+	p.mu.Unlock()
+	go func() {
+		defer close(done)
+		p.checkPolicy(ctx, false)
+		p.mu.Lock()
+		p.pol.rechecking = nil
+		p.mu.Unlock()
+	}()
+}
+
+// checkPolicy asks the API server whether it refuses this probe a write to
+// a record not its node's. mark: write the withheld marker when it does
+// not (the check before a write; the one beside the writes leaves it to
+// the next).
+func (p *Prober) checkPolicy(ctx context.Context, mark bool) {
 	err := p.cfg.Policy.CheckRefused(ctx, p.ownerNow())
 	p.mu.Lock()
 	was, marked := p.pol, p.rec.holds == holdsWithheld
@@ -100,7 +146,9 @@ func (p *Prober) checkPolicy(ctx context.Context) {
 		// policy off any probe may overwrite this record with samples of
 		// its making, and the controller holds the whole fleet unprotected
 		// for as long as it sees a marker come back.
-		p.writeWithheld(ctx, err)
+		if mark {
+			p.writeWithheld(ctx, err)
+		}
 	case err != nil:
 		p.log.Warn("could not ask the API server whether it refuses a write to a record not this node's; will ask again next period", "err", err)
 	}

@@ -188,26 +188,39 @@ func (p *Prober) writeBeside(ctx context.Context, until time.Time) {
 	p.awaitWrite(ctx, done, until)
 }
 
-// awaitWrite waits for the writes done closes after, until the loop's clock
-// reads until (zero: no bound) or ctx is done.
+// awaitWrite waits for the writes done closes after, and then for a check
+// of the policy they started beside them (recheckBeside), until the loop's
+// clock reads until (zero: no bound) or ctx is done.
 func (p *Prober) awaitWrite(ctx context.Context, done <-chan struct{}, until time.Time) {
-	if done == nil {
-		return
-	}
 	var expired <-chan time.Time
 	if !until.IsZero() {
 		t := p.cfg.Clock.NewTimer(until.Sub(p.cfg.Clock.Now()))
 		defer t.Stop()
 		expired = t.C()
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-	case <-expired:
+	wait := func(ch <-chan struct{}) bool {
+		if ch == nil {
+			return true
+		}
+		select {
+		case <-ch:
+			return true
+		case <-ctx.Done():
+		case <-expired:
+		}
+		return false
 	}
+	if !wait(done) {
+		return
+	}
+	p.mu.Lock()
+	check := p.pol.rechecking
+	p.mu.Unlock()
+	wait(check)
 }
 
-// settle waits for the writes in flight, for as long as ctx allows: before
+// settle waits for the writes in flight, and a check of the policy beside
+// them, for as long as ctx allows: before
 // the loop removes the record, reads it back, or writes it a last time,
 // none of which a write landing after must undo.
 func (p *Prober) settle(ctx context.Context) {
