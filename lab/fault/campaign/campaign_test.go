@@ -496,6 +496,14 @@ func TestByKindCountsAsTheTotals(t *testing.T) {
 	if len(rows) != 1 {
 		t.Fatalf("rows %+v, want one", rows)
 	}
+	// A delay of etcd's leader is a row of its own, after the follower's.
+	lead := append(slices.Clone(faults), Fault{Spec: Spec{Kind: VoterDelay, Host: "voter-3", Leader: true}, Start: at(400), End: at(430),
+		Recovered: at(460), Truth: Truth{Action: "swap", Out: "voter-3"}, Bound: 5})
+	leadScored, _ := Score(lead, append(slices.Clone(decisions), dec(404, "swap", "voter-3")), period, []string{"standby-1"})
+	if two := ByKind(leadScored); len(two) != 2 || two[0].Leader || !two[1].Leader || two[1].Name() != "voter-delay (leader)" ||
+		two[0].Injected != 3 || two[1].Injected != 1 || two[1].Caught != 1 {
+		t.Fatalf("rows with a slow leader: %+v, want the follower's three and then the leader's one, caught", two)
+	}
 	r := rows[0]
 	if r.Caught != tot.Caught || r.Missed != tot.Missed || r.Gated != tot.Gated || r.Caught != 2 || r.Missed != 1 || r.Failed != 2 {
 		t.Errorf("row caught %d missed %d gated %d failed %d; totals caught %d missed %d gated %d; want 2 caught, 1 missed, 2 not ok (outcomes %s, %s, %s)",

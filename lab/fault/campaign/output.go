@@ -145,7 +145,7 @@ func (r *Result) WriteTable(w io.Writer) {
 		if k.Published > 0 {
 			per = fmt.Sprintf("%.1f / %.1f", k.MedianPeriods, k.MaxPer)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Injected, k.SwapWorthy, k.Caught, k.Gated, k.Missed, k.WrongSwaps, k.Flaps, k.LeaderChanges, k.Failed, per)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Name(), k.Injected, k.SwapWorthy, k.Caught, k.Gated, k.Missed, k.WrongSwaps, k.Flaps, k.LeaderChanges, k.Failed, per)
 	}
 	t := r.Totals
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", t.Faults, t.SwapWorthy, t.Caught, t.Gated, t.Missed, t.WrongSwaps, t.Flaps, t.LeaderChanges)

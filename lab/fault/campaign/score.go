@@ -332,8 +332,11 @@ func earliestOf(a, b time.Time) time.Time {
 }
 
 // KindRow is one row of the table a campaign prints: one kind's faults.
+// voter-delay has two: a follower's, and etcd's leader's (Leader), so that
+// a slow leader's catch is read beside a slow follower's.
 type KindRow struct {
 	Kind                  Kind
+	Leader                bool
 	Injected, SwapWorthy  int
 	Caught, Missed, Gated int
 	WrongSwaps, Flaps     int
@@ -345,13 +348,18 @@ type KindRow struct {
 
 // ByKind sums the scored faults per kind, in the catalogue's order.
 func ByKind(faults []Fault) []KindRow {
-	rows := map[Kind]*KindRow{}
-	per := map[Kind][]float64{}
+	type key struct {
+		kind   Kind
+		leader bool
+	}
+	rows := map[key]*KindRow{}
+	per := map[key][]float64{}
 	for _, f := range faults {
-		r := rows[f.Kind]
+		k := key{f.Kind, f.Leader}
+		r := rows[k]
 		if r == nil {
-			r = &KindRow{Kind: f.Kind}
-			rows[f.Kind] = r
+			r = &KindRow{Kind: f.Kind, Leader: f.Leader}
+			rows[k] = r
 		}
 		r.Injected++
 		r.WrongSwaps += f.WrongSwaps
@@ -374,24 +382,36 @@ func ByKind(faults []Fault) []KindRow {
 			}
 		}
 		if f.PeriodsToPublish != nil {
-			per[f.Kind] = append(per[f.Kind], *f.PeriodsToPublish)
+			per[k] = append(per[k], *f.PeriodsToPublish)
 		}
 	}
 	var out []KindRow
-	for _, k := range Kinds {
-		r := rows[k]
-		if r == nil {
-			continue
+	for _, kind := range Kinds {
+		for _, leader := range []bool{false, true} {
+			k := key{kind, leader}
+			r := rows[k]
+			if r == nil {
+				continue
+			}
+			if ps := per[k]; len(ps) > 0 {
+				slices.Sort(ps)
+				r.Published = len(ps)
+				r.MedianPeriods = median(ps)
+				r.MaxPer = ps[len(ps)-1]
+			}
+			out = append(out, *r)
 		}
-		if ps := per[k]; len(ps) > 0 {
-			slices.Sort(ps)
-			r.Published = len(ps)
-			r.MedianPeriods = median(ps)
-			r.MaxPer = ps[len(ps)-1]
-		}
-		out = append(out, *r)
 	}
 	return out
+}
+
+// Name is the row's name in the table: the kind, and "(leader)" for a
+// delay of etcd's leader.
+func (r KindRow) Name() string {
+	if r.Leader {
+		return string(r.Kind) + " (leader)"
+	}
+	return string(r.Kind)
 }
 
 func median(sorted []float64) float64 {
