@@ -139,7 +139,9 @@ func (p *Prober) checkPolicy(ctx context.Context, mark bool) {
 	case err == nil && !was.checked:
 		p.log.Info("the API server refuses this probe a write to a record not its node's, as the admission policy must: writing samples")
 	case errors.Is(err, kube.ErrAdmitted):
-		if !marked {
+		if !marked && mark {
+			// Once a spell, by the check that writes the marker: the one
+			// beside the writes leaves both to the next period's.
 			p.log.Error("writing no samples: the API server did not refuse a write to a record not this node's", "err", err)
 		}
 		// At every check of the spell (every period), not once: with the
