@@ -189,6 +189,9 @@ func (r *Result) WriteTable(w io.Writer) {
 			continue
 		}
 		fmt.Fprintf(w, "fault %d, %s: %s (truth: %s; load %.1f)\n", i+1, f.Spec, f.Outcome, truthLine(f.Truth), f.Load)
+		if t := f.Throttled; t != nil {
+			fmt.Fprintf(w, "  its cgroup held it off the CPU in %d of %d periods, %.1f s in all\n", t.Throttled, t.Periods, t.For.D().Seconds())
+		}
 		for _, n := range f.Notes {
 			fmt.Fprintf(w, "  %s\n", n)
 		}

@@ -366,7 +366,7 @@ func (r *runner) inject(ctx context.Context, i, n int, sp Spec) (*Fault, error) 
 	}
 	f.Load = load1()
 	r.logf("fault %d/%d: %s; truth: %s; load %.1f", i+1, n, sp, truthLine(f.Truth), f.Load)
-	undo, err := r.start(sp)
+	undo, err := r.start(sp, f)
 	f.Start = time.Now()
 	if err == nil {
 		err = r.hold(ctx, sp)
@@ -417,8 +417,9 @@ func truthLine(t Truth) string {
 	return "none"
 }
 
-// start injects a fault and returns its undoing.
-func (r *runner) start(sp Spec) (undo func() error, err error) {
+// start injects a fault and returns its undoing, which records in f what
+// the fault did where the lab can read it (a starved host's throttling).
+func (r *runner) start(sp Spec, f *Fault) (undo func() error, err error) {
 	lab := r.fl.Lab
 	nothing := func() error { return nil }
 	switch sp.Kind {
@@ -451,7 +452,7 @@ func (r *runner) start(sp Spec) (undo func() error, err error) {
 		d.SetDelay(sp.Severity.FsyncDelay.D())
 		return func() error { d.SetDelay(0); return nil }, nil
 	case VoterCPU:
-		return r.starve(sp)
+		return r.starve(sp, f)
 	case VoterPause, MachineStall:
 		return r.pause(sp.Hosts)
 	}
@@ -514,12 +515,20 @@ func (r *runner) pause(hosts []string) (func() error, error) {
 
 // starve puts the host's etcd member and probe into a cgroup limited to the
 // drawn share of a core, and returns their release.
-func (r *runner) starve(sp Spec) (func() error, error) {
+func (r *runner) starve(sp Spec, f *Fault) (func() error, error) {
 	g, err := cpulimit.New(cpulimit.Config{Prefix: r.cfg.Prefix})
 	if err != nil {
 		return func() error { return nil }, err
 	}
-	release := g.Remove
+	// The group's own count of the periods it was held off the CPU, read
+	// as the fault ends: a starved host that was never throttled is a
+	// fault that did not take, not a miss of fleet-role's.
+	release := func() error {
+		if st, err := g.Stat(); err == nil {
+			f.Throttled = &Throttled{Periods: st.Periods, Throttled: st.Throttled, For: Duration(st.ThrottledFor)}
+		}
+		return g.Remove()
+	}
 	var pids []int
 	if m := r.fl.Member(sp.Host); m != nil {
 		pids = append(pids, m.PID())

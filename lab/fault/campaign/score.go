@@ -37,6 +37,9 @@ type Fault struct {
 	// fault (counted from its start, and to its end), as the campaign saw
 	// the writes through the API server.
 	Unwritten Unwritten `json:"unwritten"`
+	// Throttled is a voter-cpu fault's cgroup cpu.stat as it ended: how
+	// many of its CFS periods held the starved host off the CPU.
+	Throttled *Throttled `json:"throttled,omitempty"`
 
 	// Outcome is one of: caught, late (published after its bound), missed
 	// (never published), held (no swap, as the truth says), gated (a
@@ -518,4 +521,11 @@ type CleanChange struct {
 	At    time.Time `json:"at"`
 	After int       `json:"after_faults"`
 	Since Duration  `json:"since"`
+}
+
+// Throttled is a starved host's cgroup cpu.stat (lab/fault/cpulimit.Stat).
+type Throttled struct {
+	Periods   uint64   `json:"periods"`
+	Throttled uint64   `json:"throttled"`
+	For       Duration `json:"for"`
 }
