@@ -50,28 +50,8 @@ func TestSlowWritesHoldNoSampleBack(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
 	store := &heldRecords{Records: kubefake.NewRecords(s.RecordsNamespace()), entered: make(chan string), release: make(chan struct{})}
 	sampler := &testkit.Sampler{Clock: fc}
-	p, err := probe.New(probe.Config{Node: "agent-1", Settings: s, Records: store, Nodes: nodes, Sampler: sampler, Clock: fc,
-		FlushTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		for { // any last write the stop makes, let through
-			select {
-			case err := <-stopped:
-				if err != nil {
-					t.Error(err)
-				}
-				return
-			case <-store.entered:
-				store.release <- struct{}{}
-			}
-		}
-	}()
+	defer runHeld(t, probe.Config{Node: "agent-1", Settings: s, Records: store, Nodes: nodes, Sampler: sampler, Clock: fc,
+		FlushTimeout: time.Second}, store)()
 	samplesIn := func(text string) int {
 		e, err := entry.Decode(text)
 		if err != nil {
@@ -120,6 +100,38 @@ func TestSlowWritesHoldNoSampleBack(t *testing.T) {
 	}
 	if got := len(sampler.Taken()); got != 3 {
 		t.Fatalf("%d samples taken, want 3", got)
+	}
+}
+
+// runHeld runs the probe cfg makes and returns its stop, which cancels the
+// run and waits for it, letting through any last write the stop makes to
+// held (nil: none is held).
+func runHeld(t *testing.T, cfg probe.Config, held *heldRecords) (stop func()) {
+	t.Helper()
+	p, err := probe.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Run(ctx) }()
+	var entered <-chan string
+	if held != nil {
+		entered = held.entered
+	}
+	return func() {
+		cancel()
+		for {
+			select {
+			case err := <-stopped:
+				if err != nil {
+					t.Error(err)
+				}
+				return
+			case <-entered:
+				held.release <- struct{}{}
+			}
+		}
 	}
 }
 
@@ -186,20 +198,8 @@ func TestSlowPolicyCheckHoldsNoWriteBack(t *testing.T) {
 	store := &countedRecords{Records: kubefake.NewRecords(s.RecordsNamespace())}
 	pol := &heldPolicy{release: make(chan struct{})}
 	m := probe.NewMetrics()
-	p, err := probe.New(probe.Config{Node: "agent-1", Settings: s, Records: store, Nodes: nodes, Policy: pol,
-		Sampler: &testkit.Sampler{Clock: fc}, Clock: fc, FlushTimeout: time.Second, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error, 1)
-	go func() { stopped <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-stopped; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runHeld(t, probe.Config{Node: "agent-1", Settings: s, Records: store, Nodes: nodes, Policy: pol,
+		Sampler: &testkit.Sampler{Clock: fc}, Clock: fc, FlushTimeout: time.Second, Metrics: m}, nil)()
 	await := func(what string, cond func() bool) {
 		t.Helper()
 		testkit.Eventually(t, 30*time.Second, func() error {
