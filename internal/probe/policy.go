@@ -48,12 +48,14 @@ type policy struct {
 // policyDue says whether a check is due: every period until a check has
 // seen the refusals (at start; after one that could not tell; while the
 // policy is not in force, as right after an install, before the API server
-// has loaded it), and then once every entry_unchanged.
-func (p *Prober) policyDue() bool {
+// has loaded it), and then once every entry_unchanged. seen: the last
+// check saw the refusal, so the one due is that every entry_unchanged,
+// which runs beside the writes (recheckBeside).
+func (p *Prober) policyDue() (due, seen bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.pol.checked || !p.pol.protected || p.pol.why != nil ||
-		p.cfg.Clock.Since(p.pol.last) >= p.cfg.Settings.StaleAfter().Duration()
+	seen = p.pol.checked && p.pol.protected && p.pol.why == nil
+	return !seen || p.cfg.Clock.Since(p.pol.last) >= p.cfg.Settings.StaleAfter().Duration(), seen
 }
 
 // policyAllows runs the check when it is due and says whether the probe may
@@ -66,10 +68,7 @@ func (p *Prober) policyAllows(ctx context.Context) bool {
 	if p.ownerNow().Name == "" {
 		return false // no plan yet: nothing to write, and no owner to check with
 	}
-	if p.policyDue() {
-		p.mu.Lock()
-		seen := p.pol.checked && p.pol.protected && p.pol.why == nil
-		p.mu.Unlock()
+	if due, seen := p.policyDue(); due {
 		if seen {
 			p.recheckBeside(ctx)
 		} else {

@@ -412,8 +412,8 @@ func (p *Prober) resume(ctx context.Context) {
 	if !unread {
 		return
 	}
-	// A policy check beside the loop may be writing a marker, which what
-	// the read finds must include.
+	// A write beside the loop may be in flight (a marker its policy check
+	// wrote among them): what the read finds must include it.
 	p.settle(ctx)
 	raw, err := p.cfg.Records.Get(ctx, p.cfg.Node)
 	if errors.Is(err, kube.ErrNotFound) {

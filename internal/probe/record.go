@@ -147,7 +147,8 @@ func (p *Prober) write(ctx context.Context) bool {
 // in the loop, a write of 2 to 3 s (a leader 300 to 450 ms each way) held
 // back every probe's next sample: its ticker dropped the periods it
 // missed, the records changed every 4 s and, with one write a little
-// slower, went unwritten for 6 s, past entry_unchanged, on every host. The
+// slower, went unwritten for 6 s, past entry_unchanged, on hosts that were
+// not slow at all. The
 // gate meant for a paused or cut-off voter then held the slow leader's
 // swap. Beside the loop, one write follows another as soon as the window
 // has changed, so a record changes once a write's time, and a record late
