@@ -34,8 +34,8 @@ API server and a controller on this machine (root), injects faults drawn from
 the seed, and scores every status the controller publishes against the truth
 of its moment. It writes DIR/scoreboard.json, DIR/decisions.jsonl,
 DIR/timeline.svg, DIR/table.txt and the fleet's logs under DIR/logs, prints
-the table, and exits 0 only with no wrong swap, no flap and no swap-worthy
-fault missed.
+the table, and exits 0 only with no wrong swap, no flap, no swap-worthy
+fault missed and no leader change between faults.
 
 Flags:
 `)
