@@ -34,12 +34,8 @@ func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r status
 	for _, v := range voters {
 		vnames = append(vnames, v.node.Name)
 	}
-	// The connects decide where any is slow; etcd's own round trips only
-	// where none is (attributionBasis).
-	set, by := slowVoterLinks(voters, links, kindConnect), status.SignalConnect
-	if len(set) == 0 {
-		set, by = slowVoterLinks(voters, links, kindPeerRTT), status.SignalPeerRTT
-	}
+	k := attributedBy(voters, links)
+	set, by := slowVoterLinks(voters, links, k), signalOf[k]
 	if len(set) == 0 {
 		return step(status.CodeNoSlowVoterLinks, "", attributionBasis, true, "no link between voters is slow: a voter is unfit by its own readings only"), nil, false
 	}
@@ -96,6 +92,16 @@ func attribute(s settings.Settings, voters []*host, links *linkMatrix) (r status
 	}
 	r.Detail += "; they explain the slow links: " + names(suspects)
 	return r, suspects, true
+}
+
+// attributedBy is the signal the attribution reads the slow links between
+// voters by: the connects where any is slow, etcd's own round trips only
+// where none is (attributionBasis).
+func attributedBy(voters []*host, links *linkMatrix) kind {
+	if len(slowVoterLinks(voters, links, kindConnect)) > 0 {
+		return kindConnect
+	}
+	return kindPeerRTT
 }
 
 // slowVoterLinks is the links between voters that either end measured over

@@ -1,9 +1,7 @@
 package decide
 
 import (
-	"maps"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/fleet-role/fleet-role/internal/settings"
@@ -315,15 +313,4 @@ func minHeadroom(gs []judgement, keep func(*judgement) bool) float64 {
 		}
 	}
 	return m
-}
-
-// otherEnds lists the other ends of the failed links among gs, by name.
-func otherEnds(gs []judgement) []string {
-	set := map[string]bool{}
-	for i := range gs {
-		if g := &gs[i]; g.kind.isLink() && g.out == fail {
-			set[g.subject] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
 }

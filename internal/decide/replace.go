@@ -11,7 +11,7 @@ import (
 	"github.com/fleet-role/fleet-role/internal/status"
 )
 
-const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them; of those that records besides any single other host's implicate (their own record, or the records of two other voting hosts), the one on the most slow links is replaced (ties: the one that alone measured more of its links slow, where the other end measured them fit; then an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits; then etcd's leader, on every write's path; then the Node created last, then the lower UID, which no record sets; never the name: still tied, nothing is swapped); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits by its own record (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned. One record speaks only for its own host: no voter is named to leave on one other host's record alone (docs/limits.md)"
+const replaceBasis = "with slow links between voters the attribution rule names the voters that explain them; of those that records besides any single other host's implicate (their own record, or the records of two other voting hosts), the one on the most slow links, counted by the signal the attribution read them by, is replaced (ties: the one that alone measured more of them slow by it, where the other end measured them fit; then an unpinned voter, which takes the same links out; then one unfit by a reading of its own, whose slowness explains its links; then the one the last decision named; then the worst margin over its limits; then etcd's leader, on every write's path; then the Node created last, then the lower UID, which no record sets; never the name: still tied, nothing is swapped); a pinned one so chosen keeps its place and nothing is swapped. With no slow link, the unfit voter furthest over its limits by its own record (its worst margin, then the name) is replaced, passing over a pinned one for the next unpinned. One record speaks only for its own host: no voter is named to leave on one other host's record alone (docs/limits.md)"
 
 // trueFirst orders the one of two for which a condition holds first.
 func trueFirst(a, b bool) int {
@@ -83,11 +83,19 @@ func onMostSlowLinks(j *limits, voters, suspects []*host, links *linkMatrix, byN
 				names(suspects), clearedText(cleared))))
 		return nil
 	}
+	// The links and those measured slow alone are counted by the signal
+	// the attribution read them by: a voter's link slow by etcd's round
+	// trip only, while connects are slow elsewhere, is one the attribution
+	// does not explain (an etcd round trip still raised by the fault
+	// before, whose window has not yet passed: docs/limits.md, "The voter
+	// to replace"). Counted, it turned the name from one end of a delayed
+	// link to the other while the delay was on.
+	by := attributedBy(voters, links)
 	var rs []ranked
 	for _, v := range named {
-		n, to := alone(v, voters, links)
+		n, to := alone(v, voters, links, by)
 		own := slices.ContainsFunc(v.all, func(g judgement) bool { return g.failedOwnMeasure() })
-		rs = append(rs, ranked{v, otherEnds(v.all), n, to, own, minHeadroom(v.all, (*judgement).failedMeasure), v.etcd != nil && v.etcd.isLeader})
+		rs = append(rs, ranked{v, slowLinksOf(v, voters, links, by), n, to, own, minHeadroom(v.all, (*judgement).failedMeasure), v.etcd != nil && v.etcd.isLeader})
 	}
 	// The name orders the reasons' text only: it never chooses.
 	slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Or(rank(a, b), cmp.Compare(a.h.node.Name, b.h.node.Name)) })

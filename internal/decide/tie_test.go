@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,4 +142,50 @@ func lowerUID(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// Seed 12's flap: one delayed link between two of five voters (bravo and
+// delta), slow by connect at both ends, bravo named by the last decision;
+// delta's etcd round trip to charlie still raised by a fault before (a
+// pause of charlie, whose window has not passed), at both ends or at
+// delta's alone. The attribution reads the slow links by connect, where
+// only bravo-delta is slow, and the round trip to charlie is not one of
+// them: bravo and delta are on as many of the slow links (1) and neither
+// measured one slow alone, so bravo stays named. Counting every failed
+// link judgement, as the rule did, put delta on two and turned the swap
+// from bravo to delta while the delay was on.
+func TestLeftoverRoundTripDoesNotTurnTheName(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		oneSide bool // only delta's round trip to charlie is raised
+	}{{"both ends", false}, {"delta's end alone", true}} {
+		for _, named := range []string{"bravo", "delta"} {
+			t.Run(c.name+", "+named+" named", func(t *testing.T) {
+				f := votersFleet(t, 5)
+				f.slow[pairOf("bravo", "delta")] = 0.4
+				if c.oneSide {
+					f.host("delta").etcdMod = func(i, _ int, x *entry.EtcdSample) {
+						if i > 0 {
+							x.PeerRTT[memberID("charlie")] = hist(rttBounds, map[int]uint64{bucket(rttBounds, 0.9): 1})
+						}
+					}
+				} else {
+					f.rttOnly = map[[2]string]float64{pairOf("charlie", "delta"): 0.45}
+				}
+				st := decide.Decide(f.input(t, namedBefore(settled(f, 2*time.Hour), named)))
+				if !slices.ContainsFunc(hostOf(t, st, "delta").Reasons, func(r status.Reason) bool {
+					return r.Signal == status.SignalPeerRTT && r.Subject == "charlie" && !r.OK
+				}) {
+					t.Fatalf("delta's round trip to charlie is not judged slow, the scenario does not hold: %+v", hostOf(t, st, "delta").Reasons)
+				}
+				r := decisionReason(t, st, status.StepReplace, named)
+				if !r.OK || !strings.Contains(r.Detail, "(1: ") || !strings.Contains(r.Detail, "the one the last decision named") {
+					t.Fatalf("replace: %+v", r)
+				}
+				if st.Decision.Action != status.ActionSwap || st.Decision.Out != named {
+					t.Fatalf("decision %s %s, want a swap of %s out", st.Decision.Action, st.Decision.Out, named)
+				}
+			})
+		}
+	}
 }

@@ -203,25 +203,46 @@ func implicationOf(v *host, m *linkMatrix, byName map[string]*host) implication 
 	return im
 }
 
-// alone counts the links v alone made slow: those it measured slow and
-// whose other end, a voter, measured fit by the same signal. Every slow
+// alone counts the links v alone made slow by k, the signal the
+// attribution read them by: those it measured slow by k and whose other
+// end, a voter, measured slow by neither signal and fit by k. Every slow
 // link a record can invent has its writer at one end and the other end
-// measuring it fit: the tie-break goes against such a writer.
-func alone(v *host, voters []*host, m *linkMatrix) (n int, to []string) {
+// measuring it fit: the tie-break goes against such a writer. A link slow
+// by the other signal only is not one the attribution explains (an etcd
+// round trip still raised by a fault that is over, while the connects
+// show the one at hand), and it does not count.
+func alone(v *host, voters []*host, m *linkMatrix, k kind) (n int, to []string) {
 	for _, o := range voters {
 		if o == v {
 			continue
 		}
 		e := m.at(v.node.Name, o.node.Name)
-		if e == nil || !e.slowAny() {
+		if e == nil || !e.slow(k) {
 			continue
 		}
-		if _, a := odd(e, m.at(o.node.Name, v.node.Name)); a {
+		if back := m.at(o.node.Name, v.node.Name); back != nil && back.judged && !back.slowAny() && back.measuredFit(k) {
 			n++
 			to = append(to, o.node.Name)
 		}
 	}
 	return n, to
+}
+
+// slowLinksOf is the voters at the other ends of v's links that either end
+// measured slow by k, the signal the attribution read them by: the slow
+// links v explains.
+func slowLinksOf(v *host, voters []*host, m *linkMatrix, k kind) []string {
+	var to []string
+	for _, o := range voters {
+		if o == v {
+			continue
+		}
+		if e, back := m.at(v.node.Name, o.node.Name), m.at(o.node.Name, v.node.Name); e != nil && e.slow(k) || back != nil && back.judged && back.slow(k) {
+			to = append(to, o.node.Name)
+		}
+	}
+	slices.Sort(to)
+	return to
 }
 
 // clearedOf splits hosts into those that may be named to leave and the
