@@ -9,6 +9,9 @@
 #
 #   bench/busy.sh            # about an hour on 2 cores with the tools built
 #   bench/busy.sh -rounds 1  # the test command alone beside the loops
+#   bench/busy.sh -campaign --seed N --faults K --voters 3|5 --out DIR
+#                            # the fault campaign beside the loops instead
+#                            # (hack/campaign.sh; docs/campaign.md)
 #
 # It stops at the first failure, with its log. Each step's log and the
 # machine's load go to /tmp/fleet-role-busy/; the summary to standard output.
@@ -16,11 +19,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rounds=3
+campaign=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    -rounds) rounds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "bench/busy.sh: unknown argument $1 (want -rounds N)" >&2; exit 2 ;;
+    -rounds)
+      [ $# -ge 2 ] || { echo "bench/busy.sh: -rounds needs a number" >&2; exit 2; }
+      rounds="$2"; shift 2 ;;
+    # Everything after -campaign is the campaign's own flags.
+    -campaign) shift; campaign=("$@"); [ ${#campaign[@]} -gt 0 ] || campaign=(--help); break ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "bench/busy.sh: unknown argument $1 (want -rounds N, or -campaign and the campaign's flags)" >&2; exit 2 ;;
   esac
 done
 case "$rounds" in ''|*[!0-9]*|0) echo "bench/busy.sh: -rounds $rounds: want a whole number of at least 1" >&2; exit 2 ;; esac
@@ -48,6 +56,19 @@ run() { # name command...
   fi
   echo "   passed in $(( $(date +%s) - t0 )) s (load $(cut -d' ' -f1-3 /proc/loadavg)); log $logs/$name.log"
 }
+
+if [ ${#campaign[@]} -gt 0 ]; then
+  # The campaign prints its progress and its table itself: to the terminal
+  # as well as to the log.
+  echo "== campaign ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)): hack/campaign.sh ${campaign[*]}"
+  t0=$(date +%s)
+  set +e
+  hack/campaign.sh "${campaign[@]}" 2>&1 | tee "$logs/campaign.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  echo "the campaign ended with exit code $rc after $(( $(date +%s) - t0 )) s beside $cores busy loops (load $(cut -d' ' -f1-3 /proc/loadavg)); log $logs/campaign.log"
+  exit "$rc"
+fi
 
 run test-command hack/test.sh
 # The test command exported the tools' paths to its own children only.
