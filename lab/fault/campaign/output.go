@@ -190,7 +190,7 @@ func (r *Result) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "fault %d, %s: %s (truth: %s; load %.1f)\n", i+1, f.Spec, f.Outcome, truthLine(f.Truth), f.Load)
 		if t := f.Throttled; t != nil {
-			fmt.Fprintf(w, "  its cgroup held it off the CPU in %d of %d periods, %.1f s in all\n", t.Throttled, t.Periods, t.For.D().Seconds())
+			fmt.Fprintf(w, "  its cgroup held it off the CPU in %d of %d periods, %.1f s summed over the cores (more than the fault's length when both held it)\n", t.Throttled, t.Periods, t.For.D().Seconds())
 		}
 		for _, n := range f.Notes {
 			fmt.Fprintf(w, "  %s\n", n)

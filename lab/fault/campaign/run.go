@@ -521,8 +521,9 @@ func (r *runner) starve(sp Spec, f *Fault) (func() error, error) {
 		return func() error { return nil }, err
 	}
 	// The group's own count of the periods it was held off the CPU, read
-	// as the fault ends: a starved host that was never throttled is a
-	// fault that did not take, not a miss of fleet-role's.
+	// as the fault ends and kept on the board (the scorer does not use
+	// it): a starved host that was seldom throttled is a fault that did
+	// not take, which its reader can then tell from a miss of fleet-role's.
 	release := func() error {
 		if st, err := g.Stat(); err == nil {
 			f.Throttled = &Throttled{Periods: st.Periods, Throttled: st.Throttled, For: Duration(st.ThrottledFor)}

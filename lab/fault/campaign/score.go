@@ -38,7 +38,8 @@ type Fault struct {
 	// the writes through the API server.
 	Unwritten Unwritten `json:"unwritten"`
 	// Throttled is a voter-cpu fault's cgroup cpu.stat as it ended: how
-	// many of its CFS periods held the starved host off the CPU.
+	// many of its CFS periods held the starved host off the CPU. Kept for
+	// the reader; the outcome does not depend on it.
 	Throttled *Throttled `json:"throttled,omitempty"`
 
 	// Outcome is one of: caught, late (published after its bound), missed
